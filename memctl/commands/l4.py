@@ -1,0 +1,7 @@
+"""L4 subcommands: compress, archive, show, demo."""
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    return None

@@ -1,0 +1,62 @@
+"""Shared fixtures: real temporary memory roots and the installed `memctl` as a subprocess."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SAMPLES = Path(__file__).resolve().parent.parent / "memctl" / "samples"
+
+
+def memctl_executable() -> str:
+    beside_python = Path(sys.executable).with_name("memctl")
+    if beside_python.exists():
+        return str(beside_python)
+    found = shutil.which("memctl")
+    if not found:
+        pytest.fail("the memctl console script is not installed; run the README's test command")
+    return found
+
+
+def clean_env(**overrides: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMCTL_")}
+    env.update({"NO_COLOR": "1", "LANG": "C.UTF-8", "PYTHONUTF8": "1"})
+    env.update(overrides)
+    return env
+
+
+@pytest.fixture
+def memctl_bin() -> str:
+    return memctl_executable()
+
+
+@pytest.fixture
+def run(memctl_bin):
+    """run(*args, root=..., env={...}, input=bytes) -> CompletedProcess with bytes output."""
+
+    def _run(*args: str, root: Path | None = None, env: dict | None = None, input: bytes | None = None,
+             cwd: Path | None = None, timeout: float = 120):
+        cmd = [memctl_bin]
+        if root is not None:
+            cmd += ["--root", str(root)]
+        cmd += [str(a) for a in args]
+        return subprocess.run(cmd, capture_output=True, input=input, env=clean_env(**(env or {})),
+                              cwd=cwd, timeout=timeout)
+
+    return _run
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    path = tmp_path / "memory"
+    return path
+
+
+@pytest.fixture
+def sample_logs() -> list[Path]:
+    return sorted(SAMPLES.glob("model_responses_*.txt"))

@@ -1,0 +1,109 @@
+import json
+import os
+import stat
+
+from memctl.config import load_settings, resolve_root
+from memctl.errors import ConfigError, LockBusy
+from memctl.fsutil import WriterLock, atomic_write_bytes, safe_child
+
+import pytest
+
+
+def test_version_and_help(run):
+    result = run("--version")
+    assert result.returncode == 0
+    assert result.stdout.decode().startswith("memctl ")
+    helped = run("--help")
+    assert helped.returncode == 0
+    assert b"archive" in helped.stdout or b"init" in helped.stdout
+
+
+def test_init_is_idempotent_and_private(run, root):
+    first = run("init", "--json", root=root)
+    assert first.returncode == 0, first.stderr
+    created = json.loads(first.stdout)["created"]
+    assert created
+    second = run("init", "--json", root=root)
+    assert json.loads(second.stdout)["created"] == []
+    for path in [root, root / "L4_raw_sessions", root / ".memctl"]:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700
+    for path in [root / "memctl.toml", root / "long_term.jsonl"]:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_rules_show_origin_of_each_setting(run, root):
+    run("init", root=root)
+    (root / "memctl.toml").write_text('[archive]\nkeep_newest = 3\n[types.recipe]\npolicy = "merge"\n')
+    result = run("rules", "--json", root=root)
+    data = json.loads(result.stdout)
+    settings = {row["key"]: row for row in data["settings"]}
+    assert settings["archive.keep_newest"]["value"] == 3
+    assert settings["archive.keep_newest"]["origin"].endswith("memctl.toml")
+    assert settings["archive.min_age"]["origin"] == "default"
+    assert settings["types.recipe"]["value"]["policy"] == "merge"
+    assert data["rules"]
+
+
+def test_bad_config_is_one_line_error(run, root):
+    run("init", root=root)
+    (root / "memctl.toml").write_text("[archive]\nkeep_newest = 'many'\n")
+    result = run("rules", root=root)
+    assert result.returncode == 2
+    assert b"Traceback" not in result.stderr
+    assert len(result.stderr.decode().strip().splitlines()) == 1
+
+
+def test_unknown_key_rejected(tmp_path):
+    (tmp_path / "memctl.toml").write_text("[archive]\nbogus = 1\n")
+    with pytest.raises(ConfigError, match="unknown key archive.bogus"):
+        load_settings(tmp_path)
+
+
+def test_root_resolution_order(tmp_path, monkeypatch):
+    monkeypatch.delenv("MEMCTL_HOME", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert resolve_root(None, cwd=tmp_path) == tmp_path / "xdg" / "memctl"
+    (tmp_path / "memory").mkdir()
+    assert resolve_root(None, cwd=tmp_path) == tmp_path / "memory"
+    monkeypatch.setenv("MEMCTL_HOME", str(tmp_path / "home"))
+    assert resolve_root(None, cwd=tmp_path) == tmp_path / "home"
+    assert resolve_root(str(tmp_path / "flag"), cwd=tmp_path) == tmp_path / "flag"
+    monkeypatch.setenv("XDG_DATA_HOME", "relative/path")
+    monkeypatch.delenv("MEMCTL_HOME")
+    (tmp_path / "memory").rmdir()
+    assert resolve_root(None, cwd=tmp_path).is_absolute()
+
+
+def test_lock_is_exclusive_and_released(tmp_path):
+    lock_path = tmp_path / ".memctl" / "lock"
+    with WriterLock(lock_path):
+        with pytest.raises(LockBusy) as info:
+            WriterLock(lock_path).acquire()
+        assert info.value.exit_code == 75
+    with WriterLock(lock_path):
+        pass
+
+
+def test_atomic_write_leaves_no_temp_on_failure(tmp_path):
+    dest = tmp_path / "f.txt"
+    atomic_write_bytes(dest, b"one")
+
+    class Boom(Exception):
+        pass
+
+    from memctl.fsutil import atomic_writer
+
+    with pytest.raises(Boom):
+        with atomic_writer(dest) as handle:
+            handle.write(b"partial")
+            raise Boom()
+    assert dest.read_bytes() == b"one"
+    assert sorted(os.listdir(tmp_path)) == ["f.txt"]
+
+
+@pytest.mark.parametrize("name", ["../x", "/etc/passwd", "a/b", "..", "", "x\x00y"])
+def test_safe_child_refuses_escaping_names(tmp_path, name):
+    from memctl.errors import UnsafePath
+
+    with pytest.raises(UnsafePath):
+        safe_child(tmp_path, name)
