@@ -1,0 +1,230 @@
+"""Secret redaction: shapes that must be caught, text that must be left alone, idempotence.
+
+Every fake token is assembled from pieces at run time, so this file holds no string a
+secret scanner would flag.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+from pathlib import Path
+
+import pytest
+
+from memctl.redact import find_secrets, redact, redactor
+
+SAMPLES = Path(__file__).resolve().parent.parent / "memctl" / "samples"
+SHARED = Path("/work/shared")
+
+_rng = random.Random(20261130)
+
+
+def _chars(alphabet: str, n: int) -> str:
+    return "".join(_rng.choice(alphabet) for _ in range(n))
+
+
+ALNUM = string.ascii_letters + string.digits
+UPPER_DIGITS = string.ascii_uppercase + string.digits
+HEX = "0123456789abcdef"
+B64URL = ALNUM + "_-"
+
+
+def _b64url(obj: dict) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+
+
+def _secret_shapes() -> list[tuple[str, str, str]]:
+    """(name, text containing the secret, the secret itself)."""
+    import base64
+
+    aws_id = "AK" + "IA" + _chars(UPPER_DIGITS, 16)
+    aws_secret = _chars(ALNUM + "/+", 40)
+    ghp = "gh" + "p_" + _chars(ALNUM, 36)
+    gh_fine = "github" + "_pat_" + _chars(ALNUM + "_", 82)
+    openai = "sk-" + "proj-" + _chars(B64URL, 40) + "T3Blbk" + "FJ" + _chars(B64URL, 40)
+    openai_legacy = "sk-" + _chars(ALNUM, 20) + "T3Blbk" + "FJ" + _chars(ALNUM, 20)
+    anthropic = "sk-" + "ant-" + "api03-" + _chars(B64URL, 93) + "AA"
+    stripe = "sk" + "_live_" + _chars(ALNUM, 24)
+    google = "AI" + "za" + _chars(B64URL, 35)
+    gitlab = "gl" + "pat-" + _chars(B64URL, 20)
+    npm = "np" + "m_" + _chars(ALNUM, 36)
+    pypi = "py" + "pi-" + "AgEIcHlwaS5vcmc" + _chars(B64URL, 70)
+    hf = "h" + "f_" + _chars(string.ascii_letters, 30) + "1234"
+    slack = "xo" + "xb-" + _chars(string.digits, 12) + "-" + _chars(string.digits, 13) + "-" + _chars(ALNUM, 24)
+    slack_hook = "https://hooks." + "slack.com/services/T" + _chars(UPPER_DIGITS, 8) + "/B" + _chars(
+        UPPER_DIGITS, 8
+    ) + "/" + _chars(ALNUM, 24)
+    sendgrid = "S" + "G." + _chars(B64URL, 22) + "." + _chars(B64URL, 43)
+    jwt = "ey" + _b64url({"alg": "HS256", "typ": "JWT"})[2:] + "." + _b64url({"sub": "1234567890", "n": "x"}) + "." + _chars(
+        B64URL, 43
+    )
+    pem_body = "\n".join(_chars(ALNUM + "+/", 64) for _ in range(5))
+    pem = "-----BEGIN " + "RSA PRIVATE KEY-----\n" + pem_body + "\n-----END " + "RSA PRIVATE KEY-----"
+    bearer = _chars(ALNUM, 20) + "9" + _chars(ALNUM, 20)
+    basic = base64.b64encode(b"deploy:" + _chars(ALNUM, 14).encode()).decode()
+    url_pw = _chars(ALNUM, 10) + "7x"
+    curl_pw = _chars(ALNUM, 12) + "3!"
+    assigned = _chars(ALNUM, 16) + "42"
+    json_pw = "Zq" + _chars(ALNUM, 14) + "8"
+    deepseek = "sk-" + _chars(HEX, 30) + "a1"
+    openrouter = "sk-" + "or-v1-" + _chars(HEX, 64)
+    cn_pw = "Mima" + _chars(ALNUM, 6) + "2024"
+    return [
+        ("aws access key id", f"export AWS_ACCESS_KEY_ID={aws_id}", aws_id),
+        ("aws secret key", f"aws_secret_access_key = {aws_secret}", aws_secret),
+        ("github classic", f"git clone https://github.com/o/r (token {ghp})", ghp),
+        ("github fine-grained", f"GH token: {gh_fine}.", gh_fine),
+        ("openai project key", f"client = OpenAI(api_key='{openai}')", openai),
+        ("openai legacy key", f"key {openai_legacy} expired", openai_legacy),
+        ("anthropic key", f"ANTHROPIC_API_KEY={anthropic}", anthropic),
+        ("stripe live key", f"stripe.api_key = \"{stripe}\"", stripe),
+        ("google api key", f"?key={google}&q=x", google),
+        ("gitlab pat", f"PRIVATE-TOKEN: {gitlab}", gitlab),
+        ("npm token", f"//registry.npmjs.org/:_authToken={npm}", npm),
+        ("pypi token", f"password = {pypi}", pypi),
+        ("huggingface token", f"huggingface-cli login --token {hf}", hf),
+        ("slack bot token", f"SLACK_BOT={slack}", slack),
+        ("slack webhook", f"curl -X POST {slack_hook} -d '{{}}'", slack_hook),
+        ("sendgrid key", f"sg = SendGridAPIClient({sendgrid!r})", sendgrid),
+        ("jwt", f"cookie session={jwt}; Path=/", jwt),
+        ("private key block", f"cat id_rsa\n{pem}\n$ ", pem),
+        ("bearer header", f"curl -H 'Authorization: Bearer {bearer}' https://api.example.com", bearer),
+        ("basic auth header", f"Authorization: Basic {basic}", basic),
+        ("credentials in url", f"git remote add origin https://deploy:{url_pw}@git.example.com/r.git", url_pw),
+        ("curl -u", f"curl -u admin:{curl_pw} https://nas-01/api", curl_pw),
+        ("password assignment", f"DB_PASSWORD={assigned}", assigned),
+        ("json password", json.dumps({"user": "bob", "password": json_pw}), json_pw),
+        ("json-escaped token", json.dumps({"text": "line one\n" + ghp + "\nline three"}), ghp),
+        ("json-escaped assignment", json.dumps({"text": "config:\napi_key: " + assigned + "\nend"}), assigned),
+        ("sk- hex key", f"DEEPSEEK_KEY {deepseek}", deepseek),
+        ("openrouter key", f"or key={openrouter}", openrouter),
+        ("chinese password", f"服务器密码：{cn_pw}", cn_pw),
+    ]
+
+
+SHAPES = _secret_shapes()
+
+
+@pytest.mark.parametrize("name,text,secret", SHAPES, ids=[s[0] for s in SHAPES])
+def test_each_shape_is_redacted(name, text, secret):
+    out = redact(text)
+    assert "[REDACTED:" in out
+    # the secret is gone, and no long piece of it survives
+    assert secret not in out
+    assert secret[len(secret) // 2 :] not in out, out
+    assert find_secrets(text), name
+    assert not find_secrets(out), out
+
+
+def test_at_least_fifteen_shapes():
+    assert len(SHAPES) >= 15
+
+
+def test_context_around_a_secret_is_kept():
+    ghp = "gh" + "p_" + "a1B2" * 9
+    out = redact(f"before {ghp} after")
+    assert out == "before [REDACTED:github-token] after"
+
+
+def test_findings_point_at_the_secret():
+    assigned = "Xy" + "9" * 6 + "qwertyZ"
+    text = f"password = {assigned}"
+    (finding,) = find_secrets(text)
+    assert text[finding.start : finding.end] == assigned
+    assert finding.kind == "password-assignment"
+
+
+def test_redaction_is_idempotent():
+    for _, text, _ in SHAPES:
+        once = redact(text)
+        assert redact(once) == once
+    everything = "\n".join(t for _, t, _ in SHAPES)
+    once = redact(everything)
+    assert redact(once) == once
+    assert json.loads(redact(json.dumps({"t": everything})))  # JSON stays valid
+
+
+def test_extra_patterns_and_disabled_redactor():
+    text = "ticket INTERNAL-" + "12345 and hunter" + "2pass"
+    assert "[REDACTED:custom]" in redact(text, [r"INTERNAL-\d+"])
+    assert redactor(enabled=False)(text) == text
+    assert "[REDACTED:custom]" in redactor(True, [r"INTERNAL-\d+"])(text)
+
+
+PROSE_THAT_STAYS = [
+    "The bearer of bad news arrived with a token of gratitude.",
+    "token refresh failed: credential cache older than rotation marker",
+    "password: required; see the README for the secret handshake",
+    "max_tokens: 4096, temperature: 0.2",
+    "token = self.tokenizer.encode(text)",
+    "api_key = os.environ['OPENAI_API_KEY']",
+    "password = getpass.getpass()",
+    "API_KEY=${OPENAI_API_KEY}",
+    "Authorization: Bearer <token>",
+    "Authorization: Bearer $TOKEN",
+    "postgres://user:${DB_PASS}@db:5432/app",
+    "https://github.com/o/r/commit/" + "0123456789abcdef" * 2 + "01234567",
+    "id 550e8400-e29b-41d4-a716-446655440000 sha256 " + "ab" * 32,
+    "creds: /etc/backup/creds.env (reference only, do not read or copy)",
+    "basic setup instructions follow",
+    "The task-specific secret: patience",
+    "Ask for the password: never store it.",
+]
+
+
+@pytest.mark.parametrize("text", PROSE_THAT_STAYS)
+def test_prose_is_not_redacted(text):
+    assert find_secrets(text) == [], text
+    assert redact(text) == text
+
+
+def _strings(obj) -> list[str]:
+    if isinstance(obj, str):
+        return [obj]
+    if isinstance(obj, dict):
+        return [s for v in obj.values() for s in _strings(v)]
+    if isinstance(obj, list):
+        return [s for v in obj for s in _strings(v)]
+    return []
+
+
+def _corpus() -> list[tuple[str, str]]:
+    texts = [(str(p), p.read_text(encoding="utf-8", errors="replace")) for p in sorted(SAMPLES.glob("*.txt"))]
+    generic = SHARED / "samples" / "genericagent"
+    if generic.is_dir():
+        for path in sorted(generic.rglob("*")):
+            if path.is_file() and path.suffix in (".txt", ".md", ".py", ".jsonl", ".json"):
+                texts.append((str(path), path.read_text(encoding="utf-8", errors="replace")))
+    for bench in ("bench/locomo/locomo_dev.json", "bench/memdaily/memdaily_dev.json"):
+        path = SHARED / bench
+        if path.is_file():
+            data = json.loads(path.read_text(encoding="utf-8"))
+            texts.append((str(path), "\n".join(_strings(data))))
+    return texts
+
+
+def test_no_false_positive_over_samples_and_bench():
+    corpus = _corpus()
+    assert corpus, "no sample text found"
+    hits = []
+    for name, text in corpus:
+        for finding in find_secrets(text):
+            hits.append(f"{name}: {finding.kind}: {text[max(0, finding.start - 30):finding.end + 10]!r}")
+    assert hits == [], "\n".join(hits[:20])
+
+
+def test_long_line_is_linear_enough():
+    # a 2 MB line of token-like noise: bounded patterns finish, nothing is matched by accident
+    text = ("sk-" + "a" * 30 + " eyJ" + "b" * 50 + ". password=" + " ") * 20000
+    out = redact(text)
+    assert len(out) == len(text)
+
+
+def test_provider_kind_beats_generic_assignment():
+    fine = "github" + "_pat_" + "Ab1" * 27 + "x"
+    assert redact(f"GH token: {fine}.") == "GH token: [REDACTED:github-token]."
+    assert redact("password: Hunter" + "22.") == "password: [REDACTED:password-assignment]."
