@@ -105,3 +105,7 @@ def human_bytes(count: int | float) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} GiB"
+
+
+def escape_markup(text: str) -> str:
+    return escape(text)
