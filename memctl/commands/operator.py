@@ -1,7 +1,68 @@
-"""Subcommands of this group are added by their issue's work."""
+"""Operator and agent-facing subcommands: `schedule install`, `insight`, `task`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Optional
 
 import typer
 
+from memctl import render, schedule
+from memctl.cli import state
+from memctl.errors import UsageError
+
+schedule_app = typer.Typer(help="Install the 12-hourly archive and the 04:00 dream as timers.", no_args_is_help=True)
+
 
 def register(app: typer.Typer) -> None:
-    return None
+    app.add_typer(schedule_app, name="schedule")
+
+
+def _memctl_command(override: Optional[str]) -> list[str]:
+    """How a timer should call memctl: --memctl, else this very console script, else python -m."""
+    if override:
+        return [os.path.abspath(os.path.expanduser(override))]
+    argv0 = Path(sys.argv[0])
+    if argv0.name == "memctl" and argv0.exists():
+        return [os.path.abspath(argv0)]
+    return [sys.executable, "-m", "memctl"]
+
+
+@schedule_app.command("install")
+def schedule_install(
+    ctx: typer.Context,
+    systemd: bool = typer.Option(False, "--systemd", help="Write systemd user units (timers)."),
+    cron: bool = typer.Option(False, "--cron", help="Print crontab lines to add (nothing is changed)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print what would be written; change nothing."),
+    unit_dir: Optional[Path] = typer.Option(None, "--unit-dir", help="Where to write units [~/.config/systemd/user]."),
+    memctl_path: Optional[str] = typer.Option(None, "--memctl", help="memctl executable the timers run [this one]."),
+    force: bool = typer.Option(False, "--force", help="Replace unit files memctl did not write."),
+) -> None:
+    """Write the archive (every 12 h) and dream (04:00) schedules with this machine's paths."""
+    if systemd == cron:
+        raise UsageError("choose one of --systemd or --cron")
+    root = state(ctx).root
+    command = _memctl_command(memctl_path)
+    if not (root / ".memctl").is_dir():
+        render.warning(f"{root} is not initialised yet; run `memctl --root {root} init` before the first run")
+    if cron:
+        render.raw_bytes(schedule.cron_text_for(command, root).encode("utf-8"))
+        for hint in schedule.cron_install_hint(root):
+            render.message(hint)
+        return
+    units = schedule.systemd_units_for(command, root)
+    target = unit_dir or schedule.default_unit_dir()
+    results = schedule.install_units(units, target, dry_run=dry_run, force=force)
+    if dry_run:
+        for unit, result in zip(units, results):
+            render.line(f"# {result.path} (would {result.action})")
+            render.raw_bytes(unit.text.encode("utf-8"))
+            render.line("")
+    else:
+        for result in results:
+            render.line(f"{result.action}\t{result.path}")
+    render.message("to enable:" if not dry_run else "after installing, enable with:")
+    for command_line in schedule.enable_commands():
+        render.message(f"  {command_line}")
