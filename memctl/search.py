@@ -1,0 +1,423 @@
+"""Queries over the index: modes, filters, fuzzy fallback, session context, ranking.
+
+A query is tokenized like the documents, except that CJK runs are cut against the index's own
+vocabulary (a jieba-style best route over the terms the index holds), so a Chinese query
+never loads jieba's 0.7 s dictionary. Terms missing from the index are replaced by their
+closest index terms (rapidfuzz), which is how a typo still finds its item.
+
+Score = bm25 of the item (normalised to the best candidate) + SESSION_WEIGHT × bm25 of the
+item's session as one document (normalised likewise), times a small per-layer priority from
+the mode. An item whose session as a whole matches the query therefore ranks higher.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Iterable, Sequence
+
+from memctl import clock
+from memctl.config import Layout
+from memctl.errors import UsageError
+from memctl.fsutil import append_durably
+from memctl.index import LAYER_MARK, IndexOptions, RefreshReport, SearchIndex, connect, layer_token, meta_get
+from memctl.text import Alias, Tokenizer, expand_aliases, has_cjk, parse_aliases
+
+ALL_LAYERS = ("L2", "L3", "L4", "L5", "L6")
+DEFAULT_LAYERS = ("L2", "L3", "L4", "L5")
+MODES: dict[str, tuple[tuple[str, ...], int]] = {
+    "reply": (("L5", "L4", "L2"), 3),
+    "deep": (("L5", "L4", "L6"), 5),
+    "earlier": (("L4", "L5"), 3),
+    "recall": (("L5", "L4"), 3),
+}
+SESSION_WEIGHT = 0.5
+LAYER_PRIORITY_STEP = 0.05  # a mode's first layer wins ties over its second, and so on
+MIN_CANDIDATES = 200
+MAX_CANDIDATES = 20_000
+COMMON_TERM_SHARE = 0.1  # at scale, terms in more than this share of items carry almost no signal
+COMMON_TERM_MIN_ITEMS = 50_000
+MAX_QUERY_TERMS = 64
+MAX_WORD_CHARS = 8
+SNIPPET_CHARS = 160
+
+
+@dataclass
+class SearchRequest:
+    query: str
+    k: int | None = None
+    layers: tuple[str, ...] | None = None
+    mode: str | None = None
+    since: str | None = None
+    until: str | None = None
+    type: str | None = None
+    fuzzy_threshold: float = 80
+
+
+@dataclass
+class Hit:
+    ref: str
+    layer: str
+    score: float
+    date: str
+    type: str
+    text: str
+    item_id: str
+    session: str
+    snippet: str = ""
+
+    def to_json(self) -> dict:
+        data = {"ref": self.ref, "layer": self.layer, "score": round(self.score, 4), "date": self.date,
+                "type": self.type, "text": self.text}
+        if self.item_id:
+            data["id"] = self.item_id
+        if self.session:
+            data["session"] = self.session
+        return data
+
+
+@dataclass
+class QueryPlan:
+    terms: list[str]
+    fuzzy: dict[str, str] = field(default_factory=dict)  # typed term -> index term used instead
+    dropped_common: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- dates
+
+def parse_when(text: str | None, end_of_day: bool = False) -> str | None:
+    """ISO dates, or python-dateutil phrases, or `3 days ago` / `last week` / `yesterday`."""
+    if not text:
+        return None
+    raw = text.strip()
+    now = clock.now()
+    relative = _relative_date(raw.lower(), now)
+    if relative is not None:
+        return relative.isoformat(timespec="seconds")
+    try:
+        value = datetime.fromisoformat(raw)
+        date_only = len(raw) <= 10
+    except ValueError:
+        from dateutil import parser as date_parser
+
+        try:
+            value = date_parser.parse(raw, default=now.replace(hour=0, minute=0, second=0, microsecond=0))
+        except (ValueError, OverflowError):
+            raise UsageError(f"cannot read the date {text!r}: use ISO (2026-04-05) or e.g. '3 days ago'") from None
+        date_only = value.hour == value.minute == value.second == 0
+    if value.tzinfo is not None:
+        value = value.astimezone().replace(tzinfo=None)
+    if end_of_day and date_only:
+        value = value.replace(hour=23, minute=59, second=59)
+    return value.isoformat(timespec="seconds")
+
+
+_AGO = re.compile(r"^(\d+)\s*(minute|hour|day|week|month|year)s?\s+ago$")
+
+
+def _relative_date(raw: str, now: datetime) -> datetime | None:
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    named = {"today": midnight, "yesterday": midnight - timedelta(days=1), "now": now,
+             "last week": midnight - timedelta(days=7), "last month": midnight - timedelta(days=30),
+             "last year": midnight - timedelta(days=365)}
+    if raw in named:
+        return named[raw]
+    match = _AGO.match(raw)
+    if not match:
+        return None
+    from dateutil.relativedelta import relativedelta
+
+    count, unit = int(match.group(1)), match.group(2)
+    return now - relativedelta(**{f"{unit}s": count})
+
+
+# ---------------------------------------------------------------- query side of the tokenizer
+
+class VocabSegmenter:
+    """Cut a CJK run into the words the index holds, jieba-style (best route + sub-words)."""
+
+    def __init__(self, db: sqlite3.Connection):
+        self.db = db
+        total = meta_get(db, "items", "0")
+        self.log_total = math.log(max(int(total or 0), 1) + 1)
+
+    def __call__(self, run: str) -> list[str]:
+        run = run[:200]
+        known = self._known_substrings(run)
+        words = self._best_route(run, known)
+        out = []
+        for word in words:
+            if len(word) > 2:
+                out.extend(word[i:i + 2] for i in range(len(word) - 1) if word[i:i + 2] in known)
+            if len(word) > 3:
+                out.extend(word[i:i + 3] for i in range(len(word) - 2) if word[i:i + 3] in known)
+            out.append(word)
+        return out
+
+    def _known_substrings(self, run: str) -> dict[str, int]:
+        candidates = sorted({run[i:j] for i in range(len(run)) for j in range(i + 1, min(len(run), i + MAX_WORD_CHARS) + 1)})
+        found: dict[str, int] = {}
+        for start in range(0, len(candidates), 500):
+            part = candidates[start:start + 500]
+            marks = ",".join("?" * len(part))
+            found.update(self.db.execute(f"SELECT term, df FROM vocab WHERE term IN ({marks})", part).fetchall())
+        return found
+
+    def _best_route(self, run: str, known: dict[str, int]) -> list[str]:
+        n = len(run)
+        best: list[tuple[float, int]] = [(0.0, n)] * (n + 1)
+        for i in range(n - 1, -1, -1):
+            options = []
+            for j in range(i + 1, min(n, i + MAX_WORD_CHARS) + 1):
+                word = run[i:j]
+                if word in known or j == i + 1:
+                    weight = math.log(known.get(word, 0) + 1) - self.log_total - (0 if word in known else 5)
+                    options.append((weight + best[j][0], j))
+            best[i] = max(options)
+        words, i = [], 0
+        while i < n:
+            j = best[i][1]
+            words.append(run[i:j])
+            i = j
+        return words
+
+
+def load_aliases(layout: Layout, tokenizer: Tokenizer) -> list[Alias]:
+    try:
+        text = layout.aliases.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    return parse_aliases(text, tokenizer)
+
+
+# ---------------------------------------------------------------- the searcher
+
+class Searcher:
+    """One open index, ready for many queries (a `--queries` batch reuses it)."""
+
+    def __init__(self, layout: Layout, options: IndexOptions | None = None, refresh: bool = True):
+        self.layout = layout
+        self.index = SearchIndex(layout, options)
+        self.refresh_report: RefreshReport | None = None
+        if refresh or not self.index.path.exists():
+            self.refresh_report = self._refresh_safely()
+        self.db = self._open()
+        self.tokenizer = Tokenizer(VocabSegmenter(self.db))
+        self.aliases = load_aliases(layout, self.tokenizer)
+        self.item_count = int(meta_get(self.db, "items", "0") or 0)
+
+    def _refresh_safely(self) -> RefreshReport:
+        try:
+            return self.index.ensure_fresh()
+        except sqlite3.DatabaseError:
+            return self.index.rebuild()
+
+    def _open(self) -> sqlite3.Connection:
+        for attempt in range(2):
+            try:
+                db = connect(self.index.path)
+                db.execute("SELECT count(*) FROM meta").fetchone()
+                return db
+            except sqlite3.DatabaseError:
+                if attempt:
+                    raise
+                self.refresh_report = self.index.rebuild()
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- planning
+
+    def plan(self, query: str, fuzzy_threshold: float) -> QueryPlan:
+        groups = list(self.tokenizer.token_groups(query))
+        all_terms = expand_aliases([t for _, terms in groups for t in terms], self.aliases)[:MAX_QUERY_TERMS]
+        dfs = self._document_frequencies(all_terms)
+        plan = QueryPlan(terms=[t for t in all_terms if dfs.get(t)])
+        for surface, terms in groups:
+            if terms and not any(dfs.get(t) for t in terms):
+                replacement = self._closest_term(surface.lower(), fuzzy_threshold)
+                if replacement:
+                    plan.fuzzy[surface] = replacement
+                    plan.terms.append(replacement)
+        plan.terms = list(dict.fromkeys(plan.terms))
+        if self.item_count >= COMMON_TERM_MIN_ITEMS and len(plan.terms) > 1:
+            dfs.update(self._document_frequencies(list(plan.fuzzy.values())))
+            limit = self.item_count * COMMON_TERM_SHARE
+            rare = [t for t in plan.terms if dfs.get(t, 0) <= limit]
+            if rare:
+                plan.dropped_common = [t for t in plan.terms if t not in rare]
+                plan.terms = rare
+        return plan
+
+    def _document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
+        if not terms:
+            return {}
+        marks = ",".join("?" * len(terms))
+        return dict(self.db.execute(f"SELECT term, df FROM vocab WHERE term IN ({marks})", list(terms)).fetchall())
+
+    def _closest_term(self, word: str, threshold: float) -> str | None:
+        """The index term of the surface word closest to a word the index does not hold (a typo)."""
+        if len(word) < 4 or has_cjk(word) or not word.isalpha():
+            return None
+        from rapidfuzz import fuzz, process
+
+        upper = chr(ord(word[0]) + 1)
+        rows = self.db.execute("SELECT word, term FROM surface WHERE word >= ? AND word < ? LIMIT 300000",
+                               (word[0], upper)).fetchall()
+        terms = {w: t for w, t in rows if abs(len(w) - len(word)) <= 2}
+        best = process.extractOne(word, list(terms), scorer=fuzz.ratio, score_cutoff=threshold)
+        if not best:
+            return None
+        term = terms[best[0]]
+        return term if self._document_frequencies([term]).get(term) else None
+
+    # -- running
+
+    def search(self, request: SearchRequest) -> list[Hit]:
+        layers, k = resolve_layers(request)
+        plan = self.plan(request.query, request.fuzzy_threshold)
+        if not plan.terms:
+            return []
+        since = parse_when(request.since)
+        until = parse_when(request.until, end_of_day=True)
+        candidates = self._candidates(plan.terms, layers, since, until, request.type, k)
+        if not candidates:
+            return []
+        session_scores = self._session_scores(plan.terms, {c.session for c in candidates if c.session})
+        priority = {layer: 1.0 - LAYER_PRIORITY_STEP * i for i, layer in enumerate(layers)}
+        best_item = max(c.score for c in candidates) or 1.0
+        for hit in candidates:
+            session_part = session_scores.get(hit.session, 0.0)
+            hit.score = (hit.score / best_item + SESSION_WEIGHT * session_part) * priority.get(hit.layer, 1.0)
+        hits = _best_per_ref(candidates)[:k]
+        for hit in hits:
+            hit.snippet = make_snippet(hit.text, request.query, plan.terms)
+        return hits
+
+    def _candidates(self, terms, layers, since, until, type_, k) -> list[Hit]:
+        match = " OR ".join(f'"{t}"' for t in terms)
+        present_layers = self._present_layers()
+        if not set(present_layers) <= set(layers):
+            wanted = [layer_token(layer) for layer in layers if layer in present_layers]
+            if not wanted:
+                return []
+            match = f"({match}) AND ({' OR '.join(chr(34) + w + chr(34) for w in wanted)})"
+        limit = max(MIN_CANDIDATES, k * 20)
+        while True:
+            rows = self.db.execute("SELECT rowid, rank FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?",
+                                   (match, limit)).fetchall()
+            hits = self._hydrate(rows)
+            kept = [h for h in hits if _passes(h, since, until, type_)]
+            enough = len({h.ref for h in kept}) >= k
+            if enough or len(rows) < limit or limit >= MAX_CANDIDATES:
+                return kept
+            limit *= 4
+
+    def _present_layers(self) -> tuple[str, ...]:
+        if not hasattr(self, "_layers_cache"):
+            self._layers_cache = tuple(r[0] for r in self.db.execute("SELECT DISTINCT layer FROM items"))
+        return self._layers_cache
+
+    def _hydrate(self, rows) -> list[Hit]:
+        if not rows:
+            return []
+        scores = {rowid: -rank for rowid, rank in rows}
+        hits = []
+        ids = list(scores)
+        for start in range(0, len(ids), 900):
+            part = ids[start:start + 900]
+            marks = ",".join("?" * len(part))
+            for rowid, ref, layer, date, type_, item_id, session, text in self.db.execute(
+                    f"SELECT rowid, ref, layer, date, type, item_id, session, text FROM items WHERE rowid IN ({marks})",
+                    part):
+                hits.append(Hit(ref, layer, scores[rowid], date or "", type_ or "", text, item_id or "", session or ""))
+        return hits
+
+    def _session_scores(self, terms: list[str], sessions: set[str]) -> dict[str, float]:
+        if not sessions:
+            return {}
+        match = " OR ".join(f'"{t}"' for t in terms)
+        rows = self.db.execute(
+            "SELECT sessions.key, -sfts.rank FROM sfts JOIN sessions ON sessions.rowid = sfts.rowid "
+            "WHERE sfts MATCH ? ORDER BY sfts.rank LIMIT 100", (match,)).fetchall()
+        if not rows:
+            return {}
+        best = max(score for _, score in rows) or 1.0
+        return {key: score / best for key, score in rows}
+
+
+def resolve_layers(request: SearchRequest) -> tuple[tuple[str, ...], int]:
+    if request.mode and request.mode not in MODES:
+        raise UsageError(f"unknown mode {request.mode!r}; choose one of {', '.join(MODES)}")
+    mode_layers, mode_k = MODES.get(request.mode or "", (DEFAULT_LAYERS, 5))
+    layers = request.layers or mode_layers
+    for layer in layers:
+        if layer not in ALL_LAYERS:
+            raise UsageError(f"unknown layer {layer!r}; layers are {', '.join(ALL_LAYERS)}")
+    k = request.k if request.k is not None else mode_k
+    if k < 1:
+        raise UsageError("-k must be at least 1")
+    return tuple(layers), k
+
+
+def _passes(hit: Hit, since: str | None, until: str | None, type_: str | None) -> bool:
+    if type_ and hit.type != type_:
+        return False
+    if since and (not hit.date or hit.date < since):
+        return False
+    if until and (not hit.date or hit.date > until):
+        return False
+    return True
+
+
+def _best_per_ref(hits: Iterable[Hit]) -> list[Hit]:
+    best: dict[str, Hit] = {}
+    for hit in hits:
+        if hit.ref not in best or hit.score > best[hit.ref].score:
+            best[hit.ref] = hit
+    return sorted(best.values(), key=lambda h: (-h.score, h.ref))
+
+
+def make_snippet(text: str, query: str, terms: Sequence[str]) -> str:
+    """A one-line window of the text around the first place a query word appears."""
+    flat = " ".join(text.split())
+    if len(flat) <= SNIPPET_CHARS:
+        return flat
+    lowered = flat.lower()
+    needles = [w.lower() for w in re.findall(r"\w{3,}", query)] + [t for t in terms if has_cjk(t)]
+    needles += [t for t in terms if not t.startswith(LAYER_MARK)]
+    positions = [p for p in (lowered.find(n) for n in needles if n) if p >= 0]
+    centre = min(positions) if positions else 0
+    start = max(0, centre - SNIPPET_CHARS // 3)
+    piece = flat[start:start + SNIPPET_CHARS]
+    return ("…" if start else "") + piece + ("…" if start + SNIPPET_CHARS < len(flat) else "")
+
+
+def record_references(layout: Layout, hits: Iterable[Hit]) -> None:
+    """One line per L5 hit in .memctl/refs.log: `ISO-time<TAB>entry-id` (lock-free append)."""
+    ids = [h.item_id for h in hits if h.layer == "L5" and h.item_id]
+    if not ids or not layout.state_dir.is_dir():
+        return
+    try:
+        from memctl.entries import record_refs
+    except ImportError:  # older entries module: the same line format, written here
+        def record_refs(path, ids, when):
+            append_durably(path, "".join(f"{when}\t{i}\n" for i in ids).encode("utf-8"))
+    try:
+        record_refs(layout.refs_log, ids, clock.iso())
+    except OSError:
+        pass  # a reference count is a hint; a read-only memory must still be searchable
+
+
+def search_once(layout: Layout, request: SearchRequest, options: IndexOptions | None = None) -> list[Hit]:
+    searcher = Searcher(layout, options)
+    try:
+        hits = searcher.search(request)
+    finally:
+        searcher.close()
+    record_references(layout, hits)
+    return hits

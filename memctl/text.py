@@ -1,0 +1,287 @@
+"""The tokenizer shared by the index and the query side (design.md §5).
+
+- CJK runs: jieba in search mode (with the root's `custom_dict.txt`), Chinese stop words
+  dropped. jieba is imported only when a text has CJK characters, so English-only work
+  never pays its ~0.7 s start. At query time the caller may pass a segmenter that cuts
+  CJK runs against the index's own vocabulary instead (no jieba at all).
+- Latin text: lowercase words, English stop words dropped, a Porter stemmer.
+- Identifiers and numbers are kept whole (`bk-02`, `v3`, `sk_live`, `3.11`), and their parts
+  are emitted too, so `bk` finds `bk-02` while `bk-02` ranks the exact identifier first.
+- `aliases.txt` (`a = b` lines) expands a query with the other side of a matching line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence
+
+_CJK_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef"
+CJK_RUN = re.compile(f"[{_CJK_CHARS}]+")
+_LATIN = rf"[^\W{_CJK_CHARS}]"
+_TOKEN = re.compile(rf"(?P<cjk>[{_CJK_CHARS}]+)|(?P<word>{_LATIN}+(?:[-.]{_LATIN}+)*)")
+_IDENTIFIER_SPLIT = re.compile(r"[-_.]+")
+
+ENGLISH_STOP_WORDS = frozenset("""
+a about above after again against all am an and any are aren't as at be because been before
+being below between both but by can could did do does doing don down during each few for from
+further had has have having he her here hers herself him himself his how i if in into is it
+its itself just let me more most my myself no nor not now of off on once only or other our ours
+ourselves out over own same she should so some such than that the their theirs them themselves
+then there these they this those through to too under until up very was we were what when where
+which while who whom why will with would you your yours yourself yourselves s t d ll m o re ve y
+also did does doesn didn isn wasn weren hasn haven hadn won wouldn shouldn couldn mustn
+yes ok okay oh hey hi hello yeah really just much many
+""".split())
+
+CHINESE_STOP_WORDS = frozenset("""
+的 了 是 在 和 与 及 也 就 都 而 又 吗 呢 吧 啊 呀 哦 嗯 么 着 过 得 地 之 其 或 等 被 把 给 对 从 到
+为 以 于 这 那 这个 那个 这些 那些 这样 那样 什么 怎么 怎样 怎么样 哪 哪里 哪个 哪些 谁 多少 几 一个 有 没有
+不 还 很 太 非常 就是 还是 但是 但 可是 所以 因为 如果 虽然 然后 而且 并且 或者 以及 一些 一下 一样 已经
+我 你 他 她 它 我们 你们 他们 她们 它们 自己 咱们 您 啦 嘛 呗 哈 罢了 而已 之后 之前 时候 吗？ 呢？
+请问 知道 告诉 一直 曾经 那么 这么 如何 为什么 是不是 有没有 能不能 可以 能 会 要 想 说 问
+""".split())
+
+StopWords = frozenset[str]
+CjkSegmenter = Callable[[str], list[str]]
+
+
+def has_cjk(text: str) -> bool:
+    return CJK_RUN.search(text) is not None
+
+
+# ---------------------------------------------------------------- Porter stemmer (1980)
+
+_VOWELS = frozenset("aeiou")
+
+
+def _is_consonant(word: str, i: int) -> bool:
+    ch = word[i]
+    if ch in _VOWELS:
+        return False
+    if ch == "y":
+        return i == 0 or not _is_consonant(word, i - 1)
+    return True
+
+
+def _measure(stem: str) -> int:
+    """Porter's m: the number of vowel-consonant sequences in the stem."""
+    m, previous_vowel = 0, False
+    for i in range(len(stem)):
+        consonant = _is_consonant(stem, i)
+        if consonant and previous_vowel:
+            m += 1
+        previous_vowel = not consonant
+    return m
+
+
+def _has_vowel(stem: str) -> bool:
+    return any(not _is_consonant(stem, i) for i in range(len(stem)))
+
+
+def _double_consonant(word: str) -> bool:
+    return len(word) >= 2 and word[-1] == word[-2] and _is_consonant(word, len(word) - 1)
+
+
+def _cvc(word: str) -> bool:
+    if len(word) < 3:
+        return False
+    return (_is_consonant(word, len(word) - 3) and not _is_consonant(word, len(word) - 2)
+            and _is_consonant(word, len(word) - 1) and word[-1] not in "wxy")
+
+
+def _replace(word: str, rules: Sequence[tuple[str, str]], min_measure: int) -> str:
+    for suffix, replacement in rules:
+        if word.endswith(suffix):
+            stem = word[: len(word) - len(suffix)]
+            return stem + replacement if _measure(stem) > min_measure else word
+    return word
+
+
+_STEP2 = (("ational", "ate"), ("tional", "tion"), ("enci", "ence"), ("anci", "ance"), ("izer", "ize"),
+          ("bli", "ble"), ("alli", "al"), ("entli", "ent"), ("eli", "e"), ("ousli", "ous"),
+          ("ization", "ize"), ("ation", "ate"), ("ator", "ate"), ("alism", "al"), ("iveness", "ive"),
+          ("fulness", "ful"), ("ousness", "ous"), ("aliti", "al"), ("iviti", "ive"), ("biliti", "ble"),
+          ("logi", "log"))
+_STEP3 = (("icate", "ic"), ("ative", ""), ("alize", "al"), ("iciti", "ic"), ("ical", "ic"), ("ful", ""),
+          ("ness", ""))
+_STEP4 = ("al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent", "ion", "ou",
+          "ism", "ate", "iti", "ous", "ive", "ize")
+
+
+@lru_cache(maxsize=200_000)
+def stem(word: str) -> str:
+    """Porter stemmer: `verification` and `verified` both become `verifi`."""
+    if len(word) <= 2 or not word.isascii() or not word.isalpha():
+        return word
+    # step 1a
+    if word.endswith("sses"):
+        word = word[:-2]
+    elif word.endswith("ies"):
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith("ss"):
+        word = word[:-1]
+    # step 1b
+    if word.endswith("eed"):
+        if _measure(word[:-3]) > 0:
+            word = word[:-1]
+    else:
+        for suffix in ("ed", "ing"):
+            if word.endswith(suffix) and _has_vowel(word[: -len(suffix)]):
+                word = word[: -len(suffix)]
+                if word.endswith(("at", "bl", "iz")):
+                    word += "e"
+                elif _double_consonant(word) and word[-1] not in "lsz":
+                    word = word[:-1]
+                elif _measure(word) == 1 and _cvc(word):
+                    word += "e"
+                break
+    # step 1c
+    if word.endswith("y") and _has_vowel(word[:-1]):
+        word = word[:-1] + "i"
+    word = _replace(word, _STEP2, 0)
+    word = _replace(word, _STEP3, 0)
+    # step 4
+    for suffix in _STEP4:
+        if word.endswith(suffix):
+            stem_part = word[: -len(suffix)]
+            if _measure(stem_part) > 1 and (suffix != "ion" or stem_part.endswith(("s", "t"))):
+                word = stem_part
+            break
+    # step 5
+    if word.endswith("e"):
+        stem_part = word[:-1]
+        m = _measure(stem_part)
+        if m > 1 or (m == 1 and not _cvc(stem_part)):
+            word = stem_part
+    if word.endswith("ll") and _measure(word) > 1:
+        word = word[:-1]
+    return word
+
+
+# ---------------------------------------------------------------- Latin and CJK tokens
+
+@lru_cache(maxsize=200_000)
+def latin_tokens(word: str) -> tuple[str, ...]:
+    """One lowercase word or identifier -> its index terms (stop words dropped, stems)."""
+    word = word.lower().strip("_")
+    if not word:
+        return ()
+    if word.isalpha():
+        if word in ENGLISH_STOP_WORDS:
+            return ()
+        return (stem(word),)
+    parts = [p for p in _IDENTIFIER_SPLIT.split(word) if p]
+    out = [word]
+    if len(parts) > 1:
+        for part in parts:
+            if part.isalpha():
+                if part not in ENGLISH_STOP_WORDS:
+                    out.append(stem(part))
+            else:
+                out.append(part)
+    return tuple(dict.fromkeys(out))
+
+
+class JiebaSegmenter:
+    """jieba search mode, loaded on first use, with the root's custom dictionary."""
+
+    def __init__(self, custom_dict: Path | None = None):
+        self.custom_dict = custom_dict
+        self._tokenizer = None
+
+    def _load(self):
+        import logging
+
+        import jieba  # imported here on purpose: only text with CJK pays for it
+
+        jieba.setLogLevel(logging.WARNING)
+        tokenizer = jieba.Tokenizer()
+        if self.custom_dict is not None and Path(self.custom_dict).is_file():
+            tokenizer.load_userdict(str(self.custom_dict))
+        return tokenizer
+
+    def __call__(self, run: str) -> list[str]:
+        return list(self._cached(run))
+
+    @lru_cache(maxsize=100_000)
+    def _cached(self, run: str) -> tuple[str, ...]:
+        if self._tokenizer is None:
+            self._tokenizer = self._load()
+        return tuple(self._tokenizer.cut_for_search(run))
+
+
+@dataclass
+class Tokenizer:
+    """Text -> index terms; the same object serves documents and queries."""
+
+    cjk_segmenter: CjkSegmenter
+    collect_words: bool = False  # the index keeps surface words, for typo matching
+    words: set[str] = field(default_factory=set)
+
+    @classmethod
+    def for_root(cls, custom_dict: Path | None = None) -> "Tokenizer":
+        return cls(JiebaSegmenter(custom_dict))
+
+    def tokens(self, text: str) -> list[str]:
+        out: list[str] = []
+        for _, terms in self.token_groups(text):
+            out.extend(terms)
+        return out
+
+    def token_groups(self, text: str) -> Iterator[tuple[str, list[str]]]:
+        """(surface text, its terms) for each CJK run and each Latin word."""
+        for match in _TOKEN.finditer(text):
+            cjk = match.group("cjk")
+            if cjk is not None:
+                yield cjk, [w for w in self.cjk_segmenter(cjk) if w.strip() and w not in CHINESE_STOP_WORDS]
+            else:
+                word = match.group("word")
+                if self.collect_words and len(word) >= 4 and word.isalpha():
+                    self.words.add(word.lower())
+                yield word, list(latin_tokens(word))
+
+
+def cjk_runs(text: str) -> list[str]:
+    return CJK_RUN.findall(text)
+
+
+# ---------------------------------------------------------------- aliases
+
+@dataclass(frozen=True)
+class Alias:
+    left: tuple[str, ...]
+    right: tuple[str, ...]
+
+
+def parse_aliases(text: str, tokenizer: Tokenizer) -> list[Alias]:
+    """`five-factor = trust verification` lines; `#` starts a comment; more `=` make a group."""
+    aliases: list[Alias] = []
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if "=" not in line:
+            continue
+        sides = [tuple(tokenizer.tokens(side)) for side in line.split("=")]
+        sides = [s for s in sides if s]
+        for i, left in enumerate(sides):
+            for right in sides[i + 1:]:
+                aliases.append(Alias(left, right))
+    return aliases
+
+
+def _contains(tokens: Sequence[str], wanted: Sequence[str]) -> bool:
+    present = set(tokens)
+    return all(w in present for w in wanted)
+
+
+def expand_aliases(tokens: Sequence[str], aliases: Iterable[Alias]) -> list[str]:
+    """Query terms plus the other side of every alias whose one side the query holds."""
+    extra: list[str] = []
+    for alias in aliases:
+        if _contains(tokens, alias.left):
+            extra.extend(alias.right)
+        if _contains(tokens, alias.right):
+            extra.extend(alias.left)
+    return list(dict.fromkeys([*tokens, *extra]))
