@@ -3,6 +3,17 @@
 This module owns the entry format (design.md §6) and reading/writing the two files. Write
 policies, remember/forget and the dream pass build on it; `import` uses it to bulk-load.
 Unknown fields are kept as they are, so a newer memctl's entries survive an older one.
+
+L6 is append-only: an entry that leaves L5 gets a new L6 line (with `left_at`, `reason`,
+`run`); `restore` puts it back in L5 without touching L6. An id's state is therefore: active
+if it is in L5, else whatever its *last* L6 line says. Only `forget --purge` and
+`dream --undo` (which removes exactly the lines its run added) rewrite L6.
+
+The reference log `.memctl/refs.log` is how search tells the dream pass that an entry was
+used, without taking the lock: one line per hit, `<ISO time>\t<entry id>\n`, appended with a
+single `O_APPEND` write (see `record_refs`). Extra tab-separated fields after the id are
+allowed and ignored. The dream pass folds new lines into `refs`/`last_ref` and remembers how
+far it read in `.memctl/refs.offset`; it counts lines inside a window for the forget rule.
 """
 
 from __future__ import annotations
@@ -42,6 +53,8 @@ class Entry:
     left_at: str = ""
     reason: str = ""
     run: str = ""
+    # a short human note: the rule that moved it to L6, or "3× verified" on a consolidation
+    note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -100,3 +113,134 @@ def append_entries(path: Path, entries: Iterable[Entry]) -> int:
 def write_entries(path: Path, entries: Iterable[Entry]) -> None:
     """Replace a store atomically (the caller holds the writer lock)."""
     atomic_write_bytes(Path(path), b"".join(entry_line(e) for e in entries))
+
+
+# --- raw-line snapshots: rewrite a store without touching the bytes of lines we did not change
+
+
+@dataclass
+class Row:
+    """One line of a store: its exact bytes (newline included) and the entry it holds."""
+
+    raw: bytes
+    entry: Entry | None  # None: a line that does not parse, kept as it is
+
+
+@dataclass
+class Snapshot:
+    """A store as read at one moment; `data` lets a later reader see whether it only grew."""
+
+    path: Path
+    data: bytes
+    rows: list[Row]
+
+    @property
+    def entries(self) -> list[Entry]:
+        return [r.entry for r in self.rows if r.entry is not None]
+
+    def by_id(self) -> dict[str, Row]:
+        return {r.entry.id: r for r in self.rows if r.entry is not None}
+
+
+def parse_rows(data: bytes) -> list[Row]:
+    rows = []
+    for raw in data.splitlines(keepends=True):
+        if not raw.strip():
+            continue
+        if not raw.endswith(b"\n"):
+            raw += b"\n"
+        try:
+            entry = Entry.from_dict(json.loads(raw))
+        except (ValueError, TypeError):
+            entry = None
+        rows.append(Row(raw, entry))
+    return rows
+
+
+def read_snapshot(path: Path, previous: Snapshot | None = None) -> Snapshot:
+    """Read a store; when it only grew since `previous`, parse just the appended lines."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        data = b""
+    grew = previous is not None and data.startswith(previous.data) and previous.data[-1:] in (b"", b"\n")
+    if grew:
+        rows = list(previous.rows) + parse_rows(data[len(previous.data):])
+    else:
+        rows = parse_rows(data)
+    return Snapshot(path, data, rows)
+
+
+def row_for(entry: Entry) -> Row:
+    return Row(entry_line(entry), entry)
+
+
+def rows_bytes(rows: Iterable[Row]) -> bytes:
+    return b"".join(r.raw for r in rows)
+
+
+def write_rows(path: Path, rows: list[Row]) -> Snapshot:
+    """Replace a store atomically with these rows (the caller holds the writer lock)."""
+    data = rows_bytes(rows)
+    atomic_write_bytes(Path(path), data)
+    return Snapshot(Path(path), data, list(rows))
+
+
+def active_ids(l5: Path) -> set[str]:
+    return {e.id for e in iter_entries(l5)}
+
+
+def departed(l5: Path, l6: Path) -> dict[str, Entry]:
+    """Ids not in L5, each with its last L6 line (why and when it left)."""
+    active = active_ids(l5)
+    last: dict[str, Entry] = {}
+    for entry in iter_entries(l6):
+        if entry.id not in active:
+            last[entry.id] = entry
+    return last
+
+
+def content_hash(text: str) -> str:
+    import hashlib
+
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+# --- the reference log (.memctl/refs.log), written by search without the lock
+
+REFS_FIELD_SEP = "\t"
+
+
+def record_refs(refs_log: Path, ids: Iterable[str], when: str) -> None:
+    """Append one `<when>\t<id>` line per id in a single O_APPEND write (lock-free, no fsync:
+    a lost reference only delays forgetting)."""
+    payload = "".join(f"{when}{REFS_FIELD_SEP}{i}\n" for i in ids if i and "\t" not in i and "\n" not in i)
+    if not payload:
+        return
+    Path(refs_log).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(refs_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, payload.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def read_refs(refs_log: Path, offset: int = 0) -> tuple[list[tuple[str, str]], int]:
+    """(time, id) pairs from byte `offset` on, and the offset after the last complete line.
+    A log shorter than `offset` was replaced, so it is read from the start."""
+    try:
+        data = Path(refs_log).read_bytes()
+    except FileNotFoundError:
+        return [], 0
+    if offset > len(data):
+        offset = 0
+    end = data.rfind(b"\n") + 1
+    if end <= offset:
+        return [], offset
+    pairs = []
+    for raw in data[offset:end].decode("utf-8", "replace").splitlines():
+        parts = raw.split(REFS_FIELD_SEP)
+        if len(parts) >= 2 and parts[0] and parts[1]:
+            pairs.append((parts[0].strip(), parts[1].strip()))
+    return pairs, end

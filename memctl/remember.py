@@ -1,0 +1,152 @@
+"""`remember`: write one fact into L5 under its type's write policy (design.md §6, §8).
+
+merge types supersede the active entry with the same (type, topic) key — the old version is
+written to L6 first (reason `superseded`), then L5 is replaced, so a crash in between leaves
+a duplicate, never a loss. append types add a line, unless a near-duplicate of the same type
+is active, whose `seen` is raised instead. A fact that was forgotten is refused unless
+forced, so a deletion sticks. Everything happens under the writer lock, held for one read
+and one write of L5 — which is what keeps a `remember` during a dream short.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from memctl.clock import iso
+from memctl.config import Settings
+from memctl.entries import (
+    Entry,
+    append_entries,
+    content_hash,
+    departed,
+    new_id,
+    read_snapshot,
+    row_for,
+    write_rows,
+)
+from memctl.errors import MemctlError, UsageError
+from memctl.fsutil import WriterLock
+from memctl.policies import merge_key, near_duplicate, normalize, policy_for, similarity_threshold
+
+ADDED = "added"
+SUPERSEDED = "superseded"
+SEEN = "seen"
+
+
+class ForgottenFact(MemctlError):
+    """The fact being remembered was deliberately forgotten before."""
+
+
+@dataclass
+class RememberRequest:
+    text: str
+    type: str
+    topic: str = ""
+    confidence: float = 5
+    source: str = ""
+    force: bool = False
+
+
+@dataclass
+class RememberResult:
+    action: str  # added | superseded | seen
+    entry: Entry
+    previous: Entry | None  # the superseded entry, or the near-duplicate before its `seen` rose
+    score: float | None
+    l5_count: int
+    auto_dream_due: bool
+
+    def to_dict(self) -> dict:
+        data = {"id": self.entry.id, "action": self.action, "type": self.entry.type, "l5_entries": self.l5_count}
+        if self.previous is not None:
+            data["previous"] = self.previous.id
+        if self.score is not None:
+            data["score"] = round(self.score, 1)
+        if self.action == SEEN:
+            data["seen"] = self.entry.seen
+        return data
+
+
+def validate(settings: Settings, request: RememberRequest) -> None:
+    policy = policy_for(settings, request.type)
+    if not request.text.strip():
+        raise UsageError("nothing to remember: the text is empty")
+    if policy.merges and not request.topic.strip():
+        raise UsageError(
+            f"type {request.type!r} merges by topic: pass --topic (the thing it is about, e.g. --topic editor)"
+        )
+    if not 0 <= request.confidence <= 10:
+        raise UsageError(f"--confidence must be between 0 and 10, got {request.confidence}")
+
+
+def remember(settings: Settings, request: RememberRequest, now: datetime, lock_wait: float) -> RememberResult:
+    validate(settings, request)
+    layout = settings.layout
+    with WriterLock(layout.lock, wait_seconds=lock_wait):
+        if not request.force:
+            check_not_forgotten(settings, request.text, request.type)
+        snapshot = read_snapshot(layout.long_term)
+        result = _write(settings, request, snapshot, now)
+    return result
+
+
+def check_not_forgotten(settings: Settings, text: str, type_name: str) -> None:
+    gone = [e for e in departed(settings.layout.long_term, settings.layout.cold_archive).values()
+            if e.reason in ("forgotten", "purged")]
+    digest = content_hash(text)
+    for entry in gone:
+        if entry.extra.get("sha256") == digest:
+            raise ForgottenFact(f"this fact was purged as {entry.id}; pass --force to remember it again")
+    hit = near_duplicate(text, [e for e in gone if e.text], similarity_threshold(settings))
+    if hit is not None:
+        old, score = hit
+        why = f" ({old.note})" if old.note else ""
+        raise ForgottenFact(
+            f"this fact was forgotten as {old.id} on {old.left_at or 'an earlier run'}{why}; "
+            f"`memctl restore {old.id}` brings it back, or pass --force to remember it anyway"
+        )
+
+
+def _write(settings: Settings, request: RememberRequest, snapshot, now: datetime) -> RememberResult:
+    layout = settings.layout
+    policy = policy_for(settings, request.type)
+    stamp = iso(now)
+    entry = Entry(
+        id=new_id(), text=request.text, type=request.type, topic=request.topic.strip(),
+        confidence=request.confidence, created=stamp, updated=stamp, source=request.source,
+    )
+    rows = snapshot.rows
+    active = [r.entry for r in rows if r.entry is not None]
+    threshold = auto_trigger(settings)
+    if policy.merges:
+        key = merge_key(entry)
+        current = next((e for e in reversed(active) if merge_key(e) == key), None)
+        if current is not None and normalize(current.text) == normalize(entry.text):
+            return _raise_seen(layout, rows, current, stamp, None, threshold)
+        if current is not None:
+            entry.supersedes = [current.id]
+            gone = replace(current, left_at=stamp, reason=SUPERSEDED, note=f"superseded by {entry.id}", run="")
+            append_entries(layout.cold_archive, [gone])
+            kept = [r for r in rows if r.entry is None or r.entry.id != current.id] + [row_for(entry)]
+            write_rows(layout.long_term, kept)
+            return RememberResult(SUPERSEDED, entry, current, None, len(kept), len(kept) >= threshold)
+    else:
+        same_type = [e for e in active if e.type == entry.type]
+        hit = near_duplicate(entry.text, same_type, similarity_threshold(settings))
+        if hit is not None:
+            return _raise_seen(layout, rows, hit[0], stamp, hit[1], threshold)
+    append_entries(layout.long_term, [entry])
+    count = len(rows) + 1
+    return RememberResult(ADDED, entry, None, None, count, count >= threshold)
+
+
+def _raise_seen(layout, rows, existing: Entry, stamp: str, score: float | None, threshold: int) -> RememberResult:
+    bumped = replace(existing, seen=existing.seen + 1, updated=stamp, extra=dict(existing.extra))
+    kept = [row_for(bumped) if r.entry is not None and r.entry.id == existing.id else r for r in rows]
+    write_rows(layout.long_term, kept)
+    return RememberResult(SEEN, bumped, existing, score, len(kept), len(kept) >= threshold)
+
+
+def auto_trigger(settings: Settings) -> int:
+    return int(settings.get("dream", "auto_trigger_entries"))
