@@ -9,15 +9,21 @@ from typing import Optional
 
 import typer
 
-from memctl import render, schedule
+from memctl import insight, render, schedule
 from memctl.cli import state
-from memctl.errors import UsageError
+from memctl.errors import EXIT_NO_MATCH, UsageError
+from memctl.fsutil import atomic_write_text
+from memctl.redact import redactor_for
 
 schedule_app = typer.Typer(help="Install the 12-hourly archive and the 04:00 dream as timers.", no_args_is_help=True)
 
 
+insight_app = typer.Typer(help="L1, the insight index an agent reads every turn.", no_args_is_help=True)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(schedule_app, name="schedule")
+    app.add_typer(insight_app, name="insight")
 
 
 def _memctl_command(override: Optional[str]) -> list[str]:
@@ -66,3 +72,56 @@ def schedule_install(
     render.message("to enable:" if not dry_run else "after installing, enable with:")
     for command_line in schedule.enable_commands():
         render.message(f"  {command_line}")
+
+
+@insight_app.command("rebuild")
+def insight_rebuild(
+    ctx: typer.Context,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the new L1 instead of writing it."),
+    json_out: bool = typer.Option(False, "--json", help="Report as one JSON object."),
+) -> None:
+    """Regenerate global_mem_insight.txt from the layers; [RULES] is kept byte for byte."""
+    app_state = state(ctx)
+    settings = app_state.settings
+    layout = settings.layout
+    limits = (settings.get("insight", "max_lines"), settings.get("insight", "max_bytes"))
+    if dry_run:
+        result = insight.rebuild(layout, *limits, scrub=redactor_for(settings))
+    else:
+        with app_state.writer_lock():
+            result = insight.rebuild(layout, *limits, scrub=redactor_for(settings))
+            atomic_write_text(layout.insight, result.text)
+    for warning in result.warnings:
+        render.warning(warning)
+    report = {
+        "path": str(layout.insight),
+        "written": not dry_run,
+        "lines": result.lines,
+        "bytes": result.bytes,
+        "shown": result.counts,
+        "total": result.totals,
+    }
+    if json_out:
+        render.json_line({**report, "text": result.text} if dry_run else report)
+    elif dry_run:
+        render.raw_bytes(result.text.encode("utf-8", "surrogateescape"))
+    else:
+        render.line(f"{layout.insight}\t{result.lines} lines\t{result.bytes} bytes")
+
+
+@insight_app.command("check")
+def insight_check(
+    ctx: typer.Context,
+    json_out: bool = typer.Option(False, "--json", help="One JSON object per violation."),
+) -> None:
+    """Lint global_mem_insight.txt: limits, pointers to missing files, secrets. Exit 1 on a finding."""
+    settings = state(ctx).settings
+    layout = settings.layout
+    violations = insight.check(layout, settings.get("insight", "max_lines"), settings.get("insight", "max_bytes"))
+    for v in violations:
+        if json_out:
+            render.json_line({"path": str(layout.insight), "line": v.line, "kind": v.kind, "message": v.message})
+        else:
+            render.line(f"{layout.insight}:{v.line}: {v.kind}: {v.message}")
+    if violations:
+        raise typer.Exit(EXIT_NO_MATCH)
