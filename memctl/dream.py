@@ -53,7 +53,7 @@ from memctl.entries import (
 )
 from memctl.errors import LockBusy, MemctlError, NotFound, UsageError
 from memctl.fsutil import FILE_MODE, WriterLock, append_durably, atomic_write_text, ensure_private_dir
-from memctl.policies import TypePolicy, known_types, lifespan_of, merge_key, normalize
+from memctl.policies import TypePolicy, known_types, lifespan_of, merge_key, normalize, numbers
 
 OPS = ("consolidate", "archive", "forget", "merge")
 STEP_CHANGES = 2000  # changes applied per locked step
@@ -425,16 +425,17 @@ def similar_groups(texts: Sequence[str], cutoff: float) -> list[list[int]]:
     df: Counter = Counter()
     for ts in toks:
         df.update(ts)
-    buckets: dict[str, list[int]] = defaultdict(list)
+    buckets: dict[tuple, list[int]] = defaultdict(list)
     for index, ts in enumerate(toks):
+        nums = numbers(norms[index])  # texts with different numbers are never compared
         if not ts:
-            buckets["\x00" + keys[index]].append(index)  # no tokens: exact text only
+            buckets[(nums, "\x00" + keys[index])].append(index)  # no tokens: exact text only
             continue
-        ranked = sorted(ts, key=lambda t: (df[t], t))
-        prefix = min(len(ranked), 6, 1 + len(ranked) * 3 // 10)
+        # the rarest shared tokens: a token no other text has cannot find a duplicate
+        ranked = sorted((t for t in ts if df[t] > 1), key=lambda t: (df[t], t))
+        prefix = min(len(ranked), 6, max(2, 1 + len(ranked) * 3 // 10))
         for token in ranked[:prefix]:
-            if df[token] > 1:
-                buckets[token].append(index)
+            buckets[(nums, token)].append(index)
     parent = list(range(len(texts)))
 
     def find(x: int) -> int:

@@ -79,9 +79,18 @@ def normalize(text: str) -> str:
     return utils.default_process(text)
 
 
+def numbers(norm: str) -> frozenset[str]:
+    """The words holding digits: "bk-01" and "bk-02", or "3 eggs" and "4 eggs", are different
+    facts however similar the rest is, so only texts with the same numbers can be duplicates."""
+    return frozenset(w for w in norm.split() if any(c.isdigit() for c in w))
+
+
 def similarity(a: str, b: str) -> float:
-    """0..100: word-order-insensitive edit similarity of the normalized texts."""
-    return fuzz.token_sort_ratio(normalize(a), normalize(b))
+    """0..100: word-order-insensitive edit similarity of the normalized texts (0 if numbers differ)."""
+    na, nb = normalize(a), normalize(b)
+    if numbers(na) != numbers(nb):
+        return 0.0
+    return fuzz.token_sort_ratio(na, nb)
 
 
 def best_match(text: str, candidates: Sequence[str], cutoff: float) -> tuple[int, float] | None:
@@ -98,7 +107,8 @@ def best_match(text: str, candidates: Sequence[str], cutoff: float) -> tuple[int
 
 
 def near_duplicate(text: str, entries: Iterable[Entry], cutoff: float) -> tuple[Entry, float] | None:
-    pool = list(entries)
+    wanted = numbers(normalize(text))
+    pool = [e for e in entries if numbers(normalize(e.text)) == wanted]
     found = best_match(text, [e.text for e in pool], cutoff)
     if found is None:
         return None
