@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from memctl import insight, render, schedule
+from memctl import clock, insight, render, schedule, tasks
 from memctl.cli import state
 from memctl.errors import EXIT_NO_MATCH, UsageError
 from memctl.fsutil import atomic_write_text
@@ -21,9 +21,15 @@ schedule_app = typer.Typer(help="Install the 12-hourly archive and the 04:00 dre
 insight_app = typer.Typer(help="L1, the insight index an agent reads every turn.", no_args_is_help=True)
 
 
+task_app = typer.Typer(help="The working layer: an agent's active task state (working/<id>.json).", no_args_is_help=True)
+
+WAIT_HELP = "Wait up to this many seconds for the writer lock (a dream or archive may hold it)."
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(schedule_app, name="schedule")
     app.add_typer(insight_app, name="insight")
+    app.add_typer(task_app, name="task")
 
 
 def _memctl_command(override: Optional[str]) -> list[str]:
@@ -125,3 +131,70 @@ def insight_check(
             render.line(f"{layout.insight}:{v.line}: {v.kind}: {v.message}")
     if violations:
         raise typer.Exit(EXIT_NO_MATCH)
+
+
+@task_app.command("save")
+def task_save(
+    ctx: typer.Context,
+    task_id: str = typer.Argument(..., metavar="ID", help="Task id (letters, digits, . _ -)."),
+    wait: float = typer.Option(10.0, "--wait", help=WAIT_HELP),
+    json_out: bool = typer.Option(False, "--json", help="Report as one JSON object."),
+) -> None:
+    """Save a task's state: JSON on stdin, at most 10 KB, secrets redacted."""
+    tasks.check_id(task_id)
+    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8")
+    task_state = tasks.parse_state(data)
+    app_state = state(ctx)
+    settings = app_state.settings
+    with app_state.writer_lock(wait):
+        task = tasks.save(settings.layout, task_id, task_state, clock.iso(), scrub=redactor_for(settings))
+    if json_out:
+        render.json_line({"id": task.id, "path": str(task.path), "saves": task.saves, "bytes": task.state_bytes})
+    else:
+        render.line(str(task.path))
+
+
+@task_app.command("list")
+def task_list(
+    ctx: typer.Context,
+    json_out: bool = typer.Option(False, "--json", help="One JSON object per task."),
+) -> None:
+    """Open tasks, most recently saved first (an interrupted task stays here until done)."""
+    for task in tasks.list_tasks(state(ctx).settings.layout):
+        if json_out:
+            render.json_line({"id": task.id, "created": task.created, "updated": task.updated,
+                              "saves": task.saves, "bytes": task.state_bytes})
+        else:
+            render.line(f"{task.id}\t{task.updated}\t{task.saves} saves\t{task.state_bytes} bytes")
+
+
+@task_app.command("show")
+def task_show(
+    ctx: typer.Context,
+    task_id: str = typer.Argument(..., metavar="ID"),
+    json_out: bool = typer.Option(False, "--json", help="The state with its id, times and save count."),
+) -> None:
+    """Print a task's saved state (the JSON given to `task save`), to resume it."""
+    task = tasks.show(state(ctx).settings.layout, task_id)
+    if json_out:
+        render.json_line(task.to_dict())
+    else:
+        render.line(render.json_text(task.state))
+
+
+@task_app.command("done")
+def task_done(
+    ctx: typer.Context,
+    task_id: str = typer.Argument(..., metavar="ID"),
+    topic: Optional[str] = typer.Option(None, "--topic", help="Topic of the L5 case entry [state's topic, else ID]."),
+    wait: float = typer.Option(10.0, "--wait", help=WAIT_HELP),
+    json_out: bool = typer.Option(False, "--json", help="Print the new L5 entry as JSON."),
+) -> None:
+    """Finish a task: its final state becomes an L5 `case` entry and the working file goes."""
+    app_state = state(ctx)
+    with app_state.writer_lock(wait):
+        entry = tasks.done(app_state.settings.layout, task_id, clock.iso(), topic)
+    if json_out:
+        render.json_line(entry.to_dict())
+    else:
+        render.line(entry.id)
