@@ -228,3 +228,15 @@ def test_provider_kind_beats_generic_assignment():
     fine = "github" + "_pat_" + "Ab1" * 27 + "x"
     assert redact(f"GH token: {fine}.") == "GH token: [REDACTED:github-token]."
     assert redact("password: Hunter" + "22.") == "password: [REDACTED:password-assignment]."
+
+
+def test_spans_stay_right_after_characters_that_change_length_when_lowered():
+    assigned = "Qx" + "7" * 6 + "secretZ"
+    text = "İstanbul İzmir PASSWORD=" + assigned + " end"
+    assert redact(text) == "İstanbul İzmir PASSWORD=[REDACTED:password-assignment] end"
+
+
+def test_token_glued_to_a_word_is_not_a_token_but_after_a_json_escape_it_is():
+    body = "a1B2" * 9
+    assert find_secrets("xgh" + "p_" + body) == []
+    assert redact("\\ngh" + "p_" + body) == "\\n[REDACTED:github-token]"
