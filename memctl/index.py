@@ -36,7 +36,7 @@ from memctl.fsutil import FILE_MODE, ensure_private_dir
 from memctl.redact import redact
 from memctl.text import Tokenizer, latin_tokens
 
-SCHEMA_VERSION = "4"
+SCHEMA_VERSION = "5"
 FTS_TOKENIZE = "unicode61 remove_diacritics 0 tokenchars '-_.'"
 LAYER_MARK = "\ue000"  # a private-use char: FTS5 keeps it in a token, memctl's tokenizer never emits it
 CHUNK_CHARS = 1500

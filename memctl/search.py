@@ -34,7 +34,9 @@ MODES: dict[str, tuple[tuple[str, ...], int]] = {
     "earlier": (("L4", "L5"), 3),
     "recall": (("L5", "L4"), 3),
 }
-SESSION_WEIGHT = 0.5
+SESSION_WEIGHT = 1.0
+NEIGHBOUR_WEIGHT = 0.3
+NEIGHBOUR_SOURCES = 30
 LAYER_PRIORITY_STEP = 0.05  # a mode's first layer wins ties over its second, and so on
 MIN_CANDIDATES = 200
 MAX_CANDIDATES = 20_000
@@ -68,6 +70,7 @@ class Hit:
     item_id: str
     session: str
     snippet: str = ""
+    rowid: int = 0
 
     def to_json(self) -> dict:
         data = {"ref": self.ref, "layer": self.layer, "score": round(self.score, 4), "date": self.date,
@@ -234,9 +237,13 @@ class Searcher:
 
     def plan(self, query: str, fuzzy_threshold: float) -> QueryPlan:
         groups = list(self.tokenizer.token_groups(query))
-        all_terms = expand_aliases([t for _, terms in groups for t in terms], self.aliases)[:MAX_QUERY_TERMS]
+        all_terms = expand_aliases([t for _, terms in groups for t in terms], self.aliases)
         dfs = self._document_frequencies(all_terms)
-        plan = QueryPlan(terms=[t for t in all_terms if dfs.get(t)])
+        present = [t for t in all_terms if dfs.get(t)]
+        if len(present) > MAX_QUERY_TERMS:  # a long query keeps its most telling (rarest) terms
+            rarest = set(sorted(present, key=lambda t: dfs[t])[:MAX_QUERY_TERMS])
+            present = [t for t in present if t in rarest]
+        plan = QueryPlan(terms=present)
         for surface, terms in groups:
             if terms and not any(dfs.get(t) for t in terms):
                 replacement = self._closest_term(surface.lower(), fuzzy_threshold)
@@ -254,10 +261,13 @@ class Searcher:
         return plan
 
     def _document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
-        if not terms:
-            return {}
-        marks = ",".join("?" * len(terms))
-        return dict(self.db.execute(f"SELECT term, df FROM vocab WHERE term IN ({marks})", list(terms)).fetchall())
+        found: dict[str, int] = {}
+        terms = list(dict.fromkeys(terms))
+        for start in range(0, len(terms), 500):
+            part = terms[start:start + 500]
+            marks = ",".join("?" * len(part))
+            found.update(self.db.execute(f"SELECT term, df FROM vocab WHERE term IN ({marks})", part).fetchall())
+        return found
 
     def _closest_term(self, word: str, threshold: float) -> str | None:
         """The index term of the surface word closest to a word the index does not hold (a typo)."""
@@ -293,6 +303,7 @@ class Searcher:
         for hit in candidates:
             session_part = session_scores.get(hit.session, 0.0)
             hit.score = (hit.score / best_item + SESSION_WEIGHT * session_part) * priority.get(hit.layer, 1.0)
+        candidates = self._with_neighbours(candidates, layers, since, until, request.type)
         hits = _best_per_ref(candidates)[:k]
         for hit in hits:
             hit.snippet = make_snippet(hit.text, request.query, plan.terms)
@@ -317,24 +328,48 @@ class Searcher:
                 return kept
             limit *= 4
 
+    def _with_neighbours(self, candidates: list[Hit], layers, since, until, type_) -> list[Hit]:
+        """Conversation turns next to a strong match share in its score (the answer often
+        follows the turn that asks); adjacent means the next or previous item of the same session."""
+        if NEIGHBOUR_WEIGHT <= 0:
+            return candidates
+        by_rowid = {h.rowid: h for h in candidates}
+        top = sorted((h for h in candidates if h.session), key=lambda h: -h.score)[:NEIGHBOUR_SOURCES]
+        wanted = {r for h in top for r in (h.rowid - 1, h.rowid + 1)}
+        missing = [(r, 0.0) for r in wanted if r not in by_rowid]
+        for hit in self._hydrate(missing, context_only=True):
+            if hit.layer in layers and _passes(hit, since, until, type_):
+                hit.score = 0.0
+                by_rowid[hit.rowid] = hit
+        base = {rowid: h.score for rowid, h in by_rowid.items()}
+        for rowid, hit in by_rowid.items():
+            if not hit.session:
+                continue
+            near = [base[r] for r in (rowid - 1, rowid + 1) if r in by_rowid and by_rowid[r].session == hit.session]
+            if near:
+                hit.score += NEIGHBOUR_WEIGHT * max(near)
+        return list(by_rowid.values())
+
     def _present_layers(self) -> tuple[str, ...]:
         if not hasattr(self, "_layers_cache"):
             self._layers_cache = tuple(r[0] for r in self.db.execute("SELECT DISTINCT layer FROM items"))
         return self._layers_cache
 
-    def _hydrate(self, rows) -> list[Hit]:
+    def _hydrate(self, rows, context_only: bool = False) -> list[Hit]:
         if not rows:
             return []
         scores = {rowid: -rank for rowid, rank in rows}
         hits = []
         ids = list(scores)
+        only_context = " AND ctx = 1 AND session != ''" if context_only else ""
         for start in range(0, len(ids), 900):
             part = ids[start:start + 900]
             marks = ",".join("?" * len(part))
             for rowid, ref, layer, date, type_, item_id, session, text in self.db.execute(
-                    f"SELECT rowid, ref, layer, date, type, item_id, session, text FROM items WHERE rowid IN ({marks})",
-                    part):
-                hits.append(Hit(ref, layer, scores[rowid], date or "", type_ or "", text, item_id or "", session or ""))
+                    f"SELECT rowid, ref, layer, date, type, item_id, session, text FROM items "
+                    f"WHERE rowid IN ({marks}){only_context}", part):
+                hits.append(Hit(ref, layer, scores[rowid], date or "", type_ or "", text, item_id or "", session or "",
+                                rowid=rowid))
         return hits
 
     def _session_scores(self, terms: list[str], sessions: set[str]) -> dict[str, float]:

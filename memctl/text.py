@@ -44,7 +44,27 @@ CHINESE_STOP_WORDS = frozenset("""
 请问 知道 告诉 一直 曾经 那么 这么 如何 为什么 是不是 有没有 能不能 可以 能 会 要 想 说 问
 """.split())
 
+# Irregular English forms -> their base, so "What did she find?" meets "she found"
+# (regular forms are the stemmer's job).
+_IRREGULAR = """
+went:go gone:go goes:go ran:run saw:see seen:see took:take taken:take made:make came:come
+got:get gotten:get gave:give given:give found:find thought:think told:tell said:say says:say
+felt:feel kept:keep left:leave met:meet began:begin begun:begin won:win bought:buy brought:bring
+caught:catch taught:teach sold:sell built:build sent:send spent:spend lost:lose paid:pay
+held:hold stood:stand understood:understand wrote:write written:write drove:drive driven:drive
+rode:ride ridden:ride ate:eat eaten:eat drank:drink drunk:drink sang:sing sung:sing swam:swim
+knew:know known:know grew:grow grown:grow threw:throw thrown:throw flew:fly flown:fly drew:draw
+drawn:draw chose:choose chosen:choose spoke:speak spoken:speak broke:break broken:break
+forgot:forget forgotten:forget fell:fall fallen:fall woke:wake hid:hide hidden:hide led:lead
+read:read heard:hear wore:wear worn:wear tore:tear torn:tear slept:sleep felt:feel fought:fight
+sought:seek struck:strike hung:hang shot:shoot sat:sit lay:lie laid:lay meant:mean dealt:deal
+became:become children:child men:man women:woman people:person mice:mouse feet:foot teeth:tooth
+better:good best:good worse:bad worst:bad
+"""
+IRREGULAR = dict(pair.split(":") for pair in _IRREGULAR.split())
+
 StopWords = frozenset[str]
+CJK_CHAR_TERMS = True
 CjkSegmenter = Callable[[str], list[str]]
 
 
@@ -172,14 +192,14 @@ def latin_tokens(word: str) -> tuple[str, ...]:
     if word.isalpha():
         if word in ENGLISH_STOP_WORDS:
             return ()
-        return (stem(word),)
+        return (stem(IRREGULAR.get(word, word)),)
     parts = [p for p in _IDENTIFIER_SPLIT.split(word) if p]
     out = [word]
     if len(parts) > 1:
         for part in parts:
             if part.isalpha():
                 if part not in ENGLISH_STOP_WORDS:
-                    out.append(stem(part))
+                    out.append(stem(IRREGULAR.get(part, part)))
             else:
                 out.append(part)
     return tuple(dict.fromkeys(out))
@@ -236,7 +256,10 @@ class Tokenizer:
         for match in _TOKEN.finditer(text):
             cjk = match.group("cjk")
             if cjk is not None:
-                yield cjk, [w for w in self.cjk_segmenter(cjk) if w.strip() and w not in CHINESE_STOP_WORDS]
+                words = [w for w in self.cjk_segmenter(cjk) if w.strip() and w not in CHINESE_STOP_WORDS]
+                if CJK_CHAR_TERMS:
+                    words += [c for c in dict.fromkeys(cjk) if c not in CHINESE_STOP_WORDS and c not in words]
+                yield cjk, words
             else:
                 word = match.group("word")
                 if self.collect_words and len(word) >= 4 and word.isalpha():

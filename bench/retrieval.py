@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""Retrieval recall of `memctl search` on the development sets in ../shared/bench/.
+
+Everything goes through the real command line: `memctl import` of one JSON Lines file per
+memory folder (one folder per LoCoMo conversation, one per MemDaily qa_type x scenario pool),
+then one `memctl search --queries` per folder. Beside it, in the same run, the baselines the
+benchmark README describes: plain BM25 over lowercase words (English) and character-bigram
+BM25 (Chinese), k1 = 1.5, b = 0.75.
+
+    .venv/bin/python bench/retrieval.py [--bench-dir ../shared/bench] [--only locomo|memdaily]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_BENCH = HERE.parent.parent / "shared" / "bench"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+KS = (5, 10)
+
+
+def memctl_command() -> list[str]:
+    beside = Path(sys.executable).with_name("memctl")
+    if beside.exists():
+        return [str(beside)]
+    found = shutil.which("memctl")
+    if not found:
+        sys.exit("memctl is not installed in this Python's environment (pip install -e .)")
+    return [found]
+
+
+# ---------------------------------------------------------------- datasets -> documents and questions
+
+def locomo_sets(path: Path):
+    """(name, docs, questions) per conversation; docs are {id, text, date, session, speaker}."""
+    for conv in json.loads(path.read_text(encoding="utf-8")):
+        sample = conv["sample_id"]
+        talk = conv["conversation"]
+        docs, turn_ids = [], set()
+        for key in sorted(talk, key=lambda k: (len(k), k)):
+            match = re.fullmatch(r"session_(\d+)", key)
+            if not match or not isinstance(talk[key], list):
+                continue
+            number = int(match.group(1))
+            date = talk.get(f"{key}_date_time", "")
+            for turn in talk[key]:
+                s, t = (int(x) for x in re.match(r"D(\d+):(\d+)", turn["dia_id"]).groups())
+                doc_id = f"{sample}|D{s}:{t}"
+                text = f"{turn['speaker']}: {turn['text']}"
+                if turn.get("blip_caption"):
+                    text += f" [image: {turn['blip_caption']}]"
+                docs.append({"id": doc_id, "text": text, "date": date, "session": f"D{number}",
+                             "speaker": turn["speaker"]})
+                turn_ids.add(doc_id)
+        questions = []
+        for number, qa in enumerate(conv["qa"]):
+            if qa.get("category") == 5:
+                continue
+            relevant = set()
+            for evidence in qa.get("evidence") or []:
+                for s, t in re.findall(r"D:?(\d+):(\d+)", str(evidence)):
+                    doc_id = f"{sample}|D{int(s)}:{int(t)}"
+                    if doc_id in turn_ids:
+                        relevant.add(doc_id)
+            if relevant:
+                questions.append({"qid": f"{sample}#{number}", "query": qa["question"], "relevant": relevant,
+                                  "category": CATEGORIES.get(qa["category"], str(qa["category"]))})
+        yield sample, docs, questions
+
+
+def memdaily_sets(path: Path):
+    """(name, docs, questions) per qa_type x scenario pool."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    for qa_type, scenarios in data.items():
+        for scenario, trajectories in scenarios.items():
+            docs, questions = [], []
+            for trajectory in trajectories:
+                tid = trajectory["tid"]
+                for message in trajectory["message_list"]:
+                    docs.append({"id": f"{qa_type}|{scenario}|{tid}|{message['mid']}", "text": message["message"],
+                                 "date": message.get("time", ""), "session": f"t{tid}"})
+                qa = trajectory["QA"]
+                relevant = {f"{qa_type}|{scenario}|{tid}|{mid}" for mid in qa.get("target_step_id") or []}
+                if relevant:
+                    questions.append({"qid": f"{qa_type}|{scenario}|{tid}", "query": qa["question"],
+                                      "relevant": relevant, "category": qa_type})
+            yield f"{qa_type}/{scenario}", docs, questions
+
+
+# ---------------------------------------------------------------- memctl through its command line
+
+def run_memctl(docs: list[dict], questions: list[dict], workdir: Path, k: int) -> dict[str, list[str]]:
+    root = workdir / "memory"
+    cmd = memctl_command()
+    subprocess.run([*cmd, "--root", str(root), "init"], check=True, capture_output=True)
+    items = workdir / "items.jsonl"
+    items.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
+    imported = subprocess.run([*cmd, "--root", str(root), "import", str(items)], capture_output=True)
+    if imported.returncode != 0:
+        sys.exit(f"memctl import failed: {imported.stderr.decode()}")
+    queries = workdir / "queries.jsonl"
+    queries.write_text("".join(json.dumps({"qid": q["qid"], "query": q["query"]}, ensure_ascii=False) + "\n"
+                               for q in questions), encoding="utf-8")
+    found = subprocess.run([*cmd, "--root", str(root), "search", "--queries", str(queries), "--layers", "L6",
+                            "-k", str(k), "--json"], capture_output=True)
+    if found.returncode not in (0, 1):
+        sys.exit(f"memctl search failed: {found.stderr.decode()}")
+    ranked: dict[str, list[str]] = defaultdict(list)
+    for line in found.stdout.decode("utf-8").splitlines():
+        hit = json.loads(line)
+        ranked[hit["qid"]].append(hit["id"])
+    return ranked
+
+
+# ---------------------------------------------------------------- baselines
+
+class BM25:
+    def __init__(self, docs: list[list[str]], k1: float = 1.5, b: float = 0.75):
+        self.k1, self.b = k1, b
+        self.tfs = [Counter(d) for d in docs]
+        self.lengths = [len(d) for d in docs]
+        self.avg = sum(self.lengths) / max(len(docs), 1)
+        df = Counter(t for tf in self.tfs for t in tf)
+        n = len(docs)
+        self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
+        self.postings: dict[str, list[int]] = defaultdict(list)
+        for i, tf in enumerate(self.tfs):
+            for t in tf:
+                self.postings[t].append(i)
+
+    def top(self, query: list[str], k: int) -> list[int]:
+        scores: dict[int, float] = defaultdict(float)
+        for t in set(query):
+            idf = self.idf.get(t)
+            if idf is None:
+                continue
+            for i in self.postings[t]:
+                f = self.tfs[i][t]
+                norm = self.k1 * (1 - self.b + self.b * self.lengths[i] / self.avg)
+                scores[i] += idf * f * (self.k1 + 1) / (f + norm)
+        return [i for i, _ in sorted(scores.items(), key=lambda x: (-x[1], x[0]))[:k]]
+
+
+def words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.lower())
+
+
+def char_bigrams(text: str) -> list[str]:
+    chars = [c for c in text if not c.isspace() and not re.match(r"[^\w]", c)]
+    return [a + b for a, b in zip(chars, chars[1:])] or chars
+
+
+def run_baseline(docs, questions, analyzer, k: int) -> dict[str, list[str]]:
+    index = BM25([analyzer(d["text"]) for d in docs])
+    return {q["qid"]: [docs[i]["id"] for i in index.top(analyzer(q["query"]), k)] for q in questions}
+
+
+# ---------------------------------------------------------------- scoring and report
+
+def recall(ranked: list[str], relevant: set[str], k: int) -> float:
+    return len(set(ranked[:k]) & relevant) / len(relevant)
+
+
+class Tally:
+    def __init__(self):
+        self.sums: dict[tuple[str, str, int], float] = defaultdict(float)
+        self.counts: dict[tuple[str, str], int] = defaultdict(int)
+
+    def add(self, system: str, group: str, ranked: list[str], relevant: set[str]) -> None:
+        self.counts[(system, group)] += 1
+        for k in KS:
+            self.sums[(system, group, k)] += recall(ranked, relevant, k)
+
+    def value(self, system: str, group: str, k: int) -> float:
+        return self.sums[(system, group, k)] / max(self.counts[(system, group)], 1)
+
+
+def evaluate(name: str, sets, analyzer, baseline_name: str, keep: bool) -> Tally:
+    tally = Tally()
+    started = time.monotonic()
+    for set_name, docs, questions in sets:
+        workdir = Path(tempfile.mkdtemp(prefix="memctl-bench-"))
+        try:
+            ours = run_memctl(docs, questions, workdir, max(KS))
+        finally:
+            if not keep:
+                shutil.rmtree(workdir, ignore_errors=True)
+        theirs = run_baseline(docs, questions, analyzer, max(KS))
+        for q in questions:
+            for system, ranked in (("memctl", ours.get(q["qid"], [])), (baseline_name, theirs[q["qid"]])):
+                tally.add(system, "overall", ranked, q["relevant"])
+                tally.add(system, q["category"], ranked, q["relevant"])
+        print(f"  {set_name}: {len(docs)} items, {len(questions)} questions", file=sys.stderr)
+    print(f"{name}: {time.monotonic() - started:.1f}s", file=sys.stderr)
+    return tally
+
+
+def print_table(title: str, tally: Tally, systems: list[str], groups: list[str]) -> None:
+    print(f"\n{title}")
+    print(f"{'group':<16}{'n':>6}  " + "  ".join(f"{s + ' R@' + str(k):>16}" for s in systems for k in KS))
+    for group in groups:
+        n = tally.counts[(systems[0], group)]
+        if not n:
+            continue
+        cells = "  ".join(f"{tally.value(s, group, k):>16.3f}" for s in systems for k in KS)
+        print(f"{group:<16}{n:>6}  {cells}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bench-dir", type=Path, default=DEFAULT_BENCH)
+    parser.add_argument("--only", choices=("locomo", "memdaily"))
+    parser.add_argument("--keep", action="store_true", help="keep the temporary memory folders")
+    args = parser.parse_args()
+    os.environ.pop("MEMCTL_HOME", None)
+    if args.only in (None, "locomo"):
+        tally = evaluate("LoCoMo", locomo_sets(args.bench_dir / "locomo" / "locomo_dev.json"), words, "bm25-words",
+                         args.keep)
+        print_table("LoCoMo, turn level (dev: 5 conversations)", tally, ["memctl", "bm25-words"],
+                    ["overall", *CATEGORIES.values()])
+    if args.only in (None, "memdaily"):
+        sets = memdaily_sets(args.bench_dir / "memdaily" / "memdaily_dev.json")
+        tally = evaluate("MemDaily", sets, char_bigrams, "bm25-bigram", args.keep)
+        groups = ["overall", "simple", "conditional", "comparative", "aggregative", "post_processing", "noisy"]
+        print_table("MemDaily, pooled per qa_type x scenario", tally, ["memctl", "bm25-bigram"], groups)
+
+
+if __name__ == "__main__":
+    main()
