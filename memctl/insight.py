@@ -55,6 +55,7 @@ class Inputs:
     notes: dict[str, str]  # L3 name -> annotation kept from the current L1
     rules: bytes  # from the `[RULES]` line to the end of the current L1, exactly
     pointer: str
+    kept_scenes: list[str] = field(default_factory=list)  # hand-written scene items still true
 
 
 @dataclass
@@ -160,7 +161,27 @@ def gather(layout: Layout) -> Inputs:
         notes=_current_notes(current_text),
         rules=split_rules(current),
         pointer=_pointer_line(layout),
+        kept_scenes=_kept_scenes(layout.root, current_text),
     )
+
+
+def _kept_scenes(root: Path, current_text: str) -> list[str]:
+    """Scene items a person or agent wrote (`Deploy/CI: deploy_sop(blue-green)`) whose file
+    still exists; the `L5(...)` items of an earlier rebuild are recomputed, not kept."""
+    kept = []
+    for number, item in _scene_items_of(current_text):
+        label, _, target = item.partition(":")
+        match = _ANNOTATED.match(target.strip())
+        name = match.group("name").strip() if match else target.strip()
+        if not label.strip() or not name or re.fullmatch(r"L\d", name) or find_secrets(item):
+            continue
+        if match and re.fullmatch(r"\d+ (?:refs|entries)", match.group("note") or ""):
+            continue  # written by an earlier rebuild from L5; recounted now
+        if _scene_target_missing(root, name):
+            continue
+        if item not in kept:
+            kept.append(item)
+    return kept
 
 
 def _curated_order(names: list[str], current_text: str) -> list[str]:
@@ -198,10 +219,11 @@ def _joined(label: str, items: list[str], total: int, hint: str) -> list[str]:
 
 
 def _scene_items(inputs: Inputs, l3: list[str], scrub: Callable[[str], str]) -> list[str]:
-    items = []
+    items = list(inputs.kept_scenes)
+    labels = {item.partition(":")[0].strip().lower() for item in items}
     for topic in inputs.topics:
         label = scrub(topic.name)[:32].replace("|", "/").replace(":", " ").strip()
-        if not label or "[REDACTED" in label:
+        if not label or "[REDACTED" in label or label.lower() in labels:
             continue
         target = _l3_for_topic(topic.name, l3) or "L5"
         note = f"{topic.refs} refs" if topic.refs else f"{topic.entries} entries"
@@ -272,7 +294,7 @@ def build(inputs: Inputs, max_lines: int = 30, max_bytes: int = 1024, scrub: Cal
             f"({lines} lines, {size} bytes); shorten the [RULES] block"
         )
     lines, size = measure(text)
-    totals = {"l2": len(inputs.l2), "l3": len(inputs.l3), "scenes": len(inputs.topics)}
+    totals = {"l2": len(inputs.l2), "l3": len(inputs.l3), "scenes": len(inputs.kept_scenes) + len(inputs.topics)}
     shown = {k: min(counts[k], totals[k]) for k in counts}
     return Rebuild(text=text, lines=lines, bytes=size, counts=shown, totals=totals, warnings=warnings)
 
@@ -345,22 +367,33 @@ def _pointer_violations(root: Path, layout: Layout, text: str) -> list[Violation
     return found
 
 
-def _scene_violations(root: Path, text: str) -> list[Violation]:
-    """Scene lines (`Label: target(note) | …`, between the L lines and [RULES]) name L3 files."""
-    found = []
+def _scene_items_of(text: str) -> list[tuple[int, str]]:
+    """(line number, item) of scene lines: `Label: target(note) | …` between the L lines and [RULES]."""
+    items = []
     for number, line in enumerate(text.splitlines(), start=1):
         if line.startswith("[RULES]"):
             break
-        if number <= 2 or re.match(r"^(L\d|\|)", line) or ":" not in line:
+        if number <= 2 or re.match(r"^(L\d|\||#)", line) or ":" not in line:
             continue
-        for item in line.split("|"):
-            _, _, target = item.partition(":")
-            match = _ANNOTATED.match(target.strip())
-            name = match.group("name").strip() if match else target.strip()
-            if re.fullmatch(r"L\d", name) or not _FILE_LIKE.match(name):
-                continue
-            if re.search(r"(_sop|\.md|\.py|\.txt|\.json|/)$", name) and not _exists_l3(root, name):
-                found.append(Violation(number, "ghost", f"scene line points at {name!r}, which does not exist"))
+        items += [(number, item.strip()) for item in line.split("|") if item.strip()]
+    return items
+
+
+def _scene_target_missing(root: Path, name: str) -> bool:
+    """A scene target that names a file (`x_sop`, `x.py`, `dir/`) which is not there."""
+    if re.fullmatch(r"L\d", name) or not _FILE_LIKE.match(name):
+        return False
+    return bool(re.search(r"(_sop|\.md|\.py|\.txt|\.json|/)$", name)) and not _exists_l3(root, name)
+
+
+def _scene_violations(root: Path, text: str) -> list[Violation]:
+    found = []
+    for number, item in _scene_items_of(text):
+        _, _, target = item.partition(":")
+        match = _ANNOTATED.match(target.strip())
+        name = match.group("name").strip() if match else target.strip()
+        if _scene_target_missing(root, name):
+            found.append(Violation(number, "ghost", f"scene line points at {name!r}, which does not exist"))
     return found
 
 

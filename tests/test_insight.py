@@ -119,6 +119,12 @@ def test_rebuild_is_stable_and_dry_run_writes_nothing(run, big_memory):
     assert dry.stdout == first
     assert run("insight", "rebuild", root=root).returncode == 0
     assert (root / "global_mem_insight.txt").read_bytes() == first
+    # counts written from L5 are recounted, not kept as if a person had written them
+    with open(root / "long_term.jsonl", "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"id": "mnew", "type": "event", "topic": "deploy", "text": "x", "refs": 5000}) + "\n")
+    assert run("insight", "rebuild", root=root).returncode == 0
+    third = (root / "global_mem_insight.txt").read_text(encoding="utf-8")
+    assert third.count("deploy: deploy_sop(") == 1 and "deploy: deploy_sop(7220 refs)" in third
 
 
 def test_rebuild_of_the_genericagent_example_keeps_rules_and_annotations(run, root):
@@ -133,6 +139,9 @@ def test_rebuild_of_the_genericagent_example_keeps_rules_and_annotations(run, ro
     assert new.endswith(old[old.index(b"[RULES]"):])
     assert b"backup_restore_sop(bk-02 403)" in new  # a person's note survives
     assert b"memory_cleanup_sop" not in new  # it does not exist here
+    # hand-written scene lines stay while their files exist
+    assert b"Deploy/CI: deploy_sop(blue-green)" in new and b"Notes/digest: notes_digest.py" in new
+    assert b"scheduled_task_sop" not in new
     assert run("insight", "check", root=root).returncode == 0
 
 

@@ -142,6 +142,8 @@ def task_save(
 ) -> None:
     """Save a task's state: JSON on stdin, at most 10 KB, secrets redacted."""
     tasks.check_id(task_id)
+    if sys.stdin.isatty():
+        raise UsageError(f"pipe the task state as JSON on stdin, e.g. echo '{{\"step\": 2}}' | memctl task save {task_id}")
     data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8")
     task_state = tasks.parse_state(data)
     app_state = state(ctx)
