@@ -143,3 +143,18 @@ def test_active_task_is_the_most_recent(run, root):
     _save(run, root, "older", {"a": 1}, "2026-04-05T09:00:00")
     _save(run, root, "newer", {"b": 2}, "2026-04-05T10:00:00")
     assert tasks.active(Layout(root)).id == "newer"
+
+
+def test_save_from_a_terminal_explains_instead_of_waiting(root, memctl_bin, run):
+    import pty
+
+    run("init", root=root)
+    primary, secondary = pty.openpty()
+    try:
+        result = subprocess.run([memctl_bin, "--root", str(root), "task", "save", "t1"], stdin=secondary,
+                                capture_output=True, timeout=60)
+    finally:
+        os.close(primary)
+        os.close(secondary)
+    assert result.returncode == 2
+    assert b"on stdin" in result.stderr
