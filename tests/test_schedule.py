@@ -258,3 +258,64 @@ def test_cron_line_runs_silently_on_success_and_loudly_on_failure(run, root, tmp
 def test_cron_lock_is_not_memctls_own_lock(tmp_path):
     # flock(1) on .memctl/lock would make memctl find its own lock busy and exit 75 every time
     assert Layout(tmp_path).lock != tmp_path / schedule.CRON_LOCK
+
+
+def _memory_with_a_closed_log(run, tmp_path) -> Path:
+    root = tmp_path / "memory"
+    assert run("init", root=root).returncode == 0
+    (root / "memctl.toml").write_text('[archive]\nmin_age = "0"\nkeep_newest = 0\n', encoding="utf-8")
+    raw = tmp_path / "temp" / "model_responses"  # GenericAgent's layout: beside memory/
+    raw.mkdir(parents=True)
+    sample = Path(__file__).resolve().parent.parent / "memctl" / "samples" / "model_responses_571204.txt"
+    shutil.copy(sample, raw / sample.name)
+    os.utime(raw / sample.name, (1_700_000_000, 1_700_000_000))
+    return root
+
+
+@pytest.mark.skipif(shutil.which("flock") is None, reason="flock(1) (util-linux) is not installed")
+def test_cron_lines_run_the_real_jobs_silently(run, tmp_path, memctl_bin):
+    root = _memory_with_a_closed_log(run, tmp_path)
+    jobs = _cron_jobs(schedule.cron_text_for([memctl_bin], root))
+    for _, command in jobs:
+        result = _run_cron_command(command, tmp_path)
+        assert (result.returncode, result.stdout, result.stderr) == (0, "", ""), command
+    assert not list((tmp_path / "temp" / "model_responses").iterdir())  # archived, then removed
+    assert (root / "L4_raw_sessions" / "all_histories.txt").exists()
+
+
+@pytest.mark.skipif(shutil.which("flock") is None, reason="flock(1) (util-linux) is not installed")
+def test_cron_line_reports_a_real_failure(run, tmp_path, memctl_bin):
+    root = tmp_path / "memory"
+    assert run("init", root=root).returncode == 0  # but no raw-log folder anywhere
+    (archive_cmd, _) = (c for _, c in _cron_jobs(schedule.cron_text_for([memctl_bin], root)))
+    result = _run_cron_command(archive_cmd, tmp_path)
+    assert "memctl archive failed (exit 2)" in result.stdout
+    assert "raw-log folder" in result.stdout
+
+
+def _unit_command(text: str) -> tuple[list[str], dict[str, str]]:
+    """ExecStart and Environment of a rendered service (plain paths, no specifiers)."""
+    import shlex
+
+    env: dict[str, str] = {}
+    argv: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("Environment="):
+            for assignment in shlex.split(line[len("Environment="):]):
+                key, _, value = assignment.partition("=")
+                env[key] = value.replace("%%", "%")
+        elif line.startswith("ExecStart="):
+            argv = [w.replace("%%", "%") for w in shlex.split(line[len("ExecStart="):])]
+    return argv, env
+
+
+def test_service_commands_run_the_real_jobs(run, tmp_path, memctl_bin):
+    root = _memory_with_a_closed_log(run, tmp_path)
+    services = [u for u in schedule.systemd_units_for([memctl_bin], root) if u.name.endswith(".service")]
+    for unit in services:
+        argv, env = _unit_command(unit.text)
+        assert argv[0] == memctl_bin and env["MEMCTL_HOME"] == str(root)
+        result = subprocess.run(argv, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env},
+                                capture_output=True, timeout=120)
+        assert result.returncode in (0, 75), (unit.name, result.stderr)
+    assert not list((tmp_path / "temp" / "model_responses").iterdir())
