@@ -55,6 +55,7 @@ _PLACEHOLDER = re.compile(
     r"^(?:[*xX.•#-]+|<[^>]*>|\{[^}]*\}|\$.*|%.*%|(?i:password|passwd|pass|secret|token|changeme|"
     r"redacted|example|dummy|placeholder|none|null|true|false|undefined|string|your[_-].*|\.\.\.))$"
 )
+_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?)?(?:Z|[+-]\d\d:?\d\d)?$")
 # identifiers and dotted attribute paths: `token = self.tokenizer`, `key: config.api_key`
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z_.]*(?:\(\))?$")
 
@@ -64,6 +65,8 @@ def _secretish(value: str) -> bool:
     if "REDACTED" in value or _PLACEHOLDER.match(value) or _IDENTIFIER.match(value):
         return False
     if value.isdigit() or value[0] in "/~" or value.startswith(("./", "../", "http")):
+        return False
+    if not any(c.isalpha() for c in value) or _TIMESTAMP.match(value):  # dates, versions, addresses
         return False
     classes = sum(
         (
@@ -116,7 +119,7 @@ def _token(kind, pattern, keywords, check=None) -> _Rule:
 
 _KEYWORDS = (
     r"api[_-]?key|apikey|access[_-]?key|auth[_-]?key|secret[_-]?key|client[_-]?secret|secret|"
-    r"access[_-]?token|auth[_-]?token|refresh[_-]?token|token|passw(?:or)?d|passphrase|pass|pwd|"
+    r"access[_-]?token|auth[_-]?token|refresh[_-]?token|token|passw(?:or)?d|passphrase|(?<![a-z])pass|(?<![a-z])pwd|"
     r"priv(?:ate)?[_-]?key|credentials?|密码|口令|密钥"
 )
 

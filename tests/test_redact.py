@@ -173,6 +173,9 @@ PROSE_THAT_STAYS = [
     "basic setup instructions follow",
     "The task-specific secret: patience",
     "Ask for the password: never store it.",
+    "bypass: 10.0.0.0/8 and compass: N30E12",
+    "token: 2024-05-01T10:00:00, secret_version: 1.2.3-4",
+    "password_min_length: 12",
 ]
 
 
