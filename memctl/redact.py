@@ -119,7 +119,7 @@ def _token(kind, pattern, keywords, check=None) -> _Rule:
 
 _KEYWORDS = (
     r"api[_-]?key|apikey|access[_-]?key|auth[_-]?key|secret[_-]?key|client[_-]?secret|secret|"
-    r"access[_-]?token|auth[_-]?token|refresh[_-]?token|token|passw(?:or)?d|passphrase|(?<![a-z])pass|(?<![a-z])pwd|"
+    r"access[_-]?token|auth[_-]?token|refresh[_-]?token|token|passw(?:or)?d|passphrase|pass|pwd|"
     r"priv(?:ate)?[_-]?key|credentials?|密码|口令|密钥"
 )
 
@@ -203,10 +203,10 @@ RULES: tuple[_Rule, ...] = (
     ),
     _rule(
         "password-assignment",
-        r"(?:" + _KEYWORDS + r")(?:\\?[\"'])?\s{0,4}(?::=|=>|=|:|：)\s{0,4}(?:\\?[\"'])?"
+        r"(?P<kw>" + _KEYWORDS + r")(?:\\?[\"'])?\s{0,4}(?::=|=>|=|:|：)\s{0,4}(?:\\?[\"'])?"
         r"([^\s\"'`,;()\[\]{}<>\\]{6,200})",
         ["key", "secret", "token", "pass", "pwd", "credential", "密码", "口令", "密钥"],
-        group=1,
+        group=2,
         check=_secretish,
         lowered=True,
     ),
@@ -249,10 +249,23 @@ def _left_ok(text: str, start: int) -> bool:
     return before in "nrt" and start >= 2 and text[start - 2] == "\\"
 
 
+def _keyword_ok(lowered: str, match: re.Match[str]) -> bool:
+    """`pass`/`pwd` only as words of their own: `DB_PASS=` yes, `bypass:` and `compass:` no.
+
+    Checked here rather than by a lookbehind, which would cost the regex its fast scan."""
+    keyword = match.group("kw")
+    if keyword not in ("pass", "pwd"):
+        return True
+    start = match.start("kw")
+    return start == 0 or not lowered[start - 1].isalpha()
+
+
 def _rule_hits(rule: _Rule, text: str, lowered: str) -> Iterable[SecretFinding]:
     for match in rule.pattern.finditer(lowered if rule.lowered else text):
         start, end = match.span(rule.group)
         if start == end or (rule.left_boundary and not _left_ok(text, start)):
+            continue
+        if rule.kind == "password-assignment" and not _keyword_ok(lowered, match):
             continue
         value = text[start:end]
         if rule.kind in _GENERIC:  # a sentence's full stop is not part of the value
