@@ -71,6 +71,7 @@ class Hit:
     session: str
     snippet: str = ""
     rowid: int = 0
+    in_context: bool = True  # part of its session's context document
 
     def to_json(self) -> dict:
         data = {"ref": self.ref, "layer": self.layer, "score": round(self.score, 4), "date": self.date,
@@ -301,8 +302,11 @@ class Searcher:
         priority = {layer: 1.0 - LAYER_PRIORITY_STEP * i for i, layer in enumerate(layers)}
         best_item = max(c.score for c in candidates) or 1.0
         for hit in candidates:
+            item_part = hit.score / best_item
             session_part = session_scores.get(hit.session, 0.0)
-            hit.score = (hit.score / best_item + SESSION_WEIGHT * session_part) * priority.get(hit.layer, 1.0)
+            if not hit.session or not hit.in_context:  # it is (also) its own one-item session
+                session_part = max(session_part, item_part)
+            hit.score = (item_part + SESSION_WEIGHT * session_part) * priority.get(hit.layer, 1.0)
         candidates = self._with_neighbours(candidates, layers, since, until, request.type)
         hits = _best_per_ref(candidates)[:k]
         for hit in hits:
@@ -335,10 +339,10 @@ class Searcher:
             return candidates
         by_rowid = {h.rowid: h for h in candidates}
         top = sorted((h for h in candidates if h.session), key=lambda h: -h.score)[:NEIGHBOUR_SOURCES]
-        wanted = {r for h in top for r in (h.rowid - 1, h.rowid + 1)}
+        wanted = {r: h.session for h in top for r in (h.rowid - 1, h.rowid + 1)}
         missing = [(r, 0.0) for r in wanted if r not in by_rowid]
         for hit in self._hydrate(missing, context_only=True):
-            if hit.layer in layers and _passes(hit, since, until, type_):
+            if hit.session == wanted[hit.rowid] and hit.layer in layers and _passes(hit, since, until, type_):
                 hit.score = 0.0
                 by_rowid[hit.rowid] = hit
         base = {rowid: h.score for rowid, h in by_rowid.items()}
@@ -348,7 +352,7 @@ class Searcher:
             near = [base[r] for r in (rowid - 1, rowid + 1) if r in by_rowid and by_rowid[r].session == hit.session]
             if near:
                 hit.score += NEIGHBOUR_WEIGHT * max(near)
-        return list(by_rowid.values())
+        return [h for h in by_rowid.values() if h.score > 0]
 
     def _present_layers(self) -> tuple[str, ...]:
         if not hasattr(self, "_layers_cache"):
@@ -365,11 +369,11 @@ class Searcher:
         for start in range(0, len(ids), 900):
             part = ids[start:start + 900]
             marks = ",".join("?" * len(part))
-            for rowid, ref, layer, date, type_, item_id, session, text in self.db.execute(
-                    f"SELECT rowid, ref, layer, date, type, item_id, session, text FROM items "
+            for rowid, ref, layer, date, type_, item_id, session, ctx, text in self.db.execute(
+                    f"SELECT rowid, ref, layer, date, type, item_id, session, ctx, text FROM items "
                     f"WHERE rowid IN ({marks}){only_context}", part):
                 hits.append(Hit(ref, layer, scores[rowid], date or "", type_ or "", text, item_id or "", session or "",
-                                rowid=rowid))
+                                rowid=rowid, in_context=bool(ctx)))
         return hits
 
     def _session_scores(self, terms: list[str], sessions: set[str]) -> dict[str, float]:

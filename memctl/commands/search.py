@@ -6,7 +6,7 @@ import json
 import sqlite3
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
@@ -14,9 +14,10 @@ from memctl import render
 from memctl.cli import state
 from memctl.config import Settings
 from memctl.errors import EXIT_NO_MATCH, EXIT_OK, MemctlError, UsageError
-from memctl.importer import import_lines, read_input
-from memctl.index import IndexOptions, SearchIndex
-from memctl.search import Hit, SearchRequest, Searcher, record_references
+
+if TYPE_CHECKING:  # the modules themselves load when a command runs: `memctl --help` stays fast
+    from memctl.index import IndexOptions
+    from memctl.search import Hit, Searcher
 
 index_app = typer.Typer(help="The derived search index in .memctl/index.sqlite.", no_args_is_help=True,
                         add_completion=False, rich_markup_mode=None)
@@ -28,7 +29,9 @@ def register(app: typer.Typer) -> None:
     app.add_typer(index_app, name="index")
 
 
-def index_options(settings: Settings) -> IndexOptions:
+def index_options(settings: Settings) -> "IndexOptions":
+    from memctl.index import IndexOptions
+
     return IndexOptions(redact_enabled=bool(settings.get("redaction", "enabled")),
                         extra_patterns=tuple(settings.get("redaction", "extra_patterns")))
 
@@ -41,7 +44,7 @@ def _split_layers(value: Optional[str]) -> Optional[tuple[str, ...]]:
 
 def search(
     ctx: typer.Context,
-    query: Optional[str] = typer.Argument(None, help="Words to look for (Chinese, English or both)."),
+    words: Optional[List[str]] = typer.Argument(None, metavar="QUERY", help="Words to look for (Chinese, English or both)."),
     k: Optional[int] = typer.Option(None, "-k", help="Number of results (default 5, or the mode's)."),
     layers: Optional[str] = typer.Option(None, "--layers", help="Comma-separated layers, e.g. L2,L3,L4,L5 (L6 only when asked)."),
     mode: Optional[str] = typer.Option(None, "--mode", help="reply (L5>L4>L2, k=3), deep (L5>L4>L6, k=5), earlier (L4>L5, k=3), recall (L5>L4, k=3)."),
@@ -57,8 +60,11 @@ def search(
     Output: a table on a terminal; piped, one hit a line `ref<TAB>layer<TAB>score<TAB>snippet`;
     --json, one JSON object a line.
     """
+    query = " ".join(words) if words else None
     if (query is None) == (queries is None):
         raise UsageError("give a QUERY or --queries FILE (not both)")
+    from memctl.search import SearchRequest, record_references
+
     settings = state(ctx).settings
     wanted_layers = _split_layers(layers)
     base = SearchRequest(query="", k=k, layers=wanted_layers, mode=mode, since=since, until=until, type=type_,
@@ -81,14 +87,16 @@ def search(
     raise typer.Exit(EXIT_OK if found else EXIT_NO_MATCH)
 
 
-def _open_searcher(settings: Settings, refresh: bool) -> Searcher:
+def _open_searcher(settings: Settings, refresh: bool) -> "Searcher":
+    from memctl.search import Searcher
+
     try:
         return Searcher(settings.layout, index_options(settings), refresh=refresh)
     except sqlite3.DatabaseError as exc:
         raise MemctlError(f"the search index cannot be used ({exc}); run `memctl index rebuild`") from None
 
 
-def _search(searcher: Searcher, request: SearchRequest) -> list[Hit]:
+def _search(searcher: "Searcher", request) -> "list[Hit]":
     try:
         return searcher.search(request)
     except sqlite3.OperationalError as exc:
@@ -97,7 +105,10 @@ def _search(searcher: Searcher, request: SearchRequest) -> list[Hit]:
         raise MemctlError(f"search failed: {exc}") from None
 
 
-def _run_batch(searcher: Searcher, base: SearchRequest, path: Path, settings: Settings) -> bool:
+def _run_batch(searcher: "Searcher", base, path: Path, settings: Settings) -> bool:
+    from memctl.importer import read_input
+    from memctl.search import SearchRequest, record_references
+
     lines = read_input(str(path))
     found = False
     for number, raw in enumerate(lines, start=1):
@@ -122,7 +133,7 @@ def _plain(text: str) -> str:
     return " ".join(text.split())
 
 
-def _print_hits(hits: list[Hit], query: str, json_out: bool) -> None:
+def _print_hits(hits: "list[Hit]", query: str, json_out: bool) -> None:
     if json_out:
         for hit in hits:
             render.json_line(hit.to_json())
@@ -134,7 +145,7 @@ def _print_hits(hits: list[Hit], query: str, json_out: bool) -> None:
     sys.stdout.flush()
 
 
-def _print_table(hits: list[Hit], query: str) -> None:
+def _print_table(hits: "list[Hit]", query: str) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -161,6 +172,8 @@ def import_command(
 
     Exit 0 when every line was imported, 3 when some lines were bad, 2 when none could be.
     """
+    from memctl.importer import import_lines, read_input
+
     settings = state(ctx).settings
     lines = read_input(file)
     report = import_lines(settings.layout, lines, layer=layer.upper(), default_type=default_type,
@@ -183,6 +196,8 @@ def index_rebuild(
     json_out: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
 ) -> None:
     """Recreate .memctl/index.sqlite from the layers (it is derived; nothing is lost)."""
+    from memctl.index import SearchIndex
+
     settings = state(ctx).settings
     report = SearchIndex(settings.layout, index_options(settings)).rebuild()
     data = {"rebuilt": True, "items": report.docs_added, "bytes_read": report.bytes_read,
@@ -199,6 +214,8 @@ def index_rebuild(
 @index_app.command("refresh")
 def index_refresh(ctx: typer.Context) -> None:
     """Bring the index up to date with changed files only (a search does this by itself)."""
+    from memctl.index import SearchIndex
+
     settings = state(ctx).settings
     report = SearchIndex(settings.layout, index_options(settings)).ensure_fresh(wait=True)
     render.message(f"{'rebuilt' if report.rebuilt else 'refreshed'}: +{report.docs_added} -{report.docs_removed} "

@@ -1,0 +1,60 @@
+"""`memctl import`: JSON Lines into L6 (default) or L5, bad lines reported by number, good ones kept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from memctl.entries import load_entries
+
+
+def test_bad_lines_are_reported_with_numbers_and_good_ones_kept(run, root, tmp_path):
+    run("init", root=root)
+    source = tmp_path / "items.jsonl"
+    source.write_text("\n".join([
+        json.dumps({"id": "t1", "text": "Melanie painted a sunrise in 2022", "session": "D1", "speaker": "Melanie"}),
+        "{not json",
+        json.dumps({"text": ""}),
+        json.dumps({"id": "t2", "text": "Caroline joined a support group", "date": "2023-05-07"}),
+        json.dumps(["a list"]),
+        json.dumps({"id": "t1", "text": "a duplicate id"}),
+    ]) + "\n", encoding="utf-8")
+    result = run("import", source, root=root)
+    assert result.returncode == 3  # partial: some lines were bad
+    errors = result.stderr.decode()
+    for number in (2, 3, 5, 6):
+        assert f"items.jsonl:{number}:" in errors
+    assert "items.jsonl:1:" not in errors and "items.jsonl:4:" not in errors
+    stored = {e.id: e for e in load_entries(root / "archive.jsonl")}
+    assert set(stored) == {"t1", "t2"}
+    assert stored["t1"].session == "D1" and stored["t1"].speaker == "Melanie"
+    assert stored["t2"].date == "2023-05-07"
+
+
+def test_imported_items_come_back_from_search_with_their_id(run, root, tmp_path):
+    run("init", root=root)
+    source = tmp_path / "items.jsonl"
+    source.write_text(json.dumps({"id": "conv-26|D1:3", "text": "I went to the LGBTQ support group"}) + "\n")
+    assert run("import", source, root=root).returncode == 0
+    result = run("search", "support group", "--layers", "L6", "--json", root=root)
+    assert result.returncode == 0
+    assert json.loads(result.stdout.decode().splitlines()[0])["id"] == "conv-26|D1:3"
+
+
+def test_layer_l5_and_stdin(run, root):
+    run("init", root=root)
+    lines = b'{"text": "prefers tea", "type": "preference"}\n{"text": "x", "type": "nonsense-type"}\n'
+    result = run("import", "-", "--layer", "L5", "--json", root=root, input=lines)
+    assert result.returncode == 3
+    summary = json.loads(result.stdout.decode().splitlines()[-1])
+    assert summary["imported"] == 1 and summary["bad"][0]["line"] == 2
+    entries = load_entries(root / "long_term.jsonl")
+    assert [e.text for e in entries if e.source.startswith("import")] == ["prefers tea"]
+
+
+def test_nothing_importable_exits_2(run, root, tmp_path):
+    run("init", root=root)
+    source = tmp_path / "bad.jsonl"
+    source.write_text("nope\n")
+    assert run("import", source, root=root).returncode == 2
+    assert run("import", tmp_path / "missing.jsonl", root=root).returncode == 2

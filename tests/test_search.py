@@ -1,0 +1,185 @@
+"""`memctl search` through the installed command: Chinese, aliases, typos, filters, output
+modes, exit codes, a corrupt index, a closed pipe, batch queries and the reference log."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import clean_env, memctl_executable
+
+ITEMS = [
+    {"id": "zh-boss", "text": "我的上司名叫赵雅琳，她在深圳上班。", "session": "s1", "date": "2024-04-01T08:39:00"},
+    {"id": "zh-deploy", "text": "昨天部署了 bk-02 服务器，用的是 v3 配置。", "session": "s1", "date": "2024-04-02T10:00:00"},
+    {"id": "en-trust", "text": "The onboarding note: do trust verification before granting access.",
+     "session": "s2", "date": "2024-05-01T09:00:00"},
+    {"id": "en-kube", "text": "Rolled back the kubernetes ingress after the certificate expired.",
+     "session": "s2", "date": "2024-06-15T12:00:00", "type": "case"},
+    {"id": "en-tea", "text": "Caroline prefers green tea in the afternoon.", "session": "s3",
+     "date": "2024-07-01T16:00:00", "type": "preference"},
+]
+
+
+def write_items(path: Path, items: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def memory(tmp_path_factory) -> Path:
+    """One root with the items in L5 and a built index (jieba runs once for the module)."""
+    root = tmp_path_factory.mktemp("search") / "memory"
+    exe = memctl_executable()
+    subprocess.run([exe, "--root", str(root), "init"], check=True, capture_output=True, env=clean_env())
+    items = write_items(root.parent / "items.jsonl", ITEMS)
+    subprocess.run([exe, "--root", str(root), "import", str(items), "--layer", "L5"], check=True,
+                   capture_output=True, env=clean_env())
+    (root / "aliases.txt").write_text("five-factor = trust verification\n", encoding="utf-8")
+    subprocess.run([exe, "--root", str(root), "index", "rebuild"], check=True, capture_output=True, env=clean_env())
+    return root
+
+
+def search(run, root: Path, *args: str):
+    return run("search", *args, "--json", root=root)
+
+
+def ids(result) -> list[str]:
+    return [json.loads(line).get("id") for line in result.stdout.decode().splitlines()]
+
+
+def test_chinese_and_mixed_queries_find_what_fts5_default_tokenizer_misses(run, memory, tmp_path):
+    chinese = search(run, memory, "上司叫什么名字")
+    mixed = search(run, memory, "bk-02 部署")
+    assert chinese.returncode == 0 and ids(chinese)[0] == "zh-boss"
+    assert mixed.returncode == 0 and ids(mixed)[0] == "zh-deploy"
+    # the same texts in a plain FTS5 table with its default tokenizer (unicode61) find nothing
+    plain = sqlite3.connect(":memory:")
+    plain.execute("CREATE VIRTUAL TABLE t USING fts5(body)")
+    plain.executemany("INSERT INTO t(body) VALUES(?)", [(i["text"],) for i in ITEMS])
+    assert plain.execute("SELECT count(*) FROM t WHERE t MATCH ?", ("上司",)).fetchone()[0] == 0
+    assert plain.execute("SELECT count(*) FROM t WHERE t MATCH ?", ('"部署"',)).fetchone()[0] == 0
+
+
+def test_alias_links_five_factor_to_trust_verification(run, memory):
+    result = search(run, memory, "five-factor")
+    assert result.returncode == 0
+    assert ids(result)[0] == "en-trust"
+
+
+def test_one_letter_typo_in_a_rare_word_still_finds_the_item(run, memory):
+    result = search(run, memory, "kubernetes ingres certifcate")
+    assert result.returncode == 0
+    assert ids(result)[0] == "en-kube"
+
+
+def test_no_match_exits_1_with_empty_stdout(run, memory):
+    result = run("search", "xylophone quartz", root=memory)
+    assert result.returncode == 1
+    assert result.stdout == b""
+
+
+def test_bad_usage_exits_2(run, memory):
+    result = run("search", "tea", "--mode", "bogus", root=memory)
+    assert result.returncode == 2
+    assert b"Traceback" not in result.stderr
+
+
+def test_since_and_until_filter_by_date(run, memory):
+    everything = ids(search(run, memory, "kubernetes trust tea"))
+    assert {"en-kube", "en-trust", "en-tea"} <= set(everything)
+    after = ids(search(run, memory, "kubernetes trust tea", "--since", "2024-06-01"))
+    assert set(after) == {"en-kube", "en-tea"}
+    window = ids(search(run, memory, "kubernetes trust tea", "--since", "2024-05-01", "--until", "2024-06-15"))
+    assert set(window) == {"en-trust", "en-kube"}
+    assert run("search", "tea", "--since", "not a date at all", root=memory).returncode == 2
+
+
+def test_type_filter(run, memory):
+    assert ids(search(run, memory, "kubernetes tea", "--type", "preference")) == ["en-tea"]
+
+
+def test_json_lines_parse_and_carry_the_item_fields(run, memory):
+    result = search(run, memory, "green tea")
+    lines = result.stdout.decode().splitlines()
+    assert lines
+    hit = json.loads(lines[0])
+    assert {"ref", "layer", "score", "date", "type", "text", "id"} <= set(hit)
+    assert hit["ref"] == "L5:en-tea" and hit["layer"] == "L5" and hit["type"] == "preference"
+    assert hit["date"].startswith("2024-07-01")
+
+
+def test_piped_output_is_one_tab_separated_hit_a_line(run, memory):
+    result = run("search", "green tea", root=memory)
+    first = result.stdout.decode().splitlines()[0].split("\t")
+    assert len(first) == 4
+    ref, layer, score, snippet = first
+    assert ref == "L5:en-tea" and layer == "L5" and float(score) > 0 and "green tea" in snippet
+
+
+def test_batch_queries_give_one_json_line_per_hit_with_qid(run, memory, tmp_path):
+    queries = write_items(tmp_path / "q.jsonl", [{"qid": "a", "query": "green tea"}, {"qid": "b", "query": "上司"}])
+    result = run("search", "--queries", queries, "-k", "2", root=memory)
+    hits = [json.loads(line) for line in result.stdout.decode().splitlines()]
+    assert result.returncode == 0
+    assert {h["qid"] for h in hits} == {"a", "b"}
+    assert [h["id"] for h in hits if h["qid"] == "a"][0] == "en-tea"
+
+
+def test_l5_hits_are_recorded_in_refs_log(run, memory):
+    log = memory / ".memctl" / "refs.log"
+    before = log.read_text().count("\n") if log.exists() else 0
+    assert run("search", "green tea", "-k", "1", root=memory).returncode == 0
+    lines = log.read_text().splitlines()
+    assert len(lines) == before + 1
+    assert lines[-1].split("\t")[1] == "en-tea"
+
+
+def test_english_and_chinese_queries_do_not_import_jieba(memory):
+    """A search loads no jieba dictionary: English never needs it, Chinese uses the index's vocabulary."""
+    probe = textwrap.dedent(f"""
+        import sys
+        from memctl.config import Layout
+        from memctl.search import SearchRequest, Searcher
+        from pathlib import Path
+        s = Searcher(Layout(Path({str(memory)!r})))
+        english = s.search(SearchRequest("kubernetes certificate"))
+        chinese = s.search(SearchRequest("上司叫什么"))
+        print(english[0].item_id, chinese[0].item_id, "jieba" in sys.modules)
+    """)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, env=clean_env(), check=True)
+    assert out.stdout.decode().split() == ["en-kube", "zh-boss", "False"]
+
+
+def test_corrupt_index_is_rebuilt_silently(run, memory):
+    index = memory / ".memctl" / "index.sqlite"
+    index.write_bytes(b"this is not a database" * 100)
+    result = run("search", "green tea", root=memory)
+    assert result.returncode == 0
+    assert result.stderr == b""
+    assert result.stdout.startswith(b"L5:en-tea")
+    index.unlink()
+    assert run("search", "green tea", root=memory).returncode == 0
+
+
+def test_closed_pipe_gives_no_traceback(memory, tmp_path):
+    many = write_items(tmp_path / "many.jsonl",
+                       [{"id": f"n{i}", "text": f"note {i} about the shared deployment pipeline"} for i in range(300)])
+    exe = memctl_executable()
+    subprocess.run([exe, "--root", str(memory), "import", str(many)], check=True, capture_output=True,
+                   env=clean_env())
+    shell = f"'{exe}' --root '{memory}' search deployment pipeline --layers L6 -k 300 | head -1"
+    result = subprocess.run(["bash", "-c", shell], capture_output=True, env=clean_env())
+    assert result.stdout.count(b"\n") == 1
+    assert b"Traceback" not in result.stderr and b"Error" not in result.stderr
+
+
+def test_modes_choose_layers_and_k(run, memory):
+    reply = run("search", "tea kubernetes trust 上司 部署", "--mode", "reply", "--json", root=memory)
+    hits = [json.loads(line) for line in reply.stdout.decode().splitlines()]
+    assert len(hits) == 3 and all(h["layer"] in ("L5", "L4", "L2") for h in hits)
