@@ -19,9 +19,12 @@ zip member carries its manifest record and identity is the sha256 of the raw byt
 from __future__ import annotations
 
 import os
+import queue
 import shutil
 import tempfile
+import threading
 import zipfile
+import zlib
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -171,10 +174,84 @@ def _age_text(seconds: int) -> str:
 # ---------------------------------------------------------------- staging (read + encode)
 
 
+class DeflatingSink:
+    """Deflates what it is given on a background thread into a staging file.
+
+    zlib releases the GIL, so deflating overlaps with parsing and encoding on the main
+    thread; the queue is bounded, so memory stays flat whatever the size of the log.
+    """
+
+    def __init__(self, handle, level: int):
+        self.handle = handle
+        self.compressor = zlib.compressobj(level, zlib.DEFLATED, -15)
+        self.crc = 0
+        self.size = 0
+        self.compressed = 0
+        self.error: BaseException | None = None
+        self.pending: queue.Queue[bytes | None] = queue.Queue(maxsize=16)
+        self.batch: list[bytes] = []
+        self.batched = 0
+        self.thread = threading.Thread(target=self._work, daemon=True)
+        self.thread.start()
+
+    def write(self, data: bytes) -> None:
+        self.batch.append(data)
+        self.batched += len(data)
+        if self.batched >= 1 << 20:
+            self._send()
+
+    def _send(self) -> None:
+        if self.batch:
+            self.pending.put(b"".join(self.batch))
+            self.batch, self.batched = [], 0
+
+    def _work(self) -> None:
+        while (data := self.pending.get()) is not None:
+            if self.error is not None:
+                continue
+            try:
+                self.crc = zlib.crc32(data, self.crc)
+                self.size += len(data)
+                out = self.compressor.compress(data)
+                self.compressed += len(out)
+                self.handle.write(out)
+            except BaseException as exc:  # reported by close(), on the main thread
+                self.error = exc
+
+    def close(self) -> None:
+        self._send()
+        self.pending.put(None)
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        tail = self.compressor.flush()
+        self.compressed += len(tail)
+        self.handle.write(tail)
+
+
+class PlainSink:
+    """The same interface as DeflatingSink, writing the encoded text as it is."""
+
+    def __init__(self, handle):
+        self.handle = handle
+        self.crc = 0
+        self.compressed = 0
+
+    def write(self, data: bytes) -> None:
+        self.crc = zlib.crc32(data, self.crc)
+        self.compressed += len(data)
+        self.handle.write(data)
+
+    def close(self) -> None:
+        return None
+
+
 @dataclass
 class Staged:
     candidate: Candidate
-    staging: Path
+    staging: Path  # the encoded session, already raw-deflated
+    crc: int
+    deflated_size: int
     sha256: str
     bytes_raw: int
     bytes_compressed: int
@@ -191,8 +268,9 @@ class Staged:
         return f"{self.start:%Y-%m}"
 
 
-def stage(candidate: Candidate, folder: Path, extra_patterns: Iterable[str] = ()) -> Staged:
-    """Encode one raw log into a hidden staging file in `folder`; nothing else is touched."""
+def stage(candidate: Candidate, folder: Path, extra_patterns: Iterable[str] = (), level: int | None = 6) -> Staged:
+    """Encode one raw log into a hidden staging file in `folder` (raw-deflated at `level`, or
+    plain text when level is None); nothing else is touched."""
     fd, staging_name = tempfile.mkstemp(dir=folder, prefix=".staging-", suffix=".tmp")
     staging = Path(staging_name)
     builder = HistoryBuilder()
@@ -208,7 +286,11 @@ def stage(candidate: Candidate, folder: Path, extra_patterns: Iterable[str] = ()
 
     try:
         with os.fdopen(fd, "wb") as out, _open_raw(candidate.path) as source:
-            stats = encode_stream(source, out.write, on_entry)
+            sink = DeflatingSink(out, level) if level is not None else PlainSink(out)
+            try:
+                stats = encode_stream(source, sink.write, on_entry)
+            finally:
+                sink.close()
             out.flush()
             os.fsync(out.fileno())
     except BaseException:
@@ -220,6 +302,8 @@ def stage(candidate: Candidate, folder: Path, extra_patterns: Iterable[str] = ()
     return Staged(
         candidate=candidate,
         staging=staging,
+        crc=sink.crc,
+        deflated_size=sink.compressed,
         sha256=stats.sha256,
         bytes_raw=stats.bytes_raw,
         bytes_compressed=stats.bytes_encoded,
@@ -258,7 +342,7 @@ def _zip_date(stamp: datetime) -> tuple[int, int, int, int, int, int]:
     return (year, stamp.month, stamp.day, stamp.hour, stamp.minute, stamp.second)
 
 
-def write_month_zip(layout: Layout, month: str, items: list[tuple[Staged, ManifestRecord]], level: int) -> Path:
+def write_month_zip(layout: Layout, month: str, items: list[tuple[Staged, ManifestRecord]]) -> Path:
     """Write `<month>.zip` anew beside the old one, verify it, and rename it into place."""
     zip_path = layout.l4_dir / f"{month}.zip"
     fd, tmp_name = tempfile.mkstemp(dir=layout.l4_dir, prefix=f".{month}.zip.", suffix=".tmp")
@@ -271,7 +355,7 @@ def write_month_zip(layout: Layout, month: str, items: list[tuple[Staged, Manife
         faults.checkpoint("zip-copied")
         with zipfile.ZipFile(tmp, "a" if old_members else "w", allowZip64=True) as archive:
             for staged, record in items:
-                _add_member(archive, staged, record, level)
+                _add_member(archive, staged, record)
                 faults.checkpoint("zip-member-written")
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
@@ -287,14 +371,25 @@ def write_month_zip(layout: Layout, month: str, items: list[tuple[Staged, Manife
     return zip_path
 
 
-def _add_member(archive: zipfile.ZipFile, staged: Staged, record: ManifestRecord, level: int) -> None:
+def _add_member(archive: zipfile.ZipFile, staged: Staged, record: ManifestRecord) -> None:
     info = zipfile.ZipInfo(record.member, date_time=_zip_date(staged.start))
     info.compress_type = zipfile.ZIP_DEFLATED
-    info._compresslevel = level  # ZipFile.open(info, "w") reads the level from here
     info.external_attr = 0o600 << 16
     info.comment = record.to_json().encode("utf-8")
     with archive.open(info, "w", force_zip64=True) as member, open(staged.staging, "rb") as source:
+        # The staging file is already deflated: pass its bytes through, then state the CRC
+        # and size of the data they inflate to, which is what the zip headers record.
+        member._compressor = _PassThrough()
         shutil.copyfileobj(source, member, 1 << 20)
+        member._crc, member._file_size = staged.crc, staged.bytes_compressed
+
+
+class _PassThrough:
+    def compress(self, data: bytes) -> bytes:
+        return data
+
+    def flush(self) -> bytes:
+        return b""
 
 
 def _member_signatures(zip_path: Path) -> list[tuple[str, int, int]]:
@@ -334,7 +429,7 @@ class ArchiveOptions:
     min_age_seconds: float
     keep_newest: int
     dry_run: bool = False
-    zip_level: int = 9
+    zip_level: int = 6
     redact_patterns: tuple[str, ...] = ()
 
 
@@ -401,7 +496,7 @@ def _run_candidates(layout, options, candidates, staging_dir, now, report, progr
         if progress:
             progress(f"[{number}/{len(candidates)}] reading {candidate.path.name}")
         try:
-            staged = stage(candidate, staging_dir, options.redact_patterns)
+            staged = stage(candidate, staging_dir, options.redact_patterns, options.zip_level)
         except (OSError, IntegrityError) as exc:
             report.decisions.append(FileDecision(str(candidate.path), "error", f"cannot read: {exc}"))
             continue
@@ -467,7 +562,7 @@ def _commit(layout, options, new_by_month, finishing, recorded, history_names, r
         if progress:
             progress(f"writing {month}.zip ({len(items)} new sessions)")
         try:
-            write_month_zip(layout, month, items, options.zip_level)
+            write_month_zip(layout, month, items)
         except (OSError, IntegrityError) as exc:
             failed_months.add(month)
             for staged, _ in items:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Iterator
 
 from memctl.errors import IntegrityError
-from memctl.logs import USER_SECTION, Preamble, RawEntry, iter_log, parse_marker
+from memctl.logs import CHUNK, USER_SECTION, Preamble, RawEntry, iter_log, parse_marker
 
 HEADER = "⟪memctl-session v1⟫\n".encode()
 TRAILER_PREFIX = "⟪memctl-end ".encode()
@@ -72,15 +72,21 @@ def _is_text_prompt(kind: str, body: bytes) -> bool:
     return kind == "Prompt" and (body.startswith(USER_SECTION) or b"\n" + USER_SECTION in body)
 
 
+def _escape(body: bytes) -> bytes:
+    if b"=== Prompt === " in body or b"=== Response === " in body or DIRECTIVE in body:
+        return _NEEDS_ESCAPE.sub(ESCAPE, body)
+    return body
+
+
 def encode_body(kind: str, body: bytes, heads: SharedHeads) -> bytes:
-    encoded = _NEEDS_ESCAPE.sub(ESCAPE, body)
+    encoded = _escape(body)
     if not _is_text_prompt(kind, body):
         return encoded
     head = prompt_head(body)
     if head is not None:
         first = heads.earlier(head)
         if first is not None:
-            escaped_head = _NEEDS_ESCAPE.sub(ESCAPE, head)
+            escaped_head = _escape(head)
             encoded = f"⟪memctl:same-as {first}⟫\n".encode() + encoded[len(escaped_head):]
     if encoded.endswith(_ECHO_AT_END):
         encoded = encoded[: -len(_ECHO_AT_END)] + b"\n\n\n"
@@ -147,7 +153,7 @@ def encode_stream(
         if on_entry is not None:
             on_entry(item)
     stats.sha256 = digest.hexdigest()
-    counter(f"⟪memctl-end sha256={stats.sha256} bytes={stats.bytes_raw}⟫\n".encode())
+    counter(f"\n⟪memctl-end sha256={stats.sha256} bytes={stats.bytes_raw}⟫\n".encode())
     return stats
 
 
@@ -163,74 +169,116 @@ class _Counter:
 
 def decode_stream(encoded: BinaryIO, write: Callable[[bytes], None]) -> tuple[str, int]:
     """Rebuild the raw log from its compressed form; verifies the trailer's sha256 and size."""
-    first = encoded.readline()
+    first = encoded.read(len(HEADER))
     if first != HEADER:
         raise IntegrityError("not a memctl compressed session (missing header line)")
     digest = hashlib.sha256()
     size = 0
-
-    def emit(data: bytes) -> None:
-        nonlocal size
-        digest.update(data)
-        size += len(data)
-        write(data)
-
+    decoder = _Decoder()
     trailer = None
-    for item in _iter_encoded(encoded):
-        if isinstance(item, tuple):
-            trailer = item
+    while trailer is None:
+        chunk = encoded.read(CHUNK)
+        pieces = decoder.feed(chunk) if chunk else decoder.finish()
+        for piece in pieces:
+            if isinstance(piece, tuple):
+                trailer = piece
+                break
+            digest.update(piece)
+            size += len(piece)
+            write(piece)
+        if not chunk:
             break
-        emit(item)
     if trailer is None:
         raise IntegrityError("compressed session is truncated (no end line)")
-    expected_sha, expected_size = trailer
-    if digest.hexdigest() != expected_sha or size != expected_size:
+    if digest.hexdigest() != trailer[0] or size != trailer[1]:
         raise IntegrityError("compressed session does not decode to the recorded sha256")
-    return expected_sha, expected_size
+    return trailer
 
 
-def _iter_encoded(encoded: BinaryIO) -> Iterator[bytes | tuple[str, int]]:
-    """Yield decoded raw chunks, then the trailer as (sha256, size)."""
-    heads = SharedHeads()
-    number = 0
-    kind: str | None = None
-    marker = b""
-    body: list[bytes] = []
+_SPECIAL_LINE = re.compile(
+    rb"\n(?==== (?:Prompt|Response) === |" + re.escape("⟪memctl-end ".encode()) + b"|"
+    + re.escape("⟪memctl:verbatim ".encode()) + rb")"
+)
 
-    def finish() -> bytes:
-        nonlocal number
-        raw_body = decode_body(kind, b"".join(body), heads)
-        heads.note(number, kind, raw_body)
-        number += 1
-        return marker + raw_body
 
-    while True:
-        line = encoded.readline()
-        if not line:
-            return
-        if line.startswith(DIRECTIVE):
-            verbatim = VERBATIM_RE.match(line)
-            trailer = TRAILER_RE.match(line) if verbatim is None else None
-            if verbatim is not None or trailer is not None:
-                if kind is not None:
-                    yield finish()
-                    kind = None
-                if trailer is not None:
-                    yield (trailer.group(1).decode(), int(trailer.group(2)))
-                    return
-                data = _read_exact(encoded, int(verbatim.group(1)))
-                encoded.read(1)  # the newline that follows the payload
-                yield data
-                _note_verbatim(heads, number, data)
-                number += 1
+class _Decoder:
+    """Splits the compressed stream at real markers, verbatim blocks and the trailer."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray(b"\n")  # a virtual newline: the header ended one
+        self.heads = SharedHeads()
+        self.number = 0
+        self.kind: str | None = None
+        self.marker = b""
+        self.body_start = 1
+        self.scan_from = 0
+        self.done = False
+
+    def feed(self, chunk: bytes) -> Iterator[bytes | tuple[str, int]]:
+        self.buf += chunk
+        return self._scan(200, eof=False)
+
+    def finish(self) -> Iterator[bytes | tuple[str, int]]:
+        return self._scan(0, eof=True)
+
+    def _scan(self, margin: int, eof: bool) -> Iterator[bytes | tuple[str, int]]:
+        while not self.done:
+            limit = len(self.buf) - margin
+            match = _SPECIAL_LINE.search(self.buf, self.scan_from)
+            if match is None or match.end() > limit:
+                self.scan_from = max(self.scan_from, limit - 1, self.body_start - 1)
+                return
+            at = match.end()
+            line_end = self.buf.find(b"\n", at)
+            if line_end < 0 and not eof:
+                return
+            line = bytes(self.buf[at: line_end + 1 if line_end >= 0 else len(self.buf)])
+            if line.startswith(b"=== "):
+                parsed = parse_marker(line)
+                if parsed is None:
+                    self.scan_from = at
+                    continue
+                yield from self._close_entry(at)
+                self.kind, self.marker = parsed[0], line
+                self._drop(at + len(line))
                 continue
-        parsed = parse_marker(line) if line.startswith(b"=== ") else None
-        if parsed is not None:
-            if kind is not None:
-                yield finish()
-            kind, marker, body = parsed[0], line, []
-            continue
-        body.append(line)
+            trailer = TRAILER_RE.match(line)
+            if trailer is not None:
+                yield from self._close_entry(at - 1)  # the newline written before the trailer
+                self.done = True
+                yield (trailer.group(1).decode(), int(trailer.group(2)))
+                return
+            verbatim = VERBATIM_RE.match(line)
+            if verbatim is None:
+                self.scan_from = at
+                continue
+            size = int(verbatim.group(1))
+            payload_start = at + len(line)
+            if len(self.buf) < payload_start + size + 1:
+                if eof:
+                    raise IntegrityError("compressed session is truncated inside a verbatim block")
+                return
+            yield from self._close_entry(at)
+            data = bytes(self.buf[payload_start: payload_start + size])
+            _note_verbatim(self.heads, self.number, data)
+            self.number += 1
+            yield data
+            self._drop(payload_start + size + 1)
+
+    def _close_entry(self, end: int) -> Iterator[bytes]:
+        if self.kind is None:
+            return
+        raw_body = decode_body(self.kind, bytes(self.buf[self.body_start:end]), self.heads)
+        self.heads.note(self.number, self.kind, raw_body)
+        self.number += 1
+        self.kind = None
+        yield self.marker + raw_body
+
+    def _drop(self, upto: int) -> None:
+        """Forget everything before `upto`, keeping one newline so line starts stay findable."""
+        del self.buf[: upto - 1]
+        self.body_start = 1
+        self.scan_from = 0
 
 
 def _note_verbatim(heads: SharedHeads, number: int, data: bytes) -> None:
@@ -238,18 +286,6 @@ def _note_verbatim(heads: SharedHeads, number: int, data: bytes) -> None:
     parsed = parse_marker(data[:first_line_end]) if first_line_end else None
     if parsed is not None:
         heads.note(number, parsed[0], data[first_line_end:])
-
-
-def _read_exact(stream: BinaryIO, size: int) -> bytes:
-    chunks = []
-    remaining = size
-    while remaining:
-        chunk = stream.read(min(remaining, 1 << 20))
-        if not chunk:
-            raise IntegrityError("compressed session is truncated inside a verbatim block")
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
 
 
 def read_trailer(data: bytes) -> tuple[str, int] | None:

@@ -50,7 +50,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "raw_dir": "",  # empty: temp/model_responses beside the root (GenericAgent's layout)
         "min_age": "2h",
         "keep_newest": 10,
-        "zip_level": 9,
+        "zip_level": 6,
     },
     "search": {
         "k": 5,

@@ -24,7 +24,6 @@ from memctl.redact import redact
 SEPARATOR = "=" * 60
 ANCHOR = "### [WORKING MEMORY]"
 _SUMMARY_RE = re.compile(r"<summary>(.*?)</summary>", re.S)
-_TOOL_RESULT_RE = re.compile(r"<tool_result>.*?</tool_result>", re.S)
 _HISTORY_RE = re.compile(r"<history>\n?(.*?)</history>", re.S)
 _STRIP_TAGS_RE = re.compile(r"<(thinking|summary|tool_use)>.*?</\1>", re.S)
 _LITERAL_LIMIT = 2_000_000
@@ -67,60 +66,64 @@ def _split_anchor(text: str) -> tuple[str, list[str]]:
 
 
 def prompt_parts(entry: RawEntry) -> PromptParts:
-    text = entry.body.decode("utf-8", "replace")
     if entry.format == "A":
-        texts, had_tool_result = _json_prompt_texts(text)
-        joined = "\n".join(texts)
-        request, window = _split_anchor(joined)
+        request, window = _split_anchor("\n".join(_json_prompt_texts(entry.body)))
         return PromptParts(request=request, window=window)
-    at = text.find(USER_SECTION.decode())
-    user = text[at + len(USER_SECTION):] if at >= 0 else text
-    user = _TOOL_RESULT_RE.sub("", user)
-    if user.rstrip().endswith("=== ASSISTANT ==="):
-        user = user.rstrip()[: -len("=== ASSISTANT ===")]
-    request, window = _split_anchor(user)
+    return _text_protocol_prompt_parts(entry.body)
+
+
+def _text_protocol_prompt_parts(body: bytes) -> PromptParts:
+    """The user's words come after the tool results in the USER section: look only there."""
+    at = body.find(USER_SECTION)
+    user = body[at + len(USER_SECTION):] if at >= 0 else body
+    last_close = user.rfind(b"</tool_result>")
+    if last_close >= 0:
+        user = user[last_close + len(b"</tool_result>"):]
+    elif b"<tool_result>" in user:
+        user = _TOOL_RESULT_BYTES_RE.sub(b"", user)
+    text = user.decode("utf-8", "replace").rstrip()
+    if text.endswith("=== ASSISTANT ==="):
+        text = text[: -len("=== ASSISTANT ===")]
+    request, window = _split_anchor(text)
     return PromptParts(request=request, window=window)
 
 
-def _json_prompt_texts(text: str) -> tuple[list[str], bool]:
-    """Text blocks of a format A prompt, read one JSON block a line, whole-body JSON as fallback."""
+_TOOL_RESULT_BYTES_RE = re.compile(rb"<tool_result>.*?(?:</tool_result>|\Z)", re.S)
+_TEXT_BLOCK_START = (b'{"type": "text"', b'{"type":"text"')
+
+
+def _json_prompt_texts(body: bytes) -> list[str]:
+    """Text blocks of a format A prompt: one JSON block a line, so only text lines are parsed
+    (tool results, often megabytes, are skipped unread); whole-body JSON as a fallback."""
     texts: list[str] = []
-    had_tool_result = False
-    for raw_line in text.splitlines():
+    for raw_line in body.split(b"\n"):
         line = raw_line.strip()
-        if line.startswith('{"role"'):
+        if not line.startswith(_TEXT_BLOCK_START):
             continue
-        if line.endswith("]}"):
+        if line.endswith(b"]}"):
             line = line[:-2]
-        elif line.endswith(","):
+        elif line.endswith(b","):
             line = line[:-1]
-        if not line.startswith("{"):
-            continue
         try:
             block = json.loads(line)
         except ValueError:
-            return _whole_json_texts(text)
-        if not isinstance(block, dict):
-            continue
-        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            return _whole_json_texts(body)
+        if isinstance(block, dict) and isinstance(block.get("text"), str):
             texts.append(block["text"])
-        elif block.get("type") == "tool_result":
-            had_tool_result = True
-    return texts, had_tool_result
+    return texts
 
 
-def _whole_json_texts(text: str) -> tuple[list[str], bool]:
+def _whole_json_texts(body: bytes) -> list[str]:
     try:
-        message = json.loads(text)
+        message = json.loads(body.decode("utf-8", "replace"))
     except ValueError:
-        return [], False
+        return []
     content = message.get("content") if isinstance(message, dict) else None
     if isinstance(content, str):
-        return [content], False
+        return [content]
     if not isinstance(content, list):
-        return [], False
-    texts = [b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)]
-    return texts, any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+        return []
+    return [b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)]
 
 
 def response_parts(entry: RawEntry) -> ResponseParts:

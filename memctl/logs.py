@@ -62,36 +62,105 @@ def parse_marker(line: bytes) -> tuple[str, datetime, str] | None:
     return match.group(1).decode("ascii"), stamp, model
 
 
-def iter_log(stream: BinaryIO) -> Iterator[RawEntry | Preamble]:
-    """Yield the preamble (if any) and the entries of a raw log, streaming line by line."""
-    preamble: list[bytes] = []
-    current: RawEntry | None = None
-    body: list[bytes] = []
-    previous_blank = True  # the start of the file counts as "after a blank line"
-    tool_depth = 0
-    for line in stream:
-        parsed = parse_marker(line) if previous_blank and tool_depth == 0 else None
+_CANDIDATE = re.compile(rb"\n\r?\n(?==== (?:Prompt|Response) === )")
+_MARKER_MAX = 400  # a marker line is never longer; keep this much unscanned until more is read
+CHUNK = 4 << 20
+
+
+def iter_log(stream: BinaryIO, chunk_size: int | None = None) -> Iterator[RawEntry | Preamble]:
+    """Yield the preamble (if any) and the entries of a raw log, reading it in large chunks.
+
+    Candidate markers are found with one regex over the buffer (C speed); only candidates are
+    looked at in Python, so cost does not grow with the number of lines.
+    """
+    scanner = _LogScanner()
+    while True:
+        chunk = stream.read(chunk_size or CHUNK)
+        if not chunk:
+            break
+        yield from scanner.feed(chunk)
+    yield from scanner.finish()
+
+
+class _LogScanner:
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.current: RawEntry | None = None
+        self.body_start = 0  # where the current entry's body (or the preamble) starts in buf
+        self.scan_from = 0
+        self.counted_to = 0  # tool_result tags counted in buf[body_start:counted_to]
+        self.depth = 0
+        self.started = False
+
+    def feed(self, chunk: bytes) -> Iterator[RawEntry | Preamble]:
+        self.buf += chunk
+        if not self.started:
+            if len(self.buf) < _MARKER_MAX:
+                return
+            self._start()
+        yield from self._scan(_MARKER_MAX)
+
+    def finish(self) -> Iterator[RawEntry | Preamble]:
+        if not self.started:
+            self._start()
+        yield from self._scan(0)
+        rest = bytes(self.buf[self.body_start:])
+        if self.current is not None:
+            self.current.body = rest
+            yield self.current
+        elif rest:
+            yield Preamble(rest)
+
+    def _start(self) -> None:
+        self.started = True
+        line = self._line_at(0)
+        parsed = parse_marker(line) if line is not None else None
         if parsed is not None:
-            if current is not None:
-                current.body = b"".join(body)
-                yield current
-            elif preamble:
-                yield Preamble(b"".join(preamble))
-            kind, stamp, model = parsed
-            current = RawEntry(kind=kind, timestamp=stamp, model=model, marker=line, body=b"")
-            body = []
-            tool_depth = 0
-            previous_blank = False
-            continue
-        if current is None:
-            preamble.append(line)
-        else:
-            body.append(line)
-            if current.kind == "Prompt" and b"tool_result>" in line:
-                tool_depth = max(0, tool_depth + line.count(TOOL_RESULT_OPEN) - line.count(TOOL_RESULT_CLOSE))
-        previous_blank = line in (b"\n", b"\r\n")
-    if current is not None:
-        current.body = b"".join(body)
-        yield current
-    elif preamble:
-        yield Preamble(b"".join(preamble))
+            self._open_entry(parsed, line, 0)
+
+    def _line_at(self, start: int) -> bytes | None:
+        end = self.buf.find(b"\n", start, start + _MARKER_MAX)
+        if end < 0:
+            return bytes(self.buf[start:]) if len(self.buf) - start < _MARKER_MAX else None
+        return bytes(self.buf[start:end + 1])
+
+    def _open_entry(self, parsed, line: bytes, at: int) -> None:
+        kind, stamp, model = parsed
+        self.current = RawEntry(kind=kind, timestamp=stamp, model=model, marker=line, body=b"")
+        self.body_start = at + len(line)
+        self.scan_from = max(0, self.body_start - 1)
+        self.counted_to = self.body_start
+        self.depth = 0
+
+    def _scan(self, margin: int) -> Iterator[RawEntry | Preamble]:
+        """Split off every entry whose end is known; `margin` bytes at the end wait for more data."""
+        while True:
+            limit = len(self.buf) - margin
+            match = _CANDIDATE.search(self.buf, self.scan_from)
+            if match is None or match.end() > limit:
+                self.scan_from = max(self.scan_from, limit - 3, self.body_start - 1)
+                return
+            at = match.end()
+            line = self._line_at(at)
+            parsed = parse_marker(line) if line is not None else None
+            if parsed is None or self._inside_tool_result(at):
+                self.scan_from = at
+                continue
+            body = bytes(self.buf[self.body_start:at])
+            if self.current is not None:
+                self.current.body = body
+                yield self.current
+            elif body:
+                yield Preamble(body)
+            del self.buf[:at]
+            self.current = None
+            self._open_entry(parsed, line, 0)
+
+    def _inside_tool_result(self, at: int) -> bool:
+        """Inside a prompt's open <tool_result>: an agent quoting another log, not a new entry."""
+        if self.current is None or self.current.kind != "Prompt":
+            return False
+        segment = self.buf[self.counted_to:at]
+        self.depth += segment.count(TOOL_RESULT_OPEN) - segment.count(TOOL_RESULT_CLOSE)
+        self.counted_to = at
+        return self.depth > 0

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
 import zipfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
-from memctl.archive import Staged, session_base_name, stage, unique_name, Candidate, FileSignature, known_sessions
+from memctl.archive import Candidate, FileSignature, known_sessions, session_base_name, stage, unique_name
 from memctl.codec import decode_stream, read_trailer, HEADER
 from memctl.config import Layout
 from memctl.errors import NotFound, UsageError
-from memctl.fsutil import atomic_write_bytes, ensure_private_dir, safe_child
+from memctl.fsutil import ensure_private_dir, safe_child
 from memctl.manifest import ManifestRecord, iter_manifest
 
 
@@ -100,7 +99,7 @@ def compress_file(layout: Layout, path: Path, extra_patterns: tuple[str, ...] = 
         raise NotFound(f"{path}: no such file")
     ensure_private_dir(layout.l4_dir)
     info = os.stat(path)
-    staged = stage(Candidate(path, FileSignature.of(info)), layout.l4_dir, extra_patterns)
+    staged = stage(Candidate(path, FileSignature.of(info)), layout.l4_dir, extra_patterns, level=None)
     try:
         archived = known_sessions(layout).get(staged.sha256)
         if archived is not None:

@@ -86,12 +86,23 @@ def raw_sha_from_show(run, root: Path, ref: str) -> str:
     return hashlib.sha256(result.stdout).hexdigest()
 
 
-def assert_all_recoverable(run, folder: GAFolder) -> None:
-    """Every original is either still a raw file with its bytes, or restorable byte for byte."""
+def assert_all_recoverable(run, folder: GAFolder, via_cli: bool = True) -> None:
+    """Every original is either still a raw file with its bytes, or restorable byte for byte
+    (through `memctl show --raw`, or in-process through the same function when via_cli=False)."""
+    from memctl.config import Layout
+    from memctl.manifest import ManifestRecord
+    from memctl.sessions import SessionRef, write_raw
+
     by_sha = {r["sha256"]: r for r in folder.manifest()}
     for name, sha in folder.originals.items():
         raw = folder.raw_dir / name
         if raw.exists() and hashlib.sha256(raw.read_bytes()).hexdigest() == sha:
             continue
         assert sha in by_sha, f"{name} is neither in the raw folder nor archived"
-        assert raw_sha_from_show(run, folder.root, by_sha[sha]["name"]) == sha
+        if via_cli:
+            assert raw_sha_from_show(run, folder.root, by_sha[sha]["name"]) == sha
+            continue
+        hasher = hashlib.sha256()
+        record = ManifestRecord.from_dict(by_sha[sha])
+        write_raw(Layout(folder.root), SessionRef(record.name, record), hasher.update)
+        assert hasher.hexdigest() == sha

@@ -89,7 +89,7 @@ def test_defect5_one_writer_at_a_time(run, memctl_bin, tmp_path):
     folder = make_folder(tmp_path)
     for number in range(40):
         folder.add_log(f"model_responses_4{number:05d}.txt",
-                       loggen.format_b(datetime(2026, 4, 1 + number % 20, 8, number), 6, random.Random(number), 20000))
+                       loggen.format_b(datetime(2026, 4, 1 + number % 20, 8, number), 40, random.Random(number), 40000))
     (folder.root / ".memctl").mkdir(parents=True, exist_ok=True)
     lock_path = folder.root / ".memctl" / "lock"
     args = [memctl_bin, "--root", str(folder.root), "archive", str(folder.raw_dir), "--keep-newest", "0", "--json"]
