@@ -350,27 +350,36 @@ class IndexWriter:
         self.dirty_sessions: set[str] = set()
         self.added = 0
         self.removed = 0
+        self.next_rowid: int | None = None
+        self.layers: set[str] = set()
 
     def add(self, source_key: str, docs: Iterable[Doc]) -> None:
-        fts_rows = []
+        if self.next_rowid is None:
+            self.next_rowid = (self.db.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0) + 1
+        item_rows, fts_rows = [], []
         for doc in docs:
             text = redact(doc.text, self.options.extra_patterns) if self.options.redact_enabled else doc.text
             terms = self.tokenizer.tokens(text)
             self.df_delta.update(set(terms))
-            cursor = self.db.execute(
-                "INSERT INTO items(source, ref, layer, date, type, item_id, session, ctx, text) "
-                "VALUES(?,?,?,?,?,?,?,?,?)",
-                (source_key, doc.ref, doc.layer, doc.date, doc.type, doc.item_id, doc.session,
-                 int(doc.in_context), text))
-            fts_rows.append((cursor.lastrowid, f"{layer_token(doc.layer)} {' '.join(terms)}"))
+            rowid = self.next_rowid
+            self.next_rowid += 1
+            item_rows.append((rowid, source_key, doc.ref, doc.layer, doc.date, doc.type, doc.item_id, doc.session,
+                              int(doc.in_context), text))
+            fts_rows.append((rowid, f"{layer_token(doc.layer)} {' '.join(terms)}"))
             if doc.session and doc.in_context:
                 self.dirty_sessions.add(doc.session)
+            self.layers.add(doc.layer)
             self.added += 1
             if len(fts_rows) >= 2000:
-                self.db.executemany("INSERT INTO fts(rowid, body) VALUES(?, ?)", fts_rows)
-                fts_rows.clear()
-        if fts_rows:
-            self.db.executemany("INSERT INTO fts(rowid, body) VALUES(?, ?)", fts_rows)
+                self._insert(item_rows, fts_rows)
+        self._insert(item_rows, fts_rows)
+
+    def _insert(self, item_rows: list, fts_rows: list) -> None:
+        self.db.executemany("INSERT INTO items(rowid, source, ref, layer, date, type, item_id, session, ctx, text) "
+                            "VALUES(?,?,?,?,?,?,?,?,?,?)", item_rows)
+        self.db.executemany("INSERT INTO fts(rowid, body) VALUES(?, ?)", fts_rows)
+        item_rows.clear()
+        fts_rows.clear()
 
     def remove_source(self, source_key: str) -> None:
         rows = self.db.execute("SELECT rowid, session, ctx FROM items WHERE source=?", (source_key,)).fetchall()
@@ -399,7 +408,7 @@ class IndexWriter:
         self.df_delta.clear()
 
     def _flush_surface_words(self) -> None:
-        words = self.tokenizer.words
+        words = {w.lower() for w in self.tokenizer.words if len(w) >= 4 and w.isalpha()}
         rows = [(w, terms[0]) for w in words for terms in (latin_tokens(w),) if terms]
         self.db.executemany("INSERT OR IGNORE INTO surface(word, term) VALUES(?, ?)", rows)
         words.clear()
@@ -584,7 +593,10 @@ class SearchIndex:
             except (OSError, zipfile.BadZipFile, UnicodeError) as exc:
                 report.errors.append(f"{source.key}: {exc}")
         writer.finish()
-        meta_set(db, "items", str(db.execute("SELECT count(*) FROM items").fetchone()[0]))
+        count = int(meta_get(db, "items", "0") or 0) + writer.added - writer.removed
+        meta_set(db, "items", str(count))
+        known_layers = set(filter(None, meta_get(db, "layers").split(",")))
+        meta_set(db, "layers", ",".join(sorted(known_layers | writer.layers)))
         report.docs_added, report.docs_removed = writer.added, writer.removed
         return report
 

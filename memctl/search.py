@@ -43,6 +43,8 @@ MAX_CANDIDATES = 20_000
 COMMON_TERM_SHARE = 0.1  # at scale, terms in more than this share of items carry almost no signal
 COMMON_TERM_MIN_ITEMS = 50_000
 MAX_QUERY_TERMS = 64
+RANK_ALL_LIMIT = 50_000  # above this many expected matches, rank only the newest ones
+NEWEST_MATCHES = 10_000
 MAX_WORD_CHARS = 8
 SNIPPET_CHARS = 160
 
@@ -322,6 +324,13 @@ class Searcher:
                 return []
             match = f"({match}) AND ({' OR '.join(chr(34) + w + chr(34) for w in wanted)})"
         limit = max(MIN_CANDIDATES, k * 20)
+        if self._expected_matches(terms) > RANK_ALL_LIMIT:
+            # Only common words: scoring every match would grow with the memory. Score the newest
+            # matches instead (rowids grow with indexing order), so cost stays flat in corpus size.
+            rows = self.db.execute("SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT ?",
+                                   (match, NEWEST_MATCHES)).fetchall()
+            rows = sorted(rows, key=lambda r: r[1])[:limit]
+            return [h for h in self._hydrate(rows) if _passes(h, since, until, type_)]
         while True:
             rows = self.db.execute("SELECT rowid, rank FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?",
                                    (match, limit)).fetchall()
@@ -354,9 +363,13 @@ class Searcher:
                 hit.score += NEIGHBOUR_WEIGHT * max(near)
         return [h for h in by_rowid.values() if h.score > 0]
 
+    def _expected_matches(self, terms: Sequence[str]) -> int:
+        return sum(self._document_frequencies(list(terms)).values())
+
     def _present_layers(self) -> tuple[str, ...]:
         if not hasattr(self, "_layers_cache"):
-            self._layers_cache = tuple(r[0] for r in self.db.execute("SELECT DISTINCT layer FROM items"))
+            # a layer that lost all its items may still be listed: that only costs a redundant filter
+            self._layers_cache = tuple(filter(None, meta_get(self.db, "layers").split(",")))
         return self._layers_cache
 
     def _hydrate(self, rows, context_only: bool = False) -> list[Hit]:
@@ -460,3 +473,101 @@ def search_once(layout: Layout, request: SearchRequest, options: IndexOptions | 
         searcher.close()
     record_references(layout, hits)
     return hits
+
+
+# ---------------------------------------------------------------- a lean command line for search
+
+_LEAN_VALUE_OPTIONS = {"-k": "k", "--layers": "layers", "--mode": "mode", "--since": "since", "--until": "until",
+                       "--type": "type"}
+
+
+def parse_lean_args(argv: Sequence[str]) -> dict | None:
+    """`[--root R] search WORDS… [options]` -> options, or None when the full command line is needed."""
+    args = list(argv)
+    options: dict = {"root": None, "words": [], "json": False, "refresh": True}
+    while args and args[0] in ("--root", "--debug"):
+        if args.pop(0) == "--root":
+            if not args:
+                return None
+            options["root"] = args.pop(0)
+    if not args or args.pop(0) != "search":
+        return None
+    while args:
+        arg = args.pop(0)
+        if arg == "--json":
+            options["json"] = True
+        elif arg == "--no-refresh":
+            options["refresh"] = False
+        elif arg in _LEAN_VALUE_OPTIONS and args:
+            options[_LEAN_VALUE_OPTIONS[arg]] = args.pop(0)
+        elif arg == "--":
+            options["words"].extend(args)
+            break
+        elif arg.startswith("-"):
+            return None  # --help, --queries, anything unusual: the full command line handles it
+        else:
+            options["words"].append(arg)
+    return options if options["words"] else None
+
+
+def run_cli(argv: Sequence[str]) -> int | None:
+    """`memctl search` without typer, rich or pydantic (~0.3 s of imports): the common piped and
+    --json invocations. Returns the exit status, or None when the full command line must run
+    (a terminal table, --help, --queries, unknown options)."""
+    import sys
+
+    options = parse_lean_args(argv)
+    if options is None or (not options["json"] and sys.stdout.isatty()):
+        return None
+    from memctl.config import load_settings, resolve_root
+    from memctl.errors import MemctlError
+
+    try:
+        settings = load_settings(resolve_root(options["root"]))
+        layers = tuple(p.strip().upper() for p in options.get("layers", "").split(",") if p.strip()) or None
+        k = int(options["k"]) if "k" in options else None
+        if k is None and not options.get("mode"):
+            k = int(settings.get("search", "k"))
+        request = SearchRequest(" ".join(options["words"]), k=k, layers=layers, mode=options.get("mode"),
+                                since=options.get("since"), until=options.get("until"), type=options.get("type"),
+                                fuzzy_threshold=float(settings.get("search", "fuzzy_threshold")))
+        index_options = IndexOptions(redact_enabled=bool(settings.get("redaction", "enabled")),
+                                     extra_patterns=tuple(settings.get("redaction", "extra_patterns")))
+        searcher = Searcher(settings.layout, index_options, refresh=options["refresh"])
+        try:
+            hits = searcher.search(request)
+        finally:
+            searcher.close()
+        record_references(settings.layout, hits)
+    except (MemctlError, ValueError, sqlite3.DatabaseError) as exc:
+        sys.stderr.write(f"memctl: error: {exc}\n")
+        return 2
+    try:
+        write_hits(sys.stdout, hits, options["json"])
+        sys.stdout.flush()
+    except BrokenPipeError:
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0 if hits else 1
+
+
+def write_hits(stream, hits: Sequence[Hit], as_json: bool) -> None:
+    import json
+
+    for hit in hits:
+        if as_json:
+            stream.write(json.dumps(hit.to_json(), ensure_ascii=False) + "\n")
+        else:
+            stream.write(f"{hit.ref}\t{hit.layer}\t{hit.score:.3f}\t{' '.join(hit.snippet.split())}\n")
+
+
+if __name__ == "__main__":
+    import sys as _sys
+
+    _code = run_cli(_sys.argv[1:])
+    if _code is None:
+        from memctl.cli import main as _full_main
+
+        _full_main()
+    _sys.exit(_code)

@@ -13,15 +13,17 @@
 from __future__ import annotations
 
 import re
+from itertools import chain
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 _CJK_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef"
-CJK_RUN = re.compile(f"[{_CJK_CHARS}]+")
-_LATIN = rf"[^\W{_CJK_CHARS}]"
-_TOKEN = re.compile(rf"(?P<cjk>[{_CJK_CHARS}]+)|(?P<word>{_LATIN}+(?:[-.]{_LATIN}+)*)")
+CJK_RUN = re.compile(f"([{_CJK_CHARS}]+)")
+# Latin words only ever run over text with the CJK runs already cut out (a class that
+# excludes CJK ranges costs ~30 ms to compile at every start).
+_WORD = re.compile(r"\w+(?:[-.]\w+)*")
 _IDENTIFIER_SPLIT = re.compile(r"[-_.]+")
 
 ENGLISH_STOP_WORDS = frozenset("""
@@ -205,6 +207,21 @@ def latin_tokens(word: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+class _WordCache(dict):
+    """word -> its terms; bounded, because logs hold endless unique ids and hashes."""
+
+    limit = 500_000
+
+    def __missing__(self, word: str) -> tuple[str, ...]:
+        if len(self) >= self.limit:
+            self.clear()
+        terms = self[word] = latin_tokens(word)
+        return terms
+
+
+_WORD_CACHE = _WordCache()
+
+
 class JiebaSegmenter:
     """jieba search mode, loaded on first use, with the root's custom dictionary."""
 
@@ -246,6 +263,11 @@ class Tokenizer:
         return cls(JiebaSegmenter(custom_dict))
 
     def tokens(self, text: str) -> list[str]:
+        if not has_cjk(text):  # the hot path of indexing: C-level loops over a word cache
+            words = _WORD.findall(text)
+            if self.collect_words:
+                self.words.update(w for w in words if w not in _WORD_CACHE)
+            return list(chain.from_iterable(map(_WORD_CACHE.__getitem__, words)))
         out: list[str] = []
         for _, terms in self.token_groups(text):
             out.extend(terms)
@@ -253,22 +275,17 @@ class Tokenizer:
 
     def token_groups(self, text: str) -> Iterator[tuple[str, list[str]]]:
         """(surface text, its terms) for each CJK run and each Latin word."""
-        for match in _TOKEN.finditer(text):
-            cjk = match.group("cjk")
-            if cjk is not None:
-                words = [w for w in self.cjk_segmenter(cjk) if w.strip() and w not in CHINESE_STOP_WORDS]
+        for number, part in enumerate(CJK_RUN.split(text)):
+            if number % 2:  # split() with a group puts the CJK runs at odd positions
+                words = [w for w in self.cjk_segmenter(part) if w.strip() and w not in CHINESE_STOP_WORDS]
                 if CJK_CHAR_TERMS:
-                    words += [c for c in dict.fromkeys(cjk) if c not in CHINESE_STOP_WORDS and c not in words]
-                yield cjk, words
-            else:
-                word = match.group("word")
-                if self.collect_words and len(word) >= 4 and word.isalpha():
-                    self.words.add(word.lower())
-                yield word, list(latin_tokens(word))
-
-
-def cjk_runs(text: str) -> list[str]:
-    return CJK_RUN.findall(text)
+                    words += [c for c in dict.fromkeys(part) if c not in CHINESE_STOP_WORDS and c not in words]
+                yield part, words
+                continue
+            for word in _WORD.findall(part):
+                if self.collect_words and word not in _WORD_CACHE:
+                    self.words.add(word)
+                yield word, list(_WORD_CACHE[word])
 
 
 # ---------------------------------------------------------------- aliases

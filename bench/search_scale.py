@@ -1,0 +1,363 @@
+#!/usr/bin/env python3
+"""How `memctl search` scales: index build, incremental refresh and query latency on a
+synthetic memory of mixed Chinese and English history, beside ripgrep and a Python scan.
+
+For each size (default 100 MB, then 1 GB) it writes a memory folder with compressed session
+files (loose, in the compressed-session text format), an all_histories.txt, and 100,000 L5
+entries, then prints:
+
+- full index build (`memctl index rebuild` as a process): seconds and MB/s, and build MB/s on
+  pure-Chinese and pure-Latin samples measured separately;
+- incremental refresh after one new session (English, and Chinese which loads jieba);
+- p50/p95 wall time of `memctl search` as a whole process over 50 queries (25 zh, 25 en),
+  its peak RSS, the same through the lean entry (`python -m memctl.search`, no typer/rich),
+  and the in-process query time (index already open);
+- the same queries with `rg -i -c` and with a plain Python scan of the same files.
+
+    .venv/bin/python bench/search_scale.py [--sizes 100M,1G] [--workdir /tmp/memctl-scale]
+
+Needs ripgrep (`apt-get install ripgrep`). The 1 GB build takes a long time on a small machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+EN_WORDS = """
+deploy server cluster kubernetes ingress certificate rotate password vault grafana dashboard alert
+database postgres migration schema index query latency cache redis queue worker retry timeout
+network firewall proxy nginx config build release pipeline canary rollback test coverage bug fix
+patch review merge branch commit tag docker image registry storage backup restore snapshot volume
+token secret account user login session cookie header request response error warning log metric
+trace span profile memory cpu disk usage quota limit budget invoice customer order payment refund
+report meeting schedule calendar travel flight hotel dinner friend family birthday gift garden
+recipe coffee tea music guitar painting photo camera hiking running swimming book novel movie
+""".split()
+ZH_WORDS = """
+部署 服务器 集群 证书 密码 数据库 迁移 索引 查询 延迟 缓存 队列 超时 网络 防火墙 代理 配置 发布
+流水线 回滚 测试 覆盖率 修复 补丁 合并 分支 提交 镜像 仓库 存储 备份 恢复 快照 账户 用户 登录
+会话 请求 响应 错误 警告 日志 指标 内存 磁盘 配额 预算 发票 客户 订单 支付 退款 报告 会议 日程
+出差 航班 酒店 晚餐 朋友 家人 生日 礼物 花园 菜谱 咖啡 茶叶 音乐 吉他 绘画 照片 相机 徒步 跑步
+游泳 小说 电影 上司 同事 表妹 学历 毕业 深圳 北京 上海 杭州 成都 重庆 天气 周末 计划 项目 需求
+""".split()
+SYLLABLES = "ka lo mi nu pe ra si to vu xe zo qua bri dro fle gri plo stu tra ven".split()
+ZH_CHARS = "天地人和风云山水火木金土日月星光明春夏秋冬东南西北中心手口目耳大小多少高低长短新旧快慢好坏开关"
+
+
+def rare_words(rng: random.Random, count: int) -> list[str]:
+    return ["".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4))) + str(rng.randint(0, 99))
+            for _ in range(count)]
+
+
+def rare_zh_words(rng: random.Random, count: int) -> list[str]:
+    return ["".join(rng.choice(ZH_CHARS) for _ in range(rng.randint(2, 3))) for _ in range(count)]
+
+
+class TextMaker:
+    """Zipf-ish English and Chinese sentences with a long tail of rare words."""
+
+    def __init__(self, seed: int):
+        self.rng = random.Random(seed)
+        self.en_rare = rare_words(self.rng, 20000)
+        self.zh_rare = rare_zh_words(self.rng, 5000)
+
+    def en_sentence(self) -> str:
+        rng = self.rng
+        words = [rng.choice(EN_WORDS) if rng.random() < 0.85 else rng.choice(self.en_rare)
+                 for _ in range(rng.randint(6, 16))]
+        return " ".join(words).capitalize() + "."
+
+    def zh_sentence(self) -> str:
+        rng = self.rng
+        words = [rng.choice(ZH_WORDS) if rng.random() < 0.85 else rng.choice(self.zh_rare)
+                 for _ in range(rng.randint(5, 12))]
+        return "".join(words) + "。"
+
+    def paragraph(self, zh_share: float, sentences: int) -> str:
+        return " ".join(self.zh_sentence() if self.rng.random() < zh_share else self.en_sentence()
+                        for _ in range(sentences))
+
+
+def session_text(maker: TextMaker, start: float, zh_share: float, entries: int) -> str:
+    lines = ["⟪memctl-session v1 source=synthetic⟫"]
+    stamp = start
+    for number in range(entries):
+        kind = "Prompt" if number % 2 == 0 else "Response === {t} model=m"
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(stamp))
+        lines.append(f"=== Prompt === {when}" if kind == "Prompt" else f"=== Response === {when} model=m")
+        for _ in range(maker.rng.randint(2, 8)):
+            lines.append(maker.paragraph(zh_share, maker.rng.randint(1, 5)))
+        lines.append("")
+        stamp += maker.rng.randint(5, 120)
+    return "\n".join(lines) + "\n"
+
+
+def session_name(start: float, end: float, taken: set[str]) -> str:
+    base = time.strftime("%m%d_%H%M", time.gmtime(start)) + "-" + time.strftime("%m%d_%H%M", time.gmtime(end))
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base}_{n}", n + 1
+    taken.add(name)
+    return name
+
+
+def build_memory(root: Path, total_bytes: int, zh_share: float, seed: int = 7, l5_entries: int = 100_000) -> dict:
+    """Write a memory folder of about total_bytes of history text; returns byte counts."""
+    maker = TextMaker(seed)
+    l4 = root / "L4_raw_sessions"
+    (root / ".memctl").mkdir(parents=True, exist_ok=True)
+    l4.mkdir(parents=True, exist_ok=True)
+    counts = {"sessions": 0, "session_bytes": 0, "history_bytes": 0, "l5_bytes": 0}
+    with open(root / "long_term.jsonl", "w", encoding="utf-8") as handle:
+        for i in range(l5_entries):
+            text = maker.paragraph(zh_share, maker.rng.randint(1, 2))
+            line = json.dumps({"id": f"m{i:06d}", "type": "event", "text": text,
+                               "created": "2026-01-01T00:00:00"}, ensure_ascii=False) + "\n"
+            handle.write(line)
+            counts["l5_bytes"] += len(line.encode())
+    taken: set[str] = set()
+    stamp = time.mktime((2025, 1, 1, 0, 0, 0, 0, 0, 0))
+    with open(l4 / "all_histories.txt", "w", encoding="utf-8") as history:
+        while counts["session_bytes"] + counts["history_bytes"] + counts["l5_bytes"] < total_bytes:
+            text = session_text(maker, stamp, zh_share, maker.rng.randint(20, 80))
+            end = stamp + 3600
+            name = session_name(stamp, end, taken)
+            (l4 / f"{name}.txt").write_text(text, encoding="utf-8")
+            block = ["", "=" * 60, f"SESSION: {name}", "=" * 60]
+            for _ in range(maker.rng.randint(10, 30)):
+                speaker = "[USER]: " if maker.rng.random() < 0.5 else "[Agent] "
+                block.append(speaker + maker.paragraph(zh_share, 1))
+            chunk = "\n".join(block) + "\n"
+            history.write(chunk)
+            counts["sessions"] += 1
+            counts["session_bytes"] += len(text.encode())
+            counts["history_bytes"] += len(chunk.encode())
+            stamp += maker.rng.randint(3600, 6 * 3600)
+    return counts
+
+
+def make_queries(seed: int) -> tuple[list[str], list[str]]:
+    maker = TextMaker(seed)  # same rare words as the corpus
+    rng = random.Random(seed + 1)
+    en, zh = [], []
+    for i in range(25):
+        shape = i % 5
+        if shape == 0:
+            en.append(rng.choice(maker.en_rare))
+        elif shape == 1:
+            en.append(f"{rng.choice(EN_WORDS)} {rng.choice(maker.en_rare)}")
+        elif shape == 2:
+            en.append(" ".join(rng.sample(EN_WORDS, 3)))
+        elif shape == 3:
+            en.append(f"how did we {rng.choice(EN_WORDS)} the {rng.choice(EN_WORDS)} {rng.choice(EN_WORDS)}")
+        else:
+            en.append(f"{rng.choice(maker.en_rare)} {rng.choice(maker.en_rare)}")
+    for i in range(25):
+        shape = i % 5
+        if shape == 0:
+            zh.append(rng.choice(maker.zh_rare))
+        elif shape == 1:
+            zh.append(rng.choice(ZH_WORDS) + rng.choice(maker.zh_rare))
+        elif shape == 2:
+            zh.append("".join(rng.sample(ZH_WORDS, 3)))
+        elif shape == 3:
+            zh.append(f"上次{rng.choice(ZH_WORDS)}的{rng.choice(ZH_WORDS)}是怎么处理的")
+        else:
+            zh.append(f"{rng.choice(ZH_WORDS)} {rng.choice(EN_WORDS)} 问题")
+    return en, zh
+
+
+# ---------------------------------------------------------------- measuring
+
+def memctl_exe() -> str:
+    beside = Path(sys.executable).with_name("memctl")
+    return str(beside) if beside.exists() else shutil.which("memctl") or sys.exit("memctl is not installed")
+
+
+def timed_process(cmd: list[str], env: dict | None = None) -> tuple[float, int, int, bytes]:
+    """(seconds, exit code, peak RSS in KB, stdout) of one process."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return elapsed, proc.returncode, usage.ru_maxrss, out
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+def history_files(root: Path) -> list[Path]:
+    l4 = root / "L4_raw_sessions"
+    return [p for p in l4.iterdir() if p.suffix == ".txt"] + [root / "long_term.jsonl"]
+
+
+def python_scan(files: list[Path], query: str) -> int:
+    """The reference's approach: read every file and look for the query in each line."""
+    needle = query.lower()
+    hits = 0
+    for path in files:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if needle in line.lower():
+                    hits += 1
+    return hits
+
+
+def measure_build_rates(workdir: Path, exe: str, env: dict) -> dict[str, float]:
+    """Index build MB/s on a pure-Chinese and a pure-Latin memory of ~8 MB each."""
+    rates = {}
+    for label, share in (("chinese", 1.0), ("latin", 0.0)):
+        root = workdir / f"rate-{label}"
+        shutil.rmtree(root, ignore_errors=True)
+        counts = build_memory(root, 8_000_000, share, seed=11, l5_entries=2000)
+        size = counts["session_bytes"] + counts["history_bytes"] + counts["l5_bytes"]
+        seconds, code, _, _ = timed_process([exe, "--root", str(root), "index", "rebuild"], env)
+        assert code == 0, f"index rebuild failed for {label}"
+        rates[label] = size / seconds / 1e6
+        shutil.rmtree(root, ignore_errors=True)
+    return rates
+
+
+def run_size(label: str, total: int, workdir: Path, zh_share: float, python_scan_queries: int) -> dict:
+    exe = memctl_exe()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMCTL_")}
+    env.update({"NO_COLOR": "1", "LANG": "C.UTF-8"})
+    root = workdir / f"memory-{label}"
+    shutil.rmtree(root, ignore_errors=True)
+    print(f"[{label}] writing the memory folder…", file=sys.stderr)
+    counts = build_memory(root, total, zh_share)
+    size = counts["session_bytes"] + counts["history_bytes"] + counts["l5_bytes"]
+    result: dict = {"size": label, "bytes": size, **counts}
+
+    print(f"[{label}] building the index…", file=sys.stderr)
+    seconds, code, rss, _ = timed_process([exe, "--root", str(root), "index", "rebuild"], env)
+    assert code == 0, "index rebuild failed"
+    result.update(build_seconds=seconds, build_mb_s=size / seconds / 1e6, build_rss_mb=rss / 1024,
+                  index_mb=(root / ".memctl" / "index.sqlite").stat().st_size / 1e6)
+
+    from memctl.config import Layout
+    from memctl.index import SearchIndex
+    from memctl.search import SearchRequest, Searcher
+
+    maker = TextMaker(99)
+    for lang, share in (("en", 0.0), ("zh", 1.0)):
+        stamp = time.mktime((2027, 1, 1, 0, 0, 0, 0, 0, 0)) + (0 if lang == "en" else 7200)
+        name = time.strftime("%m%d_%H%M", time.gmtime(stamp)) + "-" + time.strftime("%m%d_%H%M", time.gmtime(stamp + 60))
+        (root / "L4_raw_sessions" / f"{name}.txt").write_text(session_text(maker, stamp, share, 30), encoding="utf-8")
+        seconds, code, _, _ = timed_process([exe, "--root", str(root), "index", "refresh"], env)
+        result[f"refresh_{lang}_process_s"] = seconds
+    maker_session = session_text(maker, time.mktime((2027, 2, 1, 0, 0, 0, 0, 0, 0)), 0.0, 30)
+    (root / "L4_raw_sessions" / "0201_0000-0201_0001.txt").write_text(maker_session, encoding="utf-8")
+    started = time.perf_counter()
+    SearchIndex(Layout(root)).ensure_fresh(wait=True)
+    result["refresh_en_in_process_s"] = time.perf_counter() - started
+
+    en, zh = make_queries(7)
+    for lang, queries in (("en", en), ("zh", zh)):
+        walls, rss_peak, hits = [], 0, 0
+        for query in queries:
+            seconds, code, rss, out = timed_process([exe, "--root", str(root), "search", query], env)
+            walls.append(seconds)
+            rss_peak = max(rss_peak, rss)
+            hits += code == 0
+        result[f"e2e_{lang}_p50_ms"] = pct(walls, 0.5) * 1000
+        result[f"e2e_{lang}_p95_ms"] = pct(walls, 0.95) * 1000
+        result[f"e2e_{lang}_rss_mb"] = rss_peak / 1024
+        result[f"e2e_{lang}_found"] = hits
+        lean = [timed_process([sys.executable, "-m", "memctl.search", "--root", str(root), "search", query], env)[0]
+                for query in queries]
+        result[f"lean_{lang}_p50_ms"] = pct(lean, 0.5) * 1000
+        result[f"lean_{lang}_p95_ms"] = pct(lean, 0.95) * 1000
+
+        searcher = Searcher(Layout(root), refresh=False)
+        inproc = []
+        for query in queries:
+            started = time.perf_counter()
+            searcher.search(SearchRequest(query))
+            inproc.append(time.perf_counter() - started)
+        searcher.close()
+        result[f"inproc_{lang}_p50_ms"] = pct(inproc, 0.5) * 1000
+        result[f"inproc_{lang}_p95_ms"] = pct(inproc, 0.95) * 1000
+
+        if shutil.which("rg"):
+            rg = [timed_process(["rg", "-i", "-c", query, str(root / "L4_raw_sessions"),
+                                 str(root / "long_term.jsonl")])[0] for query in queries]
+            result[f"rg_{lang}_p50_ms"] = pct(rg, 0.5) * 1000
+            result[f"rg_{lang}_p95_ms"] = pct(rg, 0.95) * 1000
+        files = history_files(root)
+        scans = []
+        for query in queries[:python_scan_queries]:
+            started = time.perf_counter()
+            python_scan(files, query)
+            scans.append(time.perf_counter() - started)
+        result[f"pyscan_{lang}_p50_ms"] = pct(scans, 0.5) * 1000
+    return result
+
+
+def print_report(results: list[dict], rates: dict[str, float]) -> None:
+    print(f"\nindex build on pure samples: Chinese {rates['chinese']:.2f} MB/s, Latin {rates['latin']:.2f} MB/s")
+    for r in results:
+        print(f"\n== {r['size']}: {r['bytes'] / 1e6:.0f} MB of history text ({r['sessions']} sessions, "
+              f"histories {r['history_bytes'] / 1e6:.0f} MB, L5 {r['l5_bytes'] / 1e6:.0f} MB); "
+              f"index {r['index_mb']:.0f} MB")
+        print(f"full build: {r['build_seconds']:.1f} s = {r['build_mb_s']:.2f} MB/s (peak RSS {r['build_rss_mb']:.0f} MB)")
+        print(f"refresh after one new session: English {r['refresh_en_process_s']:.2f} s as a process "
+              f"({r['refresh_en_in_process_s']:.2f} s in-process), Chinese {r['refresh_zh_process_s']:.2f} s "
+              f"(loads jieba)")
+        print(f"{'queries':<9}{'memctl p50':>12}{'p95':>8}{'lean p50':>10}{'p95':>8}{'in-proc p50':>13}{'p95':>8}"
+              f"{'RSS MB':>8}{'rg p50':>9}{'p95':>8}{'py scan p50':>13}")
+        for lang in ("en", "zh"):
+            print(f"{lang:<9}{r[f'e2e_{lang}_p50_ms']:>10.0f}ms{r[f'e2e_{lang}_p95_ms']:>6.0f}ms"
+                  f"{r[f'lean_{lang}_p50_ms']:>8.0f}ms{r[f'lean_{lang}_p95_ms']:>6.0f}ms"
+                  f"{r[f'inproc_{lang}_p50_ms']:>11.1f}ms{r[f'inproc_{lang}_p95_ms']:>6.1f}ms"
+                  f"{r[f'e2e_{lang}_rss_mb']:>8.0f}"
+                  f"{r.get(f'rg_{lang}_p50_ms', float('nan')):>7.0f}ms{r.get(f'rg_{lang}_p95_ms', float('nan')):>6.0f}ms"
+                  f"{r[f'pyscan_{lang}_p50_ms']:>11.0f}ms")
+
+
+def parse_size(text: str) -> int:
+    units = {"K": 10**3, "M": 10**6, "G": 10**9}
+    return int(float(text[:-1]) * units[text[-1].upper()]) if text[-1].upper() in units else int(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100M,1G")
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/memctl-scale"))
+    parser.add_argument("--zh-share", type=float, default=0.25, help="share of sentences in Chinese")
+    parser.add_argument("--python-scan-queries", type=int, default=5, help="queries timed with the Python scan")
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args()
+    if not shutil.which("rg"):
+        print("ripgrep not found: install it (apt-get install ripgrep) for the comparison", file=sys.stderr)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    exe = memctl_exe()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMCTL_")}
+    rates = measure_build_rates(args.workdir, exe, env)
+    results = []
+    for size in args.sizes.split(","):
+        results.append(run_size(size, parse_size(size), args.workdir, args.zh_share, args.python_scan_queries))
+        print(json.dumps(results[-1]), file=sys.stderr)
+        print_report(results, rates)
+        if not args.keep:
+            shutil.rmtree(args.workdir / f"memory-{size}", ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
