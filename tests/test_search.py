@@ -183,3 +183,33 @@ def test_modes_choose_layers_and_k(run, memory):
     reply = run("search", "tea kubernetes trust 上司 部署", "--mode", "reply", "--json", root=memory)
     hits = [json.loads(line) for line in reply.stdout.decode().splitlines()]
     assert len(hits) == 3 and all(h["layer"] in ("L5", "L4", "L2") for h in hits)
+
+
+def test_show_prints_every_kind_of_ref_including_a_zipped_session(run, tmp_path):
+    samples = Path(__file__).resolve().parent.parent / "memctl" / "samples"
+    root, raw_dir = tmp_path / "memory", tmp_path / "raw"
+    raw_dir.mkdir()
+    raw = (samples / "model_responses_483920.txt").read_bytes()
+    (raw_dir / "model_responses_483920.txt").write_bytes(raw)
+    run("init", root=root)
+    archived = run("archive", raw_dir, "--min-age", "0s", "--keep-newest", "0", root=root)
+    assert archived.returncode == 0, archived.stderr
+    assert list((root / "L4_raw_sessions").glob("*.zip")) and not (raw_dir / "model_responses_483920.txt").exists()
+    found = run("search", "weekly meeting notes", "--layers", "L4", "--json", "-k", "20", root=root)
+    refs = [json.loads(line)["ref"] for line in found.stdout.decode().splitlines()]
+    session_ref = next(r for r in refs if "#h" not in r)
+    assert any("#h" in r for r in refs)  # its history lines are searchable too
+    whole = run("show", session_ref, root=root)
+    assert whole.returncode == 0 and "会议纪要" in whole.stdout.decode()
+    assert run("show", session_ref, "--raw", root=root).stdout == raw
+    history_ref = next(r for r in refs if "#h" in r)
+    assert run("show", history_ref, root=root).stdout.strip()
+    assert run("show", "L5:no-such-id", root=root).returncode == 2
+
+
+def test_show_entries_sections_and_files(run, memory):
+    assert json.loads(run("show", "L5:en-tea", root=memory).stdout)["text"].startswith("Caroline prefers")
+    assert json.loads(run("show", "en-kube", root=memory).stdout)["type"] == "case"
+    (memory / "global_mem.txt").write_text("## [HOSTS]\nweb: bk-02\n", encoding="utf-8")
+    assert "web: bk-02" in run("show", "L2:HOSTS", root=memory).stdout.decode()
+    assert run("show", "L3:../../etc/passwd", root=memory).returncode == 2

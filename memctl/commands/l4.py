@@ -20,7 +20,8 @@ from memctl.sessions import compress_file, find_session, write_compressed, write
 def register(app: typer.Typer) -> None:
     app.command("compress")(compress)
     app.command("archive")(archive)
-    app.command("show")(show)
+    # `show` is registered by commands/search.py, which shows refs of every layer and calls
+    # show() below for L4 sessions.
     app.command("demo")(demo)
 
 

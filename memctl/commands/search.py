@@ -25,6 +25,7 @@ index_app = typer.Typer(help="The derived search index in .memctl/index.sqlite."
 
 def register(app: typer.Typer) -> None:
     app.command("search")(search)
+    app.command("show")(show)
     app.command("import")(import_command)
     app.add_typer(index_app, name="index")
 
@@ -220,3 +221,25 @@ def index_refresh(ctx: typer.Context) -> None:
     report = SearchIndex(settings.layout, index_options(settings)).ensure_fresh(wait=True)
     render.message(f"{'rebuilt' if report.rebuilt else 'refreshed'}: +{report.docs_added} -{report.docs_removed} "
                    f"item(s) from {report.sources_changed} changed source(s) in {report.seconds:.2f}s")
+
+
+def show(
+    ctx: typer.Context,
+    ref: str = typer.Argument(..., help="A ref from search (L2:SECTION, L3:path, L4:session, L5:id, L6:id), "
+                                        "an entry id, or a session name / sha256 prefix / raw file name."),
+    raw: bool = typer.Option(False, "--raw", help="L4 sessions: print the original raw log, byte for byte."),
+) -> None:
+    """Print the whole item a ref names: an L5/L6 entry as JSON, an L2 section, an L3 file, an
+    L4 history line, or an archived session (from its zip if need be)."""
+    from memctl.commands import l4
+    from memctl.search import find_item
+
+    layout = state(ctx).settings.layout
+    item = find_item(layout, ref)
+    if item is None or item.layer == "L4-session":
+        session = item.key if item is not None else ref
+        l4.show(ctx, session, raw)
+        return
+    if raw:
+        raise UsageError("--raw is only for L4 sessions")
+    render.line(item.text.rstrip("\n"))
