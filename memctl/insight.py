@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 
 from memctl.config import Layout
 from memctl.entries import iter_entries
-from memctl.errors import MemctlError
+from memctl.errors import MemctlError, NotFound
 from memctl.redact import find_secrets, redact
 
 TITLE = "# [Global Memory Insight]"
@@ -149,6 +149,8 @@ def _pointer_line(layout: Layout) -> str:
 
 
 def gather(layout: Layout) -> Inputs:
+    if not layout.root.is_dir():
+        raise NotFound(f"{layout.root} is not a memory folder yet; run `memctl init`")
     current = layout.insight.read_bytes() if layout.insight.is_file() else b""
     current_text = current.decode("utf-8", "replace")
     l0 = [META_SOP] if (layout.root / f"{META_SOP}.md").is_file() else []
@@ -417,8 +419,6 @@ def check_text(layout: Layout, data: bytes, max_lines: int = 30, max_bytes: int 
 
 def check(layout: Layout, max_lines: int = 30, max_bytes: int = 1024) -> list[Violation]:
     """Every violation of the L1 file of `layout` (it must exist)."""
-    from memctl.errors import NotFound
-
     if not layout.insight.is_file():
         raise NotFound(f"{layout.insight} does not exist; `memctl insight rebuild` creates it")
     return check_text(layout, layout.insight.read_bytes(), max_lines, max_bytes)

@@ -211,3 +211,9 @@ def test_check_without_a_file_is_an_error(run, root):
     result = run("insight", "check", root=root)
     assert result.returncode == 2
     assert b"insight rebuild" in result.stderr
+
+
+def test_rebuild_does_not_create_a_memory_where_there_is_none(run, root):
+    result = run("insight", "rebuild", root=root)
+    assert result.returncode == 2 and b"memctl --root" in result.stderr
+    assert not root.exists()

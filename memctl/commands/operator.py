@@ -11,7 +11,7 @@ import typer
 
 from memctl import clock, insight, render, schedule, tasks
 from memctl.cli import state
-from memctl.errors import EXIT_NO_MATCH, UsageError
+from memctl.errors import EXIT_NO_MATCH, NotFound, UsageError
 from memctl.fsutil import atomic_write_text
 from memctl.redact import redactor_for
 
@@ -30,6 +30,12 @@ def register(app: typer.Typer) -> None:
     app.add_typer(schedule_app, name="schedule")
     app.add_typer(insight_app, name="insight")
     app.add_typer(task_app, name="task")
+
+
+def _require_memory(root: Path) -> None:
+    """Refuse to write into a folder that is not a memory (taking the lock would create it)."""
+    if not (root / ".memctl").is_dir():
+        raise NotFound(f"{root} is not a memory folder yet; run `memctl --root {root} init`")
 
 
 def _memctl_command(override: Optional[str]) -> list[str]:
@@ -91,6 +97,7 @@ def insight_rebuild(
     settings = app_state.settings
     layout = settings.layout
     limits = (settings.get("insight", "max_lines"), settings.get("insight", "max_bytes"))
+    _require_memory(layout.root)
     if dry_run:
         result = insight.rebuild(layout, *limits, scrub=redactor_for(settings))
     else:
@@ -148,6 +155,7 @@ def task_save(
     task_state = tasks.parse_state(data)
     app_state = state(ctx)
     settings = app_state.settings
+    _require_memory(settings.layout.root)
     with app_state.writer_lock(wait):
         task = tasks.save(settings.layout, task_id, task_state, clock.iso(), scrub=redactor_for(settings))
     if json_out:
@@ -194,6 +202,7 @@ def task_done(
 ) -> None:
     """Finish a task: its final state becomes an L5 `case` entry and the working file goes."""
     app_state = state(ctx)
+    _require_memory(app_state.root)
     with app_state.writer_lock(wait):
         entry = tasks.done(app_state.settings.layout, task_id, clock.iso(), topic)
     if json_out:
