@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_redact import SHAPES
+from test_redact import SHAPES  # tests/ is on sys.path (rootdir conftest, prepend import mode)
 
 SAMPLE = Path(__file__).resolve().parent.parent / "memctl" / "samples" / "model_responses_571204.txt"
 REQUEST = "Check why the nightly backup job on host bk-02 failed"
