@@ -93,7 +93,6 @@ def render_service(job: Job, exec_words: Sequence[str], memctl_home: str) -> str
 # {MANAGED_MARK}: {job.name}. Written by `memctl schedule install --systemd`; a reinstall replaces it.
 [Unit]
 Description=memctl {job.description}
-Documentation=man:systemd.service(5)
 
 [Service]
 Type=oneshot
