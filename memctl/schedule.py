@@ -35,6 +35,7 @@ class Job:
     cron_spec: str  # the 5 cron time fields
     timeout: str  # TimeoutStartSec
     cron_flock: str  # flock(1) options: -n skips a run that finds the previous one busy
+    address_families: str  # archive needs no network; a dream may call a configured model
 
 
 JOBS: tuple[Job, ...] = (
@@ -46,6 +47,7 @@ JOBS: tuple[Job, ...] = (
         cron_spec="0 */12 * * *",
         timeout="2h",
         cron_flock="-n -E 75",
+        address_families="AF_UNIX",
     ),
     Job(
         name="dream",
@@ -56,6 +58,7 @@ JOBS: tuple[Job, ...] = (
         timeout="1h",
         # wait up to 15 min for an archive run that overran, rather than skip a night
         cron_flock="-w 900 -E 75",
+        address_families="AF_UNIX AF_INET AF_INET6",
     ),
 )
 
@@ -118,7 +121,7 @@ RestrictNamespaces=yes
 SystemCallArchitectures=native
 SystemCallFilter=@system-service
 SystemCallErrorNumber=EPERM
-RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6
+RestrictAddressFamilies={job.address_families}
 """
 
 
