@@ -16,11 +16,7 @@ from memctl.fsutil import atomic_write_text
 from memctl.redact import redactor_for
 
 schedule_app = typer.Typer(help="Install the 12-hourly archive and the 04:00 dream as timers.", no_args_is_help=True)
-
-
 insight_app = typer.Typer(help="L1, the insight index an agent reads every turn.", no_args_is_help=True)
-
-
 task_app = typer.Typer(help="The working layer: an agent's active task state (working/<id>.json).", no_args_is_help=True)
 
 WAIT_HELP = "Wait up to this many seconds for the writer lock (a dream or archive may hold it)."
