@@ -1,9 +1,10 @@
 """The reversible compressed form of a session (design.md §4).
 
 The compressed text stays readable: every entry keeps its marker line and its body, except
-that the empty `=== ASSISTANT ===` echo of text-protocol prompts is dropped and a prompt head
+that the empty `=== ASSISTANT ===` echo of text-protocol prompts is dropped, a prompt head
 (system prompt, tool list, re-dumped L1) seen verbatim earlier in the session becomes
-`⟪memctl:same-as N⟫`. Lines that would be read as markers or directives are escaped with
+`⟪memctl:same-as N⟫`, and the lines a `<history>` window repeats from the previous window
+become `⟪memctl:window K⟫`. Lines that would be read as markers or directives are escaped with
 `⟪memctl:esc⟫`. Every entry is decoded again right after encoding; one that does not come
 back byte for byte is stored verbatim (`⟪memctl:verbatim SIZE⟫` + the raw bytes), so the
 round trip holds for any input, whatever the heuristics miss.
@@ -46,16 +47,48 @@ def prompt_head(body: bytes) -> bytes | None:
     return head if len(head) >= MIN_SHARED_HEAD else None
 
 
+_WINDOW_OPEN = b"<history>"
+_WINDOW_CLOSE = b"</history>"
+_WINDOW_TOKEN = re.compile("⟪memctl:window (\\d+)⟫".encode())
+MIN_SHARED_WINDOW_LINES = 3
+
+
+def history_window(body: bytes) -> tuple[int, int, bytes, list[bytes]] | None:
+    """The working-memory `<history>` window of a prompt: (start, end, separator, lines).
+
+    start..end spans the lines (each followed by the separator, `\\n` or a JSON-escaped
+    `\\\\n` in format A). The window slides by a line or two per turn, so most of its lines
+    repeat the previous window's; deflate cannot see that once large tool output sits between.
+    """
+    at = body.find(_WINDOW_OPEN)
+    if at < 0:
+        return None
+    start = at + len(_WINDOW_OPEN)
+    separator = b"\\n" if body.startswith(b"\\n", start) else b"\n"
+    if not body.startswith(separator, start):
+        return None
+    start += len(separator)
+    end = body.find(_WINDOW_CLOSE, start)
+    if end < 0 or not body.startswith(separator, end - len(separator)) or end - len(separator) < start:
+        return None
+    return start, end, separator, body[start:end - len(separator)].split(separator)
+
+
 @dataclass
 class SharedHeads:
-    """Prompt heads seen so far in one session, by the number of the entry that first had them."""
+    """What one session has shown so far that later entries repeat: prompt heads (by the
+    number of the entry that first had them) and the last `<history>` window."""
 
     by_number: dict[int, bytes] = field(default_factory=dict)
     by_content: dict[bytes, int] = field(default_factory=dict)
+    window: tuple[bytes, list[bytes]] | None = None
 
     def note(self, number: int, entry_kind: str, body: bytes) -> None:
         if entry_kind != "Prompt":
             return
+        found = history_window(body)
+        if found is not None:
+            self.window = (found[2], found[3])
         head = prompt_head(body)
         if head is None:
             return
@@ -81,16 +114,48 @@ def _escape(body: bytes) -> bytes:
 def encode_body(kind: str, body: bytes, heads: SharedHeads) -> bytes:
     encoded = _escape(body)
     if not _is_text_prompt(kind, body):
-        return encoded
+        return _shorten_window(kind, encoded, heads)
     head = prompt_head(body)
     if head is not None:
         first = heads.earlier(head)
         if first is not None:
             escaped_head = _escape(head)
             encoded = f"⟪memctl:same-as {first}⟫\n".encode() + encoded[len(escaped_head):]
+    encoded = _shorten_window(kind, encoded, heads)
     if encoded.endswith(_ECHO_AT_END):
         encoded = encoded[: -len(_ECHO_AT_END)] + b"\n\n\n"
     return encoded
+
+
+def _shorten_window(kind: str, encoded: bytes, heads: SharedHeads) -> bytes:
+    """Replace the lines this window shares with the previous one by `⟪memctl:window K⟫`
+    (the previous window's lines from K on)."""
+    if kind != "Prompt" or heads.window is None or _WINDOW_OPEN not in encoded:
+        return encoded
+    found = history_window(encoded)
+    previous_separator, previous = heads.window
+    if found is None or found[2] != previous_separator:
+        return encoded
+    start, end, separator, lines = found
+    for first in range(len(previous)):
+        shared = len(previous) - first
+        if shared < MIN_SHARED_WINDOW_LINES:
+            break
+        if lines[:shared] == previous[first:]:
+            rest = separator.join(lines[shared:]) + separator if len(lines) > shared else b""
+            return encoded[:start] + f"⟪memctl:window {first}⟫".encode() + rest + encoded[end:]
+    return encoded
+
+
+def _expand_window(encoded: bytes, heads: SharedHeads) -> bytes:
+    match = _WINDOW_TOKEN.search(encoded)
+    if match is None:
+        return encoded
+    if heads.window is None:
+        raise IntegrityError("compressed session refers to a history window it does not hold")
+    separator, previous = heads.window
+    lines = previous[int(match.group(1)):]
+    return encoded[: match.start()] + b"".join(line + separator for line in lines) + encoded[match.end():]
 
 
 def decode_body(kind: str, encoded: bytes, heads: SharedHeads) -> bytes:
@@ -102,7 +167,10 @@ def decode_body(kind: str, encoded: bytes, heads: SharedHeads) -> bytes:
             raise IntegrityError(f"compressed session refers to entry {match.group(1)}, which it does not hold")
         return head
 
-    body = _BODY_DIRECTIVE.sub(expand, encoded) if DIRECTIVE in encoded else encoded
+    if DIRECTIVE in encoded:
+        body = _BODY_DIRECTIVE.sub(expand, _expand_window(encoded, heads) if kind == "Prompt" else encoded)
+    else:
+        body = encoded
     if _is_text_prompt(kind, body):
         if body.endswith(b"\n\n\n"):
             body = body[:-2] + ECHO + b"\n\n"

@@ -82,3 +82,12 @@ def test_a_damaged_compressed_session_is_refused():
         decode_stream(io.BytesIO(encoded[: len(encoded) // 2]), lambda _: None)
     with pytest.raises(IntegrityError):
         decode_stream(io.BytesIO(b"not ours\n" + encoded), lambda _: None)
+
+
+@pytest.mark.parametrize("maker", [loggen.format_a, loggen.format_b])
+def test_history_windows_repeat_as_back_references(maker):
+    text = maker(datetime(2026, 4, 5, 9, 0), 20, random.Random(6), 300).encode()
+    encoded, decoded = _round_trip(text)
+    assert decoded == text
+    assert encoded.count("⟪memctl:window ".encode()) >= 8  # every odd turn after the first
+    assert len(encoded) < len(text)
