@@ -129,10 +129,9 @@ def baseline_archive(raw_dir: Path, out_dir: Path) -> None:
         first = datetime.strptime(stamps[0], "%Y-%m-%d %H:%M:%S")
         last = datetime.strptime(stamps[-1], "%Y-%m-%d %H:%M:%S")
         name = f"{first:%m%d_%H%M}-{last:%m%d_%H%M}"
-        compressed = re.sub(r"(=== Prompt === [^\n]*\n)(?:(?!=== USER ===).)*?(=== USER ===)", r"\1\2", text, flags=re.S)
-        compressed = compressed.replace("=== ASSISTANT ===\n", "")
+        compressed = _drop_system_prompts(text).replace("=== ASSISTANT ===\n", "")
         lines: list[str] = []
-        for window in re.findall(r"<history>\\?n?(.*?)</history>", compressed, flags=re.S):
+        for window in _WINDOW.findall(compressed):
             for line in window.replace("\\n", "\n").splitlines():
                 if line.strip() and line not in lines[-30:]:
                     lines.append(line)
@@ -140,6 +139,26 @@ def baseline_archive(raw_dir: Path, out_dir: Path) -> None:
         with zipfile.ZipFile(out_dir / f"{first:%Y-%m}.zip", "a", zipfile.ZIP_DEFLATED) as archive:
             archive.writestr(name + ".txt", compressed)
     history.close()
+
+
+_WINDOW = re.compile(r"<history>(.*?)</history>", re.S)
+
+
+def _drop_system_prompts(text: str) -> str:
+    """Keep each prompt's marker line and its USER section; drop what precedes `=== USER ===`."""
+    pieces = []
+    position = 0
+    for match in _ENTRY.finditer(text):
+        if match.group(1) != "Prompt":
+            continue
+        user = text.find("=== USER ===", match.end())
+        following = text.find("\n=== Response === ", match.end())
+        if user < 0 or (0 <= following < user):
+            continue
+        pieces.append(text[position: match.end() + 1])
+        position = user
+    pieces.append(text[position:])
+    return "".join(pieces)
 
 
 # ---------------------------------------------------------------- measuring
