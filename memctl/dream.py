@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 import re
 import shlex
@@ -53,14 +54,16 @@ from memctl.entries import (
 )
 from memctl.errors import LockBusy, MemctlError, NotFound, UsageError
 from memctl.fsutil import FILE_MODE, WriterLock, append_durably, atomic_write_text, ensure_private_dir
-from memctl.policies import TypePolicy, known_types, lifespan_of, merge_key, normalize, numbers
+from memctl.policies import TypePolicy, features, known_types, lifespan_of, merge_key, normalize
 
 OPS = ("consolidate", "archive", "forget", "merge")
-STEP_CHANGES = 2000  # changes applied per locked step
+STEP_CHANGES = 1000  # changes applied per locked step: keeps each lock hold short
 MAX_REPLANS = 2
 DEFAULT_STEP_WAIT = 30.0
 HISTORY_SESSIONS = 50  # "recent" L4 history: the last N session blocks
 MAX_BUCKET = 400
+OVERLAP = 0.6  # token overlap assumed between near-duplicates, for the prefix length
+MAX_PREFIX = 6
 WINDOW = 64  # neighbours compared inside an oversized bucket, by sorted length
 REASONS = {"consolidate": "consolidated", "archive": "archived", "forget": "forgotten", "merge": "merged"}
 
@@ -398,43 +401,33 @@ def _summarize(command: str, texts: list[str]) -> str:
 
 # --- consolidation: blocking + rapidfuzz
 
-_LATIN = re.compile(r"[a-z0-9][a-z0-9_\-]+")
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
-_STOP = frozenset("the a an of to in on and or is are was be for with it this that at by as from not".split())
-
-
-def tokens(norm: str) -> set[str]:
-    found = {w for w in _LATIN.findall(norm) if w not in _STOP}
-    for run in _CJK.findall(norm):
-        if len(run) == 1:
-            found.add(run)
-        found.update(run[i:i + 2] for i in range(len(run) - 1))
-    return found
-
-
 def sort_key_text(norm: str) -> str:
     return " ".join(sorted(norm.split()))
 
 
 def similar_groups(texts: Sequence[str], cutoff: float) -> list[list[int]]:
     """Groups (index lists, ≥ 2) of texts whose word-sorted edit similarity to the group's
-    centre reaches `cutoff`. Candidates come from shared rare tokens only."""
+    centre reaches `cutoff`. Candidates come from blocking only: texts with the same numbers
+    that share a pair of their rarest shared tokens (prefix filtering)."""
     norms = [normalize(t) for t in texts]
-    keys = [sort_key_text(n) for n in norms]
-    toks = [tokens(n) for n in norms]
+    keys = [" ".join(sorted(n.split())) for n in norms]
+    feats = [features(n) for n in norms]
     df: Counter = Counter()
-    for ts in toks:
+    for ts, _ in feats:
         df.update(ts)
+    # a token no other text has cannot find a duplicate; rank the shared ones, rarest first
+    shared = sorted((t for t, n in df.items() if n > 1), key=lambda t: (df[t], t))
+    rank = {t: r for r, t in enumerate(shared)}
     buckets: dict[tuple, list[int]] = defaultdict(list)
-    for index, ts in enumerate(toks):
-        nums = numbers(norms[index])  # texts with different numbers are never compared
-        if not ts:
-            buckets[(nums, "\x00" + keys[index])].append(index)  # no tokens: exact text only
+    for index, (ts, nums) in enumerate(feats):
+        # prefix filtering: texts sharing >= OVERLAP of their tokens share one of their
+        # len - ceil(OVERLAP * len) + 1 rarest tokens; nums in the key: different numbers never meet
+        ranked = sorted([rank[t] for t in ts if t in rank])
+        if not ranked:
+            buckets[(nums, -1, keys[index])].append(index)  # nothing shared: exact text only
             continue
-        # the rarest shared tokens: a token no other text has cannot find a duplicate
-        ranked = sorted((t for t in ts if df[t] > 1), key=lambda t: (df[t], t))
-        prefix = min(len(ranked), 6, max(2, 1 + len(ranked) * 3 // 10))
-        for token in ranked[:prefix]:
+        prefix = min(MAX_PREFIX, len(ranked) - math.ceil(OVERLAP * len(ranked)) + 1)
+        for token in ranked[:max(prefix, 1)]:
             buckets[(nums, token)].append(index)
     parent = list(range(len(texts)))
 
@@ -447,17 +440,20 @@ def similar_groups(texts: Sequence[str], cutoff: float) -> list[list[int]]:
     for members in buckets.values():
         if len(members) < 2:
             continue
-        if len(members) > MAX_BUCKET:
+        if len(members) > MAX_BUCKET:  # a pair of common words: compare length neighbours only
             members = sorted(members, key=lambda i: len(keys[i]))
-        for pos, i in enumerate(members[:-1]):
-            rest = members[pos + 1: pos + 1 + WINDOW] if len(members) > MAX_BUCKET else members[pos + 1:]
-            root_i = find(i)
-            rest = [j for j in rest if find(j) != root_i]
-            if not rest:
-                continue
-            for _, _, k in process.extract(keys[i], [keys[j] for j in rest], scorer=fuzz.ratio,
-                                            score_cutoff=cutoff, limit=None):
-                parent[find(rest[k])] = find(i)
+            chunks = [members[k:k + WINDOW * 2] for k in range(0, len(members), WINDOW)]
+        else:
+            chunks = [members]
+        for chunk in chunks:
+            choices = [keys[j] for j in chunk]
+            for pos, i in enumerate(chunk[:-1]):
+                for _, _, k in process.extract(keys[i], choices, scorer=fuzz.ratio, score_cutoff=cutoff,
+                                                limit=None):
+                    if k > pos:
+                        a, b = find(i), find(chunk[k])
+                        if a != b:
+                            parent[b] = a
     components: dict[int, list[int]] = defaultdict(list)
     for index in range(len(texts)):
         components[find(index)].append(index)
@@ -617,10 +613,11 @@ def run(settings: Settings, now: datetime, options: DreamOptions) -> DreamReport
             if current_plan.net_removed + sum(c.net_removed for c in applied) > \
                     float(settings.get("dream", "max_remove_share")) * l5_before and not options.force:
                 break
-        final = read_snapshot(layout.long_term)
+        final = snapshot
         _audit(layout, [{"run": run_id, "at": iso(now), "op": "end", "counts": dict(counts), "skipped": skipped,
                          "replans": replans}])
-    return DreamReport(run_id, dict(counts), skipped, replans, steps, l5_before, len(final.entries))
+    return DreamReport(run_id, dict(counts), skipped, replans, steps, l5_before,
+                       sum(1 for r in final.rows if r.entry is not None))
 
 
 def _apply(layout: Layout, plan_: Plan, planned: Snapshot, run_id: str, now: datetime,

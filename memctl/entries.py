@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -66,12 +67,15 @@ class Entry:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Entry":
-        known = {f.name for f in fields(cls)} - {"extra"}
+        known = _KNOWN_FIELDS
         kwargs = {k: v for k, v in data.items() if k in known}
         extra = {k: v for k, v in data.items() if k not in known}
         if "id" not in kwargs or "text" not in kwargs:
             raise ValueError("an entry needs at least 'id' and 'text'")
         return cls(**kwargs, extra=extra)
+
+
+_KNOWN_FIELDS = frozenset(f.name for f in fields(Entry)) - {"extra"}
 
 
 def new_id(prefix: str = "m") -> str:
@@ -142,19 +146,58 @@ class Snapshot:
         return {r.entry.id: r for r in self.rows if r.entry is not None}
 
 
-def parse_rows(data: bytes) -> list[Row]:
+def parse_rows(data: bytes, wanted: bytes | None = None) -> list[Row]:
+    """Rows of a store. With `wanted`, only lines containing those bytes are parsed; the others
+    keep entry None and are written back as they are (a cheap read for one type)."""
     rows = []
     for raw in data.splitlines(keepends=True):
         if not raw.strip():
             continue
         if not raw.endswith(b"\n"):
             raw += b"\n"
+        if wanted is not None and wanted not in raw:
+            rows.append(Row(raw, None))
+            continue
         try:
             entry = Entry.from_dict(json.loads(raw))
         except (ValueError, TypeError):
             entry = None
         rows.append(Row(raw, entry))
     return rows
+
+
+def texts_of_type(data: bytes, type_name: str) -> list[tuple[str, str]]:
+    """(id, text) of every entry of one type. Lines as memctl writes them
+    (`{"id": …, "text": …, "type": …`) are sliced, not parsed; any other line goes through json."""
+    marker = field_bytes("type", type_name).decode("utf-8")
+    text = data.decode("utf-8", "surrogateescape")
+    if marker not in text:
+        return []
+    found = []
+    tail = f'", {marker}'
+    for line in text.split("\n"):
+        if marker not in line:
+            continue
+        end = line.find(tail)
+        cut = line.find('", "text": "')
+        if line.startswith('{"id": "') and 0 < cut < end and line[end + len(tail)] in ",}":
+            entry_id, body = line[8:cut], line[cut + 12:end]
+            if "\\" not in entry_id + body and '"' not in entry_id + body:
+                found.append((entry_id, body))
+                continue
+        # escapes, another key order, or hand-written: parse the line
+        try:
+            entry = Entry.from_dict(json.loads(line))
+        except (ValueError, TypeError):
+            continue
+        if entry.type == type_name:
+            found.append((entry.id, entry.text))
+    return found
+
+
+def field_bytes(name: str, value: str) -> bytes:
+    """How `"name": "value"` appears in a line memctl wrote (json.dumps default separators)."""
+    return f"{json.dumps(name)}: {json.dumps(value, ensure_ascii=False)}".encode("utf-8")
 
 
 def read_snapshot(path: Path, previous: Snapshot | None = None) -> Snapshot:

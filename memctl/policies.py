@@ -9,6 +9,7 @@ near-duplicate raises `seen` of the existing entry. One similarity function is s
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -79,10 +80,46 @@ def normalize(text: str) -> str:
     return utils.default_process(text)
 
 
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+|[^\u3400-\u9fff\uf900-\ufaff]+")
+_DIGIT = re.compile(r"\d")
+STEM = 6  # Latin tokens are cut to 6 letters: "migration(s)", "deploy(ing)" meet
+_STOP = frozenset("the a an of to in on and or is are was be for with it this that at by as from not".split())
+
+
+def features(norm: str) -> tuple[set[str], frozenset[str]]:
+    """Blocking tokens (Latin words, CJK bigrams) and the words holding digits of a normalized text."""
+    if norm.isascii():  # the common case, without a Python loop over characters
+        words = norm.split()
+        found = {w[:STEM] for w in words if len(w) > 1} - _STOP
+        return found, frozenset(w for w in words if not w.isalpha() and _DIGIT.search(w))
+    found = set()
+    nums = []
+    for word in norm.split():
+        if word.isascii():
+            if not word.isalpha():
+                if any(c.isdigit() for c in word):
+                    nums.append(word)
+            if len(word) > 1 and word not in _STOP:
+                found.add(word[:STEM])
+            continue
+        for run in _CJK.findall(word):
+            if run[0] >= "\u3400" and not run.isascii():
+                if len(run) == 1:
+                    found.add(run)
+                else:
+                    found.update(run[i:i + 2] for i in range(len(run) - 1))
+            else:
+                if any(c.isdigit() for c in run):
+                    nums.append(run)
+                if len(run) > 1:
+                    found.add(run[:STEM])
+    return found, frozenset(nums)
+
+
 def numbers(norm: str) -> frozenset[str]:
     """The words holding digits: "bk-01" and "bk-02", or "3 eggs" and "4 eggs", are different
     facts however similar the rest is, so only texts with the same numbers can be duplicates."""
-    return frozenset(w for w in norm.split() if any(c.isdigit() for c in w))
+    return features(norm)[1]
 
 
 def similarity(a: str, b: str) -> float:
@@ -94,21 +131,22 @@ def similarity(a: str, b: str) -> float:
 
 
 def best_match(text: str, candidates: Sequence[str], cutoff: float) -> tuple[int, float] | None:
-    """Index and score of the candidate most similar to `text`, if any reaches `cutoff`."""
+    """Index and score of the candidate most similar to `text` (same numbers), if any reaches
+    `cutoff`. rapidfuzz scores every candidate in C; only its hits are checked in Python."""
     if not candidates:
         return None
-    found = process.extractOne(
-        normalize(text), candidates, scorer=fuzz.token_sort_ratio, processor=normalize, score_cutoff=cutoff
-    )
-    if found is None:
-        return None
-    _, score, index = found
-    return index, float(score)
+    query = normalize(text)
+    wanted = numbers(query)
+    hits = process.extract(query, candidates, scorer=fuzz.token_sort_ratio, processor=utils.default_process,
+                           score_cutoff=cutoff, limit=50)
+    for _, score, index in hits:  # best first
+        if numbers(normalize(candidates[index])) == wanted:
+            return index, float(score)
+    return None
 
 
 def near_duplicate(text: str, entries: Iterable[Entry], cutoff: float) -> tuple[Entry, float] | None:
-    wanted = numbers(normalize(text))
-    pool = [e for e in entries if numbers(normalize(e.text)) == wanted]
+    pool = list(entries)
     found = best_match(text, [e.text for e in pool], cutoff)
     if found is None:
         return None

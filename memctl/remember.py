@@ -19,15 +19,16 @@ from memctl.entries import (
     Entry,
     append_entries,
     content_hash,
-    departed,
+    field_bytes,
     new_id,
-    read_snapshot,
+    parse_rows,
     row_for,
+    texts_of_type,
     write_rows,
 )
 from memctl.errors import MemctlError, UsageError
 from memctl.fsutil import WriterLock
-from memctl.policies import merge_key, near_duplicate, normalize, policy_for, similarity_threshold
+from memctl.policies import best_match, merge_key, near_duplicate, normalize, policy_for, similarity_threshold
 
 ADDED = "added"
 SUPERSEDED = "superseded"
@@ -84,16 +85,29 @@ def remember(settings: Settings, request: RememberRequest, now: datetime, lock_w
     validate(settings, request)
     layout = settings.layout
     with WriterLock(layout.lock, wait_seconds=lock_wait):
+        data = _read(layout.long_term)
         if not request.force:
-            check_not_forgotten(settings, request.text, request.type)
-        snapshot = read_snapshot(layout.long_term)
-        result = _write(settings, request, snapshot, now)
+            check_not_forgotten(settings, request.text, data)
+        result = _write(settings, request, data, now)
     return result
 
 
-def check_not_forgotten(settings: Settings, text: str, type_name: str) -> None:
-    gone = [e for e in departed(settings.layout.long_term, settings.layout.cold_archive).values()
-            if e.reason in ("forgotten", "purged")]
+def _read(path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
+def check_not_forgotten(settings: Settings, text: str, l5_data: bytes) -> None:
+    """Refuse a fact whose last L6 line says forgotten or purged, unless it is active again."""
+    l6 = _read(settings.layout.cold_archive)
+    last: dict[str, Entry] = {}
+    for marker in (field_bytes("reason", "forgotten"), field_bytes("reason", "purged")):
+        for row in parse_rows(l6, marker):
+            if row.entry is not None and row.entry.reason in ("forgotten", "purged"):
+                last[row.entry.id] = row.entry
+    gone = [e for e in last.values() if field_bytes("id", e.id) not in l5_data]
     digest = content_hash(text)
     for entry in gone:
         if entry.extra.get("sha256") == digest:
@@ -108,7 +122,7 @@ def check_not_forgotten(settings: Settings, text: str, type_name: str) -> None:
         )
 
 
-def _write(settings: Settings, request: RememberRequest, snapshot, now: datetime) -> RememberResult:
+def _write(settings: Settings, request: RememberRequest, data: bytes, now: datetime) -> RememberResult:
     layout = settings.layout
     policy = policy_for(settings, request.type)
     stamp = iso(now)
@@ -116,10 +130,12 @@ def _write(settings: Settings, request: RememberRequest, snapshot, now: datetime
         id=new_id(), text=request.text, type=request.type, topic=request.topic.strip(),
         confidence=request.confidence, created=stamp, updated=stamp, source=request.source,
     )
-    rows = snapshot.rows
-    active = [r.entry for r in rows if r.entry is not None]
     threshold = auto_trigger(settings)
+    count = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
     if policy.merges:
+        # only entries of the same type matter: parse just those lines (short lock holds on a big L5)
+        rows = parse_rows(data, field_bytes("type", request.type))
+        active = [r.entry for r in rows if r.entry is not None and r.entry.type == request.type]
         key = merge_key(entry)
         current = next((e for e in reversed(active) if merge_key(e) == key), None)
         if current is not None and normalize(current.text) == normalize(entry.text):
@@ -132,13 +148,14 @@ def _write(settings: Settings, request: RememberRequest, snapshot, now: datetime
             write_rows(layout.long_term, kept)
             return RememberResult(SUPERSEDED, entry, current, None, len(kept), len(kept) >= threshold)
     else:
-        same_type = [e for e in active if e.type == entry.type]
-        hit = near_duplicate(entry.text, same_type, similarity_threshold(settings))
-        if hit is not None:
-            return _raise_seen(layout, rows, hit[0], stamp, hit[1], threshold)
+        pairs = texts_of_type(data, request.type)
+        found = best_match(entry.text, [text for _, text in pairs], similarity_threshold(settings))
+        if found is not None:
+            rows = parse_rows(data, field_bytes("id", pairs[found[0]][0]))
+            existing = next(r.entry for r in rows if r.entry is not None and r.entry.id == pairs[found[0]][0])
+            return _raise_seen(layout, rows, existing, stamp, found[1], threshold)
     append_entries(layout.long_term, [entry])
-    count = len(rows) + 1
-    return RememberResult(ADDED, entry, None, None, count, count >= threshold)
+    return RememberResult(ADDED, entry, None, None, count + 1, count + 1 >= threshold)
 
 
 def _raise_seen(layout, rows, existing: Entry, stamp: str, score: float | None, threshold: int) -> RememberResult:

@@ -1,0 +1,174 @@
+"""Benchmark of `memctl dream`: time and peak RSS at 10,000 and 100,000 L5 entries, and the
+precision of consolidation on planted near-duplicates.
+
+    .venv/bin/python bench/dream.py                 # 10k and 100k
+    .venv/bin/python bench/dream.py --sizes 10000   # one size
+
+The entries are synthetic but shaped like real ones: mixed Chinese/English sentences with host
+names, paths and numbers; 4% of the facts are planted as groups of 3-4 near-duplicates
+(case, punctuation, a dropped or added word, swapped words, a typo). Dates spread over 200
+days with some references, so archive and forget also have work. The dream runs as the
+installed console script in a subprocess (`--force`, so the guard rail does not stop it);
+peak RSS is that process's ru_maxrss.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta
+from itertools import accumulate, combinations
+from pathlib import Path
+
+NOW = datetime(2026, 6, 1, 4, 0, 0)
+EN = ("deploy build server cache token backup restore script config database index query user agent "
+      "session archive memory timeout retry network proxy certificate docker image volume cluster node "
+      "pipeline release branch commit review test coverage latency metrics alert dashboard schema "
+      "migration replica shard queue worker cron timer log rotate compress upload download mirror "
+      "python rust golang java kotlin swift vim emacs helix zsh fish tmux ssh gpg vpn dns http grpc "
+      "sqlite postgres redis kafka nginx caddy s3 bucket lambda function budget invoice customer "
+      "meeting friday monday deadline roadmap design spec ticket bug crash fix patch upgrade rollback").split()
+ZH = ("部署 构建 服务器 缓存 令牌 备份 恢复 脚本 配置 数据库 索引 查询 用户 会话 归档 记忆 超时 重试 网络 代理 "
+      "证书 镜像 集群 节点 流水线 发布 分支 提交 评审 测试 覆盖率 延迟 指标 告警 看板 迁移 副本 队列 定时 日志 "
+      "压缩 上传 下载 客户 会议 截止 路线图 设计 工单 修复 补丁 升级 回滚 偏好 习惯 项目 团队 文档 周报").split()
+GLUE_EN = ["the", "on", "for", "before", "after", "with", "needs", "uses", "must", "should", "always", "never"]
+GLUE_ZH = ["的", "在", "需要", "使用", "之前", "之后", "必须", "总是", "不要"]
+TYPES = ["event", "case", "lesson", "decision", "lesson", "event"]
+_SYL = "ka ro mi te su na lo ve di pa ne shi ta ru ko ba li mo zu fe".split()
+_HAN = "数据服务部署缓存用户会话记忆检索索引脚本配置网络代理证书镜像集群节点发布分支提交测试延迟指标告警迁移队列日志压缩客户会议设计修复升级偏好习惯项目团队文档报表权限账号密钥".replace("", " ").split()
+
+
+def _vocabulary(rng: random.Random) -> tuple[list[str], list[str]]:
+    """A long-tailed vocabulary like real notes: the common words above plus invented names
+    (projects, people, services) and two-character Chinese words, drawn with Zipf weights."""
+    names = {"".join(rng.choice(_SYL) for _ in range(rng.randint(2, 4))) for _ in range(6000)}
+    han = {rng.choice(_HAN) + rng.choice(_HAN) for _ in range(3000)}
+    return EN + sorted(names), ZH + sorted(han)
+
+
+def _zipf(words: list[str]) -> list[float]:
+    return [1.0 / (rank + 1) ** 0.9 for rank in range(len(words))]
+
+
+def sentence(rng: random.Random, vocab) -> str:
+    (en, en_w), (zh, zh_w) = vocab
+    words = []
+    for _ in range(rng.randint(6, 14)):
+        roll = rng.random()
+        if roll < 0.45:
+            words.append(rng.choices(en, cum_weights=en_w)[0])
+        elif roll < 0.75:
+            words.append(rng.choices(zh, cum_weights=zh_w)[0])
+        elif roll < 0.9:
+            words.append(rng.choice(GLUE_EN + GLUE_ZH))
+        else:
+            words.append(rng.choice([f"bk-{rng.randint(1, 99):02d}", f"/var/lib/{rng.choice(EN)}",
+                                     f"v{rng.randint(1, 9)}.{rng.randint(0, 20)}", f"{rng.randint(2, 500)}ms"]))
+    text = " ".join(words)
+    return text[0].upper() + text[1:]
+
+
+def variant(text: str, rng: random.Random) -> str:
+    words = text.split()
+    kind = rng.randrange(5)
+    if kind == 0:
+        return text.lower() + rng.choice([".", "!", "。", ""])
+    if kind == 1 and len(words) > 6:
+        words.pop(rng.randrange(1, len(words)))
+        return " ".join(words)
+    if kind == 2:
+        words.insert(rng.randrange(1, len(words)), rng.choice(["really", "also", "确实", "just"]))
+        return " ".join(words)
+    if kind == 3 and len(words) > 3:
+        i = rng.randrange(len(words) - 1)
+        words[i], words[i + 1] = words[i + 1], words[i]
+        return " ".join(words)
+    i = rng.randrange(len(text) - 1)
+    if text[i].isalpha() and text[i].isascii():
+        return text[:i] + text[i + 1] + text[i] + text[i + 2:]
+    return text + "。"
+
+
+def make_entries(n: int, seed: int = 4) -> tuple[list[dict], list[list[str]]]:
+    rng = random.Random(seed)
+    entries: list[dict] = []
+    planted: list[list[str]] = []
+    en, zh = _vocabulary(rng)
+    vocab = ((en, list(accumulate(_zipf(en)))), (zh, list(accumulate(_zipf(zh)))))
+    while len(entries) < n:
+        base = sentence(rng, vocab)
+        type_ = rng.choice(TYPES)
+        age = rng.random()
+        days = rng.uniform(0, 25) if age < 0.9 else rng.uniform(25, 200)
+        created = (NOW - timedelta(days=days)).isoformat(timespec="seconds")
+        refs = rng.choice([0, 0, 1, 2, 5])
+        group = [base]
+        if rng.random() < 0.04:
+            group += [variant(base, rng) for _ in range(rng.randint(2, 3))]
+        ids = []
+        for text in group:
+            entry_id = f"b{len(entries):07d}"
+            ids.append(entry_id)
+            entries.append({"id": entry_id, "text": text, "type": type_, "created": created, "updated": created,
+                            "refs": refs, "last_ref": created if refs else "", "source": f"bench-{len(entries) % 97}"})
+        if len(group) > 1:
+            planted.append(ids)
+    return entries[:n], [g for g in planted if all(int(i[1:]) < n for i in g)]
+
+
+def memctl_bin() -> str:
+    here = Path(sys.executable).with_name("memctl")
+    return str(here) if here.exists() else (shutil.which("memctl") or "memctl")
+
+
+def measure(n: int) -> dict:
+    entries, planted = make_entries(n)
+    with tempfile.TemporaryDirectory(prefix="memctl-bench-") as tmp:
+        root = Path(tmp) / "memory"
+        subprocess.run([memctl_bin(), "--root", str(root), "init"], check=True, capture_output=True)
+        (root / "long_term.jsonl").write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries))
+        env = {"MEMCTL_NOW": NOW.isoformat(), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        start = time.perf_counter()
+        done = subprocess.run([memctl_bin(), "--root", str(root), "dream", "--force", "--json"],
+                              capture_output=True, env=env)
+        seconds = time.perf_counter() - start
+        peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        if done.returncode != 0:
+            raise SystemExit(done.stderr.decode())
+        report = json.loads(done.stdout)
+        log = [json.loads(x) for x in (root / "dream_log.jsonl").read_text().splitlines()]
+    groups = [[b["id"] for b in r["before"]] for r in log if r.get("op") == "consolidate"]
+    precision, recall = score(groups, planted)
+    return {"entries": n, "seconds": round(seconds, 2), "peak_rss_mib": round(max(peak_kib, before) / 1024, 1),
+            "counts": report["counts"], "l5_after": report["l5_after"], "planted_groups": len(planted),
+            "consolidations": len(groups), "pair_precision": precision, "planted_recall": recall}
+
+
+def score(groups: list[list[str]], planted: list[list[str]]) -> tuple[float, float]:
+    """Pairwise precision of the consolidations; share of planted groups consolidated whole."""
+    truth = {i: k for k, g in enumerate(planted) for i in g}
+    pairs = [(a, b) for g in groups for a, b in combinations(sorted(g), 2)]
+    good = sum(1 for a, b in pairs if a in truth and truth.get(a) == truth.get(b))
+    found = {frozenset(g) for g in groups}
+    whole = sum(1 for g in planted if frozenset(g) in found)
+    return (round(good / len(pairs), 4) if pairs else 1.0), (round(whole / len(planted), 4) if planted else 1.0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000")
+    args = parser.parse_args()
+    for n in (int(x) for x in args.sizes.split(",")):
+        print(json.dumps(measure(n), ensure_ascii=False), flush=True)
+
+
+if __name__ == "__main__":
+    main()
