@@ -32,6 +32,7 @@ class ManifestRecord:
     archived_at: str
     entries: int = 0
     continues: str = ""
+    purged: str = ""  # when `forget --purge` rewrote the session (its sha256 is then the new bytes')
 
     def to_json(self) -> str:
         data = {k: v for k, v in asdict(self).items() if v != "" or k in ("start", "end")}
