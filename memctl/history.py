@@ -30,7 +30,7 @@ _LITERAL_LIMIT = 2_000_000
 
 
 def shorten(text: str, head: int, tail: int, limit: int) -> str:
-    text = " ".join(text.replace("\r", " ").replace("\n", " ").split()) if "\n" in text else text.strip()
+    text = text.strip().replace("\r\n", " ").replace("\n", " ")
     if len(text) >= limit:
         return f"{text[:head]} ... {text[-tail:]}"
     return text
