@@ -79,9 +79,9 @@ def _main(
 
 
 def _register_commands() -> None:
-    from memctl.commands import l4, longterm, operator, search, setup
+    from memctl.commands import health, l4, longterm, operator, search, setup
 
-    for module in (setup, l4, search, longterm, operator):
+    for module in (setup, l4, search, longterm, operator, health):
         module.register(app)
 
 
