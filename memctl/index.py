@@ -33,7 +33,6 @@ from typing import Callable, Iterable, Iterator
 
 from memctl.config import Layout
 from memctl.fsutil import FILE_MODE, ensure_private_dir
-from memctl.redact import redact
 from memctl.text import Tokenizer, latin_tokens
 
 SCHEMA_VERSION = "5"
@@ -250,7 +249,7 @@ class Source:
     mtime_ns: int
 
 
-def scan_sources(layout: Layout, options: IndexOptions) -> list[Source]:
+def scan_sources(layout: Layout, options: IndexOptions, include_l4_sessions: bool = True) -> list[Source]:
     root = layout.root
     found: list[Source] = []
 
@@ -265,7 +264,7 @@ def scan_sources(layout: Layout, options: IndexOptions) -> list[Source]:
     if options.include_l6:
         add(layout.cold_archive, "l6")
     add(layout.histories, "hist")
-    if layout.l4_dir.is_dir():
+    if include_l4_sessions and layout.l4_dir.is_dir():
         for entry in sorted(os.scandir(layout.l4_dir), key=lambda e: e.name):
             path = Path(entry.path)
             if entry.name.endswith(".zip") and re.fullmatch(r"\d{4}-\d\d\.zip", entry.name):
@@ -354,6 +353,8 @@ class IndexWriter:
         self.layers: set[str] = set()
 
     def add(self, source_key: str, docs: Iterable[Doc]) -> None:
+        from memctl.redact import redact  # here, not at the top: a search never needs its patterns
+
         if self.next_rowid is None:
             self.next_rowid = (self.db.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0) + 1
         item_rows, fts_rows = [], []
@@ -563,15 +564,33 @@ class SearchIndex:
         return report
 
     def _changed_sources(self, db: sqlite3.Connection) -> bool:
-        known = {key: (size, mtime) for key, size, mtime in
-                 db.execute("SELECT key, size, mtime_ns FROM sources WHERE kind != 'member'")}
+        known = {key: (kind, size, mtime) for key, kind, size, mtime in
+                 db.execute("SELECT key, kind, size, mtime_ns FROM sources WHERE kind != 'member'")}
+        if meta_get(db, "l4_dir") == _file_signature(self.layout.l4_dir):
+            # Compressed sessions are only ever created, renamed or deleted, never changed in
+            # place, and any of that changes the folder's mtime: no need to stat each of them.
+            # (Monthly zips are few; they are checked one by one.)
+            quick = [(key, v) for key, v in known.items() if v[0] != "loose"]
+            for key, (kind, size, mtime) in quick:
+                try:
+                    info = os.stat(self.layout.root / key, follow_symlinks=False)
+                except OSError:
+                    return True
+                if (info.st_size, info.st_mtime_ns) != (size, mtime):
+                    return True
+            return self._l3_or_top_files_changed({key for key, v in quick if v[0] != "zip"})
         current = scan_sources(self.layout, self.options)
         if len(current) != len(known):
             return True
-        return any(known.get(s.key) != (s.size, s.mtime_ns) for s in current)
+        return any(known.get(s.key, (None,))[1:] != (s.size, s.mtime_ns) for s in current)
+
+    def _l3_or_top_files_changed(self, known_keys: set[str]) -> bool:
+        current = {s.key for s in scan_sources(self.layout, self.options, include_l4_sessions=False)}
+        return current != known_keys
 
     def _update(self, db: sqlite3.Connection, rebuilt: bool) -> RefreshReport:
         report = RefreshReport(rebuilt=rebuilt)
+        l4_signature = _file_signature(self.layout.l4_dir)  # before the scan: a later change shows next time
         writer = IndexWriter(db, self.tokenizer, self.options)
         known = {row[0]: row for row in db.execute("SELECT key, kind, size, mtime_ns, tail, state FROM sources")}
         current = scan_sources(self.layout, self.options)
@@ -595,6 +614,7 @@ class SearchIndex:
         writer.finish()
         count = int(meta_get(db, "items", "0") or 0) + writer.added - writer.removed
         meta_set(db, "items", str(count))
+        meta_set(db, "l4_dir", l4_signature)
         known_layers = set(filter(None, meta_get(db, "layers").split(",")))
         meta_set(db, "layers", ",".join(sorted(known_layers | writer.layers)))
         report.docs_added, report.docs_removed = writer.added, writer.removed

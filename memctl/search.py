@@ -43,8 +43,11 @@ MAX_CANDIDATES = 20_000
 COMMON_TERM_SHARE = 0.1  # at scale, terms in more than this share of items carry almost no signal
 COMMON_TERM_MIN_ITEMS = 50_000
 MAX_QUERY_TERMS = 64
-RANK_ALL_LIMIT = 50_000  # above this many expected matches, rank only the newest ones
-NEWEST_MATCHES = 10_000
+SMALL_INDEX_ITEMS = 20_000  # below this, every match is ranked
+RANK_ALL_LIMIT = 4_000  # above this many expected matches, bound the ranking work
+NEWEST_MATCHES = 1_000
+SMALL_SESSION_DOCS = 2_000  # up to this many session documents, rank them all
+SESSIONS_SCORED = 30  # beyond it, score the sessions of the best candidates only
 MAX_WORD_CHARS = 8
 SNIPPET_CHARS = 160
 
@@ -300,7 +303,8 @@ class Searcher:
         candidates = self._candidates(plan.terms, layers, since, until, request.type, k)
         if not candidates:
             return []
-        session_scores = self._session_scores(plan.terms, {c.session for c in candidates if c.session})
+        ordered = sorted(candidates, key=lambda c: -c.score)
+        session_scores = self._session_scores(plan.terms, list(dict.fromkeys(c.session for c in ordered if c.session)))
         priority = {layer: 1.0 - LAYER_PRIORITY_STEP * i for i, layer in enumerate(layers)}
         best_item = max(c.score for c in candidates) or 1.0
         for hit in candidates:
@@ -317,20 +321,18 @@ class Searcher:
 
     def _candidates(self, terms, layers, since, until, type_, k) -> list[Hit]:
         match = " OR ".join(f'"{t}"' for t in terms)
+        layer_clause = ""
         present_layers = self._present_layers()
         if not set(present_layers) <= set(layers):
             wanted = [layer_token(layer) for layer in layers if layer in present_layers]
             if not wanted:
                 return []
-            match = f"({match}) AND ({' OR '.join(chr(34) + w + chr(34) for w in wanted)})"
+            layer_clause = " OR ".join(f'"{w}"' for w in wanted)
+            match = f"({match}) AND ({layer_clause})"
         limit = max(MIN_CANDIDATES, k * 20)
-        if self._expected_matches(terms) > RANK_ALL_LIMIT:
-            # Only common words: scoring every match would grow with the memory. Score the newest
-            # matches instead (rowids grow with indexing order), so cost stays flat in corpus size.
-            rows = self.db.execute("SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT ?",
-                                   (match, NEWEST_MATCHES)).fetchall()
-            rows = sorted(rows, key=lambda r: r[1])[:limit]
-            return [h for h in self._hydrate(rows) if _passes(h, since, until, type_)]
+        rankable = self._rankable_terms(terms)
+        if rankable is not None:
+            return self._bounded_candidates(terms, rankable, layer_clause, limit, since, until, type_)
         while True:
             rows = self.db.execute("SELECT rowid, rank FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?",
                                    (match, limit)).fetchall()
@@ -363,8 +365,46 @@ class Searcher:
                 hit.score += NEIGHBOUR_WEIGHT * max(near)
         return [h for h in by_rowid.values() if h.score > 0]
 
-    def _expected_matches(self, terms: Sequence[str]) -> int:
-        return sum(self._document_frequencies(list(terms)).values())
+    @staticmethod
+    def _match(terms: Sequence[str], layer_clause: str) -> str:
+        match = " OR ".join(f'"{t}"' for t in terms)
+        return f"({match}) AND ({layer_clause})" if layer_clause else match
+
+    def _rankable_terms(self, terms: Sequence[str]) -> list[str] | None:
+        """None when every match can be ranked (small memory, or rare words only); else the
+        rarest terms whose matches together stay within the ranking budget."""
+        if self.item_count <= SMALL_INDEX_ITEMS:
+            return None
+        dfs = self._document_frequencies(list(terms))
+        if sum(dfs.values()) <= RANK_ALL_LIMIT:
+            return None
+        rankable, total = [], 0
+        for term in sorted(terms, key=lambda t: dfs.get(t, 0)):
+            total += dfs.get(term, 0)
+            if total > RANK_ALL_LIMIT:
+                break
+            rankable.append(term)
+        return rankable
+
+    def _bounded_candidates(self, terms, rankable, layer_clause, limit, since, until, type_) -> list[Hit]:
+        """Cost flat in memory size: every item with a rare query word is ranked by the whole
+        query; items with common words only are ranked among the newest matches."""
+        match = self._match(terms, layer_clause)
+        scores: dict[int, float] = {}
+        if rankable:
+            rare = " OR ".join(f'"{t}"' for t in rankable)
+            rare_match = f"({match}) AND ({rare})"
+            for rowid, rank in self.db.execute(
+                    "SELECT rowid, rank FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?", (rare_match, limit)):
+                scores[rowid] = rank
+        # single CJK characters are a small memory's fallback; at this size the words suffice
+        words = [t for t in terms if not (len(t) == 1 and has_cjk(t))] or list(terms)
+        for rowid, rank in self.db.execute(
+                "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT ?",
+                (self._match(words, layer_clause), NEWEST_MATCHES)):
+            scores[rowid] = min(rank, scores.get(rowid, 0.0))
+        rows = sorted(scores.items(), key=lambda r: r[1])[:limit]
+        return [h for h in self._hydrate(rows) if _passes(h, since, until, type_)]
 
     def _present_layers(self) -> tuple[str, ...]:
         if not hasattr(self, "_layers_cache"):
@@ -389,13 +429,23 @@ class Searcher:
                                 rowid=rowid, in_context=bool(ctx)))
         return hits
 
-    def _session_scores(self, terms: list[str], sessions: set[str]) -> dict[str, float]:
+    def _session_scores(self, terms: list[str], sessions: list[str]) -> dict[str, float]:
+        """bm25 of each candidate's session as one document, relative to the best session."""
         if not sessions:
             return {}
         match = " OR ".join(f'"{t}"' for t in terms)
-        rows = self.db.execute(
-            "SELECT sessions.key, -sfts.rank FROM sfts JOIN sessions ON sessions.rowid = sfts.rowid "
-            "WHERE sfts MATCH ? ORDER BY sfts.rank LIMIT 100", (match,)).fetchall()
+        session_docs = self.db.execute("SELECT max(rowid) FROM sessions").fetchone()[0] or 0
+        if session_docs <= SMALL_SESSION_DOCS:
+            rows = self.db.execute(
+                "SELECT sessions.key, -sfts.rank FROM sfts JOIN sessions ON sessions.rowid = sfts.rowid "
+                "WHERE sfts MATCH ? ORDER BY sfts.rank LIMIT 200", (match,)).fetchall()
+        else:  # many sessions: score only the candidates' own, one cheap lookup each
+            rows = []
+            for key in list(sessions)[:SESSIONS_SCORED]:
+                row = self.db.execute("SELECT rowid FROM sessions WHERE key=?", (key,)).fetchone()
+                if row:
+                    rows += [(key, score) for (score,) in self.db.execute(
+                        "SELECT -bm25(sfts) FROM sfts WHERE sfts MATCH ? AND rowid = ?", (match, row[0]))]
         if not rows:
             return {}
         best = max(score for _, score in rows) or 1.0
