@@ -59,7 +59,8 @@ from memctl.policies import TypePolicy, features, known_types, lifespan_of, merg
 OPS = ("consolidate", "archive", "forget", "merge")
 STEP_CHANGES = 1000  # changes applied per locked step: keeps each lock hold short
 MAX_REPLANS = 2
-DEFAULT_STEP_WAIT = 30.0
+DEFAULT_STEP_WAIT = 60.0
+STEP_POLL = 0.002  # flock is not fair: poll often, or a stream of remembers starves the dream
 HISTORY_SESSIONS = 50  # "recent" L4 history: the last N session blocks
 MAX_BUCKET = 400
 OVERLAP = 0.6  # token overlap assumed between near-duplicates, for the prefix length
@@ -602,7 +603,7 @@ def run(settings: Settings, now: datetime, options: DreamOptions) -> DreamReport
             for change in applied:
                 counts[change.op] += len(change.after) if change.op == "refs" else len(change.removed)
             if current_plan is first and read_offset(layout) != refs.offset_after:
-                with WriterLock(layout.lock, wait_seconds=wait):
+                with WriterLock(layout.lock, wait_seconds=wait, poll=STEP_POLL):
                     write_offset(layout, refs.offset_after)
             if not skipped_now or replans >= MAX_REPLANS:
                 skipped = skipped_now
@@ -634,7 +635,7 @@ def _apply(layout: Layout, plan_: Plan, planned: Snapshot, run_id: str, now: dat
     stamp = iso(now)
     steps = 0
     for number, batch in enumerate(batches):
-        with WriterLock(layout.lock, wait_seconds=wait):
+        with WriterLock(layout.lock, wait_seconds=wait, poll=STEP_POLL):
             snapshot = read_snapshot(layout.long_term, previous=snapshot)
             rows = snapshot.rows
             position = {row.entry.id: k for k, row in enumerate(rows) if row.entry is not None}

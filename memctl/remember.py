@@ -107,19 +107,29 @@ def check_not_forgotten(settings: Settings, text: str, l5_data: bytes) -> None:
         for row in parse_rows(l6, marker):
             if row.entry is not None and row.entry.reason in ("forgotten", "purged"):
                 last[row.entry.id] = row.entry
-    gone = [e for e in last.values() if field_bytes("id", e.id) not in l5_data]
+    if not last:
+        return
+
+    def still_gone(entry: Entry) -> bool:  # restored entries are back in L5 (checked for hits only)
+        return field_bytes("id", entry.id) not in l5_data
+
     digest = content_hash(text)
-    for entry in gone:
-        if entry.extra.get("sha256") == digest:
+    for entry in last.values():
+        if entry.extra.get("sha256") == digest and still_gone(entry):
             raise ForgottenFact(f"this fact was purged as {entry.id}; pass --force to remember it again")
-    hit = near_duplicate(text, [e for e in gone if e.text], similarity_threshold(settings))
-    if hit is not None:
-        old, score = hit
-        why = f" ({old.note})" if old.note else ""
-        raise ForgottenFact(
-            f"this fact was forgotten as {old.id} on {old.left_at or 'an earlier run'}{why}; "
-            f"`memctl restore {old.id}` brings it back, or pass --force to remember it anyway"
-        )
+    candidates = [e for e in last.values() if e.text]
+    while candidates:
+        hit = near_duplicate(text, candidates, similarity_threshold(settings))
+        if hit is None:
+            return
+        old, _ = hit
+        if still_gone(old):
+            why = f" ({old.note})" if old.note else ""
+            raise ForgottenFact(
+                f"this fact was forgotten as {old.id} on {old.left_at or 'an earlier run'}{why}; "
+                f"`memctl restore {old.id}` brings it back, or pass --force to remember it anyway"
+            )
+        candidates = [e for e in candidates if e.id != old.id]
 
 
 def _write(settings: Settings, request: RememberRequest, data: bytes, now: datetime) -> RememberResult:
