@@ -126,7 +126,7 @@ def test_a_group_readable_file_and_folder_are_found(run, archived):
 
 def test_an_api_key_in_an_l3_file_is_found(run, archived):
     sop = archived.root / "deploy_sop.md"
-    sop.write_text("# Deploy\n\nsteps:\nexport OPENAI_API_KEY=sk-proj-9fKx2LmQ7rTzV4bN8cW1yH6dJ3eA0uP5sG\n")
+    sop.write_text("# Deploy\n\nsteps:\nexport OPENAI_API_KEY=sk-proj-9fKx2LmQ7rTzV4bN8cW1yH6dT3BlbkFJ3eA0uP5sGq7Lm2Zx\n")
     os.chmod(sop, 0o600)
     code, found, _ = findings(run, archived.root)
     assert code == 2
