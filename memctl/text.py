@@ -44,6 +44,7 @@ CHINESE_STOP_WORDS = frozenset("""
 不 还 很 太 非常 就是 还是 但是 但 可是 所以 因为 如果 虽然 然后 而且 并且 或者 以及 一些 一下 一样 已经
 我 你 他 她 它 我们 你们 他们 她们 它们 自己 咱们 您 啦 嘛 呗 哈 罢了 而已 之后 之前 时候 吗？ 呢？
 请问 知道 告诉 一直 曾经 那么 这么 如何 为什么 是不是 有没有 能不能 可以 能 会 要 想 说 问
+个 下 最 可 以 对 于 对于 关于 以下 以上 可能 来着 一下 的话 呀 哇 哎 哎呀 嗯嗯 呃 额
 """.split())
 
 # Irregular English forms -> their base, so "What did she find?" meets "she found"
