@@ -11,6 +11,7 @@ scrubbed from L4 by `memctl.l4purge`. Planning is pure; applying takes the write
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +21,7 @@ from memctl.clock import iso
 from memctl.config import Settings
 from memctl.entries import (
     Entry,
+    Row,
     append_entries,
     content_hash,
     departed,
@@ -35,6 +37,7 @@ from memctl.policies import merge_key
 FORGOTTEN = "forgotten"
 PURGED = "purged"
 PURGE_MARK = "[PURGED]"
+MIN_L4_NEEDLE = 4  # a shorter string would scrub ordinary words out of every session
 
 
 @dataclass
@@ -179,16 +182,19 @@ def purge(settings: Settings, ids: list[str], strings: list[str], reason: str, n
             files.append(str(layout.long_term))
         keep6 = [r for r in l6.rows if (r.entry is None and not _contains(r.raw, needles))
                  or (r.entry is not None and r.entry.id not in targets)]
-        tombstones = [Entry(id=i, text="", type="purged", left_at=stamp, reason=PURGED, note=reason, run=run,
-                            extra={"sha256": h}) for i, h in sorted(hashes.items())]
-        write_rows(layout.cold_archive, keep6 + [row_for(t) for t in tombstones])
+        # the audit keeps only id, hash and reason
+        tombstones = [{"id": i, "text": "", "type": "purged", "left_at": stamp, "reason": PURGED, "note": reason,
+                       "run": run, "sha256": h} for i, h in sorted(hashes.items())]
+        write_rows(layout.cold_archive, keep6 + [Row((json.dumps(t, ensure_ascii=False) + "\n").encode(),
+                                                     Entry.from_dict(t)) for t in tombstones])
         files.append(str(layout.cold_archive))
         if _scrub_audit(layout.dream_log, targets, needles):
             files.append(str(layout.dream_log))
         audit(layout.dream_log, [{"run": run, "at": stamp, "op": "purge", "ids": [i], "before": {"id": i, "sha256": h},
                                   "after": None, "reason": reason or PURGED} for i, h in sorted(hashes.items())])
+        l4 = _purge_l4(layout, needles)
         files += _drop_index(layout)
-        l4 = _purge_l4(settings, needles)
+        files += _scrub_other_files(layout, needles)
     return PurgeResult(run, sorted(hashes), hashes, files, l4)
 
 
@@ -253,5 +259,33 @@ def _drop_index(layout) -> list[str]:
     return dropped
 
 
-def _purge_l4(settings: Settings, needles: list[bytes]) -> list[str]:
-    return ["L4 not purged yet"]
+def _purge_l4(layout, needles: list[bytes]) -> list[str]:
+    """History, archived sessions (zips rebuilt, verified, renamed; manifest rebuilt), loose
+    sessions: memctl.l4purge, the L4 module's own purge."""
+    from memctl.l4purge import MARK, purge_l4
+
+    return purge_l4(layout, [n for n in needles if len(n) >= MIN_L4_NEEDLE], MARK)
+
+
+_SKIP_SUFFIXES = (".zip", ".sqlite", ".sqlite-wal", ".sqlite-shm", ".tmp")
+
+
+def _scrub_other_files(layout, needles: list[bytes]) -> list[str]:
+    """Every other file under the root that still holds a needle (L1, L2, L3, task state,
+    logs in .memctl/): replaced atomically, permissions kept. L4 was done by the L4 module."""
+    done = []
+    wanted = [n for n in needles if len(n) >= MIN_L4_NEEDLE]
+    for folder, dirs, names in os.walk(layout.root):
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+        for name in names:
+            path = Path(folder) / name
+            if name.endswith(_SKIP_SUFFIXES) or path.is_symlink() or not path.is_file():
+                continue
+            data = path.read_bytes()
+            new = data
+            for needle in wanted:
+                new = new.replace(needle, PURGE_MARK.encode())
+            if new != data:
+                atomic_write_bytes(path, new, mode=path.stat().st_mode & 0o777)
+                done.append(str(path))
+    return done

@@ -145,6 +145,9 @@ def _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn)
 
     if not ids and not match:
         raise UsageError("nothing to purge: give entry ids or --match STRING")
+    if match and len(match.strip()) < 4:
+        raise UsageError("--purge --match needs at least 4 characters: a shorter string would be "
+                         "scrubbed out of every session")
     strings = [match] if match else []
     targets = list(ids)
     if match:
