@@ -774,37 +774,37 @@ def _undo_step(rows: list[Row], records: list[dict], conflicts: list[str]) -> li
     anchors: dict[str, str | None] = {}
     for record in records:
         anchors.update(record.get("anchors") or {})
-    present = {r.entry.id: k for k, r in enumerate(out) if r.entry is not None}
-    pending = []
+    present = {r.entry.id for r in out if r.entry is not None}
+    # each removed entry follows its old neighbour (one follower per anchor within a step)
+    follower: dict[str | None, dict] = {}
     for old in before:
         if old["id"] in updated:
             continue
         if old["id"] in present:
             conflicts.append(f"{old['id']} is already back in L5")
             continue
-        pending.append(old)
-    while pending:
-        progress = False
-        for old in list(pending):
-            anchor = anchors.get(old["id"])
-            if anchor is not None and anchor not in present and any(p["id"] == anchor for p in pending):
-                continue  # its neighbour comes back first
-            if anchor is None:
-                index = 0
-            elif anchor in present:
-                index = next(k for k, r in enumerate(out) if r.entry is not None and r.entry.id == anchor) + 1
-            else:
-                index = len(out)
-                conflicts.append(f"{old['id']}: its neighbour {anchor} is gone; put back at the end")
-            out.insert(index, _row_from_dict(old))
-            present[old["id"]] = index
-            pending.remove(old)
-            progress = True
-        if not progress:
-            for old in pending:
-                out.append(_row_from_dict(old))
-            break
-    return out
+        follower[anchors.get(old["id"])] = old
+    placed: set[str] = set()
+    result: list[Row] = []
+
+    def emit_chain(anchor: str | None) -> None:
+        while anchor in follower:
+            old = follower.pop(anchor)
+            result.append(_row_from_dict(old))
+            placed.add(old["id"])
+            anchor = old["id"]
+
+    emit_chain(None)
+    for row in out:
+        result.append(row)
+        if row.entry is not None:
+            emit_chain(row.entry.id)
+    for anchor, old in list(follower.items()):  # its neighbour is gone: put it back at the end
+        if old["id"] not in placed:
+            conflicts.append(f"{old['id']}: its neighbour {anchor} is gone; put back at the end")
+            result.append(_row_from_dict(old))
+            emit_chain(old["id"])
+    return result
 
 
 def _row_from_dict(data: dict) -> Row:

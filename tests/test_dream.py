@@ -203,3 +203,20 @@ def test_dry_run_plan_in_borg_style_and_json(run, root, settings):
     assert run("dream", "--only", "merge", root=root, env=run_env()).returncode == 0
     assert b"old" in (root / "long_term.jsonl").read_bytes()
     assert run("dream", "--only", "nap", root=root).returncode == 2
+
+
+def test_undo_in_place_across_many_small_steps(settings, monkeypatch):
+    monkeypatch.setattr(dream, "STEP_CHANGES", 2)
+    layout = settings.layout
+    entries = []
+    for i in range(40):
+        old = i % 3 == 0  # runs of removed neighbours, first and last lines included
+        entries.append(entry(f"e{i:02d}", f"fact {i} about service {i * 37 % 101}", "event",
+                             created=OLD if old else RECENT))
+    write_entries(layout.long_term, entries)
+    before = layout.long_term.read_bytes()
+    report = dream.run(settings, NOW, dream.DreamOptions(force=True))
+    assert report.steps > 5 and report.counts == {"archive": 14}
+    dream.undo(settings, report.run, NOW, 5)
+    assert layout.long_term.read_bytes() == before
+    assert layout.cold_archive.read_bytes() == b""
