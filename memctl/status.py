@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from memctl.config import Settings
-from memctl.manifest import iter_manifest, monthly_zips
+from memctl.manifest import iter_manifest
 
 ENTRY_UNITS = {"L1": "lines", "L2": "sections", "L3": "files", "L4": "sessions", "L5": "entries", "L6": "entries"}
 

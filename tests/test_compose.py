@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from memctl import compose as compose_module
 from memctl.compose import CLOSE_TAG, OPEN_TAG, compose, estimate_tokens
 from memctl.config import init_root, load_settings
 from memctl.entries import Entry, append_entries
