@@ -30,6 +30,7 @@ import os
 import re
 import shlex
 import subprocess
+import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -169,6 +170,7 @@ class DreamReport:
     steps: int
     l5_before: int
     l5_after: int
+    longest_step: float = 0.0  # seconds the writer lock was held by the longest step
 
     def summary(self) -> str:
         ops = ", ".join(f"{op} {self.counts.get(op, 0)}" for op in OPS)
@@ -177,7 +179,8 @@ class DreamReport:
 
     def to_dict(self) -> dict:
         return {"run": self.run, "counts": self.counts, "skipped": self.skipped, "replans": self.replans,
-                "steps": self.steps, "l5_before": self.l5_before, "l5_after": self.l5_after}
+                "steps": self.steps, "longest_step_s": round(self.longest_step, 3),
+                "l5_before": self.l5_before, "l5_after": self.l5_after}
 
 
 @dataclass
@@ -595,11 +598,12 @@ def run(settings: Settings, now: datetime, options: DreamOptions) -> DreamReport
         _audit(layout, [{"run": run_id, "at": iso(now), "op": "start", "plan": first.counts(),
                          "refs_offset": [refs.offset_before, refs.offset_after]}])
         counts: Counter = Counter()
-        steps = 0
+        steps, longest = 0, 0.0
         current_plan, replans, skipped = first, 0, 0
         while True:
-            applied, skipped_now, snapshot, n_steps = _apply(layout, current_plan, snapshot, run_id, now, wait)
-            steps += n_steps
+            applied, skipped_now, snapshot, held = _apply(layout, current_plan, snapshot, run_id, now, wait, steps)
+            steps += len(held)
+            longest = max([longest] + held)
             for change in applied:
                 counts[change.op] += len(change.after) if change.op == "refs" else len(change.removed)
             if current_plan is first and read_offset(layout) != refs.offset_after:
@@ -618,11 +622,11 @@ def run(settings: Settings, now: datetime, options: DreamOptions) -> DreamReport
         _audit(layout, [{"run": run_id, "at": iso(now), "op": "end", "counts": dict(counts), "skipped": skipped,
                          "replans": replans}])
     return DreamReport(run_id, dict(counts), skipped, replans, steps, l5_before,
-                       sum(1 for r in final.rows if r.entry is not None))
+                       sum(1 for r in final.rows if r.entry is not None), longest)
 
 
 def _apply(layout: Layout, plan_: Plan, planned: Snapshot, run_id: str, now: datetime,
-           wait: float) -> tuple[list[Change], int, Snapshot, int]:
+           wait: float, first_step: int = 0) -> tuple[list[Change], int, Snapshot, list[float]]:
     """Apply the plan in locked steps; a change applies only if its entries are unchanged."""
     expected = {row.entry.id: row.raw for row in planned.rows if row.entry is not None}
     refs_first = [c for c in plan_.changes if c.op == "refs"]
@@ -633,9 +637,10 @@ def _apply(layout: Layout, plan_: Plan, planned: Snapshot, run_id: str, now: dat
     skipped = 0
     snapshot = planned
     stamp = iso(now)
-    steps = 0
+    held: list[float] = []
     for number, batch in enumerate(batches):
         with WriterLock(layout.lock, wait_seconds=wait, poll=STEP_POLL):
+            locked_at = time.monotonic()
             snapshot = read_snapshot(layout.long_term, previous=snapshot)
             rows = snapshot.rows
             position = {row.entry.id: k for k, row in enumerate(rows) if row.entry is not None}
@@ -669,7 +674,7 @@ def _apply(layout: Layout, plan_: Plan, planned: Snapshot, run_id: str, now: dat
             to_l6 = [replace(e, left_at=stamp, reason=REASONS[c.op], note=c.reason, run=run_id, extra=dict(e.extra))
                      for c in good for e in c.removed]
             for c in good:
-                records.append({"run": run_id, "at": stamp, "op": c.op, "step": number,
+                records.append({"run": run_id, "at": stamp, "op": c.op, "step": first_step + len(held),
                                 "ids": [e.id for e in c.before] + [e.id for e in c.added],
                                 "before": [_line_dict(rows[position[e.id]]) for e in c.before],
                                 "after": [e.to_dict() for e in c.after], "reason": c.reason,
@@ -680,12 +685,12 @@ def _apply(layout: Layout, plan_: Plan, planned: Snapshot, run_id: str, now: dat
             snapshot = write_rows(layout.long_term, new_rows)
             if batch is refs_first and plan_.refs.offset_after != plan_.refs.offset_before:
                 write_offset(layout, plan_.refs.offset_after)
-            steps += 1
+            held.append(time.monotonic() - locked_at)
         applied.extend(good)
         for c in good:
             for e in c.after:
                 expected[e.id] = entry_line(e)
-    return applied, skipped, snapshot, steps
+    return applied, skipped, snapshot, held
 
 
 def _anchors(rows: list[Row], removed: set[str]) -> dict[str, str | None]:
