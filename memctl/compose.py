@@ -115,7 +115,22 @@ def compose(settings: Settings, query: str, budget: int, scrub: Callable[[str], 
     dropped: dict[str, int] = {}
     fixed, recents, hits = gather(settings, query, scrub, dropped)
     candidates = fixed + recents[:1] + hits + recents[1:]
-    return assemble(scrub(_clip(query, QUERY_CHARS)), candidates, max(0, budget), dropped)
+    result = assemble(scrub(_clip(query, QUERY_CHARS)), candidates, max(0, budget), dropped)
+    _record_references(settings, result.pieces)
+    return result
+
+
+def _record_references(settings: Settings, pieces: list[Piece]) -> None:
+    """An L5 entry put into an agent's context is referenced, as a search hit is (refs.log)."""
+    from memctl import clock
+    from memctl.entries import record_refs
+
+    ids = [p.ref.split(":", 1)[1] for p in pieces if p.section == "l5" and p.ref.startswith("L5:")]
+    if ids and settings.layout.state_dir.is_dir():
+        try:
+            record_refs(settings.layout.refs_log, ids, clock.iso())
+        except OSError:
+            pass  # a reference count is a hint; a read-only memory must still compose
 
 
 def gather(settings: Settings, query: str, scrub: Callable[[str], str],

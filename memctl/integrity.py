@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from memctl.codec import decode_stream
+from memctl.codec import HEADER, decode_stream
 from memctl.config import Layout
 from memctl.errors import IntegrityError
 from memctl.manifest import ManifestRecord, iter_manifest, monthly_zips
@@ -183,9 +183,12 @@ def _check_loose_sessions(layout: Layout, report: VerifyReport) -> None:
     for path in sorted(layout.l4_dir.glob("*.txt")):
         if path.name == layout.histories.name or path.name.startswith(".") or path.is_symlink():
             continue
-        report.checked["loose_sessions"] += 1
         try:
             with open(path, "rb") as handle:
+                if handle.read(len(HEADER)) != HEADER:
+                    continue  # not memctl's (a GenericAgent checkout keeps its own files here)
+                handle.seek(0)
+                report.checked["loose_sessions"] += 1
                 decode_stream(handle, _discard)
         except IntegrityError as exc:
             report.findings.append(Finding(str(path), "session", str(exc)))
