@@ -71,11 +71,7 @@ class VerifyReport:
 
 def verify(layout: Layout, max_lines: int = 30, max_bytes: int = 1024,
            extra_patterns: Sequence[str] = ()) -> VerifyReport:
-    report = VerifyReport()
-    records = _check_manifest_lines(layout, report)
-    _check_zips(layout, records, report)
-    _check_loose_sessions(layout, report)
-    _check_history(layout, records, report)
+    report = _check_l4(layout)
     _check_insight(layout, max_lines, max_bytes, report)
     _check_permissions(layout, report)
     _check_secrets(layout, extra_patterns, report)
@@ -86,6 +82,34 @@ def verify(layout: Layout, max_lines: int = 30, max_bytes: int = 1024,
 
 
 # ---------------------------------------------------------------- L4: manifest and zips
+
+
+def _check_l4(layout: Layout, attempts: int = 2) -> VerifyReport:
+    """The L4 checks; rerun once if L4 changed while they ran (an archive or a purge committing
+    between our read of the manifest and of the zips), so a race is not reported as damage."""
+    for attempt in range(attempts):
+        before = _l4_signature(layout)
+        report = VerifyReport()
+        records = _check_manifest_lines(layout, report)
+        _check_zips(layout, records, report)
+        _check_loose_sessions(layout, report)
+        _check_history(layout, records, report)
+        if report.ok or _l4_signature(layout) == before:
+            break
+    return report
+
+
+def _l4_signature(layout: Layout) -> list[tuple[str, int, int]]:
+    if not layout.l4_dir.is_dir():
+        return []
+    found = []
+    for path in sorted(layout.l4_dir.iterdir()):
+        try:
+            info = path.stat()
+        except OSError:
+            continue
+        found.append((path.name, info.st_size, info.st_mtime_ns))
+    return found
 
 
 def _check_manifest_lines(layout: Layout, report: VerifyReport) -> list[ManifestRecord]:
@@ -109,6 +133,11 @@ def _check_zips(layout: Layout, records: list[ManifestRecord], report: VerifyRep
         by_zip.setdefault(record.zip, []).append(record)
     names = sorted(set(by_zip) | {p.name for p in monthly_zips(layout)})
     for zip_name in names:
+        if not zip_name or "/" in zip_name or "\\" in zip_name or zip_name.startswith("."):
+            for record in by_zip[zip_name]:
+                report.findings.append(Finding(str(layout.manifest), "manifest",
+                                               f"{record.name} names zip {zip_name!r}, which is not a file name in L4"))
+            continue
         zip_path = layout.l4_dir / zip_name
         wanted = by_zip.get(zip_name, [])
         if not zip_path.is_file():
