@@ -58,7 +58,8 @@ from memctl.fsutil import FILE_MODE, WriterLock, append_durably, atomic_write_te
 from memctl.policies import TypePolicy, features, known_types, lifespan_of, merge_key, normalize
 
 OPS = ("consolidate", "archive", "forget", "merge")
-STEP_CHANGES = 1000  # changes applied per locked step: keeps each lock hold short
+STEP_CHANGES = 1000  # changes applied per locked step (at least): keeps each lock hold short
+MAX_STEPS = 6
 MAX_REPLANS = 2
 DEFAULT_STEP_WAIT = 60.0
 STEP_POLL = 0.002  # flock is not fair: poll often, or a stream of remembers starves the dream
@@ -450,14 +451,15 @@ def similar_groups(texts: Sequence[str], cutoff: float) -> list[list[int]]:
         else:
             chunks = [members]
         for chunk in chunks:
+            if len(chunk) == 2:
+                if fuzz.ratio(keys[chunk[0]], keys[chunk[1]], score_cutoff=cutoff):
+                    _union(parent, find, chunk[0], chunk[1])
+                continue
             choices = [keys[j] for j in chunk]
             for pos, i in enumerate(chunk[:-1]):
-                for _, _, k in process.extract(keys[i], choices, scorer=fuzz.ratio, score_cutoff=cutoff,
-                                                limit=None):
-                    if k > pos:
-                        a, b = find(i), find(chunk[k])
-                        if a != b:
-                            parent[b] = a
+                for _, _, k in process.extract(keys[i], choices[pos + 1:], scorer=fuzz.ratio,
+                                                score_cutoff=cutoff, limit=None):
+                    _union(parent, find, i, chunk[pos + 1 + k])
     components: dict[int, list[int]] = defaultdict(list)
     for index in range(len(texts)):
         components[find(index)].append(index)
@@ -466,6 +468,12 @@ def similar_groups(texts: Sequence[str], cutoff: float) -> list[list[int]]:
         if len(members) >= 2:
             groups.extend(_refine(members, keys, cutoff))
     return groups
+
+
+def _union(parent: list[int], find, a: int, b: int) -> None:
+    ra, rb = find(a), find(b)
+    if ra != rb:
+        parent[rb] = ra
 
 
 def _refine(members: list[int], keys: list[str], cutoff: float) -> list[list[int]]:
@@ -632,7 +640,9 @@ def _apply(layout: Layout, plan_: Plan, planned: Snapshot, run_id: str, now: dat
     refs_first = [c for c in plan_.changes if c.op == "refs"]
     others = [c for c in plan_.changes if c.op != "refs"]
     batches = [refs_first] if refs_first else []
-    batches += [others[i:i + STEP_CHANGES] for i in range(0, len(others), STEP_CHANGES)]
+    # every step costs a pass over L5 whatever its size: at most MAX_STEPS of them
+    size = max(STEP_CHANGES, math.ceil(len(others) / MAX_STEPS))
+    batches += [others[i:i + size] for i in range(0, len(others), size)]
     applied: list[Change] = []
     skipped = 0
     snapshot = planned

@@ -207,6 +207,7 @@ def test_dry_run_plan_in_borg_style_and_json(run, root, settings):
 
 def test_undo_in_place_across_many_small_steps(settings, monkeypatch):
     monkeypatch.setattr(dream, "STEP_CHANGES", 2)
+    monkeypatch.setattr(dream, "MAX_STEPS", 100)
     layout = settings.layout
     entries = []
     for i in range(40):
