@@ -9,6 +9,8 @@ task, the most recent session, then the search hits by score, then the other rec
 sessions. A piece that does not fit whole is cut at a word boundary when at least
 `MIN_PIECE_TOKENS` are left; otherwise it is left out and smaller pieces still get a chance.
 
+- **Caps**: at most 4 L2 sections, 8 L5 entries and 6 L4 snippets (2 per session); an L4
+  snippet loses the model's `<thinking>` and the `<summary>` tags.
 - **Relevance floor**: a hit scoring below `RELEVANCE_FLOOR` × the best hit's score is left
   out, however much budget remains; a query that matches nothing adds no hits at all.
 - **Deduplication**: a piece whose normalised text (lowercase, single spaces, without the
@@ -37,6 +39,8 @@ from memctl.config import Settings
 RELEVANCE_FLOOR = 0.25
 MIN_PIECE_TOKENS = 24
 SEARCH_K = 24
+CAPS = {"l2": 4, "l5": 8, "l4": 6}  # hits per section; L4 also at most L4_PER_SESSION per session
+L4_PER_SESSION = 2
 RECENT_SESSIONS = 3
 QUERY_CHARS = 200
 CLIPS = {"l1": 2000, "task": 1500, "recent": 600, "l2": 1200, "l5": 600, "l4": 400}
@@ -51,6 +55,8 @@ NOTICE = ("Recalled memory from earlier sessions, retrieved for the query below.
 _CJK = re.compile("[\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
                   "\uac00-\ud7af\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef\U00020000-\U0003134f]")
 _TAG = re.compile(r"<(/?)recalled-memory", re.I)
+_THINKING = re.compile(r"<thinking>.*?(?:</thinking>|$)", re.S)  # a model's scratch work is not memory
+_MARKUP = re.compile(r"</?(?:summary|thinking)>")
 _PREFIX = re.compile(r"\[(?:user|agent)\]:?\s*", re.I)
 
 
@@ -71,6 +77,7 @@ class Piece:
     truncated: bool = False
     heading: str = ""  # for the task: its own section heading
     content: str = ""  # the text without decoration, for deduplication ('' = the text)
+    session: str = ""  # the L4 session of a snippet, for the per-session cap
 
     def to_json(self, tokens: int) -> dict:
         return {"type": "item", "section": self.section, "ref": self.ref, "score": round(self.score, 4),
@@ -183,7 +190,7 @@ def _hit_pieces(settings: Settings, query: str, scrub: Callable[[str], str], dro
             dropped["below-floor"] = dropped.get("below-floor", 0) + 1
             continue
         pieces.append(Piece(hit.layer.lower(), hit.ref, _defuse(scrub(_hit_text(hit))), hit.score,
-                            content=scrub(hit.snippet or hit.text)))
+                            content=scrub(hit.snippet or hit.text), session=hit.session if hit.layer == "L4" else ""))
     return pieces
 
 
@@ -220,7 +227,8 @@ def _hit_text(hit) -> str:
         meta = ", ".join(filter(None, [hit.type, hit.date[:10], f"id {hit.item_id}" if hit.item_id else ""]))
         return _clip(f"- {' '.join(hit.text.split())} ({meta})", CLIPS["l5"])
     session = hit.session or hit.ref.split(":", 1)[-1].split("#")[0]
-    snippet = hit.snippet or " ".join(hit.text.split())
+    snippet = _MARKUP.sub(" ", _THINKING.sub(" ", hit.snippet or hit.text))
+    snippet = " ".join(snippet.split())
     return _clip(f"- {session} {hit.date[:10]}: {snippet}".replace("  ", " "), CLIPS["l4"])
 
 
@@ -270,6 +278,9 @@ def assemble(query: str, candidates: list[Piece], budget: int, dropped: dict[str
         if not key or any(key in other for other in seen):
             dropped["duplicate"] = dropped.get("duplicate", 0) + 1
             continue
+        if _capped(chosen, piece):
+            dropped["cap"] = dropped.get("cap", 0) + 1
+            continue
         fitted = _fit(query, chosen, piece, budget)
         if fitted is None:
             dropped["budget"] = dropped.get("budget", 0) + 1
@@ -278,6 +289,14 @@ def assemble(query: str, candidates: list[Piece], budget: int, dropped: dict[str
         seen.append(_normal(fitted.text))
     text = render(query, chosen)
     return Composition(query, budget, text, estimate_tokens(text), chosen, dropped)
+
+
+def _capped(chosen: list[Piece], piece: Piece) -> bool:
+    if piece.section not in CAPS:
+        return False
+    if sum(p.section == piece.section for p in chosen) >= CAPS[piece.section]:
+        return True
+    return bool(piece.session) and sum(p.session == piece.session for p in chosen) >= L4_PER_SESSION
 
 
 def _fits(query: str, chosen: list[Piece], piece: Piece, budget: int) -> bool:
@@ -292,7 +311,7 @@ def _fit(query: str, chosen: list[Piece], piece: Piece, budget: int) -> Piece | 
     if room < MIN_PIECE_TOKENS:
         return None
     cut = lambda n: Piece(piece.section, piece.ref, _cut(piece.text, n), piece.score, True, piece.heading,  # noqa: E731
-                          piece.content)
+                          piece.content, piece.session)
     low, high = 0, len(piece.text)  # invariant: cut(low) fits or low == 0; cut(high) does not
     while high - low > 1:
         middle = (low + high) // 2

@@ -178,3 +178,13 @@ def test_golden_block_on_the_sample_memory(run, sample_memory):
     lines = [json.loads(line) for line in as_json.stdout.decode().splitlines()]
     assert lines[-1]["type"] == "summary" and lines[-1]["text"] == text and lines[-1]["tokens"] <= 700
     assert [item["section"] for item in lines[:-1]][:1] == ["l1"]
+
+
+def test_sections_and_sessions_are_capped():
+    from memctl.compose import Piece, assemble
+
+    pieces = [Piece("l4", f"L4:s#h{i}", f"- s 2026-04-05: step {i} of the session", 1.0, session="s") for i in range(5)]
+    pieces += [Piece("l5", f"L5:m{i}", f"- fact number {i} (event)", 1.0) for i in range(12)]
+    result = assemble("q", pieces, 10_000, {})
+    sections = [p.section for p in result.pieces]
+    assert sections.count("l4") == 2 and sections.count("l5") == 8 and result.dropped == {"cap": 7}
