@@ -188,3 +188,18 @@ def test_sections_and_sessions_are_capped():
     result = assemble("q", pieces, 10_000, {})
     sections = [p.section for p in result.pieces]
     assert sections.count("l4") == 2 and sections.count("l5") == 8 and result.dropped == {"cap": 7}
+
+
+def test_the_budget_holds_on_the_sample_memory_with_sessions(sample_memory):
+    """The same property where recent sessions and L4 snippets compete for the budget."""
+    settings = load_settings(sample_memory)
+    rng = random.Random(7)
+    words = "backup bk-02 failed archive 会议 纪要 todo atlas proxy nas deploy restart creds 403 summary".split()
+    for _ in range(40):
+        budget = rng.randint(0, 1600)
+        query = " ".join(rng.sample(words, rng.randint(1, 4)))
+        result = compose(settings, query, budget)
+        assert result.tokens == estimate_tokens(result.text) <= budget, (budget, query)
+        sections = {p.section for p in result.pieces}
+        if budget >= 1200:
+            assert {"l1", "recent"} <= sections
