@@ -147,10 +147,11 @@ def _last_dream(path: Path) -> dict:
 
 
 def index_freshness(settings: Settings) -> dict:
-    """Whether .memctl/index.sqlite exists and is at least as new as every layer file it reads.
+    """Whether .memctl/index.sqlite exists, was built with the current settings (`is_usable`)
+    and is at least as new as every layer file it reads.
 
     A stale index is not an error: the next `search` refreshes it from the changed files."""
-    from memctl.index import IndexOptions, scan_sources
+    from memctl.index import IndexOptions, SearchIndex, scan_sources
 
     layout = settings.layout
     options = IndexOptions(redact_enabled=bool(settings.get("redaction", "enabled")),
@@ -160,8 +161,9 @@ def index_freshness(settings: Settings) -> dict:
     if not path.is_file():
         return {"path": str(path), "exists": False, "fresh": False, "built": "", "newest_layer_file": _iso_ns(newest)}
     built = os.stat(path).st_mtime_ns
-    return {"path": str(path), "exists": True, "fresh": built >= newest, "built": _iso_ns(built),
-            "newest_layer_file": _iso_ns(newest), "bytes": _size(path)}
+    usable = SearchIndex(layout, options).is_usable()  # built with this schema, dictionary and redaction
+    return {"path": str(path), "exists": True, "fresh": usable and built >= newest, "usable": usable,
+            "built": _iso_ns(built), "newest_layer_file": _iso_ns(newest), "bytes": _size(path)}
 
 
 def _iso_ns(ns: int) -> str:
