@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from memctl.config import Layout
-from memctl.errors import MemctlError
 from memctl.history import iter_history_blocks, response_parts
 from memctl.logs import RawEntry, iter_log
 from memctl.manifest import ManifestRecord, iter_manifest
@@ -80,9 +79,7 @@ def _final_answer(layout: Layout, record: ManifestRecord) -> str:
     with tempfile.SpooledTemporaryFile(max_size=8 << 20) as raw:
         try:
             write_raw(layout, SessionRef(record.name, record), raw.write)
-        except (MemctlError, OSError, ValueError, EOFError):
-            return ""
-        except Exception:  # a damaged zip (BadZipFile, zlib.error): verify reports it, recent goes on
+        except Exception:  # a damaged session (IntegrityError, BadZipFile, zlib.error): verify reports it
             return ""
         raw.seek(0)
         answer = ""

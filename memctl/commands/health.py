@@ -42,6 +42,8 @@ def verify(
     if json_out:
         render.json_line(summary)
     checked = summary["checked"]
+    if report.ok and not render.stderr_is_terminal():
+        return  # silent on success, for cron
     render.message(f"verify: {summary['findings']} findings; checked {checked['sessions']} sessions in "
                    f"{checked['zips']} zips, {checked['history_blocks']} history blocks, "
                    f"{checked['files']} files, {checked['entries']} entries")
