@@ -66,7 +66,7 @@ STEP_POLL = 0.002  # flock is not fair: poll often, or a stream of remembers sta
 HISTORY_SESSIONS = 50  # "recent" L4 history: the last N session blocks
 MAX_BUCKET = 400
 OVERLAP = 0.6  # token overlap assumed between near-duplicates, for the prefix length
-MAX_PREFIX = 6
+MAX_PREFIX = 4
 WINDOW = 64  # neighbours compared inside an oversized bucket, by sorted length
 REASONS = {"consolidate": "consolidated", "archive": "archived", "forget": "forgotten", "merge": "merged"}
 

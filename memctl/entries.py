@@ -68,6 +68,8 @@ class Entry:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Entry":
         known = _KNOWN_FIELDS
+        if known.issuperset(data) and "id" in data and "text" in data:
+            return cls(**data)
         kwargs = {k: v for k, v in data.items() if k in known}
         extra = {k: v for k, v in data.items() if k not in known}
         if "id" not in kwargs or "text" not in kwargs:
@@ -98,7 +100,7 @@ def iter_entries(path: Path) -> Iterator[Entry]:
                 continue
             try:
                 yield Entry.from_dict(json.loads(raw))
-            except (ValueError, TypeError):
+            except (ValueError, TypeError, AttributeError):
                 continue
 
 
@@ -149,6 +151,10 @@ class Snapshot:
 def parse_rows(data: bytes, wanted: bytes | None = None) -> list[Row]:
     """Rows of a store. With `wanted`, only lines containing those bytes are parsed; the others
     keep entry None and are written back as they are (a cheap read for one type)."""
+    if wanted is None:
+        fast = _parse_all(data)
+        if fast is not None:
+            return fast
     rows = []
     for raw in data.splitlines(keepends=True):
         if not raw.strip():
@@ -160,7 +166,7 @@ def parse_rows(data: bytes, wanted: bytes | None = None) -> list[Row]:
             continue
         try:
             entry = Entry.from_dict(json.loads(raw))
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, AttributeError):
             entry = None
         rows.append(Row(raw, entry))
     return rows
@@ -188,11 +194,23 @@ def texts_of_type(data: bytes, type_name: str) -> list[tuple[str, str]]:
         # escapes, another key order, or hand-written: parse the line
         try:
             entry = Entry.from_dict(json.loads(line))
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, AttributeError):
             continue
         if entry.type == type_name:
             found.append((entry.id, entry.text))
     return found
+
+
+def _parse_all(data: bytes) -> list[Row] | None:
+    """All lines in one json call (a big L5 reads twice as fast); None if any line is bad."""
+    lines = [raw if raw.endswith(b"\n") else raw + b"\n" for raw in data.splitlines(keepends=True) if raw.strip()]
+    if not lines:
+        return []
+    try:
+        dicts = json.loads(b"[" + b",".join(lines) + b"]")
+        return [Row(raw, Entry.from_dict(d)) for raw, d in zip(lines, dicts)]
+    except (ValueError, TypeError, AttributeError):
+        return None
 
 
 def field_bytes(name: str, value: str) -> bytes:
