@@ -221,3 +221,15 @@ def test_undo_in_place_across_many_small_steps(settings, monkeypatch):
     dream.undo(settings, report.run, NOW, 5)
     assert layout.long_term.read_bytes() == before
     assert layout.cold_archive.read_bytes() == b""
+
+
+def test_summarizer_writes_the_merged_text_and_a_missing_root_is_refused(settings, run, tmp_path):
+    entries = [entry("m1", "bk-02 backs up", "lesson", topic="bk-02", confidence=8),
+               entry("m2", "bk-02 has 64 GB", "lesson", topic="bk-02", confidence=9)]
+    plan = dream.plan(entries, dream.Refs(), settings, NOW, ["merge"], summarizer="tr a-z A-Z")
+    assert plan.changes[0].added[0].text == "BK-02 BACKS UP\nBK-02 HAS 64 GB"
+    failing = dream.plan(entries, dream.Refs(), settings, NOW, ["merge"], summarizer="false")
+    assert failing.changes[0].added[0].text == "bk-02 backs up; bk-02 has 64 GB"
+    nowhere = run("dream", root=tmp_path / "nowhere")
+    assert nowhere.returncode == 2 and b"memctl" in nowhere.stderr and b"init" in nowhere.stderr
+    assert not (tmp_path / "nowhere").exists()

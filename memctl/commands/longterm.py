@@ -16,7 +16,7 @@ import typer
 
 from memctl import clock, render
 from memctl.cli import state
-from memctl.errors import EXIT_OK, EXIT_PARTIAL, UsageError
+from memctl.errors import EXIT_PARTIAL, NotFound, UsageError
 
 REMEMBER_WAIT = 10.0  # interactive: a dream holds the lock only for short steps
 AUTO_DREAM_COOLDOWN = 600.0  # seconds between two automatic dreams
@@ -27,6 +27,15 @@ def register(app: typer.Typer) -> None:
     app.command("forget")(forget_cmd)
     app.command("restore")(restore_cmd)
     app.command("dream")(dream_cmd)
+
+
+def _settings(ctx: typer.Context):
+    """The root's settings; refuse a folder that is not a memory (taking the lock would create it)."""
+    settings = state(ctx).settings
+    root = settings.layout.root
+    if not settings.layout.state_dir.is_dir():
+        raise NotFound(f"{root} is not a memory folder yet; run `memctl --root {root} init`")
+    return settings
 
 
 def _read_text(text: Optional[str]) -> str:
@@ -52,7 +61,7 @@ def remember_cmd(
     from memctl.remember import RememberRequest, remember
 
     app_state = state(ctx)
-    settings = app_state.settings
+    settings = _settings(ctx)
     request = RememberRequest(_read_text(text).strip("\n"), type_, topic, confidence, source, force)
     result = remember(settings, request, clock.now(), wait)
     if json_out:
@@ -104,7 +113,7 @@ def forget_cmd(
     from memctl.entries import load_entries
     from memctl.forget import apply_forget, plan_forget, purge as purge_fn
 
-    settings = state(ctx).settings
+    settings = _settings(ctx)
     ids = list(ids or [])
     if purge:
         _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn)
@@ -184,7 +193,7 @@ def restore_cmd(
     """Undo a soft forget: put the entry back in L5."""
     from memctl.forget import restore
 
-    entry = restore(state(ctx).settings, entry_id, clock.now(), wait)
+    entry = restore(_settings(ctx), entry_id, clock.now(), wait)
     if json_out:
         render.json_line({"restored": entry.id, "type": entry.type, "topic": entry.topic})
     else:
@@ -206,7 +215,7 @@ def dream_cmd(
     """Consolidate, archive, forget and merge L5 entries; every change logged and undoable."""
     from memctl import dream
 
-    settings = state(ctx).settings
+    settings = _settings(ctx)
     if undo:
         report = dream.undo(settings, undo, clock.now(), max(wait, 5.0))
         if json_out:
