@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import shutil
@@ -148,6 +149,8 @@ def measure(n: int) -> dict:
     groups = [[b["id"] for b in r["before"]] for r in log if r.get("op") == "consolidate"]
     precision, recall = score(groups, planted)
     return {"entries": n, "seconds": round(seconds, 2), "peak_rss_mib": round(max(peak_kib, before) / 1024, 1),
+            "longest_lock_hold_s": report.get("longest_step_s"), "steps": report.get("steps"),
+            "load_avg_1m": round(os.getloadavg()[0], 2),
             "counts": report["counts"], "l5_after": report["l5_after"], "planted_groups": len(planted),
             "consolidations": len(groups), "pair_precision": precision, "planted_recall": recall}
 
