@@ -164,13 +164,13 @@ def _drop_system_prompts(text: str) -> str:
 # ---------------------------------------------------------------- measuring
 
 
-def run_measured(cmd: list[str], env: dict | None = None) -> tuple[float, int, int]:
-    """(seconds, peak RSS bytes, exit code) of a subprocess, RSS from wait4's rusage."""
+def run_measured(cmd: list[str], env: dict | None = None) -> tuple[float, int, int, float]:
+    """(wall seconds, peak RSS bytes, exit code, CPU seconds) of a subprocess, from wait4's rusage."""
     started = time.perf_counter()
     process = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(process.pid, 0)
     elapsed = time.perf_counter() - started
-    return elapsed, usage.ru_maxrss * 1024, os.waitstatus_to_exitcode(status)
+    return elapsed, usage.ru_maxrss * 1024, os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime
 
 
 def footprint(folder: Path) -> int:
@@ -197,16 +197,17 @@ def main() -> None:
           f"(largest {max(p.stat().st_size for p in corpus.iterdir()) / MB:.0f} MB), "
           f"generated in {time.perf_counter() - started:.0f} s", flush=True)
 
+    load_before = os.getloadavg()[0]
     base_raw = args.out / "baseline-raw"
     shutil.copytree(corpus, base_raw)
-    b_secs, b_rss, b_rc = run_measured([sys.executable, __file__, "--baseline-only", str(base_raw), str(args.out / "baseline")])
+    b_secs, b_rss, b_rc, b_cpu = run_measured([sys.executable, __file__, "--baseline-only", str(base_raw), str(args.out / "baseline")])
     b_foot = footprint(args.out / "baseline")
     shutil.rmtree(base_raw)
 
     ga = args.out / "memctl"
     (ga / "memory").mkdir(parents=True)
     shutil.move(str(corpus), ga / "temp" / "model_responses")
-    m_secs, m_rss, m_rc = run_measured([memctl, "--root", str(ga / "memory"), "archive", "--keep-newest", "0", "--quiet"])
+    m_secs, m_rss, m_rc, m_cpu = run_measured([memctl, "--root", str(ga / "memory"), "archive", "--keep-newest", "0", "--quiet"])
     m_foot = footprint(ga / "memory")
     left = len(list((ga / "temp" / "model_responses").iterdir()))
 
@@ -215,6 +216,9 @@ def main() -> None:
         ("exit code", str(m_rc), str(b_rc)),
         ("throughput MB/s", f"{raw_bytes / MB / m_secs:.1f}", f"{raw_bytes / MB / b_secs:.1f}"),
         ("wall time s", f"{m_secs:.1f}", f"{b_secs:.1f}"),
+        ("CPU time s (user+sys)", f"{m_cpu:.1f}", f"{b_cpu:.1f}"),
+        ("MB per CPU-second", f"{raw_bytes / MB / m_cpu:.1f}", f"{raw_bytes / MB / b_cpu:.1f}"),
+        ("load average at start", f"{load_before:.2f}", ""),
         ("peak RSS MB", f"{m_rss / MB:.0f}", f"{b_rss / MB:.0f}"),
         ("footprint (zip+history)/raw", f"{m_foot / raw_bytes:.4f}", f"{b_foot / raw_bytes:.4f}"),
         ("archive bytes MB", f"{m_foot / MB:.1f}", f"{b_foot / MB:.1f}"),

@@ -32,8 +32,7 @@ ECHO = b"=== ASSISTANT ===\n"
 _ECHO_AT_END = b"\n" + ECHO + b"\n\n"  # GenericAgent's empty slot, then the entry's blank lines
 MIN_SHARED_HEAD = 200
 
-_NEEDS_ESCAPE = re.compile(rb"(?m)^(?==== (?:Prompt|Response) === |" + re.escape(DIRECTIVE) + rb")")
-_BODY_DIRECTIVE = re.compile(rb"(?m)^" + re.escape(DIRECTIVE) + "(?::esc⟫|:same-as (\\d+)⟫\n)".encode())
+_BODY_DIRECTIVE = re.compile(re.escape(DIRECTIVE) + "(?::esc⟫|:same-as (\\d+)⟫\n)".encode())
 
 
 def prompt_head(body: bytes) -> bytes | None:
@@ -105,10 +104,35 @@ def _is_text_prompt(kind: str, body: bytes) -> bool:
     return kind == "Prompt" and (body.startswith(USER_SECTION) or b"\n" + USER_SECTION in body)
 
 
+_ESCAPED_STARTS = (b"=== Prompt === ", b"=== Response === ", DIRECTIVE)
+
+
+def _line_starts_with(body: bytes, prefixes: tuple[bytes, ...]) -> list[int]:
+    """Offsets of the lines of `body` that start with one of `prefixes`, in order.
+
+    bytes.find over each prefix is C speed; a `(?m)^` regex tests every byte position."""
+    found: list[int] = []
+    for prefix in prefixes:
+        if body.startswith(prefix):
+            found.append(0)
+        needle = b"\n" + prefix
+        at = body.find(needle)
+        while at >= 0:
+            found.append(at + 1)
+            at = body.find(needle, at + 1)
+    return sorted(found)
+
+
 def _escape(body: bytes) -> bytes:
-    if b"=== Prompt === " in body or b"=== Response === " in body or DIRECTIVE in body:
-        return _NEEDS_ESCAPE.sub(ESCAPE, body)
-    return body
+    starts = _line_starts_with(body, _ESCAPED_STARTS)
+    if not starts:
+        return body
+    pieces, previous = [], 0
+    for at in starts:
+        pieces += [body[previous:at], ESCAPE]
+        previous = at
+    pieces.append(body[previous:])
+    return b"".join(pieces)
 
 
 def encode_body(kind: str, body: bytes, heads: SharedHeads) -> bytes:
@@ -168,13 +192,28 @@ def decode_body(kind: str, encoded: bytes, heads: SharedHeads) -> bytes:
         return head
 
     if DIRECTIVE in encoded:
-        body = _BODY_DIRECTIVE.sub(expand, _expand_window(encoded, heads) if kind == "Prompt" else encoded)
+        body = _expand_directives(_expand_window(encoded, heads) if kind == "Prompt" else encoded, expand)
     else:
         body = encoded
     if _is_text_prompt(kind, body):
         if body.endswith(b"\n\n\n"):
             body = body[:-2] + ECHO + b"\n\n"
     return body
+
+
+def _expand_directives(encoded: bytes, expand: Callable[[re.Match], bytes]) -> bytes:
+    """Undo escapes and same-as references: only lines that start with a directive are looked at."""
+    pieces, previous = [], 0
+    for at in _line_starts_with(encoded, (DIRECTIVE,)):
+        match = _BODY_DIRECTIVE.match(encoded, at)
+        if match is None:
+            continue
+        pieces += [encoded[previous:at], expand(match)]
+        previous = match.end()
+    if not pieces:
+        return encoded
+    pieces.append(encoded[previous:])
+    return b"".join(pieces)
 
 
 def _verbatim(data: bytes) -> bytes:
