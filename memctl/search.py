@@ -12,7 +12,6 @@ the mode. An item whose session as a whole matches the query therefore ranks hig
 
 from __future__ import annotations
 
-import math
 import re
 import sqlite3
 from dataclasses import dataclass, field
@@ -23,7 +22,8 @@ from memctl import clock
 from memctl.config import Layout
 from memctl.errors import UsageError
 from memctl.fsutil import append_durably
-from memctl.index import LAYER_MARK, IndexOptions, RefreshReport, SearchIndex, connect, layer_token, meta_get
+from memctl.index import (LAYER_MARK, IndexOptions, RefreshReport, SearchIndex, VocabSegmenter, connect,
+                          layer_token, meta_get)
 from memctl.text import Alias, Tokenizer, expand_aliases, has_cjk, parse_aliases
 
 ALL_LAYERS = ("L2", "L3", "L4", "L5", "L6")
@@ -48,7 +48,6 @@ RANK_ALL_LIMIT = 4_000  # above this many expected matches, bound the ranking wo
 NEWEST_MATCHES = 1_000
 SMALL_SESSION_DOCS = 2_000  # up to this many session documents, rank them all
 SESSIONS_SCORED = 30  # beyond it, score the sessions of the best candidates only
-MAX_WORD_CHARS = 8
 SNIPPET_CHARS = 160
 
 
@@ -144,55 +143,6 @@ def _relative_date(raw: str, now: datetime) -> datetime | None:
 
 
 # ---------------------------------------------------------------- query side of the tokenizer
-
-class VocabSegmenter:
-    """Cut a CJK run into the words the index holds, jieba-style (best route + sub-words)."""
-
-    def __init__(self, db: sqlite3.Connection):
-        self.db = db
-        total = meta_get(db, "items", "0")
-        self.log_total = math.log(max(int(total or 0), 1) + 1)
-
-    def __call__(self, run: str) -> list[str]:
-        run = run[:200]
-        known = self._known_substrings(run)
-        words = self._best_route(run, known)
-        out = []
-        for word in words:
-            if len(word) > 2:
-                out.extend(word[i:i + 2] for i in range(len(word) - 1) if word[i:i + 2] in known)
-            if len(word) > 3:
-                out.extend(word[i:i + 3] for i in range(len(word) - 2) if word[i:i + 3] in known)
-            out.append(word)
-        return out
-
-    def _known_substrings(self, run: str) -> dict[str, int]:
-        candidates = sorted({run[i:j] for i in range(len(run)) for j in range(i + 1, min(len(run), i + MAX_WORD_CHARS) + 1)})
-        found: dict[str, int] = {}
-        for start in range(0, len(candidates), 500):
-            part = candidates[start:start + 500]
-            marks = ",".join("?" * len(part))
-            found.update(self.db.execute(f"SELECT term, df FROM vocab WHERE term IN ({marks})", part).fetchall())
-        return found
-
-    def _best_route(self, run: str, known: dict[str, int]) -> list[str]:
-        n = len(run)
-        best: list[tuple[float, int]] = [(0.0, n)] * (n + 1)
-        for i in range(n - 1, -1, -1):
-            options = []
-            for j in range(i + 1, min(n, i + MAX_WORD_CHARS) + 1):
-                word = run[i:j]
-                if word in known or j == i + 1:
-                    weight = math.log(known.get(word, 0) + 1) - self.log_total - (0 if word in known else 5)
-                    options.append((weight + best[j][0], j))
-            best[i] = max(options)
-        words, i = [], 0
-        while i < n:
-            j = best[i][1]
-            words.append(run[i:j])
-            i = j
-        return words
-
 
 def load_aliases(layout: Layout, tokenizer: Tokenizer) -> list[Alias]:
     try:

@@ -143,7 +143,7 @@ def test_missing_or_outdated_index_is_rebuilt(tmp_path):
     assert refs(layout, "ferry") == ["L5:m1"]
 
 
-def test_searches_keep_working_while_imports_and_rebuilds_run(tmp_path):
+def test_searches_keep_working_while_archive_imports_and_rebuilds_run(tmp_path):
     exe = memctl_executable()
     root = tmp_path / "memory"
     env = clean_env()
@@ -152,8 +152,14 @@ def test_searches_keep_working_while_imports_and_rebuilds_run(tmp_path):
     batch.write_text("".join(json.dumps({"text": f"harbour crane log {i}"}) + "\n" for i in range(200)))
     subprocess.run([exe, "--root", str(root), "import", str(batch), "--layer", "L5"], check=True,
                    capture_output=True, env=env)
+    raw_dir = tmp_path / "raw"
+    raw_dir.mkdir()
+    samples = Path(__file__).resolve().parent.parent / "memctl" / "samples"
+    for sample in samples.glob("model_responses_*.txt"):
+        (raw_dir / sample.name).write_bytes(sample.read_bytes())
     writer = subprocess.Popen(
-        ["bash", "-c", f"for i in 1 2 3; do '{exe}' --root '{root}' import --wait 5 '{batch}' >/dev/null 2>&1; "
+        ["bash", "-c", f"'{exe}' --root '{root}' archive '{raw_dir}' --min-age 0s --keep-newest 0 --wait 10 -q; "
+                       f"for i in 1 2 3; do '{exe}' --root '{root}' import --wait 5 '{batch}' >/dev/null 2>&1; "
                        f"'{exe}' --root '{root}' index rebuild 2>/dev/null; done"], env=env)
     outcomes = []
     try:
@@ -163,5 +169,7 @@ def test_searches_keep_working_while_imports_and_rebuilds_run(tmp_path):
             outcomes.append((result.returncode, result.stderr))
     finally:
         writer.wait(timeout=120)
+    assert writer.returncode == 0
+    assert not list(raw_dir.glob("*.txt"))  # the archive ran and finished
     assert all(code == 0 for code, _ in outcomes), outcomes
     assert not any(b"Traceback" in err or b"error" in err for _, err in outcomes)

@@ -213,3 +213,21 @@ def test_show_entries_sections_and_files(run, memory):
     (memory / "global_mem.txt").write_text("## [HOSTS]\nweb: bk-02\n", encoding="utf-8")
     assert "web: bk-02" in run("show", "L2:HOSTS", root=memory).stdout.decode()
     assert run("show", "L3:../../etc/passwd", root=memory).returncode == 2
+
+
+def test_a_small_refresh_with_chinese_text_needs_no_jieba(memory, tmp_path):
+    """A new session's worth of Chinese is cut against the index's own vocabulary."""
+    probe = textwrap.dedent(f"""
+        import json, sys
+        from pathlib import Path
+        from memctl.config import Layout
+        from memctl.search import SearchRequest, Searcher
+        root = Path({str(memory)!r})
+        with open(root / "long_term.jsonl", "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({{"id": "zh-new", "text": "新来的上司在深圳部署了服务器"}}, ensure_ascii=False) + "\\n")
+        s = Searcher(Layout(root))
+        hits = s.search(SearchRequest("深圳 上司 部署"))
+        print(s.refresh_report.docs_added >= 1, "zh-new" in [h.item_id for h in hits], "jieba" in sys.modules)
+    """)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, env=clean_env(), check=True)
+    assert out.stdout.decode().split() == ["True", "True", "False"]
