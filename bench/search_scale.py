@@ -343,13 +343,14 @@ def main() -> None:
     parser.add_argument("--zh-share", type=float, default=0.25, help="share of sentences in Chinese")
     parser.add_argument("--python-scan-queries", type=int, default=5, help="queries timed with the Python scan")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--no-rates", action="store_true", help="skip the pure-Chinese / pure-Latin build rates")
     args = parser.parse_args()
     if not shutil.which("rg"):
         print("ripgrep not found: install it (apt-get install ripgrep) for the comparison", file=sys.stderr)
     args.workdir.mkdir(parents=True, exist_ok=True)
     exe = memctl_exe()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMCTL_")}
-    rates = measure_build_rates(args.workdir, exe, env)
+    rates = {"chinese": float("nan"), "latin": float("nan")} if args.no_rates else measure_build_rates(args.workdir, exe, env)
     results = []
     for size in args.sizes.split(","):
         results.append(run_size(size, parse_size(size), args.workdir, args.zh_share, args.python_scan_queries))
