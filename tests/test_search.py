@@ -231,3 +231,15 @@ def test_a_small_refresh_with_chinese_text_needs_no_jieba(memory, tmp_path):
     """)
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, env=clean_env(), check=True)
     assert out.stdout.decode().split() == ["True", "True", "False"]
+
+
+def test_lean_entry_prints_what_the_full_command_prints(run, memory):
+    lean = subprocess.run([sys.executable, "-m", "memctl.search", "--root", str(memory), "search", "green", "tea",
+                           "--json"], capture_output=True, env=clean_env())
+    full = run("search", "green", "tea", "--json", root=memory)
+    assert lean.returncode == full.returncode == 0
+    assert [json.loads(x)["ref"] for x in lean.stdout.decode().splitlines()] == \
+        [json.loads(x)["ref"] for x in full.stdout.decode().splitlines()]
+    missing = subprocess.run([sys.executable, "-m", "memctl.search", "--root", str(memory), "search", "xylophonez"],
+                             capture_output=True, env=clean_env())
+    assert missing.returncode == 1 and missing.stdout == b""
