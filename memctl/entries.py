@@ -181,9 +181,7 @@ def texts_of_type(data: bytes, type_name: str) -> list[tuple[str, str]]:
         return []
     found = []
     tail = f'", {marker}'
-    for line in text.split("\n"):
-        if marker not in line:
-            continue
+    for line in _lines_with(text, marker):
         end = line.find(tail)
         cut = line.find('", "text": "')
         if line.startswith('{"id": "') and 0 < cut < end and line[end + len(tail)] in ",}":
@@ -211,6 +209,30 @@ def _parse_all(data: bytes) -> list[Row] | None:
         return [Row(raw, Entry.from_dict(d)) for raw, d in zip(lines, dicts)]
     except (ValueError, TypeError, AttributeError):
         return None
+
+
+def _lines_with(text, marker):
+    """The lines of `text` (str or bytes) that contain `marker`, found with str.find, so the
+    lines without it cost nothing in Python."""
+    newline = "\n" if isinstance(text, str) else b"\n"
+    pos = text.find(marker)
+    while pos >= 0:
+        start = text.rfind(newline, 0, pos) + 1
+        end = text.find(newline, pos)
+        end = len(text) if end < 0 else end
+        yield text[start:end]
+        pos = text.find(marker, end)
+
+
+def entries_with(data: bytes, marker: bytes) -> list[Entry]:
+    """Entries of the lines holding `marker` (e.g. field_bytes("reason", "forgotten"))."""
+    out = []
+    for line in _lines_with(data, marker):
+        try:
+            out.append(Entry.from_dict(json.loads(line)))
+        except (ValueError, TypeError, AttributeError):
+            continue
+    return out
 
 
 def field_bytes(name: str, value: str) -> bytes:

@@ -19,6 +19,7 @@ from memctl.entries import (
     Entry,
     append_entries,
     content_hash,
+    entries_with,
     field_bytes,
     new_id,
     parse_rows,
@@ -104,14 +105,19 @@ def check_not_forgotten(settings: Settings, text: str, l5_data: bytes) -> None:
     l6 = _read(settings.layout.cold_archive)
     last: dict[str, Entry] = {}
     for marker in (field_bytes("reason", "forgotten"), field_bytes("reason", "purged")):
-        for row in parse_rows(l6, marker):
-            if row.entry is not None and row.entry.reason in ("forgotten", "purged"):
-                last[row.entry.id] = row.entry
+        for entry in entries_with(l6, marker):
+            if entry.reason in ("forgotten", "purged"):
+                last[entry.id] = entry
     if not last:
         return
 
-    def still_gone(entry: Entry) -> bool:  # restored entries are back in L5 (checked for hits only)
-        return field_bytes("id", entry.id) not in l5_data
+    def still_gone(entry: Entry) -> bool:
+        """Not restored to L5, and no later L6 line says it left for another reason (checked for hits only)."""
+        if field_bytes("id", entry.id) in l5_data:
+            return False
+        final = l6.rfind(field_bytes("id", entry.id))
+        line = l6[l6.rfind(b"\n", 0, final) + 1: l6.find(b"\n", final) if l6.find(b"\n", final) >= 0 else len(l6)]
+        return field_bytes("reason", "forgotten") in line or field_bytes("reason", "purged") in line
 
     digest = content_hash(text)
     for entry in last.values():
