@@ -10,7 +10,7 @@ and one write of L5 — which is what keeps a `remember` during a dream short.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from memctl.clock import iso
@@ -48,6 +48,7 @@ class RememberRequest:
     confidence: float = 5
     source: str = ""
     force: bool = False
+    contradicts: list[str] = field(default_factory=list)  # ids this fact proves wrong; the dream forgets them
 
 
 @dataclass
@@ -146,6 +147,8 @@ def _write(settings: Settings, request: RememberRequest, data: bytes, now: datet
         id=new_id(), text=request.text, type=request.type, topic=request.topic.strip(),
         confidence=request.confidence, created=stamp, updated=stamp, source=request.source,
     )
+    if request.contradicts:
+        entry.extra["contradicts"] = list(request.contradicts)
     threshold = auto_trigger(settings)
     count = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
     if policy.merges:

@@ -233,3 +233,14 @@ def test_summarizer_writes_the_merged_text_and_a_missing_root_is_refused(setting
     nowhere = run("dream", root=tmp_path / "nowhere")
     assert nowhere.returncode == 2 and b"memctl" in nowhere.stderr and b"init" in nowhere.stderr
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_remember_contradicts_then_dream_forgets_the_old_claim(run, root, settings):
+    claim = run("remember", "the API has no rate limit", "--type", "lesson", root=root, env=run_env())
+    claim_id = claim.stdout.decode().strip()
+    fix = run("remember", "the API allows 100 requests a second", "--type", "lesson", "--contradicts", claim_id,
+              root=root, env=run_env())
+    assert fix.returncode == 0, fix.stderr
+    (root / "memctl.toml").write_text("[dream]\nmax_remove_share = 0.5\n")
+    dry = run("dream", "--dry-run", root=root, env=run_env())
+    assert f"would forget: {claim_id} (contradicted by {fix.stdout.decode().strip()})".encode() in dry.stdout

@@ -54,6 +54,7 @@ def remember_cmd(
     confidence: float = typer.Option(5, "--confidence", help="0-10."),
     source: str = typer.Option("", "--source", help="Where the fact comes from (session, URL, person)."),
     force: bool = typer.Option(False, "--force", help="Remember it even if it was forgotten before."),
+    contradicts: Optional[List[str]] = typer.Option(None, "--contradicts", help="Id of an entry this fact proves wrong (repeatable); the next dream forgets it."),
     wait: float = typer.Option(REMEMBER_WAIT, "--wait", help="Seconds to wait for the writer lock."),
     json_out: bool = typer.Option(False, "--json", help="Report as one JSON object."),
 ) -> None:
@@ -62,7 +63,8 @@ def remember_cmd(
 
     app_state = state(ctx)
     settings = _settings(ctx)
-    request = RememberRequest(_read_text(text).strip("\n"), type_, topic, confidence, source, force)
+    request = RememberRequest(_read_text(text).strip("\n"), type_, topic, confidence, source, force,
+                              list(contradicts or []))
     result = remember(settings, request, clock.now(), wait)
     if json_out:
         render.json_line(result.to_dict())
