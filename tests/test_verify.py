@@ -154,3 +154,16 @@ def test_history_duplicates_l1_limits_and_bad_entry_lines_are_found(run, archive
 def test_verify_of_a_missing_root_is_an_error(run, tmp_path):
     result = run("verify", root=tmp_path / "nowhere")
     assert result.returncode == 2 and b"does not exist" in result.stderr
+
+
+def test_a_missing_or_unreadable_zip_is_found(archived):
+    from memctl.config import Layout
+    from memctl.integrity import verify
+
+    zip_path = archived.l4 / archived.manifest()[0]["zip"]
+    data = zip_path.read_bytes()
+    zip_path.write_bytes(data[: len(data) // 2])  # the central directory is gone
+    assert [f.kind for f in verify(Layout(archived.root)).findings] == ["zip"]
+    zip_path.unlink()
+    found = verify(Layout(archived.root)).findings
+    assert [f.kind for f in found] == ["member", "member"] and all("zip is missing" in f.message for f in found)
