@@ -95,7 +95,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     debug = "--debug" in args or bool(os.environ.get("MEMCTL_DEBUG"))
     try:
         app(args=args, prog_name="memctl")
-    except SystemExit as exc:
+    except SystemExit:
         _flush_stdout()
         raise
     except MemctlError as exc:

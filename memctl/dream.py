@@ -34,7 +34,6 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from rapidfuzz import fuzz, process

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path

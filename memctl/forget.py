@@ -27,7 +27,6 @@ from memctl.entries import (
     departed,
     new_id,
     read_snapshot,
-    row_for,
     write_rows,
 )
 from memctl.errors import NotFound, UsageError

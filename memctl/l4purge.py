@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterable
 
 from memctl import clock
-from memctl.archive import Candidate, FileSignature, _PassThrough, _zip_date, stage, verify_new_zip
+from memctl.archive import Candidate, FileSignature, _PassThrough, stage, verify_new_zip
 from memctl.codec import HEADER, decode_stream
 from memctl.config import Layout
 from memctl.errors import IntegrityError

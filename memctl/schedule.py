@@ -175,7 +175,7 @@ def enable_commands() -> list[str]:
         "systemctl --user daemon-reload",
         f"systemctl --user enable --now {timers}",
         "loginctl enable-linger \"$USER\"   # optional: run the timers while you are logged out",
-        f"systemctl --user list-timers 'memctl-*'",
+        "systemctl --user list-timers 'memctl-*'",
     ]
 
 

@@ -106,3 +106,14 @@ def assert_all_recoverable(run, folder: GAFolder, via_cli: bool = True) -> None:
         record = ManifestRecord.from_dict(by_sha[sha])
         write_raw(Layout(folder.root), SessionRef(record.name, record), hasher.update)
         assert hasher.hexdigest() == sha
+
+
+def every_byte_under(root: Path):
+    """(path, bytes) of every file under root, zip members unpacked (for "no trace left" checks)."""
+    for path in root.rglob("*"):
+        if path.is_file():
+            yield path, path.read_bytes()
+            if path.suffix == ".zip":
+                with zipfile.ZipFile(path) as archive:
+                    for name in archive.namelist():
+                        yield path / name, archive.read(name)

@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 
 from memctl import loggen
-from l4_helpers import make_folder, zips_readable
+from l4_helpers import every_byte_under, make_folder, zips_readable
 
 NOW = {"MEMCTL_NOW": "2026-04-10T09:00:00"}
 SECRET = "sk-vault-7f3a-purple-elephant"
@@ -60,15 +60,6 @@ def test_forget_match_needs_yes_and_dry_run_changes_nothing(run, root):
     assert len(lines(root / "long_term.jsonl")) == 1
 
 
-def _every_byte_under(root: Path):
-    for path in root.rglob("*"):
-        if path.is_file():
-            yield path, path.read_bytes()
-            if path.suffix == ".zip":
-                with zipfile.ZipFile(path) as archive:
-                    for name in archive.namelist():
-                        yield path / name, archive.read(name)
-
 
 def test_purge_erases_a_string_from_every_file_under_the_root(run, tmp_path):
     folder = make_folder(tmp_path)
@@ -86,7 +77,7 @@ def test_purge_erases_a_string_from_every_file_under_the_root(run, tmp_path):
     remember(run, root, f"vault key: {SECRET}", "tool", "--topic", "vault")
     remember(run, root, "vault key rotated, ask ops", "tool", "--topic", "vault")
     assert run("search", "vault", root=root).returncode in (0, 1)  # builds the index with the secret in it
-    assert any(SECRET.encode() in data for _, data in _every_byte_under(root))
+    assert any(SECRET.encode() in data for _, data in every_byte_under(root))
     dry = run("forget", "--purge", "--match", SECRET, root=root)
     assert dry.returncode == 0 and b"irreversible" in dry.stderr
     done = run("forget", "--purge", "--match", SECRET, "--yes", "--reason", "leaked key", "--json", root=root, env=NOW)
@@ -95,7 +86,7 @@ def test_purge_erases_a_string_from_every_file_under_the_root(run, tmp_path):
     assert secret_id in report["purged"] and len(report["purged"]) == 2
     assert report["l4"], "the L4 half ran"
     run("search", "vault", root=root)  # rebuild the index from the purged layers
-    leaks = [str(p) for p, data in _every_byte_under(root) if SECRET.encode() in data]
+    leaks = [str(p) for p, data in every_byte_under(root) if SECRET.encode() in data]
     assert leaks == []
     zips_readable(folder.l4)
     for zip_path in folder.l4.glob("*.zip"):

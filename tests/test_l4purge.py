@@ -4,25 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import random
-import zipfile
 from datetime import datetime
 
 from memctl import loggen
 from memctl.config import Layout
 from memctl.l4purge import purge_l4
-from l4_helpers import make_folder, raw_sha_from_show, zips_readable
+from l4_helpers import every_byte_under, make_folder, raw_sha_from_show, zips_readable
 
 SECRET = "hunter2-purple-elephant"
 
-
-def _every_byte_under(root):
-    for path in root.rglob("*"):
-        if path.is_file():
-            yield path, path.read_bytes()
-            if path.suffix == ".zip":
-                with zipfile.ZipFile(path) as archive:
-                    for name in archive.namelist():
-                        yield path / name, archive.read(name)
 
 
 def test_purge_removes_a_string_from_every_l4_file_and_keeps_the_rest(run, tmp_path):
@@ -38,11 +28,11 @@ def test_purge_removes_a_string_from_every_l4_file_and_keeps_the_rest(run, tmp_p
     loose_source = folder.base / "model_responses_3.txt"
     loose_source.write_text(loggen.format_a(datetime(2026, 4, 7, 9, 0), 1, rng, 50, request=f"x {SECRET} y"))
     assert run("compress", loose_source, root=folder.root).returncode == 0
-    assert any(SECRET.encode() in data for _, data in _every_byte_under(folder.root))
+    assert any(SECRET.encode() in data for _, data in every_byte_under(folder.root))
 
     done = purge_l4(Layout(folder.root), [SECRET.encode()])
     assert done
-    leaks = [str(p) for p, data in _every_byte_under(folder.root) if SECRET.encode() in data]
+    leaks = [str(p) for p, data in every_byte_under(folder.root) if SECRET.encode() in data]
     assert leaks == []
     zips_readable(folder.l4)
     records = {r["source"]: r for r in folder.manifest()}
