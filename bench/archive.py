@@ -178,11 +178,28 @@ def footprint(folder: Path) -> int:
         p.stat().st_size for p in folder.rglob("all_histories.txt"))
 
 
+def measure_memctl(memctl: str, corpus: Path, workdir: Path, level: int, keep_corpus: bool) -> dict:
+    """One `memctl archive` over a GenericAgent-style copy of the corpus at a zip level."""
+    (workdir / "memory").mkdir(parents=True)
+    (workdir / "memory" / "memctl.toml").write_text(f"[archive]\nzip_level = {level}\n")
+    raw_dir = workdir / "temp" / "model_responses"
+    if keep_corpus:
+        shutil.copytree(corpus, raw_dir)
+    else:
+        shutil.move(str(corpus), raw_dir)
+    secs, rss, rc, cpu = run_measured([memctl, "--root", str(workdir / "memory"), "archive", "--keep-newest", "0", "--quiet"])
+    result = {"secs": secs, "rss": rss, "rc": rc, "cpu": cpu, "foot": footprint(workdir / "memory"),
+              "left": len(list(raw_dir.iterdir()))}
+    shutil.rmtree(workdir)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--total-mb", type=int, default=1100)
     parser.add_argument("--big-mb", type=int, default=520)
     parser.add_argument("--out", type=Path, default=Path("bench/out/archive"))
+    parser.add_argument("--levels", default="6,1", help="memctl zip levels to run, the default (6) first")
     parser.add_argument("--baseline-only", type=Path, nargs=2, metavar=("RAW", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.baseline_only:
@@ -201,33 +218,35 @@ def main() -> None:
     base_raw = args.out / "baseline-raw"
     shutil.copytree(corpus, base_raw)
     b_secs, b_rss, b_rc, b_cpu = run_measured([sys.executable, __file__, "--baseline-only", str(base_raw), str(args.out / "baseline")])
-    b_foot = footprint(args.out / "baseline")
+    baseline = {"secs": b_secs, "rss": b_rss, "rc": b_rc, "cpu": b_cpu, "foot": footprint(args.out / "baseline")}
     shutil.rmtree(base_raw)
 
-    ga = args.out / "memctl"
-    (ga / "memory").mkdir(parents=True)
-    shutil.move(str(corpus), ga / "temp" / "model_responses")
-    m_secs, m_rss, m_rc, m_cpu = run_measured([memctl, "--root", str(ga / "memory"), "archive", "--keep-newest", "0", "--quiet"])
-    m_foot = footprint(ga / "memory")
-    left = len(list((ga / "temp" / "model_responses").iterdir()))
+    levels = [int(level) for level in args.levels.split(",")]
+    runs = [measure_memctl(memctl, corpus, args.out / f"memctl-{level}", level, keep_corpus=i < len(levels) - 1)
+            for i, level in enumerate(levels)]
+    columns = [(f"memctl (zip level {level})", run) for level, run in zip(levels, runs)]
+    columns.append(("baseline (reference strategy)", baseline))
+
+    def row(label, fmt):
+        return (label, *[fmt(run) for _, run in columns])
 
     rows = [
-        ("", "memctl", "baseline (reference strategy)"),
-        ("exit code", str(m_rc), str(b_rc)),
-        ("throughput MB/s", f"{raw_bytes / MB / m_secs:.1f}", f"{raw_bytes / MB / b_secs:.1f}"),
-        ("wall time s", f"{m_secs:.1f}", f"{b_secs:.1f}"),
-        ("CPU time s (user+sys)", f"{m_cpu:.1f}", f"{b_cpu:.1f}"),
-        ("MB per CPU-second", f"{raw_bytes / MB / m_cpu:.1f}", f"{raw_bytes / MB / b_cpu:.1f}"),
-        ("load average at start", f"{load_before:.2f}", ""),
-        ("peak RSS MB", f"{m_rss / MB:.0f}", f"{b_rss / MB:.0f}"),
-        ("footprint (zip+history)/raw", f"{m_foot / raw_bytes:.4f}", f"{b_foot / raw_bytes:.4f}"),
-        ("archive bytes MB", f"{m_foot / MB:.1f}", f"{b_foot / MB:.1f}"),
-        ("lossless (show --raw)", "yes (sha256 verified per session)", "no (system prompt, echo dropped)"),
+        ("", *[name for name, _ in columns]),
+        row("exit code", lambda r: str(r["rc"])),
+        row("throughput MB/s", lambda r: f"{raw_bytes / MB / r['secs']:.1f}"),
+        row("wall time s", lambda r: f"{r['secs']:.1f}"),
+        row("CPU time s (user+sys)", lambda r: f"{r['cpu']:.1f}"),
+        row("MB per CPU-second", lambda r: f"{raw_bytes / MB / r['cpu']:.1f}"),
+        row("peak RSS MB", lambda r: f"{r['rss'] / MB:.0f}"),
+        row("footprint (zip+history)/raw", lambda r: f"{r['foot'] / raw_bytes:.4f}"),
+        row("archive bytes MB", lambda r: f"{r['foot'] / MB:.1f}"),
+        row("raw logs left", lambda r: str(r.get("left", "-"))),
+        row("lossless (show --raw)", lambda r: "no" if "left" not in r else "yes"),
     ]
     width = max(len(r[0]) for r in rows)
-    for label, ours, theirs in rows:
-        print(f"{label:<{width}}  {ours:>36}  {theirs:>36}")
-    print(f"raw logs left after memctl: {left}")
+    print(f"load average at start: {load_before:.2f} (2 cores)")
+    for label, *cells in rows:
+        print(f"{label:<{width}}  " + "  ".join(f"{cell:>30}" for cell in cells))
     shutil.rmtree(args.out, ignore_errors=True)
 
 
