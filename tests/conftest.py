@@ -11,6 +11,17 @@ from pathlib import Path
 import pytest
 
 SAMPLES = Path(__file__).resolve().parent.parent / "memctl" / "samples"
+# GenericAgent's example L1/L2 (invented content), copied from ../shared/samples so the
+# suite does not depend on where shared/ lies.
+MEMORY_EXAMPLE = Path(__file__).resolve().parent / "data" / "memory_example"
+
+
+def find_shared() -> Path | None:
+    """The shared/ folder beside the checkout (as CI lays it), else /work/shared."""
+    for candidate in (Path(__file__).resolve().parent.parent.parent / "shared", Path("/work/shared")):
+        if (candidate / "bench").is_dir():
+            return candidate
+    return None
 
 
 def memctl_executable() -> str:

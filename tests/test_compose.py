@@ -16,11 +16,7 @@ from memctl.compose import CLOSE_TAG, OPEN_TAG, compose, estimate_tokens
 from memctl.config import init_root, load_settings
 from memctl.entries import Entry, append_entries
 from memctl import tasks
-from conftest import SAMPLES
-
-MEMORY_EXAMPLE = Path("/work/shared/samples/genericagent/memory_example")
-if not MEMORY_EXAMPLE.is_dir():
-    MEMORY_EXAMPLE = Path(__file__).resolve().parent.parent.parent / "shared" / "samples" / "genericagent" / "memory_example"
+from conftest import MEMORY_EXAMPLE, SAMPLES
 
 WORDS = ("deploy backup proxy nas router invoice atlas beacon cobalt restart rotate credentials mount share "
          "schema migration nightly archive health probe header symlink blue green cache token vers").split()

@@ -11,8 +11,9 @@ import pytest
 
 from memctl import insight
 from memctl.config import Layout
+from conftest import MEMORY_EXAMPLE
 
-GENERIC = Path("/work/shared/samples/genericagent/memory_example")
+GENERIC = MEMORY_EXAMPLE
 RULES = (
     "[RULES]\n"
     "1. Verify before asserting; never trust a summary line, open the source\n"

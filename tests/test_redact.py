@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from memctl.redact import find_secrets, redact, redactor
+from conftest import MEMORY_EXAMPLE, find_shared
 
 SAMPLES = Path(__file__).resolve().parent.parent / "memctl" / "samples"
-SHARED = Path("/work/shared")
+SHARED = find_shared()  # ../shared beside the checkout; None where it is absent
 
 _rng = random.Random(20261130)
 
@@ -197,6 +198,9 @@ def _strings(obj) -> list[str]:
 
 def _corpus() -> list[tuple[str, str]]:
     texts = [(str(p), p.read_text(encoding="utf-8", errors="replace")) for p in sorted(SAMPLES.glob("*.txt"))]
+    texts += [(str(p), p.read_text(encoding="utf-8")) for p in sorted(MEMORY_EXAMPLE.iterdir())]
+    if SHARED is None:
+        return texts
     generic = SHARED / "samples" / "genericagent"
     if generic.is_dir():
         for path in sorted(generic.rglob("*")):
