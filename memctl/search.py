@@ -265,9 +265,18 @@ class Searcher:
             hit.score = (item_part + SESSION_WEIGHT * session_part) * priority.get(hit.layer, 1.0)
         candidates = self._with_neighbours(candidates, layers, since, until, request.type)
         hits = _best_per_ref(candidates)[:k]
+        self._load_texts(hits)
         for hit in hits:
             hit.snippet = make_snippet(hit.text, request.query, plan.terms)
         return hits
+
+    def _load_texts(self, hits: list[Hit]) -> None:
+        """Texts only for the hits shown: candidates are ranked on their metadata alone."""
+        marks = ",".join("?" * len(hits))
+        texts = dict(self.db.execute(f"SELECT rowid, text FROM items WHERE rowid IN ({marks})",
+                                     [h.rowid for h in hits]).fetchall()) if hits else {}
+        for hit in hits:
+            hit.text = texts.get(hit.rowid, "")
 
     def _candidates(self, terms, layers, since, until, type_, k) -> list[Hit]:
         match = " OR ".join(f'"{t}"' for t in terms)
@@ -372,10 +381,10 @@ class Searcher:
         for start in range(0, len(ids), 900):
             part = ids[start:start + 900]
             marks = ",".join("?" * len(part))
-            for rowid, ref, layer, date, type_, item_id, session, ctx, text in self.db.execute(
-                    f"SELECT rowid, ref, layer, date, type, item_id, session, ctx, text FROM items "
+            for rowid, ref, layer, date, type_, item_id, session, ctx in self.db.execute(
+                    f"SELECT rowid, ref, layer, date, type, item_id, session, ctx FROM items "
                     f"WHERE rowid IN ({marks}){only_context}", part):
-                hits.append(Hit(ref, layer, scores[rowid], date or "", type_ or "", text, item_id or "", session or "",
+                hits.append(Hit(ref, layer, scores[rowid], date or "", type_ or "", "", item_id or "", session or "",
                                 rowid=rowid, in_context=bool(ctx)))
         return hits
 
