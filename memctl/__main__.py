@@ -1,4 +1,4 @@
-from memctl.cli import main
+from memctl.entry import main
 
 if __name__ == "__main__":
     main()

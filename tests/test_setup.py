@@ -107,3 +107,23 @@ def test_safe_child_refuses_escaping_names(tmp_path, name):
 
     with pytest.raises(UnsafePath):
         safe_child(tmp_path, name)
+
+
+def test_a_piped_search_does_not_import_the_full_command_line(memctl_bin, tmp_path):
+    """The console script answers piped searches without typer and rich (start-up cost)."""
+    import subprocess
+
+    from conftest import clean_env
+
+    root = tmp_path / "memory"
+    subprocess.run([memctl_bin, "--root", str(root), "init"], check=True, capture_output=True, env=clean_env())
+    (root / "notes.md").write_text("the proxy listens on port 7890\n")
+    probe = ("import sys, runpy; sys.argv = ['memctl', '--root', %r, 'search', 'proxy']\n"
+             "try:\n    runpy.run_module('memctl', run_name='__main__')\n"
+             "except SystemExit as exit:\n"
+             "    sys.stderr.write('exit=%%s typer=%%s rich=%%s' %% (exit.code, 'typer' in sys.modules, 'rich' in sys.modules))\n"
+             % str(root))
+    python = str(__import__("pathlib").Path(memctl_bin).with_name("python"))
+    result = subprocess.run([python, "-c", probe], capture_output=True, env=clean_env(), timeout=120)
+    assert b"notes.md" in result.stdout
+    assert result.stderr.endswith(b"exit=0 typer=False rich=False"), result.stderr
