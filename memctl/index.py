@@ -245,10 +245,14 @@ def manifest_dates(layout: Layout) -> dict[str, str]:
 @dataclass
 class Source:
     key: str  # stable name in the index: a path relative to the root, or zip!member
-    path: Path
+    location: str  # the file (a str: building Path objects for every session costs ~0.5 s at 1 GB)
     kind: str  # l2 l3 hist loose zip l5 l6
     size: int
     mtime_ns: int
+
+    @property
+    def path(self) -> Path:
+        return Path(self.location)
 
 
 def scan_sources(layout: Layout, options: IndexOptions, include_l4_sessions: bool = True) -> list[Source]:
@@ -259,7 +263,7 @@ def scan_sources(layout: Layout, options: IndexOptions, include_l4_sessions: boo
         with contextlib.suppress(OSError):
             info = os.stat(path, follow_symlinks=False)
             if os.path.isfile(path) and not os.path.islink(path):
-                found.append(Source(os.path.relpath(path, root), path, kind, info.st_size, info.st_mtime_ns))
+                found.append(Source(os.path.relpath(path, root), str(path), kind, info.st_size, info.st_mtime_ns))
 
     add(layout.global_mem, "l2")
     add(layout.long_term, "l5")
@@ -267,14 +271,38 @@ def scan_sources(layout: Layout, options: IndexOptions, include_l4_sessions: boo
         add(layout.cold_archive, "l6")
     add(layout.histories, "hist")
     if include_l4_sessions and layout.l4_dir.is_dir():
-        for entry in sorted(os.scandir(layout.l4_dir), key=lambda e: e.name):
-            path = Path(entry.path)
-            if entry.name.endswith(".zip") and re.fullmatch(r"\d{4}-\d\d\.zip", entry.name):
-                add(path, "zip")
-            elif entry.name.endswith(".txt") and entry.name != layout.histories.name and not entry.name.startswith("."):
-                add(path, "loose")
+        found.extend(_l4_session_sources(layout))
     for path in _l3_files(layout):
         add(path, "l3")
+    return found
+
+
+_MONTH_ZIP = re.compile(r"\d{4}-\d\d\.zip")
+
+
+def _l4_session_sources(layout: Layout) -> list[Source]:
+    """Loose compressed sessions and monthly zips; tens of thousands of files at 1 GB, so this
+    loop avoids pathlib and relpath and takes size and mtime from one stat per entry."""
+    folder, history_name = layout.l4_dir, layout.histories.name
+    prefix = os.path.relpath(folder, layout.root)
+    found = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            name = entry.name
+            if name.endswith(".txt") and name != history_name and not name.startswith("."):
+                kind = "loose"
+            elif name.endswith(".zip") and _MONTH_ZIP.fullmatch(name):
+                kind = "zip"
+            else:
+                continue
+            try:
+                if not entry.is_file(follow_symlinks=False):
+                    continue
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            found.append(Source(f"{prefix}/{name}", entry.path, kind, info.st_size, info.st_mtime_ns))
+    found.sort(key=lambda s: s.key)
     return found
 
 
@@ -608,13 +636,19 @@ class SearchIndex:
         started = time.monotonic()
         db = connect(self.path)
         try:
+            self._last_scan = None
             changed = self._changed_sources(db)
             if not changed:
                 return RefreshReport(seconds=time.monotonic() - started)
-            tokenizer = self._refresh_tokenizer(db)
+            if self._last_scan is not None:
+                l4_signature, current = self._last_scan_signature, self._last_scan
+            else:
+                l4_signature = _file_signature(self.layout.l4_dir)  # before the scan: a later change shows next time
+                current = scan_sources(self.layout, self.options)
+            tokenizer = self._refresh_tokenizer(db, current)
             db.execute("BEGIN IMMEDIATE")
             try:
-                report = self._update(db, rebuilt=False, tokenizer=tokenizer)
+                report = self._update(db, rebuilt=False, tokenizer=tokenizer, current=(l4_signature, current))
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -624,18 +658,18 @@ class SearchIndex:
         report.seconds = time.monotonic() - started
         return report
 
-    def _refresh_tokenizer(self, db: sqlite3.Connection) -> Tokenizer:
+    def _refresh_tokenizer(self, db: sqlite3.Connection, current: list[Source]) -> Tokenizer:
         """A few new megabytes are cut against the index's own vocabulary (built by jieba), so a
         refresh after one new session takes well under a second instead of loading jieba."""
-        if self._pending_bytes(db) > SMALL_REFRESH_BYTES or not db.execute("SELECT 1 FROM vocab LIMIT 1").fetchone():
+        if self._pending_bytes(db, current) > SMALL_REFRESH_BYTES or not db.execute("SELECT 1 FROM vocab LIMIT 1").fetchone():
             return self.tokenizer
         return Tokenizer(VocabSegmenter(db), collect_words=True)
 
-    def _pending_bytes(self, db: sqlite3.Connection) -> int:
+    def _pending_bytes(self, db: sqlite3.Connection, current: list[Source]) -> int:
         known = {key: (size, mtime) for key, size, mtime in
                  db.execute("SELECT key, size, mtime_ns FROM sources WHERE kind != 'member'")}
         pending = 0
-        for source in scan_sources(self.layout, self.options):
+        for source in current:
             old = known.get(source.key)
             if old is None or old[0] > source.size:
                 pending += source.size
@@ -659,7 +693,9 @@ class SearchIndex:
                 if (info.st_size, info.st_mtime_ns) != (size, mtime):
                     return True
             return self._l3_or_top_files_changed({key for key, v in quick if v[0] != "zip"})
+        self._last_scan_signature = _file_signature(self.layout.l4_dir)
         current = scan_sources(self.layout, self.options)
+        self._last_scan = current
         if len(current) != len(known):
             return True
         return any(known.get(s.key, (None,))[1:] != (s.size, s.mtime_ns) for s in current)
@@ -668,19 +704,23 @@ class SearchIndex:
         current = {s.key for s in scan_sources(self.layout, self.options, include_l4_sessions=False)}
         return current != known_keys
 
-    def _update(self, db: sqlite3.Connection, rebuilt: bool, tokenizer: Tokenizer | None = None) -> RefreshReport:
+    def _update(self, db: sqlite3.Connection, rebuilt: bool, tokenizer: Tokenizer | None = None,
+                current: tuple[str, list[Source]] | None = None) -> RefreshReport:
         report = RefreshReport(rebuilt=rebuilt)
-        l4_signature = _file_signature(self.layout.l4_dir)  # before the scan: a later change shows next time
+        if current is None:
+            l4_signature = _file_signature(self.layout.l4_dir)  # before the scan: a later change shows next time
+            sources = scan_sources(self.layout, self.options)
+        else:
+            l4_signature, sources = current
         writer = IndexWriter(db, tokenizer or self.tokenizer, self.options)
         known = {row[0]: row for row in db.execute("SELECT key, kind, size, mtime_ns, tail, state FROM sources")}
-        current = scan_sources(self.layout, self.options)
-        current_keys = {s.key for s in current}
+        current_keys = {s.key for s in sources}
         for key, row in known.items():
             if row[1] != "member" and key not in current_keys:
                 self._forget_source(db, writer, key, row[1])
                 report.sources_changed += 1
         dates = None
-        for source in current:
+        for source in sources:
             row = known.get(source.key)
             if row and (row[2], row[3]) == (source.size, source.mtime_ns):
                 continue
@@ -759,7 +799,7 @@ class SearchIndex:
         writer.add(source.key, docs)
         with open(source.path, "rb") as handle:
             tail = _tail_hash(handle, end)
-        recorded = Source(source.key, source.path, source.kind, end, source.mtime_ns if end == source.size else -1)
+        recorded = Source(source.key, source.location, source.kind, end, source.mtime_ns if end == source.size else -1)
         self._record(db, recorded, tail, json.dumps(state))
         return len(data)
 
@@ -782,7 +822,7 @@ class SearchIndex:
                 read += len(data)
                 name = Path(info.filename).stem
                 writer.add(key, session_docs(name, data.decode("utf-8", "replace")))
-                self._record(db, Source(key, source.path, "member", info.file_size, 0), signature, "")
+                self._record(db, Source(key, source.location, "member", info.file_size, 0), signature, "")
         self._record(db, source, "", "")
         return read
 
