@@ -678,13 +678,12 @@ class SearchIndex:
         return pending
 
     def _changed_sources(self, db: sqlite3.Connection) -> bool:
-        known = {key: (kind, size, mtime) for key, kind, size, mtime in
-                 db.execute("SELECT key, kind, size, mtime_ns FROM sources WHERE kind != 'member'")}
         if meta_get(db, "l4_dir") == _file_signature(self.layout.l4_dir):
             # Compressed sessions are only ever created, renamed or deleted, never changed in
-            # place, and any of that changes the folder's mtime: no need to stat each of them.
-            # (Monthly zips are few; they are checked one by one.)
-            quick = [(key, v) for key, v in known.items() if v[0] != "loose"]
+            # place, and any of that changes the folder's mtime: no need to stat (or even load)
+            # each of them. Monthly zips are few; they are checked one by one.
+            quick = [(key, (kind, size, mtime)) for key, kind, size, mtime in db.execute(
+                "SELECT key, kind, size, mtime_ns FROM sources WHERE kind NOT IN ('member', 'loose')")]
             for key, (kind, size, mtime) in quick:
                 try:
                     info = os.stat(self.layout.root / key, follow_symlinks=False)
@@ -693,6 +692,8 @@ class SearchIndex:
                 if (info.st_size, info.st_mtime_ns) != (size, mtime):
                     return True
             return self._l3_or_top_files_changed({key for key, v in quick if v[0] != "zip"})
+        known = {key: (kind, size, mtime) for key, kind, size, mtime in
+                 db.execute("SELECT key, kind, size, mtime_ns FROM sources WHERE kind != 'member'")}
         self._last_scan_signature = _file_signature(self.layout.l4_dir)
         current = scan_sources(self.layout, self.options)
         self._last_scan = current
