@@ -4,7 +4,6 @@ searches that keep working while other processes write."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import zipfile
 from pathlib import Path
