@@ -465,9 +465,10 @@ def options_from_settings(
     )
 
 
-def known_sessions(layout: Layout) -> dict[str, ManifestRecord]:
-    """Archived sessions by sha256: the manifest, plus zip members a crash left unrecorded."""
-    known = {record.sha256: record for record in iter_manifest(layout)}
+def known_sessions(layout: Layout, recorded: dict[str, ManifestRecord] | None = None) -> dict[str, ManifestRecord]:
+    """Archived sessions by sha256: the manifest (or `recorded`, already read from it), plus zip
+    members a crash left unrecorded."""
+    known = dict(recorded) if recorded is not None else {record.sha256: record for record in iter_manifest(layout)}
     for zip_path in monthly_zips(layout):
         try:
             for record in records_in_zip(zip_path):
@@ -497,8 +498,8 @@ def run_archive(layout: Layout, options: ArchiveOptions, progress: Callable[[str
 
 
 def _run_candidates(layout, options, candidates, staging_dir, now, report, progress) -> None:
-    known = known_sessions(layout)
-    recorded = {record.sha256 for record in iter_manifest(layout)}
+    recorded = {record.sha256: record for record in iter_manifest(layout)}
+    known = known_sessions(layout, recorded)
     names_taken = {record.name for record in known.values()}
     history_names = sessions_in_history(layout.histories)
     new_by_month: dict[str, list[tuple[Staged, ManifestRecord]]] = {}

@@ -26,9 +26,5 @@ def now() -> datetime:
     return value
 
 
-def now_epoch() -> float:
-    return now().timestamp()
-
-
 def iso(value: datetime | None = None) -> str:
     return (value or now()).isoformat(timespec="seconds")

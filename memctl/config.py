@@ -148,10 +148,6 @@ class Layout:
     def refs_log(self) -> Path:
         return self.state_dir / "refs.log"
 
-    @property
-    def runs_log(self) -> Path:
-        return self.state_dir / "runs.jsonl"
-
     def default_raw_dir(self) -> Path:
         return self.root.parent / "temp" / "model_responses"
 

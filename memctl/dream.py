@@ -405,10 +405,6 @@ def _summarize(command: str, texts: list[str]) -> str:
 
 # --- consolidation: blocking + rapidfuzz
 
-def sort_key_text(norm: str) -> str:
-    return " ".join(sorted(norm.split()))
-
-
 def similar_groups(texts: Sequence[str], cutoff: float) -> list[list[int]]:
     """Groups (index lists, ≥ 2) of texts whose word-sorted edit similarity to the group's
     centre reaches `cutoff`. Candidates come from blocking only: texts with the same numbers

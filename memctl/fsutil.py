@@ -12,7 +12,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import stat
 import tempfile
 import time
 from pathlib import Path
@@ -106,15 +105,6 @@ def safe_child(folder: Path, name: str) -> Path:
     if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name:
         raise UnsafePath(f"refusing unsafe name {name!r}: it must be a plain file name")
     return Path(folder) / name
-
-
-def is_regular_file(path: Path) -> bool:
-    """True for a regular file that is not a symlink."""
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return False
-    return stat.S_ISREG(info.st_mode)
 
 
 def read_bytes_nofollow(path: Path) -> bytes:

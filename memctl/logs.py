@@ -36,10 +36,6 @@ class RawEntry:
             return "A" if head[:1] == b"{" else "B"
         return "A" if head == b"[{" else "B"
 
-    @property
-    def is_text_protocol_prompt(self) -> bool:
-        return self.kind == "Prompt" and (self.body.startswith(USER_SECTION) or b"\n" + USER_SECTION in self.body)
-
 
 @dataclass
 class Preamble:

@@ -57,10 +57,6 @@ def iter_manifest(layout: Layout) -> Iterator[ManifestRecord]:
                 continue
 
 
-def load_manifest(layout: Layout) -> list[ManifestRecord]:
-    return list(iter_manifest(layout))
-
-
 def append_records(layout: Layout, records: Iterable[ManifestRecord]) -> None:
     payload = "".join(r.to_json() + "\n" for r in records).encode("utf-8")
     if payload:

@@ -474,8 +474,10 @@ def record_references(layout: Layout, hits: Iterable[Hit]) -> None:
         pass  # a reference count is a hint; a read-only memory must still be searchable
 
 
-def search_once(layout: Layout, request: SearchRequest, options: IndexOptions | None = None) -> list[Hit]:
-    searcher = Searcher(layout, options)
+def search_once(layout: Layout, request: SearchRequest, options: IndexOptions | None = None,
+                refresh: bool = True) -> list[Hit]:
+    """One search with the index opened and closed around it; L5 hits are recorded as references."""
+    searcher = Searcher(layout, options, refresh=refresh)
     try:
         hits = searcher.search(request)
     finally:
@@ -609,12 +611,7 @@ def run_cli(argv: Sequence[str]) -> int | None:
                                 fuzzy_threshold=float(settings.get("search", "fuzzy_threshold")))
         index_options = IndexOptions(redact_enabled=bool(settings.get("redaction", "enabled")),
                                      extra_patterns=tuple(settings.get("redaction", "extra_patterns")))
-        searcher = Searcher(settings.layout, index_options, refresh=options["refresh"])
-        try:
-            hits = searcher.search(request)
-        finally:
-            searcher.close()
-        record_references(settings.layout, hits)
+        hits = search_once(settings.layout, request, index_options, refresh=options["refresh"])
     except (MemctlError, ValueError, sqlite3.DatabaseError) as exc:
         sys.stderr.write(f"memctl: error: {exc}\n")
         return 2

@@ -32,11 +32,12 @@ def find_session(layout: Layout, ref: str) -> SessionRef:
     ref = ref.strip()
     if ref.endswith(".txt"):
         ref = ref[:-4]
-    matches = [r for r in iter_manifest(layout) if r.name == ref]
+    records = list(iter_manifest(layout))
+    matches = [r for r in records if r.name == ref]
     if not matches and len(ref) >= 8 and all(c in "0123456789abcdef" for c in ref.lower()):
-        matches = [r for r in iter_manifest(layout) if r.sha256.startswith(ref.lower())]
+        matches = [r for r in records if r.sha256.startswith(ref.lower())]
     if not matches:
-        matches = [r for r in iter_manifest(layout) if r.source in (ref, ref + ".txt")]
+        matches = [r for r in records if r.source in (ref, ref + ".txt")]
     if matches:
         record = matches[-1]
         return SessionRef(record.name, record)
