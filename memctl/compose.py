@@ -130,7 +130,7 @@ def compose(settings: Settings, query: str, budget: int, scrub: Callable[[str], 
 def _record_references(settings: Settings, pieces: list[Piece]) -> None:
     """An L5 entry put into an agent's context is referenced, as a search hit is (refs.log)."""
     from memctl import clock
-    from memctl.entries import record_refs
+    from memctl.refs import record_refs
 
     ids = [p.ref.split(":", 1)[1] for p in pieces if p.section == "l5" and p.ref.startswith("L5:")]
     if ids and settings.layout.state_dir.is_dir():

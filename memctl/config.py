@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -200,11 +199,33 @@ def load_settings(root: Path) -> Settings:
     path = layout.config_file
     if path.is_file():
         try:
-            user = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML ({exc}); fix or remove the file") from None
-        _merge_user_config(values, origins, user, path)
+        if _sets_something(text):
+            _merge_user_config(values, origins, _parse_toml(text, path), path)
     return Settings(layout=layout, values=values, origins=origins)
+
+
+
+def _sets_something(text: str) -> bool:
+    """False for a file of comments and known empty section headers only (the file `init`
+    writes): then the defaults stand and tomllib need not be loaded (a search runs this)."""
+    for line in text.splitlines():
+        line = line.strip()
+        header = line.startswith("[") and line.endswith("]") and line[1:-1].strip() in DEFAULTS
+        if line and not line.startswith("#") and not header:
+            return True
+    return False
+
+
+def _parse_toml(text: str, path: Path) -> dict:
+    import tomllib
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc}); fix or remove the file") from None
 
 
 def _merge_user_config(values: dict, origins: dict, user: dict, path: Path) -> None:

@@ -47,7 +47,6 @@ from memctl.entries import (
     append_entries,
     entry_line,
     new_id,
-    read_refs,
     read_snapshot,
     row_for,
     write_rows,
@@ -55,6 +54,7 @@ from memctl.entries import (
 from memctl.errors import LockBusy, MemctlError, NotFound, UsageError
 from memctl.fsutil import FILE_MODE, WriterLock, append_durably, atomic_write_text, ensure_private_dir
 from memctl.policies import TypePolicy, features, known_types, lifespan_of, merge_key, normalize
+from memctl.refs import read_refs
 
 OPS = ("consolidate", "archive", "forget", "merge")
 STEP_CHANGES = 1000  # changes applied per locked step (at least): keeps each lock hold short

@@ -11,7 +11,7 @@ if it is in L5, else whatever its *last* L6 line says. Only `forget --purge` and
 
 The reference log `.memctl/refs.log` is how search tells the dream pass that an entry was
 used, without taking the lock: one line per hit, `<ISO time>\t<entry id>\n`, appended with a
-single `O_APPEND` write (see `record_refs`). Extra tab-separated fields after the id are
+single `O_APPEND` write (see `memctl.refs`). Extra tab-separated fields after the id are
 allowed and ignored. The dream pass folds new lines into `refs`/`last_ref` and remembers how
 far it read in `.memctl/refs.offset`; it counts lines inside a window for the forget rule.
 """
@@ -19,7 +19,6 @@ far it read in `.memctl/refs.offset`; it counts lines inside a window for the fo
 from __future__ import annotations
 
 import json
-import os
 import secrets
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -288,41 +287,3 @@ def content_hash(text: str) -> str:
 
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
-
-# --- the reference log (.memctl/refs.log), written by search without the lock
-
-REFS_FIELD_SEP = "\t"
-
-
-def record_refs(refs_log: Path, ids: Iterable[str], when: str) -> None:
-    """Append one `<when>\t<id>` line per id in a single O_APPEND write (lock-free, no fsync:
-    a lost reference only delays forgetting)."""
-    payload = "".join(f"{when}{REFS_FIELD_SEP}{i}\n" for i in ids if i and "\t" not in i and "\n" not in i)
-    if not payload:
-        return
-    Path(refs_log).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(refs_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    try:
-        os.write(fd, payload.encode("utf-8"))
-    finally:
-        os.close(fd)
-
-
-def read_refs(refs_log: Path, offset: int = 0) -> tuple[list[tuple[str, str]], int]:
-    """(time, id) pairs from byte `offset` on, and the offset after the last complete line.
-    A log shorter than `offset` was replaced, so it is read from the start."""
-    try:
-        data = Path(refs_log).read_bytes()
-    except FileNotFoundError:
-        return [], 0
-    if offset > len(data):
-        offset = 0
-    end = data.rfind(b"\n") + 1
-    if end <= offset:
-        return [], offset
-    pairs = []
-    for raw in data[offset:end].decode("utf-8", "replace").splitlines():
-        parts = raw.split(REFS_FIELD_SEP)
-        if len(parts) >= 2 and parts[0] and parts[1]:
-            pairs.append((parts[0].strip(), parts[1].strip()))
-    return pairs, end

@@ -12,7 +12,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Iterator
@@ -49,6 +48,8 @@ def atomic_writer(dest: Path, mode: int = FILE_MODE) -> Iterator[object]:
     """Yield a binary file object; on success it replaces `dest` atomically and durably."""
     dest = Path(dest)
     folder = dest.parent
+    import tempfile  # here: a search never writes whole files, and the import costs ~5 ms
+
     fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{dest.name}.", suffix=TMP_SUFFIX)
     tmp = Path(tmp_name)
     try:

@@ -18,13 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
-import json
 import math
 import os
 import re
 import sqlite3
-import zipfile
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,6 +32,9 @@ from typing import Callable, Iterable, Iterator
 from memctl.config import Layout
 from memctl.fsutil import FILE_MODE, ensure_private_dir
 from memctl.text import Tokenizer, latin_tokens
+
+# json, zipfile and hashlib are imported where they are used: a search that finds the index
+# fresh needs none of them, and every millisecond of import is paid by every query.
 
 SCHEMA_VERSION = "5"
 SMALL_REFRESH_BYTES = 4_000_000  # up to this much new text, no jieba (see _refresh_tokenizer)
@@ -199,6 +199,8 @@ def entry_doc(data: dict, layer: str) -> Doc | None:
 
 
 def jsonl_docs(chunk: bytes, layer: str) -> list[Doc]:
+    import json
+
     docs = []
     for raw in chunk.splitlines():
         raw = raw.strip()
@@ -230,6 +232,8 @@ def history_docs(chunk: str, first_line: int, session: str, dates: dict[str, str
 
 
 def manifest_dates(layout: Layout) -> dict[str, str]:
+    import json
+
     dates: dict[str, str] = {}
     with contextlib.suppress(OSError):
         with open(layout.manifest, "rb") as handle:
@@ -707,6 +711,8 @@ class SearchIndex:
 
     def _update(self, db: sqlite3.Connection, rebuilt: bool, tokenizer: Tokenizer | None = None,
                 current: tuple[str, list[Source]] | None = None) -> RefreshReport:
+        import zipfile
+
         report = RefreshReport(rebuilt=rebuilt)
         if current is None:
             l4_signature = _file_signature(self.layout.l4_dir)  # before the scan: a later change shows next time
@@ -776,6 +782,8 @@ class SearchIndex:
 
     def _index_appendable(self, db, writer: IndexWriter, source: Source, row, dates: dict[str, str]) -> int:
         """Read only what was appended when the bytes indexed before are still there."""
+        import json
+
         old_size = row[2] if row else 0
         old_tail = row[4] if row else ""
         state = json.loads(row[5]) if row and row[5] else {}
@@ -805,6 +813,8 @@ class SearchIndex:
         return len(data)
 
     def _index_zip(self, db, writer: IndexWriter, source: Source) -> int:
+        import zipfile
+
         read = 0
         known = {key: tail for key, tail in db.execute(
             "SELECT key, tail FROM sources WHERE key LIKE ? AND kind='member'", (f"{source.key}!%",))}
@@ -835,6 +845,8 @@ def _read_file(path: Path) -> bytes:
 
 
 def _tail_hash(handle, end: int) -> str:
+    import hashlib
+
     start = max(0, end - TAIL_BYTES)
     handle.seek(start)
     return hashlib.sha1(handle.read(end - start)).hexdigest()

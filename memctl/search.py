@@ -21,9 +21,9 @@ from typing import Iterable, Sequence
 from memctl import clock
 from memctl.config import Layout
 from memctl.errors import UsageError
-from memctl.fsutil import append_durably
 from memctl.index import (LAYER_MARK, IndexOptions, RefreshReport, SearchIndex, VocabSegmenter, connect,
                           layer_token, meta_get)
+from memctl.refs import record_refs
 from memctl.text import Alias, Tokenizer, expand_aliases, has_cjk, parse_aliases
 
 ALL_LAYERS = ("L2", "L3", "L4", "L5", "L6")
@@ -464,11 +464,6 @@ def record_references(layout: Layout, hits: Iterable[Hit]) -> None:
     if not ids or not layout.state_dir.is_dir():
         return
     try:
-        from memctl.entries import record_refs
-    except ImportError:  # older entries module: the same line format, written here
-        def record_refs(path, ids, when):
-            append_durably(path, "".join(f"{when}\t{i}\n" for i in ids).encode("utf-8"))
-    try:
         record_refs(layout.refs_log, ids, clock.iso())
     except OSError:
         pass  # a reference count is a hint; a read-only memory must still be searchable
@@ -626,13 +621,13 @@ def run_cli(argv: Sequence[str]) -> int | None:
 
 
 def write_hits(stream, hits: Sequence[Hit], as_json: bool) -> None:
-    import json
+    if as_json:
+        import json
 
+        stream.writelines(json.dumps(hit.to_json(), ensure_ascii=False) + "\n" for hit in hits)
+        return
     for hit in hits:
-        if as_json:
-            stream.write(json.dumps(hit.to_json(), ensure_ascii=False) + "\n")
-        else:
-            stream.write(f"{hit.ref}\t{hit.layer}\t{hit.score:.3f}\t{' '.join(hit.snippet.split())}\n")
+        stream.write(f"{hit.ref}\t{hit.layer}\t{hit.score:.3f}\t{' '.join(hit.snippet.split())}\n")
 
 
 if __name__ == "__main__":

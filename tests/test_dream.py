@@ -10,7 +10,8 @@ import pytest
 
 from memctl import dream
 from memctl.config import init_root, load_settings
-from memctl.entries import Entry, record_refs, write_entries
+from memctl.entries import Entry, write_entries
+from memctl.refs import record_refs
 
 NOW = datetime(2026, 6, 1, 4, 0, 0)
 RECENT = "2026-05-30T10:00:00"

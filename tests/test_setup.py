@@ -53,6 +53,16 @@ def test_bad_config_is_one_line_error(run, root):
     assert len(result.stderr.decode().strip().splitlines()) == 1
 
 
+def test_config_of_comments_and_headers_only_means_defaults(tmp_path):
+    (tmp_path / "memctl.toml").write_text("# nothing set\n[archive]\n# keep_newest = 3\n\n[dream]\n")
+    settings = load_settings(tmp_path)
+    assert all(origin == "default" for origin in settings.origins.values())
+    for broken in ("[archive\n", "archive\n", "[bogus]\n"):
+        (tmp_path / "memctl.toml").write_text(broken)
+        with pytest.raises(ConfigError):
+            load_settings(tmp_path)
+
+
 def test_unknown_key_rejected(tmp_path):
     (tmp_path / "memctl.toml").write_text("[archive]\nbogus = 1\n")
     with pytest.raises(ConfigError, match="unknown key archive.bogus"):
@@ -110,7 +120,8 @@ def test_safe_child_refuses_escaping_names(tmp_path, name):
 
 
 def test_a_piped_search_does_not_import_the_full_command_line(memctl_bin, tmp_path):
-    """The console script answers piped searches without typer and rich (start-up cost)."""
+    """The console script answers piped searches without typer and rich (start-up cost), and
+    a search over a fresh index without the modules only writers need."""
     import subprocess
 
     from conftest import clean_env
@@ -118,12 +129,16 @@ def test_a_piped_search_does_not_import_the_full_command_line(memctl_bin, tmp_pa
     root = tmp_path / "memory"
     subprocess.run([memctl_bin, "--root", str(root), "init"], check=True, capture_output=True, env=clean_env())
     (root / "notes.md").write_text("the proxy listens on port 7890\n")
+    heavy = ["typer", "rich", "jieba", "tomllib", "zipfile", "tempfile", "json", "memctl.entries"]
     probe = ("import sys, runpy; sys.argv = ['memctl', '--root', %r, 'search', 'proxy']\n"
              "try:\n    runpy.run_module('memctl', run_name='__main__')\n"
              "except SystemExit as exit:\n"
-             "    sys.stderr.write('exit=%%s typer=%%s rich=%%s' %% (exit.code, 'typer' in sys.modules, 'rich' in sys.modules))\n"
-             % str(root))
+             "    sys.stderr.write('exit=%%s loaded=%%s' %% (exit.code, [m for m in %r if m in sys.modules]))\n"
+             % (str(root), heavy))
     python = str(__import__("pathlib").Path(memctl_bin).with_name("python"))
-    result = subprocess.run([python, "-c", probe], capture_output=True, env=clean_env(), timeout=120)
-    assert b"notes.md" in result.stdout
-    assert result.stderr.endswith(b"exit=0 typer=False rich=False"), result.stderr
+    first = subprocess.run([python, "-c", probe], capture_output=True, env=clean_env(), timeout=120)
+    assert b"notes.md" in first.stdout
+    assert first.stderr.startswith(b"exit=0 loaded=") and b"typer" not in first.stderr, first.stderr
+    second = subprocess.run([python, "-c", probe], capture_output=True, env=clean_env(), timeout=120)
+    assert b"notes.md" in second.stdout
+    assert second.stderr.endswith(b"exit=0 loaded=[]"), second.stderr
