@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import copy
 import os
-from dataclasses import dataclass, field
+from collections import namedtuple
 from pathlib import Path
-from typing import Any
 
 from memctl.errors import ConfigError
 from memctl.fsutil import ensure_private_dir, FILE_MODE
+
+TYPE_CHECKING = False  # typing costs ~7 ms to import; annotations here are never evaluated
+if TYPE_CHECKING:
+    from typing import Any
 
 CONFIG_NAME = "memctl.toml"
 STATE_DIR = ".memctl"
@@ -77,10 +80,12 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-@dataclass(frozen=True)
-class Layout:
-    """Paths of every layer inside one memory root."""
+class Layout(namedtuple("Layout", "root")):
+    """Paths of every layer inside one memory root (immutable; a namedtuple rather than a
+    dataclass: modules on a search's import path avoid `dataclasses`, which pulls in inspect
+    and ast — ~15 ms of every query)."""
 
+    __slots__ = ()
     root: Path
 
     @property
@@ -151,13 +156,15 @@ class Layout:
         return self.root.parent / "temp" / "model_responses"
 
 
-@dataclass
 class Settings:
     """The effective configuration of one root: values plus where each came from."""
 
-    layout: Layout
-    values: dict[str, dict[str, Any]]
-    origins: dict[str, str] = field(default_factory=dict)
+    __slots__ = ("layout", "values", "origins")
+
+    def __init__(self, layout: Layout, values: dict[str, dict[str, object]], origins: dict[str, str] | None = None):
+        self.layout = layout
+        self.values = values
+        self.origins = origins if origins is not None else {}
 
     def get(self, section: str, key: str) -> Any:
         return self.values[section][key]

@@ -1,9 +1,9 @@
 """The `memctl` console script.
 
-A search piped into another tool (or asked for --json) is answered by `memctl.search.run_cli`
-without importing typer, rich and every command module — several hundred milliseconds that
-would dominate a query. Everything else, and any search the lean path does not understand,
-goes to the full command line in `memctl.cli`.
+A piped or --json search and a bare `index refresh` are answered by `memctl.lean` without
+importing typer, rich and every command module — several hundred milliseconds that would
+dominate them. Everything else, and anything the lean path does not understand, goes to the
+full command line in `memctl.cli`.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import sys
 def main() -> None:
     os.umask(0o077)
     args = sys.argv[1:]
-    if "search" in args[:4]:
-        from memctl.search import run_cli
+    if "search" in args[:4] or "refresh" in args[:4]:
+        from memctl.lean import run
 
-        code = run_cli(args)
+        code = run(args)
         if code is not None:
             sys.exit(code)
     from memctl.cli import main as full_main

@@ -14,9 +14,12 @@ import fcntl
 import os
 import time
 from pathlib import Path
-from typing import Iterator
 
 from memctl.errors import LockBusy, UnsafePath
+
+TYPE_CHECKING = False  # typing costs ~7 ms to import, paid by every search
+if TYPE_CHECKING:
+    from typing import Iterator
 
 TMP_SUFFIX = ".tmp"
 DIR_MODE = 0o700

@@ -23,15 +23,18 @@ import os
 import re
 import sqlite3
 from collections import Counter
-from dataclasses import dataclass, field
+from collections import namedtuple
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 from memctl.config import Layout
 from memctl.fsutil import FILE_MODE, ensure_private_dir
 from memctl.text import Tokenizer, latin_tokens
+
+TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import, paid by every search
+if TYPE_CHECKING:
+    from typing import Callable, Iterable, Iterator
 
 # json, zipfile and hashlib are imported where they are used: a search that finds the index
 # fresh needs none of them, and every millisecond of import is paid by every query.
@@ -51,36 +54,48 @@ _HISTORY_RULE = "=" * 60
 _CN_DATE = re.compile(r"(\d{4})年(\d{1,2})月(\d{1,2})日(?:\D*?(\d{1,2}):(\d{2}))?")
 
 
-@dataclass
 class Doc:
     """One searchable item cut from a layer."""
 
-    ref: str
-    layer: str
-    text: str
-    date: str = ""
-    type: str = ""
-    item_id: str = ""
-    session: str = ""
-    in_context: bool = True  # part of its session's context document
+    __slots__ = ("ref", "layer", "text", "date", "type", "item_id", "session", "in_context")
+
+    def __init__(self, ref: str, layer: str, text: str, date: str = "", type: str = "", item_id: str = "",
+                 session: str = "", in_context: bool = True):
+        self.ref, self.layer, self.text, self.date = ref, layer, text, date
+        self.type, self.item_id, self.session = type, item_id, session
+        self.in_context = in_context  # part of its session's context document
+
+    def __repr__(self) -> str:
+        return f"Doc({self.ref!r}, {self.layer!r}, {self.text[:40]!r}…)"
 
 
-@dataclass
 class RefreshReport:
-    rebuilt: bool = False
-    sources_changed: int = 0
-    docs_added: int = 0
-    docs_removed: int = 0
-    bytes_read: int = 0
-    seconds: float = 0.0
-    errors: list[str] = field(default_factory=list)
+    __slots__ = ("rebuilt", "sources_changed", "docs_added", "docs_removed", "bytes_read", "seconds", "errors")
+
+    def __init__(self, rebuilt: bool = False, sources_changed: int = 0, docs_added: int = 0, docs_removed: int = 0,
+                 bytes_read: int = 0, seconds: float = 0.0, errors: list[str] | None = None):
+        self.rebuilt, self.sources_changed, self.docs_added = rebuilt, sources_changed, docs_added
+        self.docs_removed, self.bytes_read, self.seconds = docs_removed, bytes_read, seconds
+        self.errors = errors if errors is not None else []
+
+    def summary(self) -> str:
+        return (f"{'rebuilt' if self.rebuilt else 'refreshed'}: +{self.docs_added} -{self.docs_removed} "
+                f"item(s) from {self.sources_changed} changed source(s) in {self.seconds:.2f}s")
 
 
-@dataclass(frozen=True)
-class IndexOptions:
-    redact_enabled: bool = True
-    extra_patterns: tuple[str, ...] = ()
-    include_l6: bool = True
+class IndexOptions(namedtuple("IndexOptions", "redact_enabled extra_patterns include_l6",
+                              defaults=(True, (), True))):
+    """How documents are indexed (part of the index's signature: a change means a rebuild)."""
+
+    __slots__ = ()
+    redact_enabled: bool
+    extra_patterns: tuple[str, ...]
+    include_l6: bool
+
+    @classmethod
+    def from_settings(cls, settings) -> "IndexOptions":
+        return cls(redact_enabled=bool(settings.get("redaction", "enabled")),
+                   extra_patterns=tuple(settings.get("redaction", "extra_patterns")))
 
 
 # ---------------------------------------------------------------- dates
@@ -246,13 +261,12 @@ def manifest_dates(layout: Layout) -> dict[str, str]:
 
 # ---------------------------------------------------------------- sources
 
-@dataclass
-class Source:
-    key: str  # stable name in the index: a path relative to the root, or zip!member
-    location: str  # the file (a str: building Path objects for every session costs ~0.5 s at 1 GB)
-    kind: str  # l2 l3 hist loose zip l5 l6
-    size: int
-    mtime_ns: int
+class Source(namedtuple("Source", "key location kind size mtime_ns")):
+    """key: stable name in the index (a path relative to the root, or zip!member); location:
+    the file, as a str (building Path objects for every session costs ~0.5 s at 1 GB); kind:
+    l2 l3 hist loose zip l5 l6 member."""
+
+    __slots__ = ()
 
     @property
     def path(self) -> Path:
@@ -616,6 +630,7 @@ class SearchIndex:
             db.execute("PRAGMA journal_mode=OFF")
             db.execute("PRAGMA synchronous=OFF")
             db.executescript(_SCHEMA)
+            self._known_rows = None
             report = self._update(db, rebuilt=True)
             meta_set(db, "config", self._config_signature())
             db.execute("PRAGMA optimize")
@@ -641,6 +656,7 @@ class SearchIndex:
         db = connect(self.path)
         try:
             self._last_scan = None
+            self._known_rows = None
             changed = self._changed_sources(db)
             if not changed:
                 return RefreshReport(seconds=time.monotonic() - started)
@@ -670,16 +686,23 @@ class SearchIndex:
         return Tokenizer(VocabSegmenter(db), collect_words=True)
 
     def _pending_bytes(self, db: sqlite3.Connection, current: list[Source]) -> int:
-        known = {key: (size, mtime) for key, size, mtime in
-                 db.execute("SELECT key, size, mtime_ns FROM sources WHERE kind != 'member'")}
+        known = self._sources_table(db)
         pending = 0
         for source in current:
             old = known.get(source.key)
-            if old is None or old[0] > source.size:
+            if old is None or old[2] > source.size:
                 pending += source.size
-            elif old != (source.size, source.mtime_ns):
-                pending += source.size - old[0] if source.kind in ("hist", "l5", "l6") else source.size
+            elif (old[2], old[3]) != (source.size, source.mtime_ns):
+                pending += source.size - old[2] if source.kind in ("hist", "l5", "l6") else source.size
         return pending
+
+    def _sources_table(self, db: sqlite3.Connection) -> dict[str, tuple]:
+        """key -> (key, kind, size, mtime_ns, tail, state), read once per refresh (15,000 rows at
+        1 GB: reading them three times was a fifth of a refresh)."""
+        if getattr(self, "_known_rows", None) is None:
+            self._known_rows = {row[0]: row for row in
+                                db.execute("SELECT key, kind, size, mtime_ns, tail, state FROM sources")}
+        return self._known_rows
 
     def _changed_sources(self, db: sqlite3.Connection) -> bool:
         if meta_get(db, "l4_dir") == _file_signature(self.layout.l4_dir):
@@ -696,14 +719,13 @@ class SearchIndex:
                 if (info.st_size, info.st_mtime_ns) != (size, mtime):
                     return True
             return self._l3_or_top_files_changed({key for key, v in quick if v[0] != "zip"})
-        known = {key: (kind, size, mtime) for key, kind, size, mtime in
-                 db.execute("SELECT key, kind, size, mtime_ns FROM sources WHERE kind != 'member'")}
+        known = self._sources_table(db)
         self._last_scan_signature = _file_signature(self.layout.l4_dir)
         current = scan_sources(self.layout, self.options)
         self._last_scan = current
-        if len(current) != len(known):
+        if len(current) != sum(1 for row in known.values() if row[1] != "member"):
             return True
-        return any(known.get(s.key, (None,))[1:] != (s.size, s.mtime_ns) for s in current)
+        return any(known.get(s.key, (None,) * 4)[2:4] != (s.size, s.mtime_ns) for s in current)
 
     def _l3_or_top_files_changed(self, known_keys: set[str]) -> bool:
         current = {s.key for s in scan_sources(self.layout, self.options, include_l4_sessions=False)}
@@ -720,7 +742,7 @@ class SearchIndex:
         else:
             l4_signature, sources = current
         writer = IndexWriter(db, tokenizer or self.tokenizer, self.options)
-        known = {row[0]: row for row in db.execute("SELECT key, kind, size, mtime_ns, tail, state FROM sources")}
+        known = self._sources_table(db)
         current_keys = {s.key for s in sources}
         for key, row in known.items():
             if row[1] != "member" and key not in current_keys:

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterable
+
+TYPE_CHECKING = False  # typing costs ~7 ms to import, paid by every search
+if TYPE_CHECKING:
+    from typing import Iterable
 
 REFS_FIELD_SEP = "\t"
 

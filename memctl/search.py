@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from dataclasses import dataclass, field
+from collections import namedtuple
 from datetime import datetime, timedelta
-from typing import Iterable, Sequence
 
 from memctl import clock
 from memctl.config import Layout
@@ -24,7 +23,12 @@ from memctl.errors import UsageError
 from memctl.index import (LAYER_MARK, IndexOptions, RefreshReport, SearchIndex, VocabSegmenter, connect,
                           layer_token, meta_get)
 from memctl.refs import record_refs
+from memctl.scoring import fts_totals, idf_weights, score_bodies
 from memctl.text import Alias, Tokenizer, expand_aliases, has_cjk, parse_aliases
+
+TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import, paid by every search
+if TYPE_CHECKING:
+    from typing import Iterable, Sequence
 
 ALL_LAYERS = ("L2", "L3", "L4", "L5", "L6")
 DEFAULT_LAYERS = ("L2", "L3", "L4", "L5")
@@ -44,38 +48,47 @@ COMMON_TERM_SHARE = 0.1  # at scale, terms in more than this share of items carr
 COMMON_TERM_MIN_ITEMS = 50_000
 MAX_QUERY_TERMS = 64
 SMALL_INDEX_ITEMS = 20_000  # below this, every match is ranked
-RANK_ALL_LIMIT = 4_000  # above this many expected matches, bound the ranking work
-NEWEST_MATCHES = 1_000
+RANK_ALL_LIMIT = 2_000  # above this many expected matches, bound the ranking work
+NEWEST_MATCHES = 500
 SMALL_SESSION_DOCS = 2_000  # up to this many session documents, rank them all
 SESSIONS_SCORED = 30  # beyond it, score the sessions of the best candidates only
 SNIPPET_CHARS = 160
 
 
-@dataclass
-class SearchRequest:
+class SearchRequest(namedtuple("SearchRequest", "query k layers mode since until type fuzzy_threshold",
+                               defaults=(None, None, None, None, None, None, 80))):
+    """What to look for; every field but the query is optional (k, layers: from the mode)."""
+
+    __slots__ = ()
     query: str
-    k: int | None = None
-    layers: tuple[str, ...] | None = None
-    mode: str | None = None
-    since: str | None = None
-    until: str | None = None
-    type: str | None = None
-    fuzzy_threshold: float = 80
+    k: int | None
+    layers: tuple[str, ...] | None
+    mode: str | None
+    since: str | None
+    until: str | None
+    type: str | None
+    fuzzy_threshold: float
 
 
-@dataclass
 class Hit:
-    ref: str
-    layer: str
-    score: float
-    date: str
-    type: str
-    text: str
-    item_id: str
-    session: str
-    snippet: str = ""
-    rowid: int = 0
-    in_context: bool = True  # part of its session's context document
+    """One ranked item (text and snippet are loaded for the hits shown only)."""
+
+    __slots__ = ("ref", "layer", "score", "date", "type", "text", "item_id", "session", "snippet", "rowid",
+                 "in_context")
+
+    def __init__(self, ref: str, layer: str, score: float, date: str, type: str, text: str, item_id: str,
+                 session: str, snippet: str = "", rowid: int = 0, in_context: bool = True):
+        self.ref, self.layer, self.score, self.date, self.type = ref, layer, score, date, type
+        self.text, self.item_id, self.session, self.snippet = text, item_id, session, snippet
+        self.rowid = rowid
+        self.in_context = in_context  # part of its session's context document
+
+    def __repr__(self) -> str:
+        return f"Hit({self.ref!r}, {self.layer!r}, score={self.score:.4f})"
+
+    def tsv_line(self) -> str:
+        """The plain output line (stdout not a terminal): ref, layer, score, snippet on one line."""
+        return f"{self.ref}\t{self.layer}\t{self.score:.3f}\t{' '.join(self.snippet.split())}"
 
     def to_json(self) -> dict:
         data = {"ref": self.ref, "layer": self.layer, "score": round(self.score, 4), "date": self.date,
@@ -87,11 +100,13 @@ class Hit:
         return data
 
 
-@dataclass
 class QueryPlan:
-    terms: list[str]
-    fuzzy: dict[str, str] = field(default_factory=dict)  # typed term -> index term used instead
-    dropped_common: list[str] = field(default_factory=list)
+    __slots__ = ("terms", "fuzzy", "dropped_common")
+
+    def __init__(self, terms: list[str]):
+        self.terms = terms
+        self.fuzzy: dict[str, str] = {}  # typed term -> index term used instead
+        self.dropped_common: list[str] = []
 
 
 # ---------------------------------------------------------------- dates
@@ -167,6 +182,7 @@ class Searcher:
         self.tokenizer = Tokenizer(VocabSegmenter(self.db))
         self.aliases = load_aliases(layout, self.tokenizer)
         self.item_count = int(meta_get(self.db, "items", "0") or 0)
+        self._totals: dict[str, tuple[int, int]] = {}  # FTS5 table -> (rows, terms), for bm25 in Python
 
     def _refresh_safely(self) -> RefreshReport:
         try:
@@ -346,24 +362,41 @@ class Searcher:
         return rankable
 
     def _bounded_candidates(self, terms, rankable, layer_clause, limit, since, until, type_) -> list[Hit]:
-        """Cost flat in memory size: every item with a rare query word is ranked by the whole
-        query; items with common words only are ranked among the newest matches."""
-        match = self._match(terms, layer_clause)
-        scores: dict[int, float] = {}
+        """Cost flat in memory size: every item with a rare query word, and the newest items
+        with the common ones, are scored by the whole query in Python (memctl.scoring) —
+        FTS5's bm25() would first walk every match of every query word."""
+        rowids: set[int] = set()
         if rankable:
-            rare = " OR ".join(f'"{t}"' for t in rankable)
-            rare_match = f"({match}) AND ({rare})"
-            for rowid, rank in self.db.execute(
-                    "SELECT rowid, rank FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?", (rare_match, limit)):
-                scores[rowid] = rank
+            rowids.update(r for (r,) in self.db.execute(
+                "SELECT rowid FROM fts WHERE fts MATCH ? LIMIT ?", (self._match(rankable, layer_clause), MAX_CANDIDATES)))
         # single CJK characters are a small memory's fallback; at this size the words suffice
         words = [t for t in terms if not (len(t) == 1 and has_cjk(t))] or list(terms)
-        for rowid, rank in self.db.execute(
-                "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT ?",
-                (self._match(words, layer_clause), NEWEST_MATCHES)):
-            scores[rowid] = min(rank, scores.get(rowid, 0.0))
-        rows = sorted(scores.items(), key=lambda r: r[1])[:limit]
-        return [h for h in self._hydrate(rows) if _passes(h, since, until, type_)]
+        if len(rowids) < limit:  # else items with common words only could not reach the top anyway
+            rowids.update(r for (r,) in self.db.execute(
+                "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT ?",
+                (self._match(words, layer_clause), NEWEST_MATCHES)))
+        scores = self._python_bm25("fts", words, sorted(rowids))
+        rows = sorted(scores.items(), key=lambda r: -r[1])[:limit]
+        return [h for h in self._hydrate([(rowid, -score) for rowid, score in rows]) if _passes(h, since, until, type_)]
+
+    def _python_bm25(self, table: str, terms: Sequence[str], rowids: Sequence[int]) -> dict[int, float]:
+        """bm25 of the given rows of `fts` or `sfts`, as FTS5 would score them (memctl.scoring).
+        Term weights come from the items' document frequencies for both tables."""
+        if not rowids:
+            return {}
+        rows, total_terms = self._fts_totals(table)
+        idf = idf_weights(self._document_frequencies(list(terms)), self.item_count or rows)
+        bodies = []
+        for start in range(0, len(rowids), 900):
+            part = rowids[start:start + 900]
+            bodies += self.db.execute(f"SELECT rowid, body FROM {table} WHERE rowid IN ({','.join('?' * len(part))})",
+                                      part).fetchall()
+        return score_bodies(bodies, idf, total_terms / rows if rows else 0.0)
+
+    def _fts_totals(self, table: str) -> tuple[int, int]:
+        if table not in self._totals:
+            self._totals[table] = fts_totals(self.db, table)
+        return self._totals[table]
 
     def _present_layers(self) -> tuple[str, ...]:
         if not hasattr(self, "_layers_cache"):
@@ -398,13 +431,11 @@ class Searcher:
             rows = self.db.execute(
                 "SELECT sessions.key, -sfts.rank FROM sfts JOIN sessions ON sessions.rowid = sfts.rowid "
                 "WHERE sfts MATCH ? ORDER BY sfts.rank LIMIT 200", (match,)).fetchall()
-        else:  # many sessions: score only the candidates' own, one cheap lookup each
-            rows = []
-            for key in list(sessions)[:SESSIONS_SCORED]:
-                row = self.db.execute("SELECT rowid FROM sessions WHERE key=?", (key,)).fetchone()
-                if row:
-                    rows += [(key, score) for (score,) in self.db.execute(
-                        "SELECT -bm25(sfts) FROM sfts WHERE sfts MATCH ? AND rowid = ?", (match, row[0]))]
+        else:  # many sessions: score only the candidates' own, in Python (see _bounded_candidates)
+            wanted = list(sessions)[:SESSIONS_SCORED]
+            keys = dict(self.db.execute(f"SELECT rowid, key FROM sessions WHERE key IN ({','.join('?' * len(wanted))})",
+                                        wanted).fetchall())
+            rows = [(keys[rowid], score) for rowid, score in self._python_bm25("sfts", terms, sorted(keys)).items()]
         if not rows:
             return {}
         best = max(score for _, score in rows) or 1.0
@@ -483,11 +514,10 @@ def search_once(layout: Layout, request: SearchRequest, options: IndexOptions | 
 
 # ---------------------------------------------------------------- show: the whole item a ref names
 
-@dataclass
-class Item:
-    layer: str  # L2 L3 L4 L5 L6, or "L4-session" for an archived session (shown by the L4 module)
-    key: str
-    text: str = ""
+class Item(namedtuple("Item", "layer key text", defaults=("",))):
+    """layer: L2 L3 L4 L5 L6, or "L4-session" for an archived session (shown by the L4 module)."""
+
+    __slots__ = ()
 
 
 def find_item(layout: Layout, ref: str) -> Item | None:
@@ -546,96 +576,3 @@ def _read_text(path) -> str:
         return path.read_bytes().decode("utf-8", "replace")
     except OSError:
         return ""
-
-
-# ---------------------------------------------------------------- a lean command line for search
-
-_LEAN_VALUE_OPTIONS = {"-k": "k", "--layers": "layers", "--mode": "mode", "--since": "since", "--until": "until",
-                       "--type": "type"}
-
-
-def parse_lean_args(argv: Sequence[str]) -> dict | None:
-    """`[--root R] search WORDS… [options]` -> options, or None when the full command line is needed."""
-    args = list(argv)
-    options: dict = {"root": None, "words": [], "json": False, "refresh": True}
-    while args and args[0] in ("--root", "--debug"):
-        if args.pop(0) == "--root":
-            if not args:
-                return None
-            options["root"] = args.pop(0)
-    if not args or args.pop(0) != "search":
-        return None
-    while args:
-        arg = args.pop(0)
-        if arg == "--json":
-            options["json"] = True
-        elif arg == "--no-refresh":
-            options["refresh"] = False
-        elif arg in _LEAN_VALUE_OPTIONS and args:
-            options[_LEAN_VALUE_OPTIONS[arg]] = args.pop(0)
-        elif arg == "--":
-            options["words"].extend(args)
-            break
-        elif arg.startswith("-"):
-            return None  # --help, --queries, anything unusual: the full command line handles it
-        else:
-            options["words"].append(arg)
-    return options if options["words"] else None
-
-
-def run_cli(argv: Sequence[str]) -> int | None:
-    """`memctl search` without typer, rich or pydantic (~0.3 s of imports): the common piped and
-    --json invocations. Returns the exit status, or None when the full command line must run
-    (a terminal table, --help, --queries, unknown options)."""
-    import sys
-
-    options = parse_lean_args(argv)
-    if options is None or (not options["json"] and sys.stdout.isatty()):
-        return None
-    from memctl.config import load_settings, resolve_root
-    from memctl.errors import MemctlError
-
-    try:
-        settings = load_settings(resolve_root(options["root"]))
-        layers = tuple(p.strip().upper() for p in options.get("layers", "").split(",") if p.strip()) or None
-        k = int(options["k"]) if "k" in options else None
-        if k is None and not options.get("mode"):
-            k = int(settings.get("search", "k"))
-        request = SearchRequest(" ".join(options["words"]), k=k, layers=layers, mode=options.get("mode"),
-                                since=options.get("since"), until=options.get("until"), type=options.get("type"),
-                                fuzzy_threshold=float(settings.get("search", "fuzzy_threshold")))
-        index_options = IndexOptions(redact_enabled=bool(settings.get("redaction", "enabled")),
-                                     extra_patterns=tuple(settings.get("redaction", "extra_patterns")))
-        hits = search_once(settings.layout, request, index_options, refresh=options["refresh"])
-    except (MemctlError, ValueError, sqlite3.DatabaseError) as exc:
-        sys.stderr.write(f"memctl: error: {exc}\n")
-        return 2
-    try:
-        write_hits(sys.stdout, hits, options["json"])
-        sys.stdout.flush()
-    except BrokenPipeError:
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0 if hits else 1
-
-
-def write_hits(stream, hits: Sequence[Hit], as_json: bool) -> None:
-    if as_json:
-        import json
-
-        stream.writelines(json.dumps(hit.to_json(), ensure_ascii=False) + "\n" for hit in hits)
-        return
-    for hit in hits:
-        stream.write(f"{hit.ref}\t{hit.layer}\t{hit.score:.3f}\t{' '.join(hit.snippet.split())}\n")
-
-
-if __name__ == "__main__":
-    import sys as _sys
-
-    _code = run_cli(_sys.argv[1:])
-    if _code is None:
-        from memctl.cli import main as _full_main
-
-        _full_main()
-    _sys.exit(_code)

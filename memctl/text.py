@@ -13,11 +13,16 @@
 from __future__ import annotations
 
 import re
+from collections import namedtuple
 from itertools import chain
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+
+TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import, paid by every search
+if TYPE_CHECKING:
+    from typing import Callable, Iterable, Iterator, Sequence
+
+    CjkSegmenter = Callable[[str], list[str]]
 
 _CJK_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef"
 CJK_RUN = re.compile(f"([{_CJK_CHARS}]+)")
@@ -68,7 +73,6 @@ IRREGULAR = dict(pair.split(":") for pair in _IRREGULAR.split())
 
 StopWords = frozenset[str]
 CJK_CHAR_TERMS = True
-CjkSegmenter = Callable[[str], list[str]]
 
 
 def has_cjk(text: str) -> bool:
@@ -251,13 +255,13 @@ class JiebaSegmenter:
         return tuple(self._tokenizer.cut_for_search(run))
 
 
-@dataclass
 class Tokenizer:
     """Text -> index terms; the same object serves documents and queries."""
 
-    cjk_segmenter: CjkSegmenter
-    collect_words: bool = False  # the index keeps surface words, for typo matching
-    words: set[str] = field(default_factory=set)
+    def __init__(self, cjk_segmenter: CjkSegmenter, collect_words: bool = False, words: set[str] | None = None):
+        self.cjk_segmenter = cjk_segmenter
+        self.collect_words = collect_words  # the index keeps surface words, for typo matching
+        self.words: set[str] = words if words is not None else set()
 
     @classmethod
     def for_root(cls, custom_dict: Path | None = None) -> "Tokenizer":
@@ -291,8 +295,10 @@ class Tokenizer:
 
 # ---------------------------------------------------------------- aliases
 
-@dataclass(frozen=True)
-class Alias:
+class Alias(namedtuple("Alias", "left right")):
+    """Two term sequences a query for either finds both of."""
+
+    __slots__ = ()
     left: tuple[str, ...]
     right: tuple[str, ...]
 

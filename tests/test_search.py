@@ -233,13 +233,26 @@ def test_a_small_refresh_with_chinese_text_needs_no_jieba(memory, tmp_path):
     assert out.stdout.decode().split() == ["True", "True", "False"]
 
 
-def test_lean_entry_prints_what_the_full_command_prints(run, memory):
-    lean = subprocess.run([sys.executable, "-m", "memctl.search", "--root", str(memory), "search", "green", "tea",
-                           "--json"], capture_output=True, env=clean_env())
-    full = run("search", "green", "tea", "--json", root=memory)
+def test_lean_entry_prints_what_the_full_command_prints(memory):
+    """memctl.lean answers piped searches and `index refresh` without typer; the full command
+    line (memctl.cli) must print the same for them."""
+    full_cli = "import sys; from memctl.cli import main; main(sys.argv[1:])"
+
+    def both(*args: str) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
+        argv = ["--root", str(memory), *args]
+        lean = subprocess.run([sys.executable, "-m", "memctl.lean", *argv], capture_output=True, env=clean_env())
+        full = subprocess.run([sys.executable, "-c", full_cli, *argv], capture_output=True, env=clean_env())
+        return lean, full
+
+    lean, full = both("search", "green", "tea", "--json")
     assert lean.returncode == full.returncode == 0
     assert [json.loads(x)["ref"] for x in lean.stdout.decode().splitlines()] == \
         [json.loads(x)["ref"] for x in full.stdout.decode().splitlines()]
-    missing = subprocess.run([sys.executable, "-m", "memctl.search", "--root", str(memory), "search", "xylophonez"],
-                             capture_output=True, env=clean_env())
-    assert missing.returncode == 1 and missing.stdout == b""
+    lean, full = both("search", "green", "tea", "-k", "3")
+    assert lean.returncode == full.returncode == 0 and lean.stdout == full.stdout and lean.stdout.count(b"\t") >= 3
+    lean, full = both("search", "xylophonez")
+    assert lean.returncode == full.returncode == 1 and lean.stdout == full.stdout == b""
+    (memory / "notes.md").write_text("a new note about green tea\n")
+    lean, full = both("index", "refresh")
+    assert lean.returncode == full.returncode == 0
+    assert lean.stderr.startswith(b"refreshed: +1") and full.stderr.startswith(b"refreshed: +0")

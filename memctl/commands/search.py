@@ -33,8 +33,7 @@ def register(app: typer.Typer) -> None:
 def index_options(settings: Settings) -> "IndexOptions":
     from memctl.index import IndexOptions
 
-    return IndexOptions(redact_enabled=bool(settings.get("redaction", "enabled")),
-                        extra_patterns=tuple(settings.get("redaction", "extra_patterns")))
+    return IndexOptions.from_settings(settings)
 
 
 def _split_layers(value: Optional[str]) -> Optional[tuple[str, ...]]:
@@ -71,14 +70,14 @@ def search(
     base = SearchRequest(query="", k=k, layers=wanted_layers, mode=mode, since=since, until=until, type=type_,
                          fuzzy_threshold=float(settings.get("search", "fuzzy_threshold")))
     if base.k is None and not mode:
-        base.k = int(settings.get("search", "k"))
+        base = base._replace(k=int(settings.get("search", "k")))
     searcher = _open_searcher(settings, refresh=not no_refresh)
     found = False
     try:
         if queries is not None:
             found = _run_batch(searcher, base, queries, settings)
         else:
-            base.query = query or ""
+            base = base._replace(query=query or "")
             hits = _search(searcher, base)
             record_references(settings.layout, hits)
             found = bool(hits)
@@ -108,7 +107,7 @@ def _search(searcher: "Searcher", request) -> "list[Hit]":
 
 def _run_batch(searcher: "Searcher", base, path: Path, settings: Settings) -> bool:
     from memctl.importer import read_input
-    from memctl.search import SearchRequest, record_references
+    from memctl.search import record_references
 
     lines = read_input(str(path))
     found = False
@@ -121,7 +120,7 @@ def _run_batch(searcher: "Searcher", base, path: Path, settings: Settings) -> bo
         except (ValueError, KeyError, TypeError):
             render.warning(f"{path}:{number}: not a JSON line with qid and query; skipped")
             continue
-        request = SearchRequest(**{**base.__dict__, "query": query})
+        request = base._replace(query=query)
         hits = _search(searcher, request)
         record_references(settings.layout, hits)
         found = found or bool(hits)
@@ -142,7 +141,7 @@ def _print_hits(hits: "list[Hit]", query: str, json_out: bool) -> None:
         _print_table(hits, query)
     else:
         for hit in hits:
-            render.line(f"{hit.ref}\t{hit.layer}\t{hit.score:.3f}\t{_plain(hit.snippet)}")
+            render.line(hit.tsv_line())
     sys.stdout.flush()
 
 
@@ -219,8 +218,9 @@ def index_refresh(ctx: typer.Context) -> None:
 
     settings = state(ctx).settings
     report = SearchIndex(settings.layout, index_options(settings)).ensure_fresh(wait=True)
-    render.message(f"{'rebuilt' if report.rebuilt else 'refreshed'}: +{report.docs_added} -{report.docs_removed} "
-                   f"item(s) from {report.sources_changed} changed source(s) in {report.seconds:.2f}s")
+    render.message(report.summary())
+    for error in report.errors:
+        render.warning(error)
 
 
 def show(
