@@ -8,10 +8,11 @@ entries, then prints:
 
 - full index build (`memctl index rebuild` as a process): seconds and MB/s, and build MB/s on
   pure-Chinese and pure-Latin samples measured separately;
-- incremental refresh after one new session (English, and Chinese which loads jieba);
+- incremental refresh after one new session, English and Chinese, as a process (`memctl index
+  refresh`) and in-process;
 - p50/p95 wall time of `memctl search` as a whole process over 50 queries (25 zh, 25 en),
-  its peak RSS, the same through the lean entry (`python -m memctl.search`, no typer/rich),
-  and the in-process query time (index already open);
+  piped as an agent or a script runs it, with its CPU time (user + system: what other load on
+  the machine changes least) and peak RSS, and the in-process query time (index already open);
 - the same queries with `rg -i -c` and with a plain Python scan of the same files.
 
     .venv/bin/python bench/search_scale.py [--sizes 100M,1G] [--workdir /tmp/memctl-scale]
@@ -187,13 +188,33 @@ def memctl_exe() -> str:
 
 def timed_process(cmd: list[str], env: dict | None = None) -> tuple[float, int, int, bytes]:
     """(seconds, exit code, peak RSS in KB, stdout) of one process."""
+    elapsed, code, rss, out, _ = timed_process_cpu(cmd, env)
+    return elapsed, code, rss, out
+
+
+def timed_process_cpu(cmd: list[str], env: dict | None = None) -> tuple[float, int, int, bytes, float]:
+    """Also the process's CPU seconds (user + system): unlike the wall time, hardly changed by
+    other work sharing the machine's cores."""
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - started
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return elapsed, proc.returncode, usage.ru_maxrss, out
+    return elapsed, proc.returncode, usage.ru_maxrss, out, usage.ru_utime + usage.ru_stime
+
+
+def child_env() -> dict[str, str]:
+    """The environment of every timed process: no MEMCTL_ overrides, and bytecode caching on
+    (an installed package runs from its .pyc files; with PYTHONDONTWRITEBYTECODE set, every
+    process would recompile memctl's modules, ~100 ms)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMCTL_") and k != "PYTHONDONTWRITEBYTECODE"}
+    env.update({"NO_COLOR": "1", "LANG": "C.UTF-8"})
+    import memctl
+
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(memctl.__file__).parent)],
+                   check=True, stdout=subprocess.DEVNULL, env=env)
+    return env
 
 
 def pct(values: list[float], q: float) -> float:
@@ -233,22 +254,26 @@ def measure_build_rates(workdir: Path, exe: str, env: dict) -> dict[str, float]:
     return rates
 
 
-def run_size(label: str, total: int, workdir: Path, zh_share: float, python_scan_queries: int) -> dict:
-    exe = memctl_exe()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMCTL_")}
-    env.update({"NO_COLOR": "1", "LANG": "C.UTF-8"})
-    root = workdir / f"memory-{label}"
-    shutil.rmtree(root, ignore_errors=True)
-    print(f"[{label}] writing the memory folder…", file=sys.stderr)
-    counts = build_memory(root, total, zh_share)
-    size = counts["session_bytes"] + counts["history_bytes"] + counts["l5_bytes"]
-    result: dict = {"size": label, "bytes": size, **counts}
+# the new sessions of the refresh measurement (dated 2027, after every generated session)
+ADDED_SESSIONS = {"en": "0101_0000-0101_0001.txt", "zh": "0101_0200-0101_0201.txt",
+                  "in-process": "0201_0000-0201_0001.txt"}
 
-    print(f"[{label}] building the index…", file=sys.stderr)
-    seconds, code, rss, _ = timed_process([exe, "--root", str(root), "index", "rebuild"], env)
-    assert code == 0, "index rebuild failed"
-    result.update(build_seconds=seconds, build_mb_s=size / seconds / 1e6, build_rss_mb=rss / 1024,
-                  index_mb=(root / ".memctl" / "index.sqlite").stat().st_size / 1e6)
+
+def run_size(label: str, total: int, workdir: Path, zh_share: float, python_scan_queries: int,
+             reuse: bool = False) -> dict:
+    exe = memctl_exe()
+    env = child_env()
+    root = workdir / f"memory-{label}"
+    built = root / ".memctl" / "bench-build.json"
+    if reuse and built.is_file():
+        print(f"[{label}] reusing the memory folder and index (build numbers from {built})", file=sys.stderr)
+        result = json.loads(built.read_text())
+        result["reused"] = True
+        for name in ADDED_SESSIONS.values():  # the refresh measurement's sessions, from the earlier run
+            (root / "L4_raw_sessions" / name).unlink(missing_ok=True)
+    else:
+        result = build_and_index(label, total, root, zh_share, exe, env)
+        built.write_text(json.dumps(result))
 
     from memctl.config import Layout
     from memctl.index import SearchIndex
@@ -257,32 +282,30 @@ def run_size(label: str, total: int, workdir: Path, zh_share: float, python_scan
     maker = TextMaker(99)
     for lang, share in (("en", 0.0), ("zh", 1.0)):
         stamp = time.mktime((2027, 1, 1, 0, 0, 0, 0, 0, 0)) + (0 if lang == "en" else 7200)
-        name = time.strftime("%m%d_%H%M", time.gmtime(stamp)) + "-" + time.strftime("%m%d_%H%M", time.gmtime(stamp + 60))
-        (root / "L4_raw_sessions" / f"{name}.txt").write_text(session_text(maker, stamp, share, 30), encoding="utf-8")
+        (root / "L4_raw_sessions" / ADDED_SESSIONS[lang]).write_text(session_text(maker, stamp, share, 30),
+                                                                      encoding="utf-8")
         seconds, code, _, _ = timed_process([exe, "--root", str(root), "index", "refresh"], env)
         result[f"refresh_{lang}_process_s"] = seconds
     maker_session = session_text(maker, time.mktime((2027, 2, 1, 0, 0, 0, 0, 0, 0)), 0.0, 30)
-    (root / "L4_raw_sessions" / "0201_0000-0201_0001.txt").write_text(maker_session, encoding="utf-8")
+    (root / "L4_raw_sessions" / ADDED_SESSIONS["in-process"]).write_text(maker_session, encoding="utf-8")
     started = time.perf_counter()
     SearchIndex(Layout(root)).ensure_fresh(wait=True)
     result["refresh_en_in_process_s"] = time.perf_counter() - started
 
     en, zh = make_queries(7)
     for lang, queries in (("en", en), ("zh", zh)):
-        walls, rss_peak, hits = [], 0, 0
+        walls, cpus, rss_peak, hits = [], [], 0, 0
         for query in queries:
-            seconds, code, rss, out = timed_process([exe, "--root", str(root), "search", query], env)
+            seconds, code, rss, out, cpu = timed_process_cpu([exe, "--root", str(root), "search", query], env)
             walls.append(seconds)
+            cpus.append(cpu)
             rss_peak = max(rss_peak, rss)
             hits += code == 0
         result[f"e2e_{lang}_p50_ms"] = pct(walls, 0.5) * 1000
         result[f"e2e_{lang}_p95_ms"] = pct(walls, 0.95) * 1000
+        result[f"e2e_{lang}_cpu_p50_ms"] = pct(cpus, 0.5) * 1000
         result[f"e2e_{lang}_rss_mb"] = rss_peak / 1024
         result[f"e2e_{lang}_found"] = hits
-        lean = [timed_process([sys.executable, "-m", "memctl.search", "--root", str(root), "search", query], env)[0]
-                for query in queries]
-        result[f"lean_{lang}_p50_ms"] = pct(lean, 0.5) * 1000
-        result[f"lean_{lang}_p95_ms"] = pct(lean, 0.95) * 1000
 
         searcher = Searcher(Layout(root), refresh=False)
         inproc = []
@@ -309,6 +332,20 @@ def run_size(label: str, total: int, workdir: Path, zh_share: float, python_scan
     return result
 
 
+def build_and_index(label: str, total: int, root: Path, zh_share: float, exe: str, env: dict) -> dict:
+    shutil.rmtree(root, ignore_errors=True)
+    print(f"[{label}] writing the memory folder…", file=sys.stderr)
+    counts = build_memory(root, total, zh_share)
+    size = counts["session_bytes"] + counts["history_bytes"] + counts["l5_bytes"]
+    result: dict = {"size": label, "bytes": size, **counts}
+    print(f"[{label}] building the index…", file=sys.stderr)
+    seconds, code, rss, _ = timed_process([exe, "--root", str(root), "index", "rebuild"], env)
+    assert code == 0, "index rebuild failed"
+    result.update(build_seconds=seconds, build_mb_s=size / seconds / 1e6, build_rss_mb=rss / 1024,
+                  index_mb=(root / ".memctl" / "index.sqlite").stat().st_size / 1e6)
+    return result
+
+
 def print_report(results: list[dict], rates: dict[str, float]) -> None:
     print(f"\nindex build on pure samples: Chinese {rates['chinese']:.2f} MB/s, Latin {rates['latin']:.2f} MB/s")
     for r in results:
@@ -318,16 +355,34 @@ def print_report(results: list[dict], rates: dict[str, float]) -> None:
         print(f"full build: {r['build_seconds']:.1f} s = {r['build_mb_s']:.2f} MB/s (peak RSS {r['build_rss_mb']:.0f} MB)")
         print(f"refresh after one new session: English {r['refresh_en_process_s']:.2f} s as a process "
               f"({r['refresh_en_in_process_s']:.2f} s in-process), Chinese {r['refresh_zh_process_s']:.2f} s "
-              f"(loads jieba)")
-        print(f"{'queries':<9}{'memctl p50':>12}{'p95':>8}{'lean p50':>10}{'p95':>8}{'in-proc p50':>13}{'p95':>8}"
+              f"(cut against the index's vocabulary, no jieba)")
+        if r.get("reused"):
+            print("(memory folder and index reused from an earlier run: build numbers are that run's)")
+        print(f"{'queries':<9}{'memctl p50':>12}{'p95':>8}{'CPU p50':>9}{'in-proc p50':>13}{'p95':>8}"
               f"{'RSS MB':>8}{'rg p50':>9}{'p95':>8}{'py scan p50':>13}")
         for lang in ("en", "zh"):
             print(f"{lang:<9}{r[f'e2e_{lang}_p50_ms']:>10.0f}ms{r[f'e2e_{lang}_p95_ms']:>6.0f}ms"
-                  f"{r[f'lean_{lang}_p50_ms']:>8.0f}ms{r[f'lean_{lang}_p95_ms']:>6.0f}ms"
+                  f"{r.get(f'e2e_{lang}_cpu_p50_ms', float('nan')):>7.0f}ms"
                   f"{r[f'inproc_{lang}_p50_ms']:>11.1f}ms{r[f'inproc_{lang}_p95_ms']:>6.1f}ms"
                   f"{r[f'e2e_{lang}_rss_mb']:>8.0f}"
                   f"{r.get(f'rg_{lang}_p50_ms', float('nan')):>7.0f}ms{r.get(f'rg_{lang}_p95_ms', float('nan')):>6.0f}ms"
                   f"{r[f'pyscan_{lang}_p50_ms']:>11.0f}ms")
+
+
+def print_growth(results: list[dict]) -> None:
+    """How each cost grows from the smallest size to the largest (flat = 1.0)."""
+    if len(results) < 2:
+        return
+    small, large = results[0], results[-1]
+    print(f"\ngrowth {small['size']} -> {large['size']} (x{large['bytes'] / small['bytes']:.1f} data), p50 ratios:")
+    for lang in ("en", "zh"):
+        parts = []
+        for name, key in (("memctl", "e2e_{}_p50_ms"), ("memctl CPU", "e2e_{}_cpu_p50_ms"),
+                          ("in-proc", "inproc_{}_p50_ms"), ("rg", "rg_{}_p50_ms"), ("py scan", "pyscan_{}_p50_ms")):
+            a, b = small.get(key.format(lang)), large.get(key.format(lang))
+            if a and b:
+                parts.append(f"{name} {b / a:.2f}x")
+        print(f"  {lang}: " + ", ".join(parts))
 
 
 def parse_size(text: str) -> int:
@@ -343,19 +398,23 @@ def main() -> None:
     parser.add_argument("--python-scan-queries", type=int, default=5, help="queries timed with the Python scan")
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--no-rates", action="store_true", help="skip the pure-Chinese / pure-Latin build rates")
+    parser.add_argument("--reuse", action="store_true",
+                        help="with --keep from an earlier run: reuse its memory folder and index, time the queries only")
     args = parser.parse_args()
     if not shutil.which("rg"):
         print("ripgrep not found: install it (apt-get install ripgrep) for the comparison", file=sys.stderr)
     args.workdir.mkdir(parents=True, exist_ok=True)
     exe = memctl_exe()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMCTL_")}
+    env = child_env()
     rates = {"chinese": float("nan"), "latin": float("nan")} if args.no_rates else measure_build_rates(args.workdir, exe, env)
     results = []
     for size in args.sizes.split(","):
-        results.append(run_size(size, parse_size(size), args.workdir, args.zh_share, args.python_scan_queries))
+        results.append(run_size(size, parse_size(size), args.workdir, args.zh_share, args.python_scan_queries,
+                                reuse=args.reuse))
         print(json.dumps(results[-1]), file=sys.stderr)
         print_report(results, rates)
-        if not args.keep:
+        print_growth(results)
+        if not (args.keep or args.reuse):
             shutil.rmtree(args.workdir / f"memory-{size}", ignore_errors=True)
 
 
