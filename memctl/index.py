@@ -46,6 +46,9 @@ LAYER_MARK = "\ue000"  # a private-use char: FTS5 keeps it in a token, memctl's 
 CHUNK_CHARS = 1500
 SESSION_DOC_MAX_TOKENS = 20_000
 TAIL_BYTES = 256
+# every source kind but the tens of thousands of sessions (loose files, zip members): the
+# few a search checks one by one when the session folder is unchanged
+FEW_SOURCES_KINDS = "'l2', 'l3', 'hist', 'zip', 'l5', 'l6'"
 L3_SUFFIXES = frozenset({".md", ".py", ".txt", ".sh", ".toml", ".yaml", ".yml", ".json", ".rst"})
 L3_MAX_BYTES = 2_000_000
 _SESSION_MARKER = re.compile(r"^=== (Prompt|Response) === (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
@@ -348,6 +351,7 @@ CREATE TABLE IF NOT EXISTS sources(key TEXT PRIMARY KEY, kind TEXT, size INTEGER
 CREATE TABLE IF NOT EXISTS items(rowid INTEGER PRIMARY KEY, source TEXT, ref TEXT, layer TEXT, date TEXT,
     type TEXT, item_id TEXT, session TEXT, ctx INTEGER, text TEXT);
 CREATE INDEX IF NOT EXISTS items_source ON items(source);
+CREATE INDEX IF NOT EXISTS sources_kind ON sources(kind);
 CREATE INDEX IF NOT EXISTS items_session ON items(session) WHERE ctx = 1;
 CREATE INDEX IF NOT EXISTS items_item_id ON items(item_id) WHERE item_id != '';
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, tokenize="{FTS_TOKENIZE}");
@@ -710,7 +714,7 @@ class SearchIndex:
             # place, and any of that changes the folder's mtime: no need to stat (or even load)
             # each of them. Monthly zips are few; they are checked one by one.
             quick = [(key, (kind, size, mtime)) for key, kind, size, mtime in db.execute(
-                "SELECT key, kind, size, mtime_ns FROM sources WHERE kind NOT IN ('member', 'loose')")]
+                f"SELECT key, kind, size, mtime_ns FROM sources WHERE kind IN ({FEW_SOURCES_KINDS})")]
             for key, (kind, size, mtime) in quick:
                 try:
                     info = os.stat(self.layout.root / key, follow_symlinks=False)
@@ -735,6 +739,8 @@ class SearchIndex:
                 current: tuple[str, list[Source]] | None = None) -> RefreshReport:
         import zipfile
 
+        # an index built before this index existed gets it at its next change (15,000 rows: ms)
+        db.execute("CREATE INDEX IF NOT EXISTS sources_kind ON sources(kind)")
         report = RefreshReport(rebuilt=rebuilt)
         if current is None:
             l4_signature = _file_signature(self.layout.l4_dir)  # before the scan: a later change shows next time
