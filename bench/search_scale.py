@@ -13,7 +13,10 @@ entries, then prints:
 - p50/p95 wall time of `memctl search` as a whole process over 50 queries (25 zh, 25 en),
   piped as an agent or a script runs it, with its CPU time (user + system: what other load on
   the machine changes least) and peak RSS, and the in-process query time (index already open);
-- the same queries with `rg -i -c` and with a plain Python scan of the same files.
+- the same queries with `rg -i -c` and with a plain Python scan of the same files;
+- how each p50 grows from the smallest size to the largest. Every size is built first, then
+  each query runs against every size in turn, so that load from elsewhere on a shared machine
+  weighs on all sizes alike.
 
     .venv/bin/python bench/search_scale.py [--sizes 100M,1G] [--workdir /tmp/memctl-scale]
 
@@ -259,10 +262,9 @@ ADDED_SESSIONS = {"en": "0101_0000-0101_0001.txt", "zh": "0101_0200-0101_0201.tx
                   "in-process": "0201_0000-0201_0001.txt"}
 
 
-def run_size(label: str, total: int, workdir: Path, zh_share: float, python_scan_queries: int,
-             reuse: bool = False) -> dict:
-    exe = memctl_exe()
-    env = child_env()
+def prepare_size(label: str, total: int, workdir: Path, zh_share: float, exe: str, env: dict,
+                 reuse: bool = False) -> tuple[Path, dict]:
+    """The memory folder and its index (built, or reused with --reuse), and the refresh timings."""
     root = workdir / f"memory-{label}"
     built = root / ".memctl" / "bench-build.json"
     if reuse and built.is_file():
@@ -277,7 +279,6 @@ def run_size(label: str, total: int, workdir: Path, zh_share: float, python_scan
 
     from memctl.config import Layout
     from memctl.index import SearchIndex
-    from memctl.search import SearchRequest, Searcher
 
     maker = TextMaker(99)
     for lang, share in (("en", 0.0), ("zh", 1.0)):
@@ -291,22 +292,36 @@ def run_size(label: str, total: int, workdir: Path, zh_share: float, python_scan
     started = time.perf_counter()
     SearchIndex(Layout(root)).ensure_fresh(wait=True)
     result["refresh_en_in_process_s"] = time.perf_counter() - started
+    return root, result
+
+
+def time_search_processes(sizes: list[tuple[Path, dict]], exe: str, env: dict) -> None:
+    """`memctl search` as a process, each query run against every size in turn: a change in the
+    machine's load during the run then weighs on all sizes alike, not on the one being timed."""
+    en, zh = make_queries(7)
+    for lang, queries in (("en", en), ("zh", zh)):
+        samples = [([], [], [0], [0]) for _ in sizes]  # walls, cpus, peak RSS, queries found
+        for query in queries:
+            for (root, _), (walls, cpus, rss_peak, hits) in zip(sizes, samples):
+                seconds, code, rss, _, cpu = timed_process_cpu([exe, "--root", str(root), "search", query], env)
+                walls.append(seconds)
+                cpus.append(cpu)
+                rss_peak[0] = max(rss_peak[0], rss)
+                hits[0] += code == 0
+        for (_, result), (walls, cpus, rss_peak, hits) in zip(sizes, samples):
+            result[f"e2e_{lang}_p50_ms"] = pct(walls, 0.5) * 1000
+            result[f"e2e_{lang}_p95_ms"] = pct(walls, 0.95) * 1000
+            result[f"e2e_{lang}_cpu_p50_ms"] = pct(cpus, 0.5) * 1000
+            result[f"e2e_{lang}_rss_mb"] = rss_peak[0] / 1024
+            result[f"e2e_{lang}_found"] = hits[0]
+
+
+def time_in_process_and_baselines(root: Path, result: dict, python_scan_queries: int) -> None:
+    from memctl.config import Layout
+    from memctl.search import SearchRequest, Searcher
 
     en, zh = make_queries(7)
     for lang, queries in (("en", en), ("zh", zh)):
-        walls, cpus, rss_peak, hits = [], [], 0, 0
-        for query in queries:
-            seconds, code, rss, out, cpu = timed_process_cpu([exe, "--root", str(root), "search", query], env)
-            walls.append(seconds)
-            cpus.append(cpu)
-            rss_peak = max(rss_peak, rss)
-            hits += code == 0
-        result[f"e2e_{lang}_p50_ms"] = pct(walls, 0.5) * 1000
-        result[f"e2e_{lang}_p95_ms"] = pct(walls, 0.95) * 1000
-        result[f"e2e_{lang}_cpu_p50_ms"] = pct(cpus, 0.5) * 1000
-        result[f"e2e_{lang}_rss_mb"] = rss_peak / 1024
-        result[f"e2e_{lang}_found"] = hits
-
         searcher = Searcher(Layout(root), refresh=False)
         inproc = []
         for query in queries:
@@ -329,7 +344,6 @@ def run_size(label: str, total: int, workdir: Path, zh_share: float, python_scan
             python_scan(files, query)
             scans.append(time.perf_counter() - started)
         result[f"pyscan_{lang}_p50_ms"] = pct(scans, 0.5) * 1000
-    return result
 
 
 def build_and_index(label: str, total: int, root: Path, zh_share: float, exe: str, env: dict) -> dict:
@@ -407,16 +421,18 @@ def main() -> None:
     exe = memctl_exe()
     env = child_env()
     rates = {"chinese": float("nan"), "latin": float("nan")} if args.no_rates else measure_build_rates(args.workdir, exe, env)
-    results = []
-    for size in args.sizes.split(","):
-        results.append(run_size(size, parse_size(size), args.workdir, args.zh_share, args.python_scan_queries,
-                                reuse=args.reuse))
-        print(json.dumps(results[-1]), file=sys.stderr)
-        print_report(results, rates)
-        print_growth(results)
-        if not (args.keep or args.reuse):
-            shutil.rmtree(args.workdir / f"memory-{size}", ignore_errors=True)
-
+    sizes = [prepare_size(size, parse_size(size), args.workdir, args.zh_share, exe, env, reuse=args.reuse)
+             for size in args.sizes.split(",")]
+    time_search_processes(sizes, exe, env)
+    for root, result in sizes:
+        time_in_process_and_baselines(root, result, args.python_scan_queries)
+        print(json.dumps(result), file=sys.stderr)
+    results = [result for _, result in sizes]
+    print_report(results, rates)
+    print_growth(results)
+    if not (args.keep or args.reuse):
+        for root, _ in sizes:
+            shutil.rmtree(root, ignore_errors=True)
 
 if __name__ == "__main__":
     main()
