@@ -8,12 +8,19 @@ closest index terms (rapidfuzz), which is how a typo still finds its item.
 Score = bm25 of the item (normalised to the best candidate) + SESSION_WEIGHT × bm25 of the
 item's session as one document (normalised likewise), times a small per-layer priority from
 the mode. An item whose session as a whole matches the query therefore ranks higher.
+
+The item's bm25 is computed again in Python for the best candidates when the query's terms
+overlap (Chinese words, their pieces and their characters: memctl.text.query_term_weights),
+so that each piece counts for less than the word it belongs to. The turns right before and
+after a strong match share in its score (the answer often follows the turn that asks).
 """
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Iterable, Sequence
@@ -24,7 +31,7 @@ from memctl.errors import UsageError
 from memctl.fsutil import append_durably
 from memctl.index import (LAYER_MARK, IndexOptions, RefreshReport, SearchIndex, VocabSegmenter, connect,
                           layer_token, meta_get)
-from memctl.text import Alias, Tokenizer, expand_aliases, has_cjk, parse_aliases
+from memctl.text import Alias, Tokenizer, expand_aliases, has_cjk, parse_aliases, query_term_weights
 
 ALL_LAYERS = ("L2", "L3", "L4", "L5", "L6")
 DEFAULT_LAYERS = ("L2", "L3", "L4", "L5")
@@ -49,6 +56,9 @@ NEWEST_MATCHES = 1_000
 SMALL_SESSION_DOCS = 2_000  # up to this many session documents, rank them all
 SESSIONS_SCORED = 30  # beyond it, score the sessions of the best candidates only
 SNIPPET_CHARS = 160
+BM25_K1 = 1.2  # FTS5's bm25() constants, so rescored items stay on the scale of the others
+BM25_B = 0.75
+ITEMS_RESCORED = 400  # weighted terms: the best candidates by FTS5's bm25 are scored again
 
 
 @dataclass
@@ -253,6 +263,7 @@ class Searcher:
         candidates = self._candidates(plan.terms, layers, since, until, request.type, k)
         if not candidates:
             return []
+        self._weigh_terms(candidates, plan.terms)
         ordered = sorted(candidates, key=lambda c: -c.score)
         session_scores = self._session_scores(plan.terms, list(dict.fromkeys(c.session for c in ordered if c.session)))
         priority = {layer: 1.0 - LAYER_PRIORITY_STEP * i for i, layer in enumerate(layers)}
@@ -301,6 +312,55 @@ class Searcher:
             if enough or len(rows) < limit or limit >= MAX_CANDIDATES:
                 return kept
             limit *= 4
+
+    def _weigh_terms(self, candidates: list[Hit], terms: Sequence[str]) -> None:
+        """The best candidates' bm25 again, in Python, each query term's IDF scaled by its weight
+        (query_term_weights); the others keep their order below them. Nothing to do when every
+        weight is 1 (an English query)."""
+        weights = query_term_weights(terms)
+        if all(w == 1.0 for w in weights.values()):
+            return
+        top = sorted(candidates, key=lambda h: -h.score)[:ITEMS_RESCORED]
+        bodies = self._bodies([h.rowid for h in top])
+        average = self._average_length()
+        if not average or len(bodies) < len(top):
+            return  # the index does not give what the formula needs: FTS5's scores stand
+        idf = {t: weights[t] * _idf(df, self.item_count) for t, df in self._document_frequencies(terms).items()}
+        factor = 1.0
+        for hit in top:
+            old = hit.score
+            hit.score = _bm25(bodies[hit.rowid], idf, average)
+            if old > 0:
+                factor = min(factor, hit.score / old)
+        rescored = {h.rowid for h in top}
+        for hit in candidates:
+            if hit.rowid not in rescored:
+                hit.score *= factor
+
+    def _bodies(self, rowids: Sequence[int]) -> dict[int, list[str]]:
+        """Indexed terms of the given items (their FTS body, the layer token left out)."""
+        found: dict[int, list[str]] = {}
+        for start in range(0, len(rowids), 900):
+            part = list(rowids[start:start + 900])
+            marks = ",".join("?" * len(part))
+            for rowid, body in self.db.execute(f"SELECT rowid, body FROM fts WHERE rowid IN ({marks})", part):
+                if body is not None:
+                    found[rowid] = body.split()[1:]
+        return found
+
+    def _average_length(self) -> float:
+        """Mean terms per item, as FTS5's bm25() has it (its averages record, id 1 of fts_data)."""
+        if not hasattr(self, "_average_cache"):
+            self._average_cache = 0.0
+            try:
+                row = self.db.execute("SELECT block FROM fts_data WHERE id = 1").fetchone()
+            except sqlite3.DatabaseError:
+                row = None
+            if row and row[0]:
+                rows, at = _varint(bytes(row[0]), 0)
+                total, _ = _varint(bytes(row[0]), at)
+                self._average_cache = total / rows if rows else 0.0
+        return self._average_cache
 
     def _with_neighbours(self, candidates: list[Hit], layers, since, until, type_) -> list[Hit]:
         """Conversation turns next to a strong match share in its score (the answer often
@@ -423,6 +483,35 @@ def resolve_layers(request: SearchRequest) -> tuple[tuple[str, ...], int]:
     if k < 1:
         raise UsageError("-k must be at least 1")
     return tuple(layers), k
+
+
+def _idf(df: int, items: int) -> float:
+    """FTS5's IDF: log((N - df + 0.5) / (df + 0.5)), floored at 1e-6."""
+    ratio = (items - df + 0.5) / (df + 0.5)
+    return max(math.log(ratio), 1e-6) if ratio > 0 else 1e-6
+
+
+def _bm25(body: Sequence[str], idf: dict[str, float], average_length: float) -> float:
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * (len(body) + 1) / average_length)  # +1: the layer token
+    score = 0.0
+    for term, tf in Counter(t for t in body if t in idf).items():
+        score += idf[term] * tf * (BM25_K1 + 1) / (tf + norm)
+    return score
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    """SQLite's varint at `at` -> (value, next position)."""
+    value = 0
+    for i in range(8):
+        if at + i >= len(data):
+            return value, len(data)
+        byte = data[at + i]
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            return value, at + i + 1
+    if at + 8 < len(data):
+        return (value << 8) | data[at + 8], at + 9
+    return value, len(data)
 
 
 def _passes(hit: Hit, since: str | None, until: str | None, type_: str | None) -> bool:

@@ -243,3 +243,25 @@ def test_lean_entry_prints_what_the_full_command_prints(run, memory):
     missing = subprocess.run([sys.executable, "-m", "memctl.search", "--root", str(memory), "search", "xylophonez"],
                              capture_output=True, env=clean_env())
     assert missing.returncode == 1 and missing.stdout == b""
+
+
+# ---------------------------------------------------------------- ranking rules, each on a small real memory
+
+def small_memory(run, tmp_path: Path, items: list[dict]) -> Path:
+    root = tmp_path / "memory"
+    assert run("init", root=root).returncode == 0
+    assert run("import", str(write_items(tmp_path / "items.jsonl", items)), "--layer", "L5", root=root).returncode == 0
+    return root
+
+
+def test_a_query_word_outweighs_its_stray_characters_elsewhere(run, tmp_path):
+    """上司的爱好 -> terms 上司, 爱, 好, 上, 司: the item with the word 上司 ranks above one that
+    only scatters the characters 爱 好 上 司 (text.query_term_weights)."""
+    root = small_memory(run, tmp_path, [
+        {"id": "boss", "text": "我的上司在深圳上班。", "session": "a"},
+        {"id": "scattered", "text": "他说好司机都爱上坡路。", "session": "b"},
+        {"id": "park", "text": "今天去公园散步了。", "session": "c"},
+        {"id": "film", "text": "周末和朋友看电影。", "session": "d"},
+    ])
+    assert ids(search(run, root, "上司的爱好"))[:2] == ["boss", "scattered"]
+
