@@ -11,8 +11,11 @@ the mode. An item whose session as a whole matches the query therefore ranks hig
 
 The item's bm25 is computed again in Python for the best candidates when the query's terms
 overlap (Chinese words, their pieces and their characters: memctl.text.query_term_weights),
-so that each piece counts for less than the word it belongs to. The turns right before and
-after a strong match share in its score (the answer often follows the turn that asks).
+so that each piece counts for less than the word it belongs to. Then two kinds of context
+share in a strong match's score: items of its session that speak of the same things
+(session feedback: what the match holds beyond the query, say the person 我上司 of
+"我上司的电话是…", marks the other items about that person) and the turns right before and
+after it (the answer often follows the turn that asks).
 """
 
 from __future__ import annotations
@@ -59,6 +62,9 @@ SNIPPET_CHARS = 160
 BM25_K1 = 1.2  # FTS5's bm25() constants, so rescored items stay on the scale of the others
 BM25_B = 0.75
 ITEMS_RESCORED = 400  # weighted terms: the best candidates by FTS5's bm25 are scored again
+FEEDBACK_WEIGHT = 0.6  # session feedback: share of a strong match's score its session's related items get
+FEEDBACK_SOURCES = 3  # the best this many matches (with a session) lend their score
+FEEDBACK_SPAN = 8  # to items of their session at most this many rows before or after them
 
 
 @dataclass
@@ -274,6 +280,7 @@ class Searcher:
             if not hit.session or not hit.in_context:  # it is (also) its own one-item session
                 session_part = max(session_part, item_part)
             hit.score = (item_part + SESSION_WEIGHT * session_part) * priority.get(hit.layer, 1.0)
+        candidates = self._with_session_feedback(candidates, plan.terms, layers, since, until, request.type)
         candidates = self._with_neighbours(candidates, layers, since, until, request.type)
         hits = _best_per_ref(candidates)[:k]
         self._load_texts(hits)
@@ -361,6 +368,52 @@ class Searcher:
                 total, _ = _varint(bytes(row[0]), at)
                 self._average_cache = total / rows if rows else 0.0
         return self._average_cache
+
+    def _with_session_feedback(self, candidates: list[Hit], terms: Sequence[str], layers, since, until,
+                               type_) -> list[Hit]:
+        """Items of a strong match's session that share what the match holds beyond the query
+        share in its score: asked "the one whose phone is 136…, what are their hobbies?", the
+        match "我上司的电话是136…" lends its score to "我的上司喜欢攀岩" (both about 我上司), which
+        holds no query word, and not to the rest of the session. The share is the IDF-weighted
+        part of the match's other terms the item also has. Only the best FEEDBACK_SOURCES
+        matches lend, to the items within FEEDBACK_SPAN rows of them: bounded work."""
+        if FEEDBACK_WEIGHT <= 0:
+            return candidates
+        by_rowid = {h.rowid: h for h in candidates}
+        sources = sorted((h for h in candidates if h.session and h.in_context), key=lambda h: -h.score)
+        sources = sources[:FEEDBACK_SOURCES]
+        related: dict[int, list[Hit]] = {}
+        for source in sources:
+            for (rowid,) in self.db.execute(
+                    "SELECT rowid FROM items WHERE session = ? AND ctx = 1 AND rowid BETWEEN ? AND ?",
+                    (source.session, source.rowid - FEEDBACK_SPAN, source.rowid + FEEDBACK_SPAN)):
+                if rowid != source.rowid:
+                    related.setdefault(rowid, []).append(source)
+        if not related:
+            return candidates
+        for hit in self._hydrate([(r, 0.0) for r in related if r not in by_rowid], context_only=True):
+            if hit.layer in layers and _passes(hit, since, until, type_):
+                hit.score = 0.0
+                by_rowid[hit.rowid] = hit
+        bodies = {r: set(b) for r, b in self._bodies([*related, *(s.rowid for s in sources)]).items()}
+        query = set(terms)
+        beyond = {s.rowid: bodies.get(s.rowid, set()) - query for s in sources}
+        dfs = self._document_frequencies(sorted(set().union(*beyond.values())))
+        idf = {t: _idf(df, self.item_count) for t, df in dfs.items()}
+        lent = {s.rowid: s.score for s in sources}
+        for rowid, lenders in related.items():
+            hit = by_rowid.get(rowid)
+            if hit is None:
+                continue
+            best = 0.0
+            for source in lenders:
+                own = beyond[source.rowid]
+                whole = sum(idf.get(t, 0.0) for t in own)
+                if whole > 0:
+                    shared = sum(idf.get(t, 0.0) for t in own & bodies.get(rowid, set()))
+                    best = max(best, lent[source.rowid] * shared / whole)
+            hit.score += FEEDBACK_WEIGHT * best
+        return [h for h in by_rowid.values() if h.score > 0]
 
     def _with_neighbours(self, candidates: list[Hit], layers, since, until, type_) -> list[Hit]:
         """Conversation turns next to a strong match share in its score (the answer often

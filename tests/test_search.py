@@ -265,3 +265,20 @@ def test_a_query_word_outweighs_its_stray_characters_elsewhere(run, tmp_path):
     ])
     assert ids(search(run, root, "上司的爱好"))[:2] == ["boss", "scattered"]
 
+
+def test_session_feedback_finds_the_item_about_the_same_person(run, tmp_path):
+    """The phone number names the person (我上司); the answer 我的上司喜欢攀岩 holds no query
+    word and is not next to the match, but shares 上司 with it, so it is lifted from the match's
+    session; the other item of that session (the uncle) is not."""
+    root = small_memory(run, tmp_path, [
+        {"id": "boss-phone", "text": "我上司的电话是13600205418。", "session": "t1"},
+        {"id": "uncle-age", "text": "我叔叔今年61岁了。", "session": "t1"},
+        {"id": "boss-hobby", "text": "我的上司喜欢攀岩。", "session": "t1"},
+        {"id": "liu-hobby", "text": "刘宇轩喜欢摄影作为兴趣爱好。", "session": "t1"},
+        {"id": "cousin-phone", "text": "我表哥的电话是15591513828。", "session": "t2"},
+        {"id": "zhang-hobby", "text": "张伟喜欢集邮作为兴趣爱好。", "session": "t2"},
+        {"id": "cousin-age", "text": "我表哥今年38岁。", "session": "t2"},
+    ])
+    found = ids(search(run, root, "那个电话是13600205418的人，兴趣爱好是什么？", "-k", "5"))
+    assert "boss-phone" in found[:2]
+    assert "boss-hobby" in found and "uncle-age" not in found
