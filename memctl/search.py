@@ -44,7 +44,7 @@ MODES: dict[str, tuple[tuple[str, ...], int]] = {
     "earlier": (("L4", "L5"), 3),
     "recall": (("L5", "L4"), 3),
 }
-SESSION_WEIGHT = 0.8
+SESSION_WEIGHT = 0.5
 NEIGHBOUR_WEIGHT = 0.3
 NEIGHBOUR_SOURCES = 30
 LAYER_PRIORITY_STEP = 0.05  # a mode's first layer wins ties over its second, and so on
