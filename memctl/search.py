@@ -11,7 +11,8 @@ the mode. An item whose session as a whole matches the query therefore ranks hig
 
 The item's bm25 is computed again in Python for the best candidates when the query's terms
 overlap (Chinese words, their pieces and their characters: memctl.text.query_term_weights),
-so that each piece counts for less than the word it belongs to. Then two kinds of context
+so that each piece counts for less than the word it belongs to; session documents weigh their
+terms the same way (one FTS5 statement per weight). Then two kinds of context
 share in a strong match's score: items of its session that speak of the same things
 (session feedback: what the match holds beyond the query, say the person 我上司 of
 "我上司的电话是…", marks the other items about that person) and the turns right before and
@@ -501,6 +502,22 @@ class Searcher:
                                 rowid=rowid, in_context=bool(ctx)))
         return hits
 
+    def _weighted_session_rows(self, terms: list[str]) -> list[tuple[str, float]]:
+        """The best session documents' bm25, each query term weighted as for items
+        (query_term_weights). FTS5's bm25 is a sum over the query's terms, so one statement per
+        weight (one for an English query, up to three for a Chinese one) adds up to it."""
+        weights = query_term_weights(terms)
+        groups: dict[float, list[str]] = {}
+        for term in terms:
+            groups.setdefault(weights[term], []).append(term)
+        totals: dict[str, float] = {}
+        for weight, group in groups.items():
+            for key, score in self.db.execute(
+                    "SELECT sessions.key, -sfts.rank FROM sfts JOIN sessions ON sessions.rowid = sfts.rowid "
+                    "WHERE sfts MATCH ? ORDER BY sfts.rank LIMIT 200", (" OR ".join(f'"{t}"' for t in group),)):
+                totals[key] = totals.get(key, 0.0) + weight * score
+        return list(totals.items())
+
     def _session_scores(self, terms: list[str], sessions: list[str]) -> dict[str, float]:
         """bm25 of each candidate's session as one document, relative to the best session."""
         if not sessions:
@@ -508,10 +525,8 @@ class Searcher:
         match = " OR ".join(f'"{t}"' for t in terms)
         session_docs = self.db.execute("SELECT max(rowid) FROM sessions").fetchone()[0] or 0
         if session_docs <= SMALL_SESSION_DOCS:
-            rows = self.db.execute(
-                "SELECT sessions.key, -sfts.rank FROM sfts JOIN sessions ON sessions.rowid = sfts.rowid "
-                "WHERE sfts MATCH ? ORDER BY sfts.rank LIMIT 200", (match,)).fetchall()
-        else:  # many sessions: score only the candidates' own, one cheap lookup each
+            rows = self._weighted_session_rows(terms)
+        else:  # many sessions: score only the candidates' own, one cheap lookup each (terms unweighted)
             rows = []
             for key in list(sessions)[:SESSIONS_SCORED]:
                 row = self.db.execute("SELECT rowid FROM sessions WHERE key=?", (key,)).fetchone()

@@ -282,3 +282,20 @@ def test_session_feedback_finds_the_item_about_the_same_person(run, tmp_path):
     found = ids(search(run, root, "那个电话是13600205418的人，兴趣爱好是什么？", "-k", "5"))
     assert "boss-phone" in found[:2]
     assert "boss-hobby" in found and "uncle-age" not in found
+
+
+def test_a_session_with_the_query_word_outranks_one_with_its_stray_characters(run, tmp_path):
+    """The same item in two sessions: the session that also says 爱好 lifts it above the session
+    whose other item only scatters 好 司 上 爱 点 of the question (session documents weigh their
+    terms like items do)."""
+    fillers = ["今天去公园散步了。", "周末和朋友看电影。", "晚饭吃了饺子。", "明天要交报告。", "工作很忙。", "地点在北京。",
+               "猫在窗台睡觉。", "地铁今天很挤。"]
+    root = small_memory(run, tmp_path, [
+        {"id": "climb-a", "text": "我上司喜欢攀岩。", "session": "a"},
+        {"id": "hobby-a", "text": "他的爱好很多。", "session": "a"},
+        {"id": "climb-b", "text": "我上司喜欢攀岩。", "session": "b"},
+        {"id": "road-b", "text": "好司机爱上坡，还点了工作坊的课。", "session": "b"},
+        *({"id": f"filler-{n}", "text": text, "session": f"f{n}"} for n, text in enumerate(fillers)),
+    ])
+    found = ids(search(run, root, "上司的爱好和工作地点", "-k", "8"))
+    assert found.index("climb-a") < found.index("climb-b")
