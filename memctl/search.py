@@ -561,9 +561,12 @@ def _idf(df: int, items: int) -> float:
 
 def _bm25(body: Sequence[str], idf: dict[str, float], average_length: float) -> float:
     norm = BM25_K1 * (1 - BM25_B + BM25_B * (len(body) + 1) / average_length)  # +1: the layer token
+    counts = Counter(body)
     score = 0.0
-    for term, tf in Counter(t for t in body if t in idf).items():
-        score += idf[term] * tf * (BM25_K1 + 1) / (tf + norm)
+    for term, weight in idf.items():
+        tf = counts.get(term)
+        if tf:
+            score += weight * tf * (BM25_K1 + 1) / (tf + norm)
     return score
 
 
