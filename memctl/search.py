@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 import re
 import sqlite3
-from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Iterable, Sequence
@@ -62,7 +61,7 @@ SESSIONS_SCORED = 30  # beyond it, score the sessions of the best candidates onl
 SNIPPET_CHARS = 160
 BM25_K1 = 1.2  # FTS5's bm25() constants, so rescored items stay on the scale of the others
 BM25_B = 0.75
-ITEMS_RESCORED = 400  # weighted terms: the best candidates by FTS5's bm25 are scored again
+ITEMS_RESCORED = 100  # weighted terms: the best candidates by FTS5's bm25 are scored again
 FEEDBACK_WEIGHT = 0.6  # session feedback: share of a strong match's score its session's related items get
 FEEDBACK_SOURCES = 3  # the best this many matches (with a session) lend their score
 FEEDBACK_SPAN = 8  # to items of their session at most this many rows before or after them
@@ -345,15 +344,15 @@ class Searcher:
             if hit.rowid not in rescored:
                 hit.score *= factor
 
-    def _bodies(self, rowids: Sequence[int]) -> dict[int, list[str]]:
-        """Indexed terms of the given items (their FTS body, the layer token left out)."""
-        found: dict[int, list[str]] = {}
+    def _bodies(self, rowids: Sequence[int]) -> dict[int, str]:
+        """The indexed bodies of the given items: the layer token, then the terms, space-separated."""
+        found: dict[int, str] = {}
         for start in range(0, len(rowids), 900):
             part = list(rowids[start:start + 900])
             marks = ",".join("?" * len(part))
             for rowid, body in self.db.execute(f"SELECT rowid, body FROM fts WHERE rowid IN ({marks})", part):
                 if body is not None:
-                    found[rowid] = body.split()[1:]
+                    found[rowid] = body
         return found
 
     def _average_length(self) -> float:
@@ -396,7 +395,7 @@ class Searcher:
             if hit.layer in layers and _passes(hit, since, until, type_):
                 hit.score = 0.0
                 by_rowid[hit.rowid] = hit
-        bodies = {r: set(b) for r, b in self._bodies([*related, *(s.rowid for s in sources)]).items()}
+        bodies = {r: set(b.split()[1:]) for r, b in self._bodies([*related, *(s.rowid for s in sources)]).items()}
         query = set(terms)
         beyond = {s.rowid: bodies.get(s.rowid, set()) - query for s in sources}
         dfs = self._document_frequencies(sorted(set().union(*beyond.values())))
@@ -559,12 +558,16 @@ def _idf(df: int, items: int) -> float:
     return max(math.log(ratio), 1e-6) if ratio > 0 else 1e-6
 
 
-def _bm25(body: Sequence[str], idf: dict[str, float], average_length: float) -> float:
-    norm = BM25_K1 * (1 - BM25_B + BM25_B * (len(body) + 1) / average_length)  # +1: the layer token
-    counts = Counter(body)
+def _bm25(body: str, idf: dict[str, float], average_length: float) -> float:
+    """FTS5's bm25 of one indexed body (its length counts the layer token, as FTS5's does); the
+    few query terms are counted in the string, not the long body split into words."""
+    padded = f" {body} "
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * (body.count(" ") + 1) / average_length)
     score = 0.0
     for term, weight in idf.items():
-        tf = counts.get(term)
+        tf = padded.count(f" {term} ")
+        if tf and f" {term} {term} " in padded:  # count() does not overlap: "a a" holds " a " once
+            tf = padded.split().count(term)
         if tf:
             score += weight * tf * (BM25_K1 + 1) / (tf + norm)
     return score
