@@ -12,11 +12,11 @@ the mode. An item whose session as a whole matches the query therefore ranks hig
 The item's bm25 is computed again in Python for the best candidates when the query's terms
 overlap (Chinese words, their pieces and their characters: memctl.text.query_term_weights),
 so that each piece counts for less than the word it belongs to; session documents weigh their
-terms the same way (one FTS5 statement per weight). Then two kinds of context
-share in a strong match's score: items of its session that speak of the same things
-(session feedback: what the match holds beyond the query, say the person 我上司 of
-"我上司的电话是…", marks the other items about that person) and the turns right before and
-after it (the answer often follows the turn that asks).
+terms the same way (one FTS5 statement per weight). Then two kinds of context share in a
+strong match's score: items of its session that speak of the same things (session feedback:
+what the match holds beyond the query, say the person 我上司 of "我上司的电话是…", marks the
+other items about that person) and the turns right before and after it (the answer often
+follows the turn that asks).
 """
 
 from __future__ import annotations
