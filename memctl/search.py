@@ -8,6 +8,15 @@ closest index terms (rapidfuzz), which is how a typo still finds its item.
 Score = bm25 of the item (normalised to the best candidate) + SESSION_WEIGHT × bm25 of the
 item's session as one document (normalised likewise), times a small per-layer priority from
 the mode. An item whose session as a whole matches the query therefore ranks higher.
+
+The item's bm25 is computed again in Python for the best candidates when the query's terms
+overlap (Chinese words, their pieces and their characters: memctl.text.query_term_weights),
+so that each piece counts for less than the word it belongs to; session documents weigh their
+terms the same way (one FTS5 statement per weight). Then two kinds of context share in a
+strong match's score: items of its session that speak of the same things (session feedback:
+what the match holds beyond the query, say the person 我上司 of "我上司的电话是…", marks the
+other items about that person) and the turns right before and after it (the answer often
+follows the turn that asks).
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from memctl.index import (LAYER_MARK, IndexOptions, RefreshReport, SearchIndex, 
                           layer_token, meta_get)
 from memctl.refs import record_refs
 from memctl.scoring import fts_totals, idf_weights, score_bodies
-from memctl.text import Alias, Tokenizer, expand_aliases, has_cjk, parse_aliases
+from memctl.text import Alias, Tokenizer, expand_aliases, has_cjk, parse_aliases, query_term_weights
 
 TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import, paid by every search
 if TYPE_CHECKING:
@@ -38,7 +47,7 @@ MODES: dict[str, tuple[tuple[str, ...], int]] = {
     "earlier": (("L4", "L5"), 3),
     "recall": (("L5", "L4"), 3),
 }
-SESSION_WEIGHT = 0.8
+SESSION_WEIGHT = 0.5
 NEIGHBOUR_WEIGHT = 0.3
 NEIGHBOUR_SOURCES = 30
 LAYER_PRIORITY_STEP = 0.05  # a mode's first layer wins ties over its second, and so on
@@ -53,6 +62,10 @@ NEWEST_MATCHES = 500
 SMALL_SESSION_DOCS = 2_000  # up to this many session documents, rank them all
 SESSIONS_SCORED = 30  # beyond it, score the sessions of the best candidates only
 SNIPPET_CHARS = 160
+ITEMS_RESCORED = 100  # weighted terms: the best candidates are scored again (memctl.scoring)
+FEEDBACK_WEIGHT = 0.6  # session feedback: share of a strong match's score its session's related items get
+FEEDBACK_SOURCES = 3  # the best this many matches (with a session) lend their score
+FEEDBACK_SPAN = 8  # to items of their session at most this many rows before or after them
 
 
 class SearchRequest(namedtuple("SearchRequest", "query k layers mode since until type fuzzy_threshold",
@@ -269,6 +282,7 @@ class Searcher:
         candidates = self._candidates(plan.terms, layers, since, until, request.type, k)
         if not candidates:
             return []
+        self._weigh_terms(candidates, plan.terms)
         ordered = sorted(candidates, key=lambda c: -c.score)
         session_scores = self._session_scores(plan.terms, list(dict.fromkeys(c.session for c in ordered if c.session)))
         priority = {layer: 1.0 - LAYER_PRIORITY_STEP * i for i, layer in enumerate(layers)}
@@ -279,6 +293,7 @@ class Searcher:
             if not hit.session or not hit.in_context:  # it is (also) its own one-item session
                 session_part = max(session_part, item_part)
             hit.score = (item_part + SESSION_WEIGHT * session_part) * priority.get(hit.layer, 1.0)
+        candidates = self._with_session_feedback(candidates, plan.terms, layers, since, until, request.type)
         candidates = self._with_neighbours(candidates, layers, since, until, request.type)
         hits = _best_per_ref(candidates)[:k]
         self._load_texts(hits)
@@ -317,6 +332,93 @@ class Searcher:
             if enough or len(rows) < limit or limit >= MAX_CANDIDATES:
                 return kept
             limit *= 4
+
+    def _weigh_terms(self, candidates: list[Hit], terms: Sequence[str]) -> None:
+        """The best candidates' bm25 again, in Python, each query term's IDF scaled by its weight
+        (query_term_weights); the others keep their order below them. Nothing to do when every
+        weight is 1 (an English query)."""
+        weights = query_term_weights(terms)
+        if all(w == 1.0 for w in weights.values()):
+            return
+        top = sorted(candidates, key=lambda h: -h.score)[:ITEMS_RESCORED]
+        bodies = self._bodies([h.rowid for h in top])
+        rows, total_terms = self._fts_totals("fts")
+        if not rows or len(bodies) < len(top):
+            return  # the index does not give what the formula needs: the scores so far stand
+        scores = score_bodies(bodies.items(), self._idf(terms, weights), total_terms / rows)
+        factor = 1.0
+        for hit in top:
+            old = hit.score
+            hit.score = scores.get(hit.rowid, 0.0)
+            if old > 0:
+                factor = min(factor, hit.score / old)
+        rescored = {h.rowid for h in top}
+        for hit in candidates:
+            if hit.rowid not in rescored:
+                hit.score *= factor
+
+    def _bodies(self, rowids: Sequence[int], table: str = "fts") -> dict[int, str]:
+        """The indexed bodies of the given rows of `fts` (the layer token, then the terms) or of
+        `sfts` (a session's terms), space-separated."""
+        found: dict[int, str] = {}
+        for start in range(0, len(rowids), 900):
+            part = list(rowids[start:start + 900])
+            marks = ",".join("?" * len(part))
+            for rowid, body in self.db.execute(f"SELECT rowid, body FROM {table} WHERE rowid IN ({marks})", part):
+                if body is not None:
+                    found[rowid] = body
+        return found
+
+    def _idf(self, terms: Sequence[str], weights: dict[str, float] | None = None) -> dict[str, float]:
+        """Each term's IDF over the items (the index's own counts), times its query weight."""
+        idf = idf_weights(self._document_frequencies(list(terms)), self.item_count)
+        return {t: w * weights.get(t, 1.0) for t, w in idf.items()} if weights else idf
+
+    def _with_session_feedback(self, candidates: list[Hit], terms: Sequence[str], layers, since, until,
+                               type_) -> list[Hit]:
+        """Items of a strong match's session that share what the match holds beyond the query
+        share in its score: asked "the one whose phone is 136…, what are their hobbies?", the
+        match "我上司的电话是136…" lends its score to "我的上司喜欢攀岩" (both about 我上司), which
+        holds no query word, and not to the rest of the session. The share is the IDF-weighted
+        part of the match's other terms the item also has. Only the best FEEDBACK_SOURCES
+        matches lend, to the items within FEEDBACK_SPAN rows of them: bounded work."""
+        if FEEDBACK_WEIGHT <= 0:
+            return candidates
+        by_rowid = {h.rowid: h for h in candidates}
+        sources = sorted((h for h in candidates if h.session and h.in_context), key=lambda h: -h.score)
+        sources = sources[:FEEDBACK_SOURCES]
+        related: dict[int, list[Hit]] = {}
+        for source in sources:
+            for (rowid,) in self.db.execute(
+                    "SELECT rowid FROM items WHERE session = ? AND ctx = 1 AND rowid BETWEEN ? AND ?",
+                    (source.session, source.rowid - FEEDBACK_SPAN, source.rowid + FEEDBACK_SPAN)):
+                if rowid != source.rowid:
+                    related.setdefault(rowid, []).append(source)
+        if not related:
+            return candidates
+        for hit in self._hydrate([(r, 0.0) for r in related if r not in by_rowid], context_only=True):
+            if hit.layer in layers and _passes(hit, since, until, type_):
+                hit.score = 0.0
+                by_rowid[hit.rowid] = hit
+        bodies = {r: set(b.split()[1:]) for r, b in self._bodies([*related, *(s.rowid for s in sources)]).items()}
+        query = set(terms)
+        beyond = {s.rowid: bodies.get(s.rowid, set()) - query for s in sources}
+        dfs = self._document_frequencies(sorted(set().union(*beyond.values())))
+        idf = idf_weights(dfs, self.item_count)
+        lent = {s.rowid: s.score for s in sources}
+        for rowid, lenders in related.items():
+            hit = by_rowid.get(rowid)
+            if hit is None:
+                continue
+            best = 0.0
+            for source in lenders:
+                own = beyond[source.rowid]
+                whole = sum(idf.get(t, 0.0) for t in own)
+                if whole > 0:
+                    shared = sum(idf.get(t, 0.0) for t in own & bodies.get(rowid, set()))
+                    best = max(best, lent[source.rowid] * shared / whole)
+            hit.score += FEEDBACK_WEIGHT * best
+        return [h for h in by_rowid.values() if h.score > 0]
 
     def _with_neighbours(self, candidates: list[Hit], layers, since, until, type_) -> list[Hit]:
         """Conversation turns next to a strong match share in its score (the answer often
@@ -379,19 +481,15 @@ class Searcher:
         rows = sorted(scores.items(), key=lambda r: -r[1])[:limit]
         return [h for h in self._hydrate([(rowid, -score) for rowid, score in rows]) if _passes(h, since, until, type_)]
 
-    def _python_bm25(self, table: str, terms: Sequence[str], rowids: Sequence[int]) -> dict[int, float]:
-        """bm25 of the given rows of `fts` or `sfts`, as FTS5 would score them (memctl.scoring).
-        Term weights come from the items' document frequencies for both tables."""
+    def _python_bm25(self, table: str, terms: Sequence[str], rowids: Sequence[int],
+                     weights: dict[str, float] | None = None) -> dict[int, float]:
+        """bm25 of the given rows of `fts` or `sfts`, as FTS5 would score them (memctl.scoring),
+        with the items' IDF for both tables."""
         if not rowids:
             return {}
         rows, total_terms = self._fts_totals(table)
-        idf = idf_weights(self._document_frequencies(list(terms)), self.item_count or rows)
-        bodies = []
-        for start in range(0, len(rowids), 900):
-            part = rowids[start:start + 900]
-            bodies += self.db.execute(f"SELECT rowid, body FROM {table} WHERE rowid IN ({','.join('?' * len(part))})",
-                                      part).fetchall()
-        return score_bodies(bodies, idf, total_terms / rows if rows else 0.0)
+        return score_bodies(self._bodies(rowids, table).items(), self._idf(terms, weights),
+                            total_terms / rows if rows else 0.0)
 
     def _fts_totals(self, table: str) -> tuple[int, int]:
         if table not in self._totals:
@@ -421,21 +519,35 @@ class Searcher:
                                 rowid=rowid, in_context=bool(ctx)))
         return hits
 
+    def _weighted_session_rows(self, terms: list[str]) -> list[tuple[str, float]]:
+        """The best session documents' bm25, each query term weighted as for items
+        (query_term_weights). FTS5's bm25 is a sum over the query's terms, so one statement per
+        weight (one for an English query, up to three for a Chinese one) adds up to it."""
+        weights = query_term_weights(terms)
+        groups: dict[float, list[str]] = {}
+        for term in terms:
+            groups.setdefault(weights[term], []).append(term)
+        totals: dict[str, float] = {}
+        for weight, group in groups.items():
+            for key, score in self.db.execute(
+                    "SELECT sessions.key, -sfts.rank FROM sfts JOIN sessions ON sessions.rowid = sfts.rowid "
+                    "WHERE sfts MATCH ? ORDER BY sfts.rank LIMIT 200", (" OR ".join(f'"{t}"' for t in group),)):
+                totals[key] = totals.get(key, 0.0) + weight * score
+        return list(totals.items())
+
     def _session_scores(self, terms: list[str], sessions: list[str]) -> dict[str, float]:
         """bm25 of each candidate's session as one document, relative to the best session."""
         if not sessions:
             return {}
-        match = " OR ".join(f'"{t}"' for t in terms)
         session_docs = self.db.execute("SELECT max(rowid) FROM sessions").fetchone()[0] or 0
         if session_docs <= SMALL_SESSION_DOCS:
-            rows = self.db.execute(
-                "SELECT sessions.key, -sfts.rank FROM sfts JOIN sessions ON sessions.rowid = sfts.rowid "
-                "WHERE sfts MATCH ? ORDER BY sfts.rank LIMIT 200", (match,)).fetchall()
+            rows = self._weighted_session_rows(terms)
         else:  # many sessions: score only the candidates' own, in Python (see _bounded_candidates)
             wanted = list(sessions)[:SESSIONS_SCORED]
             keys = dict(self.db.execute(f"SELECT rowid, key FROM sessions WHERE key IN ({','.join('?' * len(wanted))})",
                                         wanted).fetchall())
-            rows = [(keys[rowid], score) for rowid, score in self._python_bm25("sfts", terms, sorted(keys)).items()]
+            rows = [(keys[rowid], score) for rowid, score in
+                    self._python_bm25("sfts", terms, sorted(keys), query_term_weights(terms)).items()]
         if not rows:
             return {}
         best = max(score for _, score in rows) or 1.0

@@ -98,6 +98,7 @@ def large_memory_path(monkeypatch, newest: int = 10_000) -> None:
 def test_large_memory_path_ranks_items_as_the_small_path(memory, monkeypatch, query):
     monkeypatch.setattr(search, "SESSION_WEIGHT", 0.0)  # sessions are scored differently at scale
     monkeypatch.setattr(search, "NEIGHBOUR_WEIGHT", 0.0)
+    monkeypatch.setattr(search, "FEEDBACK_WEIGHT", 0.0)
     small = ranked(memory, query)
     large_memory_path(monkeypatch)
     large = ranked(memory, query)
@@ -107,7 +108,8 @@ def test_large_memory_path_ranks_items_as_the_small_path(memory, monkeypatch, qu
 
 def test_large_memory_path_finds_every_rare_match_and_the_newest_common_ones(memory, monkeypatch):
     large_memory_path(monkeypatch, newest=3)
-    monkeypatch.setattr(search, "NEIGHBOUR_WEIGHT", 0.0)  # no neighbouring turns among the candidates
+    monkeypatch.setattr(search, "NEIGHBOUR_WEIGHT", 0.0)  # only the candidates: no neighbouring turns,
+    monkeypatch.setattr(search, "FEEDBACK_WEIGHT", 0.0)  # no items lifted by their session's best match
     rare = {f"e{i:03d}" for i in range(600) if i % 97 == 5}
     found = [i for i, _ in ranked(memory, "deploy zanzibar", k=50)]
     assert set(found[:len(rare)]) == rare  # every item with the rare word, ranked first

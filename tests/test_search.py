@@ -256,3 +256,59 @@ def test_lean_entry_prints_what_the_full_command_prints(memory):
     lean, full = both("index", "refresh")
     assert lean.returncode == full.returncode == 0
     assert lean.stderr.startswith(b"refreshed: +1") and full.stderr.startswith(b"refreshed: +0")
+
+
+# ---------------------------------------------------------------- ranking rules, each on a small real memory
+
+def small_memory(run, tmp_path: Path, items: list[dict]) -> Path:
+    root = tmp_path / "memory"
+    assert run("init", root=root).returncode == 0
+    assert run("import", str(write_items(tmp_path / "items.jsonl", items)), "--layer", "L5", root=root).returncode == 0
+    return root
+
+
+def test_a_query_word_outweighs_its_stray_characters_elsewhere(run, tmp_path):
+    """上司的爱好 -> terms 上司, 爱, 好, 上, 司: the item with the word 上司 ranks above one that
+    only scatters the characters 爱 好 上 司 (text.query_term_weights)."""
+    root = small_memory(run, tmp_path, [
+        {"id": "boss", "text": "我的上司在深圳上班。", "session": "a"},
+        {"id": "scattered", "text": "他说好司机都爱上坡路。", "session": "b"},
+        {"id": "park", "text": "今天去公园散步了。", "session": "c"},
+        {"id": "film", "text": "周末和朋友看电影。", "session": "d"},
+    ])
+    assert ids(search(run, root, "上司的爱好"))[:2] == ["boss", "scattered"]
+
+
+def test_session_feedback_finds_the_item_about_the_same_person(run, tmp_path):
+    """The phone number names the person (我上司); the answer 我的上司喜欢攀岩 holds no query
+    word and is not next to the match, but shares 上司 with it, so it is lifted from the match's
+    session; the other item of that session (the uncle) is not."""
+    root = small_memory(run, tmp_path, [
+        {"id": "boss-phone", "text": "我上司的电话是13600205418。", "session": "t1"},
+        {"id": "uncle-age", "text": "我叔叔今年61岁了。", "session": "t1"},
+        {"id": "boss-hobby", "text": "我的上司喜欢攀岩。", "session": "t1"},
+        {"id": "liu-hobby", "text": "刘宇轩喜欢摄影作为兴趣爱好。", "session": "t1"},
+        {"id": "cousin-phone", "text": "我表哥的电话是15591513828。", "session": "t2"},
+        {"id": "zhang-hobby", "text": "张伟喜欢集邮作为兴趣爱好。", "session": "t2"},
+        {"id": "cousin-age", "text": "我表哥今年38岁。", "session": "t2"},
+    ])
+    found = ids(search(run, root, "那个电话是13600205418的人，兴趣爱好是什么？", "-k", "5"))
+    assert "boss-phone" in found[:2]
+    assert "boss-hobby" in found and "uncle-age" not in found
+
+
+def test_a_session_with_the_query_word_outranks_one_with_its_stray_characters(run, tmp_path):
+    """The same item in two sessions: the session that also says 爱好 lifts it above the session
+    whose other item only scatters 好 司 上 爱 点 of the question (session documents weigh their
+    terms like items do)."""
+    fillers = ["今天去公园散步了。", "周末和朋友看电影。", "晚饭吃了饺子。", "明天要交报告。", "工作很忙。", "地点在北京。",
+               "猫在窗台睡觉。", "地铁今天很挤。"]
+    root = small_memory(run, tmp_path, [
+        {"id": "climb-a", "text": "我上司喜欢攀岩。", "session": "a"},
+        {"id": "hobby-a", "text": "他的爱好很多。", "session": "a"},
+        {"id": "climb-b", "text": "我上司喜欢攀岩。", "session": "b"},
+        {"id": "road-b", "text": "好司机爱上坡，还点了工作坊的课。", "session": "b"},
+        *({"id": f"filler-{n}", "text": text, "session": f"f{n}"} for n, text in enumerate(fillers)),
+    ])
+    found = ids(search(run, root, "上司的爱好和工作地点", "-k", "8"))
+    assert found.index("climb-a") < found.index("climb-b")

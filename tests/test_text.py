@@ -1,0 +1,18 @@
+"""The query side of the tokenizer: how much each term of a query counts."""
+
+from __future__ import annotations
+
+from memctl.text import CJK_CHAR_WEIGHT, CJK_PART_WEIGHT, query_term_weights
+
+
+def test_pieces_of_a_chinese_word_count_less_than_the_word():
+    weights = query_term_weights(["电话号码", "电话", "号码", "电", "话", "号", "码", "联系人"])
+    assert weights["电话号码"] == weights["联系人"] == 1.0
+    assert weights["电话"] == weights["号码"] == CJK_PART_WEIGHT
+    assert weights["电"] == weights["码"] == CJK_CHAR_WEIGHT
+    assert CJK_CHAR_WEIGHT < CJK_PART_WEIGHT < 1.0
+
+
+def test_latin_terms_and_identifiers_keep_their_full_weight():
+    weights = query_term_weights(["bk-02", "bk", "02", "deploy", "a"])
+    assert set(weights.values()) == {1.0}
