@@ -472,8 +472,9 @@ class Searcher:
 
     def _bounded_candidates(self, terms, rankable, layer_clause, limit, since, until, type_) -> list[Hit]:
         """Cost flat in memory size: every item with a rare query word, and the newest items
-        with the common ones, are scored by the whole query in Python (memctl.scoring) —
-        FTS5's bm25() would first walk every match of every query word."""
+        with the common ones, are scored by the whole query in Python (memctl.scoring), each
+        term weighted as query_term_weights says — FTS5's bm25() would first walk every match
+        of every query word."""
         rowids: set[int] = set()
         if rankable:
             rowids.update(r for (r,) in self.db.execute(
