@@ -129,7 +129,8 @@ def test_a_piped_search_does_not_import_the_full_command_line(memctl_bin, tmp_pa
     root = tmp_path / "memory"
     subprocess.run([memctl_bin, "--root", str(root), "init"], check=True, capture_output=True, env=clean_env())
     (root / "notes.md").write_text("the proxy listens on port 7890\n")
-    heavy = ["typer", "rich", "jieba", "tomllib", "zipfile", "tempfile", "json", "memctl.entries"]
+    heavy = ["typer", "rich", "jieba", "tomllib", "zipfile", "tempfile", "json", "typing", "dataclasses",
+             "memctl.entries"]
     probe = ("import sys, runpy; sys.argv = ['memctl', '--root', %r, 'search', 'proxy']\n"
              "try:\n    runpy.run_module('memctl', run_name='__main__')\n"
              "except SystemExit as exit:\n"
