@@ -200,8 +200,7 @@ def _search(settings: Settings, query: str) -> list:
     from memctl.index import IndexOptions
     from memctl.search import Searcher, SearchRequest
 
-    options = IndexOptions(redact_enabled=bool(settings.get("redaction", "enabled")),
-                           extra_patterns=tuple(settings.get("redaction", "extra_patterns")))
+    options = IndexOptions.from_settings(settings)
     request = SearchRequest(query=query, k=SEARCH_K, layers=("L5", "L2", "L4"),
                             fuzzy_threshold=float(settings.get("search", "fuzzy_threshold")))
     try:

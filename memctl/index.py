@@ -22,8 +22,7 @@ import math
 import os
 import re
 import sqlite3
-from collections import Counter
-from collections import namedtuple
+from collections import Counter, namedtuple
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
@@ -560,6 +559,10 @@ class SearchIndex:
         self.options = options or IndexOptions()
         self.tokenizer_factory = tokenizer_factory
         self._tokenizer: Tokenizer | None = None
+        # one refresh's reads, shared by its steps and reset at its start
+        self._known_rows: dict[str, tuple] | None = None
+        self._last_scan: list[Source] | None = None
+        self._last_scan_signature = ""
 
     @property
     def path(self) -> Path:
@@ -703,7 +706,7 @@ class SearchIndex:
     def _sources_table(self, db: sqlite3.Connection) -> dict[str, tuple]:
         """key -> (key, kind, size, mtime_ns, tail, state), read once per refresh (15,000 rows at
         1 GB: reading them three times was a fifth of a refresh)."""
-        if getattr(self, "_known_rows", None) is None:
+        if self._known_rows is None:
             self._known_rows = {row[0]: row for row in
                                 db.execute("SELECT key, kind, size, mtime_ns, tail, state FROM sources")}
         return self._known_rows

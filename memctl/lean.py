@@ -75,16 +75,13 @@ def _settings(root):
 
 def _search(root, options: dict) -> int:
     from memctl.index import IndexOptions
-    from memctl.search import SearchRequest, search_once
+    from memctl.search import request_from_settings, search_once
 
     settings = _settings(root)
-    layers = tuple(p.strip().upper() for p in options.get("layers", "").split(",") if p.strip()) or None
-    k = int(options["k"]) if "k" in options else None
-    if k is None and not options.get("mode"):
-        k = int(settings.get("search", "k"))
-    request = SearchRequest(" ".join(options["words"]), k=k, layers=layers, mode=options.get("mode"),
-                            since=options.get("since"), until=options.get("until"), type=options.get("type"),
-                            fuzzy_threshold=float(settings.get("search", "fuzzy_threshold")))
+    request = request_from_settings(settings, " ".join(options["words"]),
+                                    k=int(options["k"]) if "k" in options else None, layers=options.get("layers"),
+                                    mode=options.get("mode"), since=options.get("since"),
+                                    until=options.get("until"), type=options.get("type"))
     hits = search_once(settings.layout, request, IndexOptions.from_settings(settings), refresh=options["refresh"])
     try:
         if options["json"]:

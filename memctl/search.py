@@ -562,6 +562,18 @@ class Searcher:
         return {key: score / best for key, score in rows}
 
 
+def request_from_settings(settings, query: str, k: int | None = None, layers: str | None = None,
+                          mode: str | None = None, since: str | None = None, until: str | None = None,
+                          type: str | None = None) -> SearchRequest:
+    """A request as the command line states it (`--layers L2,L5`), with the root's defaults:
+    `[search] k` unless a mode sets it, `[search] fuzzy_threshold`."""
+    wanted = tuple(part.strip().upper() for part in (layers or "").split(",") if part.strip()) or None
+    if k is None and not mode:
+        k = int(settings.get("search", "k"))
+    return SearchRequest(query, k=k, layers=wanted, mode=mode, since=since, until=until, type=type,
+                         fuzzy_threshold=float(settings.get("search", "fuzzy_threshold")))
+
+
 def resolve_layers(request: SearchRequest) -> tuple[tuple[str, ...], int]:
     if request.mode and request.mode not in MODES:
         raise UsageError(f"unknown mode {request.mode!r}; choose one of {', '.join(MODES)}")

@@ -154,8 +154,7 @@ def index_freshness(settings: Settings) -> dict:
     from memctl.index import IndexOptions, SearchIndex, scan_sources
 
     layout = settings.layout
-    options = IndexOptions(redact_enabled=bool(settings.get("redaction", "enabled")),
-                           extra_patterns=tuple(settings.get("redaction", "extra_patterns")))
+    options = IndexOptions.from_settings(settings)
     newest = max((s.mtime_ns for s in scan_sources(layout, options)), default=0)
     path = layout.index
     if not path.is_file():

@@ -36,12 +36,6 @@ def index_options(settings: Settings) -> "IndexOptions":
     return IndexOptions.from_settings(settings)
 
 
-def _split_layers(value: Optional[str]) -> Optional[tuple[str, ...]]:
-    if not value:
-        return None
-    return tuple(part.strip().upper() for part in value.split(",") if part.strip())
-
-
 def search(
     ctx: typer.Context,
     words: Optional[List[str]] = typer.Argument(None, metavar="QUERY", help="Words to look for (Chinese, English or both)."),
@@ -63,14 +57,10 @@ def search(
     query = " ".join(words) if words else None
     if (query is None) == (queries is None):
         raise UsageError("give a QUERY or --queries FILE (not both)")
-    from memctl.search import SearchRequest, record_references
+    from memctl.search import record_references, request_from_settings
 
     settings = state(ctx).settings
-    wanted_layers = _split_layers(layers)
-    base = SearchRequest(query="", k=k, layers=wanted_layers, mode=mode, since=since, until=until, type=type_,
-                         fuzzy_threshold=float(settings.get("search", "fuzzy_threshold")))
-    if base.k is None and not mode:
-        base = base._replace(k=int(settings.get("search", "k")))
+    base = request_from_settings(settings, "", k=k, layers=layers, mode=mode, since=since, until=until, type=type_)
     searcher = _open_searcher(settings, refresh=not no_refresh)
     found = False
     try:
