@@ -277,8 +277,8 @@ def prepare_size(label: str, total: int, workdir: Path, zh_share: float, exe: st
         result = build_and_index(label, total, root, zh_share, exe, env)
         built.write_text(json.dumps(result))
 
-    from memctl.config import Layout
-    from memctl.index import SearchIndex
+    from memctl.core.config import Layout
+    from memctl.recall.index import SearchIndex
 
     maker = TextMaker(99)
     for lang, share in (("en", 0.0), ("zh", 1.0)):
@@ -317,8 +317,8 @@ def time_search_processes(sizes: list[tuple[Path, dict]], exe: str, env: dict) -
 
 
 def time_in_process_and_baselines(root: Path, result: dict, python_scan_queries: int) -> None:
-    from memctl.config import Layout
-    from memctl.search import SearchRequest, Searcher
+    from memctl.core.config import Layout
+    from memctl.recall.search import SearchRequest, Searcher
 
     en, zh = make_queries(7)
     for lang, queries in (("en", en), ("zh", zh)):

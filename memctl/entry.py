@@ -1,9 +1,9 @@
 """The `memctl` console script.
 
-A piped or --json search and a bare `index refresh` are answered by `memctl.lean` without
+A piped or --json search and a bare `index refresh` are answered by `memctl.cli.lean` without
 importing typer, rich and every command module — several hundred milliseconds that would
 dominate them. Everything else, and anything the lean path does not understand, goes to the
-full command line in `memctl.cli`.
+full command line in `memctl.cli.app`.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ def main() -> None:
     os.umask(0o077)
     args = sys.argv[1:]
     if "search" in args[:4] or "refresh" in args[:4]:
-        from memctl.lean import run
+        from memctl.cli.lean import run
 
         code = run(args)
         if code is not None:
             sys.exit(code)
-    from memctl.cli import main as full_main
+    from memctl.cli.app import main as full_main
 
     full_main(args)

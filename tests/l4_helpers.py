@@ -89,9 +89,9 @@ def raw_sha_from_show(run, root: Path, ref: str) -> str:
 def assert_all_recoverable(run, folder: GAFolder, via_cli: bool = True) -> None:
     """Every original is either still a raw file with its bytes, or restorable byte for byte
     (through `memctl show --raw`, or in-process through the same function when via_cli=False)."""
-    from memctl.config import Layout
-    from memctl.manifest import ManifestRecord
-    from memctl.sessions import SessionRef, write_raw
+    from memctl.core.config import Layout
+    from memctl.l4.manifest import ManifestRecord
+    from memctl.l4.sessions import SessionRef, write_raw
 
     by_sha = {r["sha256"]: r for r in folder.manifest()}
     for name, sha in folder.originals.items():

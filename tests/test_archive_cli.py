@@ -8,7 +8,7 @@ import subprocess
 import sys
 from datetime import datetime
 
-from memctl import loggen
+from memctl.l4 import loggen
 from l4_helpers import assert_all_recoverable, make_folder
 from conftest import clean_env
 
@@ -60,8 +60,8 @@ def test_rewritten_log_with_one_timestamp_is_archived(run, tmp_path):
 
 
 def test_manifest_can_be_rebuilt_from_the_zips(run, tmp_path, sample_logs):
-    from memctl.config import Layout
-    from memctl.manifest import rebuild_from_zips
+    from memctl.core.config import Layout
+    from memctl.l4.manifest import rebuild_from_zips
 
     folder = make_folder(tmp_path)
     for path in sample_logs:

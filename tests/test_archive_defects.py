@@ -13,7 +13,7 @@ import time
 import zipfile
 from datetime import datetime
 
-from memctl import loggen
+from memctl.l4 import loggen
 from l4_helpers import assert_all_recoverable, make_folder, raw_sha_from_show, zips_readable
 from conftest import clean_env
 

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from memctl import loggen
+from memctl.l4 import loggen
 from l4_helpers import assert_all_recoverable, make_folder, raw_sha_from_show, snapshot, zips_readable
 from conftest import SAMPLES
 
@@ -207,7 +207,7 @@ def test_symlinks_and_hard_links_in_the_raw_folder_are_left_alone(run, tmp_path)
 
 
 def test_busy_lock_exits_75_at_once_and_wait_waits(run, tmp_path):
-    from memctl.fsutil import WriterLock
+    from memctl.core.fsutil import WriterLock
 
     folder = make_folder(tmp_path)
     with WriterLock(folder.root / ".memctl" / "lock"):

@@ -8,12 +8,12 @@ from datetime import datetime
 
 import pytest
 
-import memctl.codec
-import memctl.logs
-from memctl import loggen
-from memctl.codec import decode_stream, encode_stream
-from memctl.errors import IntegrityError
-from memctl.logs import iter_log
+import memctl.l4.codec
+import memctl.l4.logs
+from memctl.l4 import loggen
+from memctl.l4.codec import decode_stream, encode_stream
+from memctl.core.errors import IntegrityError
+from memctl.l4.logs import iter_log
 
 
 def _corpus() -> list[bytes]:
@@ -50,8 +50,8 @@ def _round_trip(data: bytes) -> tuple[bytes, bytes]:
 
 @pytest.mark.parametrize("chunk", [7, 333, 4096, 1 << 22])
 def test_round_trip_is_exact_for_any_input_and_read_size(monkeypatch, chunk):
-    monkeypatch.setattr(memctl.logs, "CHUNK", chunk)
-    monkeypatch.setattr(memctl.codec, "CHUNK", chunk)
+    monkeypatch.setattr(memctl.l4.logs, "CHUNK", chunk)
+    monkeypatch.setattr(memctl.l4.codec, "CHUNK", chunk)
     for data in CORPUS:
         encoded, decoded = _round_trip(data)
         assert decoded == data

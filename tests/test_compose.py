@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from memctl.compose import CLOSE_TAG, OPEN_TAG, compose, estimate_tokens
-from memctl.config import init_root, load_settings
-from memctl.entries import Entry, append_entries
-from memctl import tasks
+from memctl.agent.compose import CLOSE_TAG, OPEN_TAG, compose, estimate_tokens
+from memctl.core.config import init_root, load_settings
+from memctl.longterm.entries import Entry, append_entries
+from memctl.agent import tasks
 from conftest import MEMORY_EXAMPLE, SAMPLES
 
 WORDS = ("deploy backup proxy nas router invoice atlas beacon cobalt restart rotate credentials mount share "
@@ -177,7 +177,7 @@ def test_golden_block_on_the_sample_memory(run, sample_memory):
 
 
 def test_sections_and_sessions_are_capped():
-    from memctl.compose import Piece, assemble
+    from memctl.agent.compose import Piece, assemble
 
     pieces = [Piece("l4", f"L4:s#h{i}", f"- s 2026-04-05: step {i} of the session", 1.0, session="s") for i in range(5)]
     pieces += [Piece("l5", f"L5:m{i}", f"- fact number {i} (event)", 1.0) for i in range(12)]

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from memctl import dream
-from memctl.config import init_root, load_settings
-from memctl.entries import Entry, write_entries
-from memctl.refs import record_refs
+from memctl.longterm import dream
+from memctl.core.config import init_root, load_settings
+from memctl.longterm.entries import Entry, write_entries
+from memctl.longterm.refs import record_refs
 
 NOW = datetime(2026, 6, 1, 4, 0, 0)
 RECENT = "2026-05-30T10:00:00"

@@ -35,11 +35,11 @@ def parses(path: Path) -> int:
     return count
 
 
-# One writer process running the real command line (memctl.cli.main: option parsing, the lock,
+# One writer process running the real command line (memctl.cli.app.main: option parsing, the lock,
 # the write) 200 times in a row; one process per call would spend the test's time on imports.
 WRITER = r"""
 import sys, time
-from memctl.cli import main
+from memctl.cli.app import main
 root = sys.argv[1]
 for n in range(200):
     try:

@@ -8,7 +8,7 @@ import zipfile
 from datetime import datetime
 from pathlib import Path
 
-from memctl import loggen
+from memctl.l4 import loggen
 from l4_helpers import every_byte_under, make_folder, zips_readable
 
 NOW = {"MEMCTL_NOW": "2026-04-10T09:00:00"}

@@ -6,9 +6,9 @@ import io
 import random
 from datetime import datetime
 
-from memctl import loggen
-from memctl.history import HistoryBuilder, agent_line, history_block, iter_history_blocks, user_line
-from memctl.logs import RawEntry, iter_log
+from memctl.l4 import loggen
+from memctl.l4.history import HistoryBuilder, agent_line, history_block, iter_history_blocks, user_line
+from memctl.l4.logs import RawEntry, iter_log
 
 
 def _lines(text: str) -> list[str]:

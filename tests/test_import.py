@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from memctl.entries import load_entries
+from memctl.longterm.entries import load_entries
 
 
 def test_bad_lines_are_reported_with_numbers_and_good_ones_kept(run, root, tmp_path):

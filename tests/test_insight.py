@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from memctl import insight
-from memctl.config import Layout
+from memctl.agent import insight
+from memctl.core.config import Layout
 from conftest import MEMORY_EXAMPLE
 
 GENERIC = MEMORY_EXAMPLE

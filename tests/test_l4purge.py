@@ -6,9 +6,9 @@ import hashlib
 import random
 from datetime import datetime
 
-from memctl import loggen
-from memctl.config import Layout
-from memctl.l4purge import purge_l4
+from memctl.l4 import loggen
+from memctl.core.config import Layout
+from memctl.l4.purge import purge_l4
 from l4_helpers import every_byte_under, make_folder, raw_sha_from_show, zips_readable
 
 SECRET = "hunter2-purple-elephant"
@@ -46,7 +46,7 @@ def test_purge_removes_a_string_from_every_l4_file_and_keeps_the_rest(run, tmp_p
 
 
 def test_streaming_replacement_catches_needles_split_across_writes():
-    from memctl.l4purge import _StreamingReplacer
+    from memctl.l4.purge import _StreamingReplacer
 
     text = (b"abc hunter2 def " * 50) + b"tail hunter"
     for size in (1, 2, 3, 5, 7, 64):

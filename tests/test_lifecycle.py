@@ -6,7 +6,7 @@ forgotten in between. At the end every session is recoverable byte for byte, `ve
 clean, L1 is within its limits, and a fact remembered on day one is found by `search` and
 is in `compose`.
 
-The daily commands run in-process through `memctl.cli.main` (the same entry point as the
+The daily commands run in-process through `memctl.cli.app.main` (the same entry point as the
 console script, a few ms each instead of a Python start-up); the final checks run the
 installed `memctl` as real processes.
 """
@@ -20,8 +20,8 @@ import random
 from datetime import datetime, timedelta
 
 
-from memctl import loggen
-from memctl.cli import main
+from memctl.l4 import loggen
+from memctl.cli.app import main
 from l4_helpers import assert_all_recoverable, make_folder, raw_sha_from_show
 
 DAYS = 60

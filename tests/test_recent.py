@@ -6,7 +6,7 @@ import json
 import random
 from datetime import datetime, timedelta
 
-from memctl import loggen
+from memctl.l4 import loggen
 from l4_helpers import make_folder
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from memctl.redact import find_secrets, redact, redactor
+from memctl.core.redact import find_secrets, redact, redactor
 from conftest import MEMORY_EXAMPLE, find_shared
 
 SAMPLES = Path(__file__).resolve().parent.parent / "memctl" / "samples"

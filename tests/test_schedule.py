@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from memctl import schedule
-from memctl.config import Layout
+from memctl.ops import schedule
+from memctl.core.config import Layout
 
 REPO = Path(__file__).resolve().parent.parent
 CONTRIB = REPO / "contrib"
@@ -25,7 +25,7 @@ needs_systemd_analyze = pytest.mark.skipif(
 def test_contrib_files_match_what_schedule_renders():
     for rel, text in schedule.contrib_files().items():
         path = CONTRIB / rel
-        assert path.read_text(encoding="utf-8") == text, f"{path} is stale: regenerate it from memctl.schedule"
+        assert path.read_text(encoding="utf-8") == text, f"{path} is stale: regenerate it from memctl.ops.schedule"
 
 
 def test_service_settings():
@@ -199,7 +199,7 @@ def test_cron_lines_parse_and_use_flock(run, root):
 FAKE_MEMCTL = """#!/bin/sh
 # stands in for memctl: records its environment, takes memctl's real writer lock, exits as told
 printf '%s|%s|%s\\n' "$1" "$MEMCTL_HOME" "$LANG" >> "$MEMCTL_HOME/calls.log"
-"{python}" -c 'import sys; from memctl.fsutil import WriterLock; WriterLock(sys.argv[1]).acquire()' "$MEMCTL_HOME/.memctl/lock" || exit 9
+"{python}" -c 'import sys; from memctl.core.fsutil import WriterLock; WriterLock(sys.argv[1]).acquire()' "$MEMCTL_HOME/.memctl/lock" || exit 9
 echo "report on stdout"
 echo "progress on stderr" >&2
 exit "$(cat "$MEMCTL_HOME/exit_code")"

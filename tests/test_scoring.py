@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from memctl import search
-from memctl.config import Layout, init_root
-from memctl.index import FTS_TOKENIZE
-from memctl.scoring import fts_totals, idf_weights, score_bodies
-from memctl.search import SearchRequest, Searcher
+from memctl.recall import search
+from memctl.core.config import Layout, init_root
+from memctl.recall.index import FTS_TOKENIZE
+from memctl.recall.scoring import fts_totals, idf_weights, score_bodies
+from memctl.recall.search import SearchRequest, Searcher
 
 WORDS = [f"w{i}" for i in range(60)] + ["部署", "证书", "bk-02", "v3"]
 

@@ -144,8 +144,8 @@ def test_english_and_chinese_queries_do_not_import_jieba(memory):
     """A search loads no jieba dictionary: English never needs it, Chinese uses the index's vocabulary."""
     probe = textwrap.dedent(f"""
         import sys
-        from memctl.config import Layout
-        from memctl.search import SearchRequest, Searcher
+        from memctl.core.config import Layout
+        from memctl.recall.search import SearchRequest, Searcher
         from pathlib import Path
         s = Searcher(Layout(Path({str(memory)!r})))
         english = s.search(SearchRequest("kubernetes certificate"))
@@ -220,8 +220,8 @@ def test_a_small_refresh_with_chinese_text_needs_no_jieba(memory, tmp_path):
     probe = textwrap.dedent(f"""
         import json, sys
         from pathlib import Path
-        from memctl.config import Layout
-        from memctl.search import SearchRequest, Searcher
+        from memctl.core.config import Layout
+        from memctl.recall.search import SearchRequest, Searcher
         root = Path({str(memory)!r})
         with open(root / "long_term.jsonl", "a", encoding="utf-8") as handle:
             handle.write(json.dumps({{"id": "zh-new", "text": "新来的上司在深圳部署了服务器"}}, ensure_ascii=False) + "\\n")
@@ -234,13 +234,13 @@ def test_a_small_refresh_with_chinese_text_needs_no_jieba(memory, tmp_path):
 
 
 def test_lean_entry_prints_what_the_full_command_prints(memory):
-    """memctl.lean answers piped searches and `index refresh` without typer; the full command
-    line (memctl.cli) must print the same for them."""
-    full_cli = "import sys; from memctl.cli import main; main(sys.argv[1:])"
+    """memctl.cli.lean answers piped searches and `index refresh` without typer; the full command
+    line (memctl.cli.app) must print the same for them."""
+    full_cli = "import sys; from memctl.cli.app import main; main(sys.argv[1:])"
 
     def both(*args: str) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
         argv = ["--root", str(memory), *args]
-        lean = subprocess.run([sys.executable, "-m", "memctl.lean", *argv], capture_output=True, env=clean_env())
+        lean = subprocess.run([sys.executable, "-m", "memctl.cli.lean", *argv], capture_output=True, env=clean_env())
         full = subprocess.run([sys.executable, "-c", full_cli, *argv], capture_output=True, env=clean_env())
         return lean, full
 

@@ -2,9 +2,9 @@ import json
 import os
 import stat
 
-from memctl.config import load_settings, resolve_root
-from memctl.errors import ConfigError, LockBusy
-from memctl.fsutil import WriterLock, atomic_write_bytes, safe_child
+from memctl.core.config import load_settings, resolve_root
+from memctl.core.errors import ConfigError, LockBusy
+from memctl.core.fsutil import WriterLock, atomic_write_bytes, safe_child
 
 import pytest
 
@@ -101,7 +101,7 @@ def test_atomic_write_leaves_no_temp_on_failure(tmp_path):
     class Boom(Exception):
         pass
 
-    from memctl.fsutil import atomic_writer
+    from memctl.core.fsutil import atomic_writer
 
     with pytest.raises(Boom):
         with atomic_writer(dest) as handle:
@@ -113,7 +113,7 @@ def test_atomic_write_leaves_no_temp_on_failure(tmp_path):
 
 @pytest.mark.parametrize("name", ["../x", "/etc/passwd", "a/b", "..", "", "x\x00y"])
 def test_safe_child_refuses_escaping_names(tmp_path, name):
-    from memctl.errors import UnsafePath
+    from memctl.core.errors import UnsafePath
 
     with pytest.raises(UnsafePath):
         safe_child(tmp_path, name)
@@ -130,7 +130,7 @@ def test_a_piped_search_does_not_import_the_full_command_line(memctl_bin, tmp_pa
     subprocess.run([memctl_bin, "--root", str(root), "init"], check=True, capture_output=True, env=clean_env())
     (root / "notes.md").write_text("the proxy listens on port 7890\n")
     heavy = ["typer", "rich", "jieba", "tomllib", "zipfile", "tempfile", "json", "typing", "dataclasses",
-             "memctl.entries"]
+             "memctl.longterm.entries"]
     probe = ("import sys, runpy; sys.argv = ['memctl', '--root', %r, 'search', 'proxy']\n"
              "try:\n    runpy.run_module('memctl', run_name='__main__')\n"
              "except SystemExit as exit:\n"

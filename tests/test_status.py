@@ -8,7 +8,7 @@ import random
 import time
 from datetime import datetime
 
-from memctl import loggen
+from memctl.l4 import loggen
 from l4_helpers import make_folder
 
 

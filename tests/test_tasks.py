@@ -9,9 +9,9 @@ import subprocess
 
 import pytest
 
-from memctl import tasks
-from memctl.config import Layout
-from memctl.fsutil import WriterLock
+from memctl.agent import tasks
+from memctl.core.config import Layout
+from memctl.core.fsutil import WriterLock
 
 
 def _l5(root) -> list[dict]:

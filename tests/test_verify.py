@@ -70,8 +70,8 @@ def test_a_flipped_byte_in_a_zip_is_found(run, archived):
 
 def test_every_single_byte_flip_in_member_data_is_found(run, archived, tmp_path):
     """Not only the middle: a sample of positions across the member's deflate stream."""
-    from memctl.config import Layout
-    from memctl.integrity import verify
+    from memctl.core.config import Layout
+    from memctl.ops.integrity import verify
 
     record = archived.manifest()[0]
     zip_path = archived.l4 / record["zip"]
@@ -157,8 +157,8 @@ def test_verify_of_a_missing_root_is_an_error(run, tmp_path):
 
 
 def test_a_missing_or_unreadable_zip_is_found(archived):
-    from memctl.config import Layout
-    from memctl.integrity import verify
+    from memctl.core.config import Layout
+    from memctl.ops.integrity import verify
 
     zip_path = archived.l4 / archived.manifest()[0]["zip"]
     data = zip_path.read_bytes()

@@ -1,0 +1,438 @@
+"""L1, the insight index: `global_mem_insight.txt`, rebuilt from the real files and linted.
+
+The shape is GenericAgent's (samples/genericagent/memory_example/global_mem_insight.txt):
+a title, a pointer line, `L0:`/`L2:`/`L3:`/`L4:` lines naming what exists, scene lines for
+the most referenced long-term topics, and the user's `[RULES]` block, kept byte for byte.
+An agent reads this file on every turn, so it has hard limits ([insight] max_lines and
+max_bytes, default 30 lines and 1 KB), points only at files that exist, and holds no secret.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from memctl.core.config import Layout
+from memctl.longterm.entries import iter_entries
+from memctl.core.errors import MemctlError, NotFound
+from memctl.core.redact import find_secrets, redact
+
+TITLE = "# [Global Memory Insight]"
+RULES_HEADING = b"[RULES]"
+META_SOP = "memory_management_sop"
+WRAP = 100  # bytes per L3 line before it continues on a `| ` line
+CAPS = {"l2": 12, "l3": 16, "scenes": 6}
+# folders of the root that are memctl's own, not task records
+_NOT_L3 = {"L4_raw_sessions", "working", "temp", "__pycache__"}
+_ANNOTATED = re.compile(r"^(?P<name>[^()]+?)\s*(?:\((?P<note>[^()]*)\))?$")
+_L2_HEADING = re.compile(r"^##\s*\[(?P<name>[^\]]+)\]\s*$")
+_FILE_LIKE = re.compile(r"^[\w.\-/]+$")
+
+
+class InsightTooBig(MemctlError):
+    """The fixed parts of L1 (title, pointers, [RULES]) alone exceed the limits."""
+
+
+@dataclass
+class Topic:
+    name: str
+    refs: int
+    entries: int
+
+
+@dataclass
+class Inputs:
+    """Everything L1 is built from, read from the files of one root."""
+
+    l0: list[str]
+    l2: list[str]
+    l3: list[str]  # names as L1 shows them: `deploy_sop` (.md), `notes_digest.py`, `scripts/`
+    has_l4: bool
+    topics: list[Topic]
+    notes: dict[str, str]  # L3 name -> annotation kept from the current L1
+    rules: bytes  # from the `[RULES]` line to the end of the current L1, exactly
+    pointer: str
+    kept_scenes: list[str] = field(default_factory=list)  # hand-written scene items still true
+
+
+@dataclass
+class Rebuild:
+    text: str
+    lines: int
+    bytes: int
+    counts: dict[str, int]  # how many items of each part were shown
+    totals: dict[str, int]  # how many there were
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Violation:
+    line: int  # 0: the file as a whole
+    kind: str  # lines, bytes, ghost, secret, shape
+    message: str
+
+
+# ---------------------------------------------------------------- reading the layers
+
+
+def l2_sections(layout: Layout) -> list[str]:
+    if not layout.global_mem.is_file():
+        return []
+    names = []
+    for line in layout.global_mem.read_text(encoding="utf-8", errors="replace").splitlines():
+        match = _L2_HEADING.match(line.strip())
+        if match and match.group("name").strip() not in names:
+            names.append(match.group("name").strip())
+    return names
+
+
+def l3_names(layout: Layout) -> list[str]:
+    """*.md (shown without the suffix), *.py and sub-folders of the root, newest first."""
+    found = []
+    for path in layout.root.iterdir():
+        if path.name.startswith(".") or path.is_symlink():
+            continue
+        if path.is_dir():
+            if path.name not in _NOT_L3:
+                found.append((path.stat().st_mtime, path.name + "/"))
+        elif path.suffix == ".md":
+            found.append((path.stat().st_mtime, path.stem))
+        elif path.suffix == ".py":
+            found.append((path.stat().st_mtime, path.name))
+    found.sort(key=lambda item: (-item[0], item[1]))
+    return [name for _, name in found]
+
+
+def top_topics(layout: Layout, limit: int = 50) -> list[Topic]:
+    """L5 topics by total references (then by number of entries)."""
+    refs: dict[str, int] = defaultdict(int)
+    counts: dict[str, int] = defaultdict(int)
+    for entry in iter_entries(layout.long_term):
+        topic = " ".join(str(entry.topic or "").split())
+        if not topic:
+            continue
+        counts[topic] += 1
+        try:
+            refs[topic] += max(int(entry.refs or 0), 0)
+        except (TypeError, ValueError):
+            pass
+    ranked = sorted(counts, key=lambda t: (-refs[t], -counts[t], t))
+    return [Topic(t, refs[t], counts[t]) for t in ranked[:limit]]
+
+
+def split_rules(data: bytes) -> bytes:
+    """The `[RULES]` block of an L1 file, from its heading line to the end, byte for byte."""
+    if data.startswith(RULES_HEADING):
+        return data
+    at = data.find(b"\n" + RULES_HEADING)
+    return data[at + 1 :] if at >= 0 else b""
+
+
+def _current_notes(text: str) -> dict[str, str]:
+    """Annotations a person or agent wrote on L3 items (`backup_restore_sop(bk-02 403)`)."""
+    notes = {}
+    for _, item in _items_of(text, "L3"):
+        match = _ANNOTATED.match(item)
+        if match and match.group("note"):
+            notes[match.group("name").strip()] = match.group("note").strip()
+    return notes
+
+
+def _pointer_line(layout: Layout) -> str:
+    # GenericAgent's agents run beside memory/ and read this exact line
+    where = "../memory/" if layout.root.name == "memory" else f"{layout.root}/"
+    l2 = "Read L2" if layout.global_mem.is_file() else "Read"
+    return f"{l2} or ls {where} for L3 when needed; memctl search QUERY for L4/L5"
+
+
+def gather(layout: Layout) -> Inputs:
+    if not layout.root.is_dir():
+        raise NotFound(f"{layout.root} is not a memory folder yet; run `memctl init`")
+    current = layout.insight.read_bytes() if layout.insight.is_file() else b""
+    current_text = current.decode("utf-8", "replace")
+    l0 = [META_SOP] if (layout.root / f"{META_SOP}.md").is_file() else []
+    return Inputs(
+        l0=l0,
+        l2=l2_sections(layout),
+        l3=_curated_order(l3_names(layout), current_text),
+        has_l4=layout.l4_dir.is_dir(),
+        topics=top_topics(layout),
+        notes=_current_notes(current_text),
+        rules=split_rules(current),
+        pointer=_pointer_line(layout),
+        kept_scenes=_kept_scenes(layout.root, current_text),
+    )
+
+
+def _kept_scenes(root: Path, current_text: str) -> list[str]:
+    """Scene items a person or agent wrote (`Deploy/CI: deploy_sop(blue-green)`) whose file
+    still exists; the `L5(...)` items of an earlier rebuild are recomputed, not kept."""
+    kept = []
+    for number, item in _scene_items_of(current_text):
+        label, _, target = item.partition(":")
+        match = _ANNOTATED.match(target.strip())
+        name = match.group("name").strip() if match else target.strip()
+        if not label.strip() or not name or re.fullmatch(r"L\d", name) or find_secrets(item):
+            continue
+        if match and re.fullmatch(r"\d+ (?:refs|entries)", match.group("note") or ""):
+            continue  # written by an earlier rebuild from L5; recounted now
+        if _scene_target_missing(root, name):
+            continue
+        if item not in kept:
+            kept.append(item)
+    return kept
+
+
+def _curated_order(names: list[str], current_text: str) -> list[str]:
+    """Names the current L1 already lists keep their order; the rest follow, newest first."""
+    present = set(names)
+    kept = []
+    for _, item in _items_of(current_text, "L3"):
+        match = _ANNOTATED.match(item)
+        name = match.group("name").strip() if match else item
+        if name in present and name not in kept:
+            kept.append(name)
+    return kept + [n for n in names if n not in kept]
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def _clean(items: Iterable[str]) -> list[str]:
+    """Drop items that would carry a secret or break the line format."""
+    return [i for i in items if i and "|" not in i and "\n" not in i and not find_secrets(i)]
+
+
+def _joined(label: str, items: list[str], total: int, hint: str) -> list[str]:
+    """`label: a | b | c`, wrapped with `| ` continuation lines, `+N more` when cut."""
+    if total > len(items):
+        items = [*items, f"+{total - len(items)} more{hint}"]
+    lines = [f"{label}: " + (items[0] if items else "(none)")]
+    for item in items[1:]:
+        candidate = f"{lines[-1]} | {item}"
+        if len(candidate.encode("utf-8")) <= WRAP:
+            lines[-1] = candidate
+        else:
+            lines.append(f"| {item}")
+    return lines
+
+
+def _scene_items(inputs: Inputs, l3: list[str], scrub: Callable[[str], str]) -> list[str]:
+    items = list(inputs.kept_scenes)
+    labels = {item.partition(":")[0].strip().lower() for item in items}
+    for topic in inputs.topics:
+        label = scrub(topic.name)[:32].replace("|", "/").replace(":", " ").strip()
+        if not label or "[REDACTED" in label or label.lower() in labels:
+            continue
+        target = _l3_for_topic(topic.name, l3) or "L5"
+        note = f"{topic.refs} refs" if topic.refs else f"{topic.entries} entries"
+        items.append(f"{label}: {target}({note})")
+    return items
+
+
+def _l3_for_topic(topic: str, l3: list[str]) -> str | None:
+    key = re.sub(r"\W+", "_", topic.lower()).strip("_")
+    if len(key) < 3:
+        return None
+    for name in l3:
+        if key in name.lower():
+            return name
+    return None
+
+
+def render(inputs: Inputs, n_l2: int, n_l3: int, n_scenes: int, scrub: Callable[[str], str] = redact) -> str:
+    l2 = _clean(inputs.l2)
+    l3 = _clean(inputs.l3)
+    lines = [TITLE, inputs.pointer]
+    lines.append("L0(META-SOP): " + (" | ".join(inputs.l0) if inputs.l0 else "built in; `memctl rules` prints it"))
+    if l2:
+        lines += _joined("L2", l2[:n_l2], len(l2), " in global_mem.txt")
+    shown = []
+    for name in l3[:n_l3]:
+        note = inputs.notes.get(name, "")
+        note = "" if find_secrets(note) or "|" in note else note
+        shown.append(f"{name}({note})" if note else name)
+    if l3:
+        lines += _joined("L3", shown, len(l3), " (ls)")
+    if inputs.has_l4:
+        lines.append("L4: L4_raw_sessions/ historical sessions (memctl search, memctl show)")
+    scenes = _scene_items(inputs, l3, scrub)[:n_scenes]
+    if scenes:
+        lines.append("")
+        lines += [" | ".join(scenes[i : i + 2]) for i in range(0, len(scenes), 2)]
+    text = "\n".join(scrub(line) for line in lines) + "\n"
+    if inputs.rules:
+        text += "\n" + inputs.rules.decode("utf-8", "surrogateescape")
+    return text
+
+
+def measure(text: str) -> tuple[int, int]:
+    data = text.encode("utf-8", "surrogateescape")
+    lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+    return lines, len(data)
+
+
+def build(inputs: Inputs, max_lines: int = 30, max_bytes: int = 1024, scrub: Callable[[str], str] = redact) -> Rebuild:
+    """The largest L1 that fits: scene lines give way first, then L3, then L2 names."""
+    warnings = []
+    if find_secrets(inputs.rules.decode("utf-8", "replace")):
+        # the rule "no secret in L1" outranks "rules byte for byte"
+        inputs.rules = scrub(inputs.rules.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+        warnings.append("[RULES] held a secret; it was redacted")
+    counts = {"l2": CAPS["l2"], "l3": CAPS["l3"], "scenes": CAPS["scenes"]}
+    floors = [("scenes", 2), ("l3", 6), ("l2", 4), ("scenes", 0), ("l3", 0), ("l2", 0)]
+    text = render(inputs, counts["l2"], counts["l3"], counts["scenes"], scrub)
+    for part, floor in floors:
+        while not _fits(text, max_lines, max_bytes) and counts[part] > floor:
+            counts[part] -= 1
+            text = render(inputs, counts["l2"], counts["l3"], counts["scenes"], scrub)
+    if not _fits(text, max_lines, max_bytes):
+        lines, size = measure(text)
+        raise InsightTooBig(
+            f"L1 cannot fit {max_lines} lines / {max_bytes} bytes even without pointers "
+            f"({lines} lines, {size} bytes); shorten the [RULES] block"
+        )
+    lines, size = measure(text)
+    totals = {"l2": len(inputs.l2), "l3": len(inputs.l3), "scenes": len(inputs.kept_scenes) + len(inputs.topics)}
+    shown = {k: min(counts[k], totals[k]) for k in counts}
+    return Rebuild(text=text, lines=lines, bytes=size, counts=shown, totals=totals, warnings=warnings)
+
+
+def _fits(text: str, max_lines: int, max_bytes: int) -> bool:
+    lines, size = measure(text)
+    return lines <= max_lines and size <= max_bytes
+
+
+def rebuild(layout: Layout, max_lines: int = 30, max_bytes: int = 1024, scrub: Callable[[str], str] = redact) -> Rebuild:
+    """Compute the new L1 (the caller writes `result.text` to layout.insight under the lock)."""
+    return build(gather(layout), max_lines, max_bytes, scrub)
+
+
+# ---------------------------------------------------------------- lint
+
+
+def _items_of(text: str, label: str) -> list[tuple[int, str]]:
+    """(line number, item) of an `L3: a | b` line and its `| c` continuation lines."""
+    items = []
+    inside = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        head = re.match(rf"^{label}(?:\([^)]*\))?:\s*(.*)$", line)
+        if head:
+            inside = True
+            rest = head.group(1)
+        elif inside and line.startswith("|"):
+            rest = line[1:]
+        else:
+            inside = False
+            continue
+        items += [(number, item.strip()) for item in rest.split("|") if item.strip()]
+    return items
+
+
+def _is_more(item: str) -> bool:
+    return item.startswith(("+", "…", "..."))
+
+
+def _exists_l3(root: Path, name: str) -> bool:
+    name = name.strip()
+    if not name or name.startswith("/") or ".." in name.split("/"):
+        return False
+    path = root / name.rstrip("/")
+    return path.exists() or (root / f"{name}.md").is_file()
+
+
+def _pointer_violations(root: Path, layout: Layout, text: str) -> list[Violation]:
+    found = []
+    for label in ("L0", "L3"):
+        for number, item in _items_of(text, label):
+            match = _ANNOTATED.match(item)
+            name = match.group("name").strip() if match else item
+            if _is_more(name) or not _FILE_LIKE.match(name):
+                continue  # prose such as "built in; `memctl rules` prints it"
+            if not _exists_l3(root, name):
+                found.append(Violation(number, "ghost", f"{label} points at {name!r}, which does not exist"))
+    sections = set(l2_sections(layout))
+    for number, item in _items_of(text, "L2"):
+        if _is_more(item):
+            continue
+        if item not in sections:
+            where = "global_mem.txt" if layout.global_mem.is_file() else "global_mem.txt (missing)"
+            found.append(Violation(number, "ghost", f"L2 names section [{item}], which is not in {where}"))
+    for number, line in enumerate(text.splitlines(), start=1):
+        l4 = re.match(r"^L4:\s*(\S+)", line)
+        if l4 and _FILE_LIKE.match(l4.group(1)) and not (root / l4.group(1).rstrip("/")).exists():
+            found.append(Violation(number, "ghost", f"L4 points at {l4.group(1)!r}, which does not exist"))
+    found += _scene_violations(root, text)
+    return found
+
+
+def _scene_items_of(text: str) -> list[tuple[int, str]]:
+    """(line number, item) of scene lines: `Label: target(note) | …` between the L lines and [RULES]."""
+    items = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.startswith("[RULES]"):
+            break
+        if number <= 2 or re.match(r"^(L\d|\||#)", line) or ":" not in line:
+            continue
+        items += [(number, item.strip()) for item in line.split("|") if item.strip()]
+    return items
+
+
+def _scene_target_missing(root: Path, name: str) -> bool:
+    """A scene target that names a file (`x_sop`, `x.py`, `dir/`) which is not there."""
+    if re.fullmatch(r"L\d", name) or not _FILE_LIKE.match(name):
+        return False
+    return bool(re.search(r"(_sop|\.md|\.py|\.txt|\.json|/)$", name)) and not _exists_l3(root, name)
+
+
+def _scene_violations(root: Path, text: str) -> list[Violation]:
+    found = []
+    for number, item in _scene_items_of(text):
+        _, _, target = item.partition(":")
+        match = _ANNOTATED.match(target.strip())
+        name = match.group("name").strip() if match else target.strip()
+        if _scene_target_missing(root, name):
+            found.append(Violation(number, "ghost", f"scene line points at {name!r}, which does not exist"))
+    return found
+
+
+def check_text(layout: Layout, data: bytes, max_lines: int = 30, max_bytes: int = 1024) -> list[Violation]:
+    text = data.decode("utf-8", "replace")
+    found = []
+    lines, size = measure(data.decode("utf-8", "surrogateescape"))
+    if lines > max_lines:
+        found.append(Violation(max_lines + 1, "lines", f"{lines} lines; the limit is {max_lines}"))
+    if size > max_bytes:
+        found.append(Violation(0, "bytes", f"{size} bytes; the limit is {max_bytes}"))
+    if not text.startswith(TITLE):
+        found.append(Violation(1, "shape", f"the first line should be {TITLE!r}"))
+    found += _pointer_violations(layout.root, layout, text)
+    starts = _line_starts(text)
+    for finding in find_secrets(text):
+        number = _line_of(starts, finding.start)
+        found.append(Violation(number, "secret", f"holds what looks like a {finding.kind}; remove it"))
+    return sorted(found, key=lambda v: (v.line, v.kind))
+
+
+def check(layout: Layout, max_lines: int = 30, max_bytes: int = 1024) -> list[Violation]:
+    """Every violation of the L1 file of `layout` (it must exist)."""
+    if not layout.insight.is_file():
+        raise NotFound(f"{layout.insight} does not exist; `memctl insight rebuild` creates it")
+    return check_text(layout, layout.insight.read_bytes(), max_lines, max_bytes)
+
+
+def _line_starts(text: str) -> list[int]:
+    starts = [0]
+    for index, char in enumerate(text):
+        if char == "\n":
+            starts.append(index + 1)
+    return starts
+
+
+def _line_of(starts: list[int], offset: int) -> int:
+    import bisect
+
+    return bisect.bisect_right(starts, offset)

@@ -1,0 +1,99 @@
+"""The command line: parse, call a module, render. Decisions live in the modules.
+
+Subcommands are grouped in `memctl/cli/commands/` (one file per concern, like pipx's commands/);
+this file builds the app, resolves the root and maps errors to exit codes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Optional
+
+import typer
+
+from memctl import __version__
+
+from memctl.cli import render
+from memctl.core.errors import EXIT_ERROR, EXIT_OK, MemctlError
+from memctl.cli.state import AppState
+
+app = typer.Typer(
+    name="memctl",
+    help=(
+        "Layered, long-lived memory for AI agents, kept as plain files in one folder.\n\n"
+        "The root is --root, else $MEMCTL_HOME, else ./memory if it exists, "
+        "else $XDG_DATA_HOME/memctl (~/.local/share/memctl)."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        render.line(f"memctl {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _main(
+    ctx: typer.Context,
+    root: Optional[str] = typer.Option(None, "--root", help="Memory root folder (overrides $MEMCTL_HOME)."),
+    debug: bool = typer.Option(False, "--debug", help="Show a full traceback on unexpected errors."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    ctx.obj = AppState(root_option=root, debug=debug)
+
+
+def _register_commands() -> None:
+    from memctl.cli.commands import health, l4, longterm, operator, search, setup
+
+    for module in (setup, l4, search, longterm, operator, health):
+        module.register(app)
+
+
+_register_commands()
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    """Entry point: map every failure to one line on stderr and a documented exit code."""
+    os.umask(0o077)
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args or bool(os.environ.get("MEMCTL_DEBUG"))
+    try:
+        app(args=args, prog_name="memctl")
+    except SystemExit:
+        _flush_stdout()
+        raise
+    except MemctlError as exc:
+        _flush_stdout()
+        render.error(str(exc))
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        _silence_stdout()
+        sys.exit(EXIT_OK)
+    except KeyboardInterrupt:
+        render.error("interrupted")
+        sys.exit(130)
+    except Exception as exc:  # a crash is exit 2 with one line, never exit 1 ("no match")
+        if debug:
+            raise
+        render.error(f"{type(exc).__name__}: {exc} (rerun with --debug for a traceback)")
+        sys.exit(EXIT_ERROR)
+
+
+def _flush_stdout() -> None:
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+
+
+def _silence_stdout() -> None:
+    # Python's "Note on SIGPIPE": point stdout at devnull so the interpreter's final flush is quiet.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

@@ -1,0 +1,121 @@
+"""Health and recall subcommands: `verify`, `status`, `recent`, `compose` (design.md §9)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from memctl.cli import render
+from memctl.cli.state import state
+from memctl.core.errors import EXIT_ERROR, NotFound
+
+
+def register(app: typer.Typer) -> None:
+    app.command("verify")(verify)
+    app.command("status")(status)
+    app.command("recent")(recent)
+    app.command("compose")(compose)
+
+
+def _require_root(root: Path) -> None:
+    if not root.is_dir():
+        raise NotFound(f"{root} does not exist; `memctl --root {root} init` creates a memory there")
+
+
+def verify(
+    ctx: typer.Context,
+    json_out: bool = typer.Option(False, "--json", help="JSON Lines: one finding a line, then a summary record."),
+) -> None:
+    """Read everything back: zips against the manifest (CRC, sha256), the history file, L1
+    limits, permissions, secrets in L1-L3, L5/L6 lines. One line per finding
+    (`path: kind: message`); exit 0 when clean, 2 on any finding."""
+    from memctl.ops.integrity import verify as run_verify
+
+    settings = state(ctx).settings
+    _require_root(settings.layout.root)
+    report = run_verify(settings.layout, settings.get("insight", "max_lines"), settings.get("insight", "max_bytes"),
+                        tuple(settings.get("redaction", "extra_patterns")))
+    for finding in report.findings:
+        render.json_line(finding.to_json()) if json_out else render.line(finding.line())
+    summary = report.summary()
+    if json_out:
+        render.json_line(summary)
+    checked = summary["checked"]
+    if report.ok and not render.stderr_is_terminal():
+        return  # silent on success, for cron
+    render.message(f"verify: {summary['findings']} findings; checked {checked['sessions']} sessions in "
+                   f"{checked['zips']} zips, {checked['history_blocks']} history blocks, "
+                   f"{checked['files']} files, {checked['entries']} entries")
+    if not report.ok:
+        raise typer.Exit(EXIT_ERROR)
+
+
+def status(
+    ctx: typer.Context,
+    json_out: bool = typer.Option(False, "--json", help="One JSON object."),
+) -> None:
+    """Per layer files, entries and bytes; pending raw logs; last archive and dream runs; index freshness."""
+    from memctl.ops.status import collect
+
+    settings = state(ctx).settings
+    _require_root(settings.layout.root)
+    result = collect(settings)
+    if json_out:
+        render.json_line(result.to_json())
+        return
+    render.line(f"root\t{result.root}")
+    for layer in result.layers:
+        render.line(f"{layer.layer}\t{layer.files} files\t{layer.entries} {layer.unit}\t{layer.bytes} bytes")
+    render.line(f"pending raw logs\t{result.pending_raw} files\t{result.pending_raw_bytes} bytes\t{result.raw_dir}")
+    render.line(f"active tasks\t{result.active_tasks}")
+    render.line(f"last archive\t{result.last_archive or 'never'}")
+    dream = result.last_dream
+    render.line(f"last dream\t{dream.get('at', 'never')}\t{dream.get('run', '')}\t{dream.get('op', '')}".rstrip())
+    index = result.index
+    freshness = "missing" if not index["exists"] else ("fresh" if index["fresh"] else "stale")
+    render.line(f"index\t{freshness}\tbuilt {index['built'] or '-'}\tnewest layer file {index['newest_layer_file'] or '-'}")
+
+
+def recent(
+    ctx: typer.Context,
+    n: int = typer.Option(5, "-n", help="How many sessions, newest first."),
+    json_out: bool = typer.Option(False, "--json", help="JSON Lines: one session a line."),
+) -> None:
+    """The last N archived sessions, newest first: first request, final answer and key lines
+    (at most 2 KB each) - what a fresh agent needs to pick up where it left off."""
+    from memctl.agent.recent import recent as run_recent
+    from memctl.core.redact import redactor_for
+
+    settings = state(ctx).settings
+    _require_root(settings.layout.root)
+    sessions = run_recent(settings.layout, max(0, n), scrub=redactor_for(settings))
+    for number, session in enumerate(sessions):
+        if json_out:
+            render.json_line(session.to_json())
+        else:
+            if number:
+                render.line("")
+            render.raw_bytes(session.text.encode("utf-8", "surrogateescape"))
+
+
+def compose(
+    ctx: typer.Context,
+    query: list[str] = typer.Argument(..., metavar="QUERY", help="What the next turn is about."),
+    budget: int = typer.Option(1500, "--budget", help="Token budget of the whole block (estimated; see README)."),
+    json_out: bool = typer.Option(False, "--json", help="JSON Lines: one line per item used, then a summary with the text."),
+) -> None:
+    """The memory block an agent injects before a turn: L1, the active task, recent sessions,
+    matching L2 sections, the best L5 entries and L4 snippets - deduplicated, cut to the
+    budget, labelled as recalled memory rather than instructions."""
+    from memctl.agent.compose import compose as run_compose
+
+    settings = state(ctx).settings
+    _require_root(settings.layout.root)
+    result = run_compose(settings, " ".join(query), budget)
+    if json_out:
+        for item in result.items:
+            render.json_line(item.to_json())
+        render.json_line(result.summary())
+    else:
+        render.raw_bytes(result.text.encode("utf-8", "surrogateescape"))

@@ -1,0 +1,158 @@
+"""L4 subcommands: `compress`, `archive`, `show` (archived sessions) and `demo`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from memctl.cli import render
+from memctl.l4.archive import ArchiveReport, options_from_settings, run_archive
+from memctl.cli.state import state
+from memctl.core.errors import EXIT_ERROR, EXIT_PARTIAL
+from memctl.core.redact import redact
+from memctl.l4.sessions import compress_file, find_session, write_compressed, write_raw
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compress")(compress)
+    app.command("archive")(archive)
+    # `show` is registered by commands/search.py, which shows refs of every layer and calls
+    # show() below for L4 sessions.
+    app.command("demo")(demo)
+
+
+WAIT_HELP = "Wait up to SECONDS for another memctl to finish instead of exiting 75 at once."
+
+
+def compress(
+    ctx: typer.Context,
+    files: List[Path] = typer.Argument(..., help="Raw session logs (model_responses_*.txt)."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON line per file."),
+    wait: float = typer.Option(0.0, "--wait", metavar="SECONDS", help=WAIT_HELP),
+) -> None:
+    """Write the compressed, reversible form of each log into L4_raw_sessions/ (inputs are kept).
+
+    Prints, per file: source, destination, bytes before and after, and the ratio.
+    """
+    app_state = state(ctx)
+    settings = app_state.settings
+    patterns = tuple(settings.get("redaction", "extra_patterns"))
+    failures = 0
+    with app_state.writer_lock(wait):
+        for path in files:
+            try:
+                result = compress_file(settings.layout, path, patterns)
+            except Exception as exc:  # one bad file must not stop the others
+                failures += 1
+                render.error(f"{path}: {exc}")
+                continue
+            if json_out:
+                render.json_line({**result.__dict__, "ratio": round(result.ratio, 4)})
+            else:
+                render.line(
+                    f"{result.source}\t{result.destination}\t{result.bytes_before}\t{result.bytes_after}\t"
+                    f"{result.ratio:.2f}\t{result.status}"
+                )
+    if failures:
+        raise typer.Exit(EXIT_PARTIAL if failures < len(files) else EXIT_ERROR)
+
+
+def archive(
+    ctx: typer.Context,
+    raw_dir: Optional[Path] = typer.Argument(
+        None, help="Folder of raw logs; default [archive] raw_dir, else temp/model_responses beside the root."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Change nothing; print what would happen to every file and why."),
+    min_age: Optional[str] = typer.Option(None, "--min-age", help="Leave logs modified more recently than this (e.g. 2h, 30m). Default 2h."),
+    keep_newest: Optional[int] = typer.Option(None, "--keep-newest", help="Always leave the N most recently modified logs. Default 10."),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing on success (for cron); errors still go to stderr."),
+    wait: float = typer.Option(0.0, "--wait", metavar="SECONDS", help=WAIT_HELP),
+) -> None:
+    """Compress raw session logs, extract their history, pack them into monthly zips, and
+    delete each raw log only after its session is verified inside a zip.
+
+    Live logs (modified within --min-age, or among the --keep-newest) are never touched.
+    Exit 0 ok (also when there is nothing to do), 2 error, 3 some files failed, 75 busy.
+    """
+    app_state = state(ctx)
+    settings = app_state.settings
+    options = options_from_settings(settings, raw_dir, min_age, keep_newest, dry_run)
+    progress = _progress_printer() if render.stderr_is_terminal() and not quiet else None
+    if dry_run:
+        report = run_archive(settings.layout, options, progress)
+    else:
+        with app_state.writer_lock(wait):
+            report = run_archive(settings.layout, options, progress)
+    _render_archive(report, json_out, quiet)
+    if report.errors:
+        processed = report.summary()["processed"]
+        raise typer.Exit(EXIT_PARTIAL if processed else EXIT_ERROR)
+
+
+def _progress_printer():
+    console = render.err_console()
+    return lambda text: console.print(f"[dim]{render.escape_markup(text)}[/dim]")
+
+
+def _render_archive(report: ArchiveReport, json_out: bool, quiet: bool) -> None:
+    if json_out:
+        render.json_line(report.to_json())
+        return
+    for decision in report.errors:
+        render.error(f"{decision.path}: {decision.reason}")
+    if quiet:
+        return
+    verb = {"archive": "would archive" if report.dry_run else "archived",
+            "finish": "would finish" if report.dry_run else "finished",
+            "skip": "skip", "error": "error"}
+    for decision in report.decisions:
+        render.line(f"{verb[decision.action]}\t{decision.path}\t{decision.reason}")
+    summary = report.summary()
+    render.message(
+        f"{'dry run: ' if report.dry_run else ''}{summary['new_sessions']} new sessions, "
+        f"{summary['deleted_raw']} raw files deleted, {sum(summary['skipped'].values())} skipped, "
+        f"{len(summary['errors'])} errors; months: {', '.join(summary['months']) or '-'}"
+    )
+
+
+def show(
+    ctx: typer.Context,
+    ref: str = typer.Argument(..., help="A session name (MMDD_HHMM-MMDD_HHMM), sha256 prefix or raw file name."),
+    raw: bool = typer.Option(False, "--raw", help="Print the original raw log, byte for byte (sha256 checked)."),
+) -> None:
+    """Print an archived session: its compressed text, or with --raw the original log."""
+    layout = state(ctx).settings.layout
+    session = find_session(layout, ref)
+    out = sys.stdout.buffer
+    if raw:
+        write_raw(layout, session, out.write)
+    else:
+        pending = bytearray()
+
+        def redacted(chunk: bytes) -> None:
+            pending.extend(chunk)
+            cut = pending.rfind(b"\n") + 1
+            if cut:
+                out.write(redact(pending[:cut].decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape"))
+                del pending[:cut]
+
+        write_compressed(layout, session, redacted)
+        if pending:
+            out.write(redact(pending.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape"))
+    out.flush()
+
+
+def demo(
+    ctx: typer.Context,
+    folder: Optional[Path] = typer.Option(None, "--dir", help="Where to build the demo (default: a new temp folder)."),
+) -> None:
+    """Build a throw-away GenericAgent-style folder from the bundled sample logs, archive it,
+    and show the result: history, zip, and a byte-for-byte restore."""
+    from memctl.ops.demo import run_demo
+
+    for line in run_demo(folder):
+        render.line(line)

@@ -1,0 +1,267 @@
+"""Long-term memory commands: `remember`, `forget`, `restore`, `dream` (design.md §6–8).
+
+Each parses its options, calls remember.py / forget.py / dream.py and renders what they
+return; the plan objects feed both the borg-style dry-run lines and the JSON.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from typing import List, Optional
+
+import typer
+
+from memctl.core import clock
+
+from memctl.cli import render
+from memctl.cli.state import state
+from memctl.core.errors import EXIT_PARTIAL, NotFound, UsageError
+
+REMEMBER_WAIT = 10.0  # interactive: a dream holds the lock only for short steps
+AUTO_DREAM_COOLDOWN = 600.0  # seconds between two automatic dreams
+
+
+def register(app: typer.Typer) -> None:
+    app.command("remember")(remember_cmd)
+    app.command("forget")(forget_cmd)
+    app.command("restore")(restore_cmd)
+    app.command("dream")(dream_cmd)
+
+
+def _settings(ctx: typer.Context):
+    """The root's settings; refuse a folder that is not a memory (taking the lock would create it)."""
+    settings = state(ctx).settings
+    root = settings.layout.root
+    if not settings.layout.state_dir.is_dir():
+        raise NotFound(f"{root} is not a memory folder yet; run `memctl --root {root} init`")
+    return settings
+
+
+def _read_text(text: Optional[str]) -> str:
+    if text is None or text == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            raise UsageError("no text: pass TEXT, or `-` and the text on stdin")
+        return sys.stdin.read()
+    return text
+
+
+def remember_cmd(
+    ctx: typer.Context,
+    text: Optional[str] = typer.Argument(None, help="The fact to remember; `-` or nothing reads stdin."),
+    type_: str = typer.Option(..., "--type", "-t", help="Entry type (see `memctl rules`), e.g. preference, lesson."),
+    topic: str = typer.Option("", "--topic", help="What it is about; merge types supersede by (type, topic)."),
+    confidence: float = typer.Option(5, "--confidence", help="0-10."),
+    source: str = typer.Option("", "--source", help="Where the fact comes from (session, URL, person)."),
+    force: bool = typer.Option(False, "--force", help="Remember it even if it was forgotten before."),
+    contradicts: Optional[List[str]] = typer.Option(None, "--contradicts", help="Id of an entry this fact proves wrong (repeatable); the next dream forgets it."),
+    wait: float = typer.Option(REMEMBER_WAIT, "--wait", help="Seconds to wait for the writer lock."),
+    json_out: bool = typer.Option(False, "--json", help="Report as one JSON object."),
+) -> None:
+    """Write one fact to L5 under its type's write policy and print its id."""
+    from memctl.longterm.remember import RememberRequest, remember
+
+    app_state = state(ctx)
+    settings = _settings(ctx)
+    request = RememberRequest(_read_text(text).strip("\n"), type_, topic, confidence, source, force,
+                              list(contradicts or []))
+    result = remember(settings, request, clock.now(), wait)
+    if json_out:
+        render.json_line(result.to_dict())
+    else:
+        render.line(result.entry.id)
+        if result.action == "superseded":
+            render.message(f"superseded {result.previous.id} (moved to L6)")
+        elif result.action == "seen":
+            render.message(f"near-duplicate of {result.entry.id}: seen {result.entry.seen}×, nothing added")
+    if result.auto_dream_due:
+        _start_background_dream(app_state.root)
+
+
+def _start_background_dream(root) -> None:
+    """Detached `memctl dream`, at most once per cooldown; it exits 75 at once if another runs."""
+    from memctl.core.config import Layout
+
+    marker = Layout(root).state_dir / "auto_dream"
+    try:
+        if time.time() - marker.stat().st_mtime < AUTO_DREAM_COOLDOWN:
+            return
+    except FileNotFoundError:
+        pass
+    try:
+        marker.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        marker.write_text(f"{os.getpid()}\n")
+        subprocess.Popen(
+            [sys.executable, "-m", "memctl", "--root", str(root), "dream", "--auto"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, close_fds=True,
+        )
+    except OSError as exc:
+        render.warning(f"could not start the automatic dream: {exc}")
+
+
+def forget_cmd(
+    ctx: typer.Context,
+    ids: Optional[List[str]] = typer.Argument(None, help="Entry ids to forget."),
+    match: Optional[str] = typer.Option(None, "--match", help="Forget every L5 entry whose text contains QUERY."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print what would be forgotten; change nothing."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Needed with --match (it may select many entries)."),
+    reason: str = typer.Option("", "--reason", help="Why; kept in L6 and the audit log."),
+    purge: bool = typer.Option(False, "--purge", help="Erase the text everywhere (L5, L6, L4, zips, index). Irreversible."),
+    wait: float = typer.Option(0.0, "--wait", help="Seconds to wait for the writer lock."),
+    json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
+) -> None:
+    """Soft-forget entries (L5 -> L6, undo with `restore`), or erase them with --purge."""
+    from memctl.longterm.entries import load_entries
+    from memctl.longterm.forget import apply_forget, plan_forget, purge as purge_fn
+
+    settings = _settings(ctx)
+    ids = list(ids or [])
+    if purge:
+        _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn)
+        return
+    plan = plan_forget(load_entries(settings.layout.long_term), ids, match, reason)
+    if dry_run or (match and not yes):
+        _print_forget_plan(plan, json_out)
+        if match and not yes and not dry_run:
+            render.message(f"{len(plan.entries)} entries match; rerun with --yes to forget them")
+        return
+    if plan.missing:
+        render.warning(f"not active in L5: {', '.join(plan.missing)}")
+    result = apply_forget(settings, plan, clock.now(), wait)
+    if json_out:
+        render.json_line({"run": result.run, "forgotten": result.forgotten,
+                          "missing": plan.missing + result.skipped})
+    else:
+        for entry_id in result.forgotten:
+            render.line(entry_id)
+        render.message(f"forgot {len(result.forgotten)} entries (run {result.run}); `memctl restore ID` undoes")
+    if plan.missing or result.skipped:
+        raise typer.Exit(EXIT_PARTIAL if result.forgotten else 2)
+
+
+def _print_forget_plan(plan, json_out: bool) -> None:
+    if json_out:
+        render.json_line(plan.to_dict())
+        return
+    for entry in plan.entries:
+        render.line(f"would forget: {entry.id}\t{entry.type}\t{_short(entry.text)}")
+    for missing in plan.missing:
+        render.line(f"not found: {missing}")
+
+
+def _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn) -> None:
+    from memctl.longterm.entries import load_entries
+    from memctl.longterm.forget import matching
+
+    if not ids and not match:
+        raise UsageError("nothing to purge: give entry ids or --match STRING")
+    if match and len(match.strip()) < 4:
+        raise UsageError("--purge --match needs at least 4 characters: a shorter string would be "
+                         "scrubbed out of every session")
+    strings = [match] if match else []
+    targets = list(ids)
+    if match:
+        targets += [e.id for e in matching(load_entries(settings.layout.long_term), match)]
+        targets += [e.id for e in matching(load_entries(settings.layout.cold_archive), match)]
+        targets = list(dict.fromkeys(targets))
+    if dry_run or not yes:
+        if json_out:
+            render.json_line({"would_purge": targets, "strings": len(strings)})
+        else:
+            for entry_id in targets:
+                render.line(f"would purge: {entry_id}")
+            if not dry_run:
+                render.message("purge is irreversible; rerun with --yes to erase the text everywhere")
+        return
+    result = purge_fn(settings, targets, strings, reason, clock.now(), wait)
+    if json_out:
+        render.json_line({"run": result.run, "purged": result.ids, "hashes": result.hashes,
+                          "files": result.files, "l4": result.l4})
+        return
+    for entry_id in result.ids:
+        render.line(entry_id)
+    render.message(f"purged {len(result.ids)} entries (run {result.run}); rewrote {len(result.files)} files")
+    for note in result.l4:
+        render.message(note)
+
+
+def restore_cmd(
+    ctx: typer.Context,
+    entry_id: str = typer.Argument(..., help="The id of a forgotten entry."),
+    wait: float = typer.Option(0.0, "--wait", help="Seconds to wait for the writer lock."),
+    json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
+) -> None:
+    """Undo a soft forget: put the entry back in L5."""
+    from memctl.longterm.forget import restore
+
+    entry = restore(_settings(ctx), entry_id, clock.now(), wait)
+    if json_out:
+        render.json_line({"restored": entry.id, "type": entry.type, "topic": entry.topic})
+    else:
+        render.line(entry.id)
+
+
+def dream_cmd(
+    ctx: typer.Context,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (would forget / keeping) and change nothing."),
+    only: Optional[str] = typer.Option(None, "--only", help="Comma list of: consolidate,archive,forget,merge."),
+    force: bool = typer.Option(False, "--force", help="Proceed even past the max_remove_share guard rail."),
+    undo: Optional[str] = typer.Option(None, "--undo", help="Put back every change of run RUN_ID."),
+    summarizer: Optional[str] = typer.Option(None, "--summarizer", help="Command that turns merged texts (stdin) into one text (stdout)."),
+    wait: float = typer.Option(0.0, "--wait", help="Seconds to wait for the writer lock at each step."),
+    auto: bool = typer.Option(False, "--auto", hidden=True),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="With --dry-run, also list kept entries and their rule."),
+    json_out: bool = typer.Option(False, "--json", help="Report (or the plan) as JSON."),
+) -> None:
+    """Consolidate, archive, forget and merge L5 entries; every change logged and undoable."""
+    from memctl.longterm import dream
+
+    settings = _settings(ctx)
+    if undo:
+        report = dream.undo(settings, undo, clock.now(), max(wait, 5.0))
+        if json_out:
+            render.json_line(report.to_dict())
+        else:
+            render.line(report.run)
+            render.message(f"undid {report.undone} changes of {undo}"
+                           + (f"; {len(report.conflicts)} could not be undone" if report.conflicts else ""))
+        if report.conflicts:
+            raise typer.Exit(EXIT_PARTIAL)
+        return
+    ops = dream.parse_only(only)
+    options = dream.DreamOptions(ops=ops, force=force, summarizer=summarizer, lock_wait=wait)
+    if dry_run:
+        plan = dream.plan_now(settings, clock.now(), options)
+        _print_plan(plan, json_out, verbose)
+        try:  # the dry run also says whether the real run would stop
+            dream.check_guard(plan, settings, force)
+        except dream.GuardRail as exc:
+            render.warning(str(exc).replace("dream stopped, nothing changed: it", "the real run would stop: it"))
+        return
+    report = dream.run(settings, clock.now(), options)
+    if json_out:
+        render.json_line(report.to_dict())
+        return
+    render.line(report.run)
+    render.message(report.summary())
+
+
+def _print_plan(plan, json_out: bool, verbose: bool) -> None:
+    if json_out:
+        render.json_line(plan.to_dict())
+        return
+    for change in plan.changes:
+        for line_text in change.describe():
+            render.line(line_text)
+    if verbose:
+        for entry_id, rule in plan.kept:
+            render.line(f"keeping: {entry_id} (rule: {rule})")
+    render.message(plan.totals_text())
+
+
+def _short(text: str, limit: int = 70) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

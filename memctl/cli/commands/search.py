@@ -1,0 +1,235 @@
+"""Recall subcommands: `search`, `import`, `index rebuild` (design.md §5, §6)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, List, Optional
+
+import typer
+
+from memctl.cli import render
+from memctl.cli.state import state
+from memctl.core.config import Settings
+from memctl.core.errors import EXIT_NO_MATCH, EXIT_OK, MemctlError, UsageError
+
+if TYPE_CHECKING:  # the modules themselves load when a command runs: `memctl --help` stays fast
+    from memctl.recall.index import IndexOptions
+    from memctl.recall.search import Hit, Searcher
+
+index_app = typer.Typer(help="The derived search index in .memctl/index.sqlite.", no_args_is_help=True,
+                        add_completion=False, rich_markup_mode=None)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("search")(search)
+    app.command("show")(show)
+    app.command("import")(import_command)
+    app.add_typer(index_app, name="index")
+
+
+def index_options(settings: Settings) -> "IndexOptions":
+    from memctl.recall.index import IndexOptions
+
+    return IndexOptions.from_settings(settings)
+
+
+def search(
+    ctx: typer.Context,
+    words: Optional[List[str]] = typer.Argument(None, metavar="QUERY", help="Words to look for (Chinese, English or both)."),
+    k: Optional[int] = typer.Option(None, "-k", help="Number of results (default 5, or the mode's)."),
+    layers: Optional[str] = typer.Option(None, "--layers", help="Comma-separated layers, e.g. L2,L3,L4,L5 (L6 only when asked)."),
+    mode: Optional[str] = typer.Option(None, "--mode", help="reply (L5>L4>L2, k=3), deep (L5>L4>L6, k=5), earlier (L4>L5, k=3), recall (L5>L4, k=3)."),
+    since: Optional[str] = typer.Option(None, "--since", help="Only items dated on or after: ISO date or a phrase like '3 days ago'."),
+    until: Optional[str] = typer.Option(None, "--until", help="Only items dated on or before (a date alone means the end of that day)."),
+    type_: Optional[str] = typer.Option(None, "--type", help="Only entries of this type (event, preference, …)."),
+    json_out: bool = typer.Option(False, "--json", help="JSON Lines: ref, layer, score, date, type, text, id."),
+    queries: Optional[Path] = typer.Option(None, "--queries", help='Batch: JSON Lines {"qid", "query"} in ("-" for stdin); one JSON line per hit with qid out.'),
+    no_refresh: bool = typer.Option(False, "--no-refresh", help="Search the index as it is, without refreshing it first."),
+) -> None:
+    """Ranked search over the layers. Exit 0 when something matched, 1 when nothing did, 2 on error.
+
+    Output: a table on a terminal; piped, one hit a line `ref<TAB>layer<TAB>score<TAB>snippet`;
+    --json, one JSON object a line.
+    """
+    query = " ".join(words) if words else None
+    if (query is None) == (queries is None):
+        raise UsageError("give a QUERY or --queries FILE (not both)")
+    from memctl.recall.search import record_references, request_from_settings
+
+    settings = state(ctx).settings
+    base = request_from_settings(settings, "", k=k, layers=layers, mode=mode, since=since, until=until, type=type_)
+    searcher = _open_searcher(settings, refresh=not no_refresh)
+    found = False
+    try:
+        if queries is not None:
+            found = _run_batch(searcher, base, queries, settings)
+        else:
+            base = base._replace(query=query or "")
+            hits = _search(searcher, base)
+            record_references(settings.layout, hits)
+            found = bool(hits)
+            _print_hits(hits, base.query, json_out)
+    finally:
+        searcher.close()
+    raise typer.Exit(EXIT_OK if found else EXIT_NO_MATCH)
+
+
+def _open_searcher(settings: Settings, refresh: bool) -> "Searcher":
+    from memctl.recall.search import Searcher
+
+    try:
+        return Searcher(settings.layout, index_options(settings), refresh=refresh)
+    except sqlite3.DatabaseError as exc:
+        raise MemctlError(f"the search index cannot be used ({exc}); run `memctl index rebuild`") from None
+
+
+def _search(searcher: "Searcher", request) -> "list[Hit]":
+    try:
+        return searcher.search(request)
+    except sqlite3.OperationalError as exc:
+        if "fts5" in str(exc).lower() or "syntax" in str(exc).lower():
+            return []
+        raise MemctlError(f"search failed: {exc}") from None
+
+
+def _run_batch(searcher: "Searcher", base, path: Path, settings: Settings) -> bool:
+    from memctl.recall.importer import read_input
+    from memctl.recall.search import record_references
+
+    lines = read_input(str(path))
+    found = False
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            item = json.loads(raw)
+            qid, query = item["qid"], str(item["query"])
+        except (ValueError, KeyError, TypeError):
+            render.warning(f"{path}:{number}: not a JSON line with qid and query; skipped")
+            continue
+        request = base._replace(query=query)
+        hits = _search(searcher, request)
+        record_references(settings.layout, hits)
+        found = found or bool(hits)
+        for rank, hit in enumerate(hits, start=1):
+            render.json_line({"qid": qid, "rank": rank, **hit.to_json()})
+    return found
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _print_hits(hits: "list[Hit]", query: str, json_out: bool) -> None:
+    if json_out:
+        for hit in hits:
+            render.json_line(hit.to_json())
+    elif render.stdout_is_terminal():
+        _print_table(hits, query)
+    else:
+        for hit in hits:
+            render.line(hit.tsv_line())
+    sys.stdout.flush()
+
+
+def _print_table(hits: "list[Hit]", query: str) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_lines=False)
+    for column in ("#", "score", "layer", "date", "ref", "snippet"):
+        table.add_column(column, overflow="fold" if column == "snippet" else "ellipsis")
+    words = [w for w in query.replace(",", " ").split() if len(w) > 1]
+    for rank, hit in enumerate(hits, start=1):
+        snippet = Text(_plain(hit.snippet))
+        snippet.highlight_words(words, style="bold yellow", case_sensitive=False)
+        table.add_row(str(rank), f"{hit.score:.3f}", hit.layer, hit.date[:16], hit.ref, snippet)
+    render.out_console().print(table)
+
+
+def import_command(
+    ctx: typer.Context,
+    file: str = typer.Argument(..., metavar="FILE|-", help="JSON Lines: text, optional id, date, session, type, speaker."),
+    layer: str = typer.Option("L6", "--layer", help="L6 (default: bulk history skips the layers) or L5."),
+    default_type: str = typer.Option("event", "--type", help="Type for lines that do not give one."),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON Lines (bad lines, then a summary)."),
+    wait: float = typer.Option(0.0, "--wait", metavar="SECONDS", help="Wait for another memctl to finish instead of exiting 75."),
+) -> None:
+    """Bulk-load items into L6 (or L5); bad lines are reported with their numbers, good ones kept.
+
+    Exit 0 when every line was imported, 3 when some lines were bad, 2 when none could be.
+    """
+    from memctl.recall.importer import import_lines, read_input
+
+    settings = state(ctx).settings
+    lines = read_input(file)
+    report = import_lines(settings.layout, lines, layer=layer.upper(), default_type=default_type,
+                          source=f"import:{'stdin' if file == '-' else Path(file).name}",
+                          known_types=settings.types.keys(),
+                          extra_patterns=tuple(settings.get("redaction", "extra_patterns")), lock_wait=wait)
+    for bad in report.bad:
+        render.error(f"{file}:{bad.number}: {bad.reason}")
+    if json_out:
+        render.json_line(report.to_json())
+    else:
+        render.message(f"imported {report.imported} item(s) into {report.layer}; {len(report.bad)} bad line(s)")
+    if report.bad:
+        raise typer.Exit(3 if report.imported else 2)
+
+
+@index_app.command("rebuild")
+def index_rebuild(
+    ctx: typer.Context,
+    json_out: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
+) -> None:
+    """Recreate .memctl/index.sqlite from the layers (it is derived; nothing is lost)."""
+    from memctl.recall.index import SearchIndex
+
+    settings = state(ctx).settings
+    report = SearchIndex(settings.layout, index_options(settings)).rebuild()
+    data = {"rebuilt": True, "items": report.docs_added, "bytes_read": report.bytes_read,
+            "seconds": round(report.seconds, 3), "errors": report.errors}
+    if json_out:
+        render.json_line(data)
+    else:
+        render.message(f"indexed {report.docs_added} item(s) from {render.human_bytes(report.bytes_read)} "
+                       f"in {report.seconds:.2f}s")
+    for error in report.errors:
+        render.warning(error)
+
+
+@index_app.command("refresh")
+def index_refresh(ctx: typer.Context) -> None:
+    """Bring the index up to date with changed files only (a search does this by itself)."""
+    from memctl.recall.index import SearchIndex
+
+    settings = state(ctx).settings
+    report = SearchIndex(settings.layout, index_options(settings)).ensure_fresh(wait=True)
+    render.message(report.summary())
+    for error in report.errors:
+        render.warning(error)
+
+
+def show(
+    ctx: typer.Context,
+    ref: str = typer.Argument(..., help="A ref from search (L2:SECTION, L3:path, L4:session, L5:id, L6:id), "
+                                        "an entry id, or a session name / sha256 prefix / raw file name."),
+    raw: bool = typer.Option(False, "--raw", help="L4 sessions: print the original raw log, byte for byte."),
+) -> None:
+    """Print the whole item a ref names: an L5/L6 entry as JSON, an L2 section, an L3 file, an
+    L4 history line, or an archived session (from its zip if need be)."""
+    from memctl.cli.commands import l4
+    from memctl.recall.search import find_item
+
+    layout = state(ctx).settings.layout
+    item = find_item(layout, ref)
+    if item is None or item.layer == "L4-session":
+        session = item.key if item is not None else ref
+        l4.show(ctx, session, raw)
+        return
+    if raw:
+        raise UsageError("--raw is only for L4 sessions")
+    render.line(item.text.rstrip("\n"))

@@ -1,0 +1,118 @@
+"""`memctl search` and `memctl index refresh` without typer, rich or pydantic.
+
+The console script (memctl.entry) tries these first: agents, hooks and timers run them many
+times a day, and the full command line's imports cost ~0.3 s, more than a search itself.
+Only the plain forms are handled here — a piped or --json search, a bare `index refresh`.
+Anything else (a terminal table, --help, --queries, an unknown option) returns None and the
+full command line runs, so behaviour is defined in one place: the modules both call.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+
+from memctl.core.errors import EXIT_NO_MATCH, EXIT_OK, MemctlError
+
+_VALUE_OPTIONS = {"-k": "k", "--layers": "layers", "--mode": "mode", "--since": "since", "--until": "until",
+                  "--type": "type"}
+
+
+def run(argv: list[str]) -> int | None:
+    """The exit status, or None when the full command line must handle these arguments."""
+    args = list(argv)
+    root = None
+    while args and args[0] in ("--root", "--debug"):
+        if args.pop(0) == "--root":
+            if not args:
+                return None
+            root = args.pop(0)
+    if args[:1] == ["search"]:
+        options = parse_search_args(args[1:])
+        if options is None or (not options["json"] and sys.stdout.isatty()):
+            return None
+        return _guarded(lambda: _search(root, options))
+    if args == ["index", "refresh"]:
+        return _guarded(lambda: _refresh(root))
+    return None
+
+
+def parse_search_args(args: list[str]) -> dict | None:
+    """`WORDS… [options]` after `search` -> options, or None for anything unusual."""
+    options: dict = {"words": [], "json": False, "refresh": True}
+    args = list(args)
+    while args:
+        arg = args.pop(0)
+        if arg == "--json":
+            options["json"] = True
+        elif arg == "--no-refresh":
+            options["refresh"] = False
+        elif arg in _VALUE_OPTIONS and args:
+            options[_VALUE_OPTIONS[arg]] = args.pop(0)
+        elif arg == "--":
+            options["words"].extend(args)
+            break
+        elif arg.startswith("-"):
+            return None
+        else:
+            options["words"].append(arg)
+    return options if options["words"] else None
+
+
+def _guarded(action) -> int:
+    try:
+        return action()
+    except (MemctlError, ValueError, sqlite3.DatabaseError) as exc:
+        sys.stderr.write(f"memctl: error: {exc}\n")
+        return getattr(exc, "exit_code", 2)
+
+
+def _settings(root):
+    from memctl.core.config import load_settings, resolve_root
+
+    return load_settings(resolve_root(root))
+
+
+def _search(root, options: dict) -> int:
+    from memctl.recall.index import IndexOptions
+    from memctl.recall.search import request_from_settings, search_once
+
+    settings = _settings(root)
+    request = request_from_settings(settings, " ".join(options["words"]),
+                                    k=int(options["k"]) if "k" in options else None, layers=options.get("layers"),
+                                    mode=options.get("mode"), since=options.get("since"),
+                                    until=options.get("until"), type=options.get("type"))
+    hits = search_once(settings.layout, request, IndexOptions.from_settings(settings), refresh=options["refresh"])
+    try:
+        if options["json"]:
+            import json
+
+            sys.stdout.writelines(json.dumps(hit.to_json(), ensure_ascii=False) + "\n" for hit in hits)
+        else:
+            sys.stdout.writelines(hit.tsv_line() + "\n" for hit in hits)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head` closed the pipe: quiet, like grep
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_OK if hits else EXIT_NO_MATCH
+
+
+def _refresh(root) -> int:
+    from memctl.recall.index import IndexOptions, SearchIndex
+
+    settings = _settings(root)
+    report = SearchIndex(settings.layout, IndexOptions.from_settings(settings)).ensure_fresh(wait=True)
+    sys.stderr.write(f"{report.summary()}\n")
+    for error in report.errors:
+        sys.stderr.write(f"warning: {error}\n")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    code = run(sys.argv[1:])
+    if code is None:
+        from memctl.cli.app import main as full_main
+
+        full_main(sys.argv[1:])
+    sys.exit(code)

@@ -1,0 +1,42 @@
+"""The state one invocation of the command line carries: the --root and --debug options, and
+the settings and writer lock derived from them. Its own module so that the app (which registers
+the commands) and the commands (which read the state) both import it and not each other."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from memctl.core.config import Settings, load_settings, resolve_root
+from memctl.core.fsutil import WriterLock
+
+
+@dataclass
+class AppState:
+    root_option: Optional[str] = None
+    debug: bool = False
+    _settings: Optional[Settings] = field(default=None, repr=False)
+
+    @property
+    def root(self) -> Path:
+        return resolve_root(self.root_option)
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings(self.root)
+        return self._settings
+
+    def writer_lock(self, wait: float = 0.0) -> WriterLock:
+        return WriterLock(self.settings.layout.lock, wait_seconds=wait)
+
+
+def state(ctx: typer.Context) -> AppState:
+    obj = ctx.find_root().obj
+    if not isinstance(obj, AppState):
+        obj = AppState()
+        ctx.find_root().obj = obj
+    return obj

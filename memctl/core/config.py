@@ -1,0 +1,347 @@
+"""Where the memory lives and how it behaves: root resolution, layer paths, `memctl.toml`.
+
+Every layer's path is computed here and nowhere else (design.md §2). Every configuration key
+has a default; `effective_settings` reports each value with where it came from, which is
+what `memctl rules` prints.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections import namedtuple
+from pathlib import Path
+
+from memctl.core.errors import ConfigError
+from memctl.core.fsutil import ensure_private_dir, FILE_MODE
+
+TYPE_CHECKING = False  # typing costs ~7 ms to import; annotations here are never evaluated
+if TYPE_CHECKING:
+    from typing import Any
+
+CONFIG_NAME = "memctl.toml"
+STATE_DIR = ".memctl"
+
+# L0: the meta rules memctl itself follows; printed by `memctl rules`.
+META_RULES = (
+    "Plain files are the truth; everything under .memctl/ is derived and rebuildable.",
+    "Nothing is deleted that was not first written elsewhere, read back and verified.",
+    "One writer at a time: every command that changes files takes .memctl/lock.",
+    "A live session log (recently modified, or among the newest) is never touched.",
+    "Identity is the sha256 of the raw bytes, never a file name.",
+    "Raw bytes are kept exactly; undecodable bytes are never replaced.",
+    "Secrets are redacted before they reach history, the index, L1 or output.",
+    "L1 stays within 30 lines and 1 KB; L6 is append-only except for --purge.",
+)
+
+DEFAULT_TYPES: dict[str, dict[str, str]] = {
+    "profile": {"policy": "merge", "lifespan": "long"},
+    "preference": {"policy": "merge", "lifespan": "long"},
+    "entity": {"policy": "merge", "lifespan": "long"},
+    "pattern": {"policy": "merge", "lifespan": "long"},
+    "skill": {"policy": "merge", "lifespan": "long"},
+    "tool": {"policy": "merge", "lifespan": "long"},
+    "event": {"policy": "append", "lifespan": "contextual"},
+    "case": {"policy": "append", "lifespan": "contextual"},
+    "lesson": {"policy": "append", "lifespan": "long"},
+    "decision": {"policy": "append", "lifespan": "long"},
+}
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "archive": {
+        "raw_dir": "",  # empty: temp/model_responses beside the root (GenericAgent's layout)
+        "min_age": "2h",
+        "keep_newest": 10,
+        "zip_level": 6,
+    },
+    "search": {
+        "k": 5,
+        "fuzzy_threshold": 80,
+    },
+    "dream": {
+        "consolidate_min": 3,
+        "similarity": 88,
+        "archive_after_days": 30,
+        "forget_after_days": 90,
+        "forget_min_refs": 2,
+        "merge_min_confidence": 7,
+        "max_remove_share": 0.2,
+        "auto_trigger_entries": 1000,
+    },
+    "redaction": {
+        "enabled": True,
+        "extra_patterns": [],
+    },
+    "insight": {
+        "max_lines": 30,
+        "max_bytes": 1024,
+    },
+    "types": copy.deepcopy(DEFAULT_TYPES),
+}
+
+
+class Layout(namedtuple("Layout", "root")):
+    """Paths of every layer inside one memory root (immutable; a namedtuple rather than a
+    dataclass: modules on a search's import path avoid `dataclasses`, which pulls in inspect
+    and ast — ~15 ms of every query)."""
+
+    __slots__ = ()
+    root: Path
+
+    @property
+    def config_file(self) -> Path:
+        return self.root / CONFIG_NAME
+
+    @property
+    def insight(self) -> Path:
+        return self.root / "global_mem_insight.txt"
+
+    @property
+    def global_mem(self) -> Path:
+        return self.root / "global_mem.txt"
+
+    @property
+    def working_dir(self) -> Path:
+        return self.root / "working"
+
+    @property
+    def l4_dir(self) -> Path:
+        return self.root / "L4_raw_sessions"
+
+    @property
+    def histories(self) -> Path:
+        return self.l4_dir / "all_histories.txt"
+
+    @property
+    def manifest(self) -> Path:
+        return self.l4_dir / "manifest.jsonl"
+
+    @property
+    def long_term(self) -> Path:
+        return self.root / "long_term.jsonl"
+
+    @property
+    def cold_archive(self) -> Path:
+        return self.root / "archive.jsonl"
+
+    @property
+    def dream_log(self) -> Path:
+        return self.root / "dream_log.jsonl"
+
+    @property
+    def custom_dict(self) -> Path:
+        return self.root / "custom_dict.txt"
+
+    @property
+    def aliases(self) -> Path:
+        return self.root / "aliases.txt"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / STATE_DIR
+
+    @property
+    def lock(self) -> Path:
+        return self.state_dir / "lock"
+
+    @property
+    def index(self) -> Path:
+        return self.state_dir / "index.sqlite"
+
+    @property
+    def refs_log(self) -> Path:
+        return self.state_dir / "refs.log"
+
+    def default_raw_dir(self) -> Path:
+        return self.root.parent / "temp" / "model_responses"
+
+
+class Settings:
+    """The effective configuration of one root: values plus where each came from."""
+
+    __slots__ = ("layout", "values", "origins")
+
+    def __init__(self, layout: Layout, values: dict[str, dict[str, object]], origins: dict[str, str] | None = None):
+        self.layout = layout
+        self.values = values
+        self.origins = origins if origins is not None else {}
+
+    def get(self, section: str, key: str) -> Any:
+        return self.values[section][key]
+
+    @property
+    def types(self) -> dict[str, dict[str, str]]:
+        return self.values["types"]
+
+    def raw_dir(self, override: Path | None = None) -> Path:
+        """Positional argument > [archive] raw_dir > temp/model_responses beside the root."""
+        if override is not None:
+            return Path(override)
+        configured = str(self.values["archive"]["raw_dir"] or "")
+        if configured:
+            path = Path(configured).expanduser()
+            return path if path.is_absolute() else self.layout.root / path
+        return self.layout.default_raw_dir()
+
+
+def resolve_root(cli_root: str | os.PathLike | None = None, cwd: Path | None = None) -> Path:
+    """--root > $MEMCTL_HOME > ./memory if it exists > $XDG_DATA_HOME/memctl."""
+    if cli_root:
+        return Path(cli_root).expanduser().absolute()
+    env_home = os.environ.get("MEMCTL_HOME", "").strip()
+    if env_home:
+        return Path(env_home).expanduser().absolute()
+    here = Path(cwd or Path.cwd())
+    if (here / "memory").is_dir():
+        return (here / "memory").absolute()
+    xdg = os.environ.get("XDG_DATA_HOME", "").strip()
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".local" / "share"
+    return base / "memctl"
+
+
+def load_settings(root: Path) -> Settings:
+    layout = Layout(Path(root))
+    values = copy.deepcopy(DEFAULTS)
+    origins = {f"{section}.{key}": "default" for section, table in DEFAULTS.items() for key in table}
+    path = layout.config_file
+    if path.is_file():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML ({exc}); fix or remove the file") from None
+        if _sets_something(text):
+            _merge_user_config(values, origins, _parse_toml(text, path), path)
+    return Settings(layout=layout, values=values, origins=origins)
+
+
+
+def _sets_something(text: str) -> bool:
+    """False for a file of comments and known empty section headers only (the file `init`
+    writes): then the defaults stand and tomllib need not be loaded (a search runs this)."""
+    for line in text.splitlines():
+        line = line.strip()
+        header = line.startswith("[") and line.endswith("]") and line[1:-1].strip() in DEFAULTS
+        if line and not line.startswith("#") and not header:
+            return True
+    return False
+
+
+def _parse_toml(text: str, path: Path) -> dict:
+    import tomllib
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc}); fix or remove the file") from None
+
+
+def _merge_user_config(values: dict, origins: dict, user: dict, path: Path) -> None:
+    for section, table in user.items():
+        if section not in values:
+            raise ConfigError(f"{path}: unknown section [{section}]; known: {', '.join(sorted(values))}")
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: [{section}] must be a table")
+        if section == "types":
+            _merge_types(values["types"], origins, table, path)
+            continue
+        for key, value in table.items():
+            if key not in values[section]:
+                known = ", ".join(sorted(values[section]))
+                raise ConfigError(f"{path}: unknown key {section}.{key}; known: {known}")
+            default = DEFAULTS[section][key]
+            if not _same_kind(default, value):
+                raise ConfigError(
+                    f"{path}: {section}.{key} must be {type(default).__name__}, got {value!r}"
+                )
+            values[section][key] = value
+            origins[f"{section}.{key}"] = str(path)
+
+
+def _same_kind(default: Any, value: Any) -> bool:
+    if isinstance(default, bool):
+        return isinstance(value, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, type(default)) and not (isinstance(value, bool) and not isinstance(default, bool))
+
+
+def _merge_types(types: dict, origins: dict, table: dict, path: Path) -> None:
+    for name, spec in table.items():
+        if not isinstance(spec, dict):
+            raise ConfigError(f'{path}: [types.{name}] must be a table like policy = "merge"')
+        policy = spec.get("policy", types.get(name, {}).get("policy", "append"))
+        lifespan = spec.get("lifespan", types.get(name, {}).get("lifespan", "long"))
+        if policy not in ("merge", "append"):
+            raise ConfigError(f'{path}: types.{name}.policy must be "merge" or "append", got {policy!r}')
+        if lifespan not in ("long", "contextual"):
+            raise ConfigError(f'{path}: types.{name}.lifespan must be "long" or "contextual", got {lifespan!r}')
+        types[name] = {"policy": policy, "lifespan": lifespan}
+        origins[f"types.{name}"] = str(path)
+
+
+def effective_settings(settings: Settings) -> list[tuple[str, Any, str]]:
+    """(key, value, origin) for every setting, in a stable order."""
+    rows = []
+    for section in sorted(settings.values):
+        for key in sorted(settings.values[section]):
+            name = f"{section}.{key}"
+            rows.append((name, settings.values[section][key], settings.origins.get(name, "default")))
+    return rows
+
+
+DEFAULT_CONFIG_TEXT = """\
+# memctl configuration. Every key is optional; `memctl rules` shows the effective values.
+[archive]
+# raw_dir = "../temp/model_responses"   # default: temp/model_responses beside this folder
+# min_age = "2h"                         # never touch a log modified more recently
+# keep_newest = 10                       # never touch the N most recently modified logs
+
+[dream]
+# consolidate_min = 3
+# archive_after_days = 30
+# forget_after_days = 90
+# max_remove_share = 0.2
+
+# [types.recipe]                         # add an entry type without touching code
+# policy = "merge"                       # merge (by topic) or append
+# lifespan = "long"                      # long or contextual
+"""
+
+
+def init_root(root: Path) -> list[Path]:
+    """Create the layout (idempotent): folders 0700, files 0600. Returns what was created."""
+    layout = Layout(Path(root))
+    created: list[Path] = []
+    for folder in (layout.root, layout.l4_dir, layout.working_dir, layout.state_dir):
+        if not folder.exists():
+            created.append(folder)
+        ensure_private_dir(folder)
+        os.chmod(folder, 0o700)
+    if not layout.config_file.exists():
+        _create_private_file(layout.config_file, DEFAULT_CONFIG_TEXT)
+        created.append(layout.config_file)
+    for path in (layout.long_term, layout.cold_archive):
+        if not path.exists():
+            _create_private_file(path, "")
+            created.append(path)
+    return created
+
+
+def _create_private_file(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def parse_duration(text: str | int | float) -> float:
+    """'2h', '30m', '90s', '3d', or a number of seconds -> seconds."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    raw = str(text).strip().lower()
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    try:
+        if raw and raw[-1] in units:
+            return float(raw[:-1]) * units[raw[-1]]
+        return float(raw)
+    except ValueError:
+        raise ConfigError(f"bad duration {text!r}: use a number with s, m, h, d or w (e.g. 2h)") from None

@@ -1,0 +1,639 @@
+"""The L4 cycle: compress raw session logs, extract their history, pack monthly zips, and
+delete a raw file only once its session is verified inside a zip and in the manifest.
+
+`plan` decides from file metadata alone which logs are candidates and why the others are
+left alone; `run_archive` carries the plan out under the writer lock (or, with dry_run,
+only reads). Order of every step, each one durable before the next (conventions.md §0):
+
+1. encode each candidate into a hidden staging file, hashing the raw bytes;
+2. per month, copy the existing zip beside itself, add the new members, fsync, verify every
+   new member decodes to the raw sha256 and every old member is unchanged, rename over;
+3. append the sessions' manifest records; 4. append their history blocks;
+5. delete each raw file, unless it changed since it was read.
+
+A run killed anywhere leaves every session whole in its raw file or in a verified zip; the
+next run finishes the job without duplicating zip members or history blocks, because every
+zip member carries its manifest record and identity is the sha256 of the raw bytes.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import os
+import shutil
+import tempfile
+import zipfile
+import zlib
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Callable, Iterable
+
+from memctl.core import clock
+
+from memctl.core import faults
+from memctl.l4.codec import decode_stream, encode_stream
+from memctl.core.config import Layout, Settings, parse_duration
+from memctl.core.errors import IntegrityError, UsageError
+from memctl.core.fsutil import (
+    append_durably,
+    ensure_private_dir,
+    fsync_dir,
+    sweep_stale_temp_files,
+)
+from memctl.l4.history import HistoryBuilder, history_block, sessions_in_history
+from memctl.l4.logs import RawEntry
+from memctl.l4.manifest import ManifestRecord, append_records, iter_manifest, monthly_zips, records_in_zip
+
+RAW_GLOB_PREFIX = "model_responses_"
+RAW_SUFFIX = ".txt"
+
+
+@dataclass
+class FileDecision:
+    """What happens (or would happen) to one raw file, and why."""
+
+    path: str
+    action: str  # archive | finish (already archived: history + delete) | skip | error
+    reason: str
+    name: str = ""
+    zip: str = ""
+    sha256: str = ""
+    bytes_raw: int = 0
+    bytes_compressed: int = 0
+    deleted: bool = False
+
+
+@dataclass
+class ArchiveReport:
+    raw_dir: str
+    dry_run: bool
+    decisions: list[FileDecision] = field(default_factory=list)
+    months: list[str] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[FileDecision]:
+        return [d for d in self.decisions if d.action == "error"]
+
+    def summary(self) -> dict:
+        skipped: dict[str, int] = {}
+        for decision in self.decisions:
+            if decision.action == "skip":
+                key = decision.reason.split(":")[0]
+                skipped[key] = skipped.get(key, 0) + 1
+        processed = [d for d in self.decisions if d.action in ("archive", "finish")]
+        return {
+            "raw_dir": self.raw_dir,
+            "dry_run": self.dry_run,
+            "processed": len(processed),
+            "new_sessions": sum(1 for d in self.decisions if d.action == "archive"),
+            "skipped": skipped,
+            "errors": [f"{d.path}: {d.reason}" for d in self.errors],
+            "deleted_raw": sum(1 for d in self.decisions if d.deleted),
+            "bytes_in": sum(d.bytes_raw for d in processed),
+            "bytes_out": sum(d.bytes_compressed for d in self.decisions if d.action == "archive"),
+            "months": self.months,
+        }
+
+    def to_json(self) -> dict:
+        return {**self.summary(), "files": [asdict(d) for d in self.decisions]}
+
+
+@dataclass
+class FileSignature:
+    size: int
+    mtime_ns: int
+    inode: int
+
+    @classmethod
+    def of(cls, info: os.stat_result) -> "FileSignature":
+        return cls(info.st_size, info.st_mtime_ns, info.st_ino)
+
+
+@dataclass
+class Candidate:
+    path: Path
+    signature: FileSignature
+
+
+# ---------------------------------------------------------------- planning (pure: metadata only)
+
+
+def select_candidates(
+    raw_dir: Path, now: datetime, min_age_seconds: float, keep_newest: int
+) -> tuple[list[Candidate], list[FileDecision]]:
+    """Which raw logs may be archived now; every other log gets a skip decision with its reason."""
+    if not raw_dir.is_dir():
+        raise UsageError(f"raw-log folder {raw_dir} does not exist; pass RAW_DIR or set [archive] raw_dir")
+    found: list[tuple[Path, os.stat_result]] = []
+    skipped: list[FileDecision] = []
+    for entry in os.scandir(raw_dir):
+        if not (entry.name.startswith(RAW_GLOB_PREFIX) and entry.name.endswith(RAW_SUFFIX)):
+            continue
+        path = Path(entry.path)
+        info = os.lstat(path)
+        reason = _unsafe_reason(entry, info)
+        if reason:
+            skipped.append(FileDecision(str(path), "skip", reason))
+            continue
+        found.append((path, info))
+    found.sort(key=lambda item: (item[1].st_mtime_ns, item[0].name), reverse=True)
+    candidates: list[Candidate] = []
+    cutoff = now.timestamp() - min_age_seconds
+    for rank, (path, info) in enumerate(found):
+        if rank < keep_newest:
+            skipped.append(FileDecision(str(path), "skip", f"live: among the {keep_newest} newest logs (--keep-newest)"))
+        elif info.st_mtime > cutoff:
+            age = max(0, int(now.timestamp() - info.st_mtime))
+            skipped.append(FileDecision(str(path), "skip", f"live: modified {_age_text(age)} ago (< --min-age)"))
+        elif info.st_size == 0:
+            skipped.append(FileDecision(str(path), "skip", "empty: nothing to archive, left in place"))
+        else:
+            candidates.append(Candidate(path, FileSignature.of(info)))
+    candidates.sort(key=lambda c: (c.signature.mtime_ns, c.path.name))
+    return candidates, skipped
+
+
+def _unsafe_reason(entry: os.DirEntry, info: os.stat_result) -> str:
+    if entry.is_symlink():
+        return "unsafe: symlink, not followed"
+    if not entry.is_file(follow_symlinks=False):
+        return "unsafe: not a regular file"
+    if info.st_nlink > 1:
+        return "unsafe: hard-linked elsewhere, deleting it would not free or protect it"
+    return ""
+
+
+def _age_text(seconds: int) -> str:
+    if seconds < 3600:
+        return f"{seconds // 60}m"
+    if seconds < 86400:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+# ---------------------------------------------------------------- staging (read + encode)
+
+
+class DeflatingSink:
+    """Deflates what it is given, in 1 MiB blocks on a thread pool, into a staging file.
+
+    Each block is deflated with the 32 KiB before it as a preset dictionary and ends with a
+    sync flush, so the blocks concatenate into one ordinary deflate stream (pigz's method)
+    while both cores work; zlib releases the GIL. At most a few blocks are in flight, so
+    memory stays flat whatever the size of the log.
+    """
+
+    BLOCK = 1 << 20
+    WINDOW = 32 << 10
+    IN_FLIGHT = 4
+
+    def __init__(self, handle, level: int):
+        self.handle = handle
+        self.level = level
+        self.crc = 0
+        self.size = 0
+        self.compressed = 0
+        self.buffer = bytearray()
+        self.window = b""
+        self.in_flight: collections.deque[concurrent.futures.Future] = collections.deque()
+
+    def write(self, data: bytes) -> None:
+        self.buffer += data
+        while len(self.buffer) >= self.BLOCK:
+            block = bytes(self.buffer[: self.BLOCK])
+            del self.buffer[: self.BLOCK]
+            self._submit(block, final=False)
+
+    def _submit(self, block: bytes, final: bool) -> None:
+        self.crc = zlib.crc32(block, self.crc)
+        self.size += len(block)
+        self.in_flight.append(_deflate_pool().submit(_deflate_block, block, self.window, self.level, final))
+        self.window = (self.window + block)[-self.WINDOW:]
+        while len(self.in_flight) > self.IN_FLIGHT:
+            self._write_out(self.in_flight.popleft().result())
+
+    def _write_out(self, data: bytes) -> None:
+        self.compressed += len(data)
+        self.handle.write(data)
+
+    def close(self) -> None:
+        self._submit(bytes(self.buffer), final=True)
+        self.buffer.clear()
+        while self.in_flight:
+            self._write_out(self.in_flight.popleft().result())
+
+
+def _deflate_block(block: bytes, window: bytes, level: int, final: bool) -> bytes:
+    if window:
+        compressor = zlib.compressobj(level, zlib.DEFLATED, -15, zdict=window)
+    else:
+        compressor = zlib.compressobj(level, zlib.DEFLATED, -15)
+    return compressor.compress(block) + compressor.flush(zlib.Z_FINISH if final else zlib.Z_SYNC_FLUSH)
+
+
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _deflate_pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2))
+    return _POOL
+
+
+class PlainSink:
+    """The same interface as DeflatingSink, writing the encoded text as it is."""
+
+    def __init__(self, handle):
+        self.handle = handle
+        self.crc = 0
+        self.compressed = 0
+
+    def write(self, data: bytes) -> None:
+        self.crc = zlib.crc32(data, self.crc)
+        self.compressed += len(data)
+        self.handle.write(data)
+
+    def close(self) -> None:
+        return None
+
+
+@dataclass
+class Staged:
+    candidate: Candidate
+    staging: Path  # the encoded session, already raw-deflated
+    crc: int
+    deflated_size: int
+    sha256: str
+    bytes_raw: int
+    bytes_compressed: int
+    entries: int
+    start: datetime
+    end: datetime
+    format: str
+    history: list[str]
+    name: str = ""
+    continues: str = ""
+
+    @property
+    def month(self) -> str:
+        return f"{self.start:%Y-%m}"
+
+
+def stage(candidate: Candidate, folder: Path, extra_patterns: Iterable[str] = (), level: int | None = 6) -> Staged:
+    """Encode one raw log into a hidden staging file in `folder` (raw-deflated at `level`, or
+    plain text when level is None); nothing else is touched."""
+    fd, staging_name = tempfile.mkstemp(dir=folder, prefix=".staging-", suffix=".tmp")
+    staging = Path(staging_name)
+    builder = HistoryBuilder()
+    stamps: list[datetime] = []
+    formats: set[str] = set()
+
+    def on_entry(entry: RawEntry) -> None:
+        if not stamps:
+            stamps.append(entry.timestamp)
+        stamps[1:] = [entry.timestamp]
+        formats.add(entry.format)
+        builder.feed(entry)
+
+    try:
+        with os.fdopen(fd, "wb") as out, _open_raw(candidate.path) as source:
+            sink = DeflatingSink(out, level) if level is not None else PlainSink(out)
+            try:
+                stats = encode_stream(source, sink.write, on_entry)
+            finally:
+                sink.close()
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:
+        staging.unlink(missing_ok=True)
+        raise
+    fallback = datetime.fromtimestamp(candidate.signature.mtime_ns / 1e9).replace(microsecond=0)
+    start = stamps[0] if stamps else fallback
+    end = stamps[-1] if stamps else fallback
+    return Staged(
+        candidate=candidate,
+        staging=staging,
+        crc=sink.crc,
+        deflated_size=sink.compressed,
+        sha256=stats.sha256,
+        bytes_raw=stats.bytes_raw,
+        bytes_compressed=stats.bytes_encoded,
+        entries=stats.entries,
+        start=start,
+        end=end,
+        format="+".join(sorted(formats)) or "unparsed",
+        history=builder.result(tuple(extra_patterns)),
+    )
+
+
+def _open_raw(path: Path):
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    return os.fdopen(fd, "rb", buffering=1 << 20)
+
+
+def session_base_name(start: datetime, end: datetime) -> str:
+    """GenericAgent's `MMDD_HHMM-MMDD_HHMM`; uniqueness comes from a suffix, identity from sha256."""
+    return f"{start:%m%d_%H%M}-{end:%m%d_%H%M}"
+
+
+def unique_name(base: str, taken: set[str]) -> str:
+    if base not in taken:
+        return base
+    number = 2
+    while f"{base}_{number}" in taken:
+        number += 1
+    return f"{base}_{number}"
+
+
+# ---------------------------------------------------------------- monthly zips
+
+
+def _zip_date(stamp: datetime) -> tuple[int, int, int, int, int, int]:
+    year = min(max(stamp.year, 1980), 2107)
+    return (year, stamp.month, stamp.day, stamp.hour, stamp.minute, stamp.second)
+
+
+def write_month_zip(layout: Layout, month: str, items: list[tuple[Staged, ManifestRecord]]) -> Path:
+    """Write `<month>.zip` anew beside the old one, verify it, and rename it into place."""
+    zip_path = layout.l4_dir / f"{month}.zip"
+    fd, tmp_name = tempfile.mkstemp(dir=layout.l4_dir, prefix=f".{month}.zip.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        old_members = _member_signatures(zip_path) if zip_path.exists() else []
+        if zip_path.exists():
+            shutil.copyfile(zip_path, tmp)
+        faults.checkpoint("zip-copied")
+        with zipfile.ZipFile(tmp, "a" if old_members else "w", allowZip64=True) as archive:
+            for staged, record in items:
+                _add_member(archive, staged, record)
+                faults.checkpoint("zip-member-written")
+        with open(tmp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        faults.checkpoint("zip-fsynced")
+        verify_new_zip(tmp, old_members, [record for _, record in items])
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, zip_path)
+        fsync_dir(layout.l4_dir)
+        faults.checkpoint("zip-replaced")
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return zip_path
+
+
+def _add_member(archive: zipfile.ZipFile, staged: Staged, record: ManifestRecord) -> None:
+    info = zipfile.ZipInfo(record.member, date_time=_zip_date(staged.start))
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.external_attr = 0o600 << 16
+    info.comment = record.to_json().encode("utf-8")
+    with archive.open(info, "w", force_zip64=True) as member, open(staged.staging, "rb") as source:
+        # The staging file is already deflated: pass its bytes through, then state the CRC
+        # and size of the data they inflate to, which is what the zip headers record.
+        member._compressor = _PassThrough()
+        shutil.copyfileobj(source, member, 1 << 20)
+        member._crc, member._file_size = staged.crc, staged.bytes_compressed
+
+
+class _PassThrough:
+    def compress(self, data: bytes) -> bytes:
+        return data
+
+    def flush(self) -> bytes:
+        return b""
+
+
+def _member_signatures(zip_path: Path) -> list[tuple[str, int, int]]:
+    try:
+        with zipfile.ZipFile(zip_path) as archive:
+            return [(i.filename, i.CRC, i.file_size) for i in archive.infolist()]
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise IntegrityError(f"{zip_path} cannot be read ({exc}); it is left untouched, run `memctl verify`") from None
+
+
+def verify_new_zip(zip_path: Path, old_members: list[tuple[str, int, int]], new: list[ManifestRecord]) -> None:
+    """Old members unchanged; every new member decodes (CRC checked) to its raw sha256."""
+    try:
+        with zipfile.ZipFile(zip_path) as archive:
+            signatures = [(i.filename, i.CRC, i.file_size) for i in archive.infolist()]
+            if signatures[: len(old_members)] != old_members:
+                raise IntegrityError(f"{zip_path.name}: existing members changed while adding new ones")
+            for record in new:
+                with archive.open(record.member) as member:
+                    sha, size = decode_stream(member, _discard)
+                if sha != record.sha256 or size != record.bytes_raw:
+                    raise IntegrityError(f"{zip_path.name}:{record.member} does not match the raw log")
+    except zipfile.BadZipFile as exc:
+        raise IntegrityError(f"{zip_path.name}: written zip does not read back ({exc})") from None
+
+
+def _discard(_: bytes) -> None:
+    return None
+
+
+# ---------------------------------------------------------------- the run
+
+
+@dataclass
+class ArchiveOptions:
+    raw_dir: Path
+    min_age_seconds: float
+    keep_newest: int
+    dry_run: bool = False
+    zip_level: int = 6
+    redact_patterns: tuple[str, ...] = ()
+
+
+def options_from_settings(
+    settings: Settings,
+    raw_dir: Path | None,
+    min_age: str | None,
+    keep_newest: int | None,
+    dry_run: bool,
+) -> ArchiveOptions:
+    keep = settings.get("archive", "keep_newest") if keep_newest is None else keep_newest
+    if keep < 0:
+        raise UsageError("--keep-newest must be 0 or more")
+    return ArchiveOptions(
+        raw_dir=settings.raw_dir(raw_dir),
+        min_age_seconds=parse_duration(min_age if min_age is not None else settings.get("archive", "min_age")),
+        keep_newest=keep,
+        dry_run=dry_run,
+        zip_level=int(settings.get("archive", "zip_level")),
+        redact_patterns=tuple(settings.get("redaction", "extra_patterns")),
+    )
+
+
+def known_sessions(layout: Layout, recorded: dict[str, ManifestRecord] | None = None) -> dict[str, ManifestRecord]:
+    """Archived sessions by sha256: the manifest (or `recorded`, already read from it), plus zip
+    members a crash left unrecorded."""
+    known = dict(recorded) if recorded is not None else {record.sha256: record for record in iter_manifest(layout)}
+    for zip_path in monthly_zips(layout):
+        try:
+            for record in records_in_zip(zip_path):
+                known.setdefault(record.sha256, record)
+        except (zipfile.BadZipFile, OSError):
+            continue
+    return known
+
+
+def run_archive(layout: Layout, options: ArchiveOptions, progress: Callable[[str], None] | None = None) -> ArchiveReport:
+    """Archive every eligible raw log (the caller holds the writer lock unless dry_run)."""
+    now = clock.now()
+    report = ArchiveReport(raw_dir=str(options.raw_dir), dry_run=options.dry_run)
+    candidates, skipped = select_candidates(options.raw_dir, now, options.min_age_seconds, options.keep_newest)
+    report.decisions.extend(skipped)
+    if not options.dry_run:
+        ensure_private_dir(layout.l4_dir)
+        ensure_private_dir(layout.state_dir)
+        sweep_stale_temp_files(layout.l4_dir)
+    staging_dir = layout.l4_dir if not options.dry_run else Path(tempfile.mkdtemp(prefix="memctl-dry-run-"))
+    try:
+        _run_candidates(layout, options, candidates, staging_dir, now, report, progress)
+    finally:
+        if options.dry_run:
+            shutil.rmtree(staging_dir, ignore_errors=True)
+    return report
+
+
+def _run_candidates(layout, options, candidates, staging_dir, now, report, progress) -> None:
+    recorded = {record.sha256: record for record in iter_manifest(layout)}
+    known = known_sessions(layout, recorded)
+    names_taken = {record.name for record in known.values()}
+    history_names = sessions_in_history(layout.histories)
+    new_by_month: dict[str, list[tuple[Staged, ManifestRecord]]] = {}
+    finishing: list[tuple[Staged, ManifestRecord, FileDecision]] = []
+    archived_at = clock.iso(now)
+    for number, candidate in enumerate(candidates, start=1):
+        if progress:
+            progress(f"[{number}/{len(candidates)}] reading {candidate.path.name}")
+        try:
+            staged = stage(candidate, staging_dir, options.redact_patterns, options.zip_level)
+        except (OSError, IntegrityError) as exc:
+            report.decisions.append(FileDecision(str(candidate.path), "error", f"cannot read: {exc}"))
+            continue
+        decision = FileDecision(
+            str(candidate.path), "archive", "", sha256=staged.sha256,
+            bytes_raw=staged.bytes_raw, bytes_compressed=staged.bytes_compressed,
+        )
+        report.decisions.append(decision)
+        existing = known.get(staged.sha256)
+        if existing is not None:
+            staged.staging.unlink(missing_ok=True)
+            decision.action, decision.name, decision.zip = "finish", existing.name, existing.zip
+            decision.reason = f"already archived as {existing.name} in {existing.zip}"
+            finishing.append((staged, existing, decision))
+            continue
+        staged.name = unique_name(session_base_name(staged.start, staged.end), names_taken)
+        names_taken.add(staged.name)
+        staged.continues = _continued_session(known, candidate.path.name, staged.start)
+        record = _record_for(staged, candidate.path.name, archived_at)
+        known[staged.sha256] = record
+        decision.name, decision.zip = staged.name, record.zip
+        decision.reason = f"new session {staged.name} -> {record.zip}" + (
+            f" (continues {staged.continues})" if staged.continues else ""
+        )
+        new_by_month.setdefault(staged.month, []).append((staged, record))
+        finishing.append((staged, record, decision))
+    if options.dry_run:
+        report.months = sorted(new_by_month)
+        for _, _, decision in finishing:
+            decision.reason += "; raw file would be deleted after verification"
+        return
+    _commit(layout, options, new_by_month, finishing, recorded, history_names, report, progress)
+
+
+def _continued_session(known: dict[str, ManifestRecord], source: str, start: datetime) -> str:
+    """The latest archived session of the same raw file that ended before this one starts."""
+    earlier = [r for r in known.values() if r.source == source and r.end and r.end <= start.isoformat()]
+    return max(earlier, key=lambda r: r.end).name if earlier else ""
+
+
+def _record_for(staged: Staged, source: str, archived_at: str) -> ManifestRecord:
+    return ManifestRecord(
+        name=staged.name,
+        sha256=staged.sha256,
+        source=source,
+        zip=f"{staged.month}.zip",
+        member=f"{staged.name}.txt",
+        bytes_raw=staged.bytes_raw,
+        bytes_compressed=staged.bytes_compressed,
+        start=staged.start.isoformat(),
+        end=staged.end.isoformat(),
+        format=staged.format,
+        archived_at=archived_at,
+        entries=staged.entries,
+        continues=staged.continues,
+    )
+
+
+def _commit(layout, options, new_by_month, finishing, recorded, history_names, report, progress) -> None:
+    failed_months: set[str] = set()
+    for month in sorted(new_by_month):
+        items = new_by_month[month]
+        if progress:
+            progress(f"writing {month}.zip ({len(items)} new sessions)")
+        try:
+            write_month_zip(layout, month, items)
+        except (OSError, IntegrityError) as exc:
+            failed_months.add(month)
+            for staged, _ in items:
+                staged.staging.unlink(missing_ok=True)
+                _mark_error(report, staged, f"zip {month}.zip not written: {exc}")
+            continue
+        report.months.append(month)
+        for staged, _ in items:
+            staged.staging.unlink(missing_ok=True)
+    unrecorded = [r for s, r, d in finishing if d.action != "error" and r.sha256 not in recorded]
+    append_records(layout, _unique_records(unrecorded))
+    faults.checkpoint("manifest-appended")
+    _append_missing_history(layout, finishing, history_names)
+    for staged, record, decision in finishing:
+        if decision.action == "error":
+            continue
+        decision.deleted = _delete_if_unchanged(staged.candidate, decision)
+        faults.checkpoint("raw-deleted")
+
+
+def _unique_records(records: list[ManifestRecord]) -> list[ManifestRecord]:
+    seen: set[str] = set()
+    unique = []
+    for record in records:
+        if record.sha256 not in seen:
+            seen.add(record.sha256)
+            unique.append(record)
+    return unique
+
+
+def _mark_error(report: ArchiveReport, staged: Staged, reason: str) -> None:
+    for decision in report.decisions:
+        if decision.path == str(staged.candidate.path):
+            decision.action, decision.reason = "error", reason
+
+
+def _append_missing_history(layout: Layout, finishing, history_names: set[str]) -> None:
+    blocks = []
+    for staged, record, decision in finishing:
+        if decision.action == "error" or record.name in history_names:
+            continue
+        history_names.add(record.name)
+        blocks.append(history_block(record.name, staged.history))
+    if blocks:
+        append_durably(layout.histories, "".join(blocks).encode("utf-8", "surrogateescape"))
+        faults.checkpoint("history-appended")
+
+
+def _delete_if_unchanged(candidate: Candidate, decision: FileDecision) -> bool:
+    """Unlink the raw log only if it is still the file that was read and verified."""
+    try:
+        now_info = os.lstat(candidate.path)
+    except FileNotFoundError:
+        return False
+    if FileSignature.of(now_info) != candidate.signature:
+        decision.reason += "; raw file changed while archiving, left in place for the next run"
+        return False
+    os.unlink(candidate.path)
+    return True

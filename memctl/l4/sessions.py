@@ -1,0 +1,125 @@
+"""Reading archived L4 sessions back: find one by name (or sha256 prefix, or raw file name),
+read its compressed text from its zip or loose file, or rebuild its raw bytes exactly."""
+
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Callable, Iterator
+
+from memctl.l4.archive import Candidate, FileSignature, known_sessions, session_base_name, stage, unique_name
+from memctl.l4.codec import decode_stream, read_trailer, HEADER
+from memctl.core.config import Layout
+from memctl.core.errors import NotFound, UsageError
+from memctl.core.fsutil import ensure_private_dir, safe_child
+from memctl.l4.manifest import ManifestRecord, iter_manifest
+
+
+@dataclass
+class SessionRef:
+    """An archived session: in a zip (record.zip set) or a loose compressed file."""
+
+    name: str
+    record: ManifestRecord | None
+    loose_path: Path | None = None
+
+
+def find_session(layout: Layout, ref: str) -> SessionRef:
+    ref = ref.strip()
+    if ref.endswith(".txt"):
+        ref = ref[:-4]
+    records = list(iter_manifest(layout))
+    matches = [r for r in records if r.name == ref]
+    if not matches and len(ref) >= 8 and all(c in "0123456789abcdef" for c in ref.lower()):
+        matches = [r for r in records if r.sha256.startswith(ref.lower())]
+    if not matches:
+        matches = [r for r in records if r.source in (ref, ref + ".txt")]
+    if matches:
+        record = matches[-1]
+        return SessionRef(record.name, record)
+    loose = layout.l4_dir / f"{ref}.txt"
+    safe_child(layout.l4_dir, f"{ref}.txt")
+    if loose.is_file() and not loose.is_symlink():
+        return SessionRef(ref, None, loose)
+    raise NotFound(f"no archived session named {ref!r}; `memctl status` or the manifest lists them")
+
+
+@contextmanager
+def open_compressed(layout: Layout, session: SessionRef) -> Iterator[BinaryIO]:
+    """The compressed session as a binary stream, from its zip member or loose file."""
+    if session.record is not None:
+        zip_path = safe_child(layout.l4_dir, session.record.zip)
+        try:
+            with zipfile.ZipFile(zip_path) as archive, archive.open(session.record.member) as member:
+                yield io.BufferedReader(member, buffer_size=1 << 20)
+        except (KeyError, FileNotFoundError):
+            raise NotFound(f"{session.record.zip} has no member {session.record.member}; run `memctl verify`") from None
+        return
+    with open(session.loose_path, "rb") as handle:
+        yield handle
+
+
+def write_raw(layout: Layout, session: SessionRef, write: Callable[[bytes], None]) -> tuple[str, int]:
+    """Rebuild the original raw log byte for byte (its sha256 is checked on the way)."""
+    with open_compressed(layout, session) as stream:
+        return decode_stream(stream, write)
+
+
+def write_compressed(layout: Layout, session: SessionRef, write: Callable[[bytes], None]) -> None:
+    with open_compressed(layout, session) as stream:
+        while chunk := stream.read(1 << 20):
+            write(chunk)
+
+
+# ---------------------------------------------------------------- `compress FILE…`
+
+
+@dataclass
+class CompressResult:
+    source: str
+    destination: str
+    bytes_before: int
+    bytes_after: int
+    status: str  # written | unchanged | already-archived
+    name: str = ""
+
+    @property
+    def ratio(self) -> float:
+        return self.bytes_after / self.bytes_before if self.bytes_before else 0.0
+
+
+def compress_file(layout: Layout, path: Path, extra_patterns: tuple[str, ...] = ()) -> CompressResult:
+    """Write the compressed form of one raw log into L4 as `<name>.txt`; never touches the input."""
+    if path.is_symlink():
+        raise UsageError(f"{path} is a symlink; pass the real file")
+    if not path.is_file():
+        raise NotFound(f"{path}: no such file")
+    ensure_private_dir(layout.l4_dir)
+    info = os.stat(path)
+    staged = stage(Candidate(path, FileSignature.of(info)), layout.l4_dir, extra_patterns, level=None)
+    try:
+        archived = known_sessions(layout).get(staged.sha256)
+        if archived is not None:
+            return CompressResult(str(path), f"{archived.zip}:{archived.member}", staged.bytes_raw,
+                                  archived.bytes_compressed, "already-archived", archived.name)
+        base = session_base_name(staged.start, staged.end)
+        taken = set()
+        name = base
+        while (layout.l4_dir / f"{name}.txt").exists():
+            existing = (layout.l4_dir / f"{name}.txt").read_bytes()
+            trailer = read_trailer(existing) if existing.startswith(HEADER) else None
+            if trailer and trailer[0] == staged.sha256:
+                return CompressResult(str(path), str(layout.l4_dir / f"{name}.txt"), staged.bytes_raw,
+                                      len(existing), "unchanged", name)
+            taken.add(name)
+            name = unique_name(base, taken)
+        destination = layout.l4_dir / f"{name}.txt"
+        os.chmod(staged.staging, 0o600)
+        os.replace(staged.staging, destination)
+        return CompressResult(str(path), str(destination), staged.bytes_raw, staged.bytes_compressed, "written", name)
+    finally:
+        staged.staging.unlink(missing_ok=True)

@@ -1,0 +1,289 @@
+"""The L5 and L6 entry stores: `long_term.jsonl` and `archive.jsonl`, one JSON entry a line.
+
+This module owns the entry format (design.md §6) and reading/writing the two files. Write
+policies, remember/forget and the dream pass build on it; `import` uses it to bulk-load.
+Unknown fields are kept as they are, so a newer memctl's entries survive an older one.
+
+L6 is append-only: an entry that leaves L5 gets a new L6 line (with `left_at`, `reason`,
+`run`); `restore` puts it back in L5 without touching L6. An id's state is therefore: active
+if it is in L5, else whatever its *last* L6 line says. Only `forget --purge` and
+`dream --undo` (which removes exactly the lines its run added) rewrite L6.
+
+The reference log `.memctl/refs.log` is how search tells the dream pass that an entry was
+used, without taking the lock: one line per hit, `<ISO time>\t<entry id>\n`, appended with a
+single `O_APPEND` write (see `memctl.longterm.refs`). Extra tab-separated fields after the id are
+allowed and ignored. The dream pass folds new lines into `refs`/`last_ref` and remembers how
+far it read in `.memctl/refs.offset`; it counts lines inside a window for the forget rule.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from memctl.core.fsutil import append_durably, atomic_write_bytes
+
+
+@dataclass
+class Entry:
+    id: str
+    text: str
+    type: str = "event"
+    topic: str = ""
+    confidence: float = 5
+    refs: int = 0
+    last_ref: str = ""
+    created: str = ""
+    updated: str = ""
+    source: str = ""
+    seen: int = 1
+    # provenance of imported items (conversation turns, messages)
+    date: str = ""
+    session: str = ""
+    speaker: str = ""
+    # links
+    supersedes: list[str] = field(default_factory=list)
+    merged_from: list[str] = field(default_factory=list)
+    consolidated_from: list[str] = field(default_factory=list)
+    # L6 only: why and when the entry left L5, and which run moved it
+    left_at: str = ""
+    reason: str = ""
+    run: str = ""
+    # a short human note: the rule that moved it to L6, or "3× verified" on a consolidation
+    note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {k: v for k, v in asdict(self).items() if k != "extra" and v not in ("", [], None)}
+        data.update(self.extra)
+        for required in ("id", "type", "text"):
+            data[required] = getattr(self, required)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Entry":
+        known = _KNOWN_FIELDS
+        if known.issuperset(data) and "id" in data and "text" in data:
+            return cls(**data)
+        kwargs = {k: v for k, v in data.items() if k in known}
+        extra = {k: v for k, v in data.items() if k not in known}
+        if "id" not in kwargs or "text" not in kwargs:
+            raise ValueError("an entry needs at least 'id' and 'text'")
+        return cls(**kwargs, extra=extra)
+
+
+_KNOWN_FIELDS = frozenset(f.name for f in fields(Entry)) - {"extra"}
+
+
+def new_id(prefix: str = "m") -> str:
+    """A short, unique, sortable-enough id: prefix + 12 hex digits."""
+    return f"{prefix}{secrets.token_hex(6)}"
+
+
+def entry_line(entry: Entry) -> bytes:
+    return (json.dumps(entry.to_dict(), ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def iter_entries(path: Path) -> Iterator[Entry]:
+    """Entries of a store; a line that does not parse is skipped (the file is never rewritten here)."""
+    if not Path(path).exists():
+        return
+    with open(path, "rb") as handle:
+        for raw in handle:
+            raw = raw.strip()
+            if not raw:
+                continue
+            try:
+                yield Entry.from_dict(json.loads(raw))
+            except (ValueError, TypeError, AttributeError):
+                continue
+
+
+def load_entries(path: Path) -> list[Entry]:
+    return list(iter_entries(path))
+
+
+def append_entries(path: Path, entries: Iterable[Entry]) -> int:
+    """Append entries with one durable write (the caller holds the writer lock)."""
+    payload = b"".join(entry_line(e) for e in entries)
+    if payload:
+        append_durably(Path(path), payload)
+    return payload.count(b"\n")
+
+
+def write_entries(path: Path, entries: Iterable[Entry]) -> None:
+    """Replace a store atomically (the caller holds the writer lock)."""
+    atomic_write_bytes(Path(path), b"".join(entry_line(e) for e in entries))
+
+
+# --- raw-line snapshots: rewrite a store without touching the bytes of lines we did not change
+
+
+@dataclass
+class Row:
+    """One line of a store: its exact bytes (newline included) and the entry it holds."""
+
+    raw: bytes
+    entry: Entry | None  # None: a line that does not parse, kept as it is
+
+
+@dataclass
+class Snapshot:
+    """A store as read at one moment; `data` lets a later reader see whether it only grew."""
+
+    path: Path
+    data: bytes
+    rows: list[Row]
+
+    @property
+    def entries(self) -> list[Entry]:
+        return [r.entry for r in self.rows if r.entry is not None]
+
+    def by_id(self) -> dict[str, Row]:
+        return {r.entry.id: r for r in self.rows if r.entry is not None}
+
+
+def parse_rows(data: bytes, wanted: bytes | None = None) -> list[Row]:
+    """Rows of a store. With `wanted`, only lines containing those bytes are parsed; the others
+    keep entry None and are written back as they are (a cheap read for one type)."""
+    if wanted is None:
+        fast = _parse_all(data)
+        if fast is not None:
+            return fast
+    rows = []
+    for raw in data.splitlines(keepends=True):
+        if not raw.strip():
+            continue
+        if not raw.endswith(b"\n"):
+            raw += b"\n"
+        if wanted is not None and wanted not in raw:
+            rows.append(Row(raw, None))
+            continue
+        try:
+            entry = Entry.from_dict(json.loads(raw))
+        except (ValueError, TypeError, AttributeError):
+            entry = None
+        rows.append(Row(raw, entry))
+    return rows
+
+
+def texts_of_type(data: bytes, type_name: str) -> list[tuple[str, str]]:
+    """(id, text) of every entry of one type. Lines as memctl writes them
+    (`{"id": …, "text": …, "type": …`) are sliced, not parsed; any other line goes through json."""
+    marker = field_bytes("type", type_name).decode("utf-8")
+    text = data.decode("utf-8", "surrogateescape")
+    if marker not in text:
+        return []
+    found = []
+    tail = f'", {marker}'
+    for line in _lines_with(text, marker):
+        end = line.find(tail)
+        cut = line.find('", "text": "')
+        if line.startswith('{"id": "') and 0 < cut < end and line[end + len(tail)] in ",}":
+            entry_id, body = line[8:cut], line[cut + 12:end]
+            if "\\" not in entry_id + body and '"' not in entry_id + body:
+                found.append((entry_id, body))
+                continue
+        # escapes, another key order, or hand-written: parse the line
+        try:
+            entry = Entry.from_dict(json.loads(line))
+        except (ValueError, TypeError, AttributeError):
+            continue
+        if entry.type == type_name:
+            found.append((entry.id, entry.text))
+    return found
+
+
+def _parse_all(data: bytes) -> list[Row] | None:
+    """All lines in one json call (a big L5 reads twice as fast); None if any line is bad."""
+    lines = [raw if raw.endswith(b"\n") else raw + b"\n" for raw in data.splitlines(keepends=True) if raw.strip()]
+    if not lines:
+        return []
+    try:
+        dicts = json.loads(b"[" + b",".join(lines) + b"]")
+        return [Row(raw, Entry.from_dict(d)) for raw, d in zip(lines, dicts)]
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+def _lines_with(text, marker):
+    """The lines of `text` (str or bytes) that contain `marker`, found with str.find, so the
+    lines without it cost nothing in Python."""
+    newline = "\n" if isinstance(text, str) else b"\n"
+    pos = text.find(marker)
+    while pos >= 0:
+        start = text.rfind(newline, 0, pos) + 1
+        end = text.find(newline, pos)
+        end = len(text) if end < 0 else end
+        yield text[start:end]
+        pos = text.find(marker, end)
+
+
+def entries_with(data: bytes, marker: bytes) -> list[Entry]:
+    """Entries of the lines holding `marker` (e.g. field_bytes("reason", "forgotten"))."""
+    out = []
+    for line in _lines_with(data, marker):
+        try:
+            out.append(Entry.from_dict(json.loads(line)))
+        except (ValueError, TypeError, AttributeError):
+            continue
+    return out
+
+
+def field_bytes(name: str, value: str) -> bytes:
+    """How `"name": "value"` appears in a line memctl wrote (json.dumps default separators)."""
+    return f"{json.dumps(name)}: {json.dumps(value, ensure_ascii=False)}".encode("utf-8")
+
+
+def read_snapshot(path: Path, previous: Snapshot | None = None) -> Snapshot:
+    """Read a store; when it only grew since `previous`, parse just the appended lines."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        data = b""
+    grew = previous is not None and data.startswith(previous.data) and previous.data[-1:] in (b"", b"\n")
+    if grew:
+        rows = list(previous.rows) + parse_rows(data[len(previous.data):])
+    else:
+        rows = parse_rows(data)
+    return Snapshot(path, data, rows)
+
+
+def row_for(entry: Entry) -> Row:
+    return Row(entry_line(entry), entry)
+
+
+def rows_bytes(rows: Iterable[Row]) -> bytes:
+    return b"".join(r.raw for r in rows)
+
+
+def write_rows(path: Path, rows: list[Row]) -> Snapshot:
+    """Replace a store atomically with these rows (the caller holds the writer lock)."""
+    data = rows_bytes(rows)
+    atomic_write_bytes(Path(path), data)
+    return Snapshot(Path(path), data, list(rows))
+
+
+def active_ids(l5: Path) -> set[str]:
+    return {e.id for e in iter_entries(l5)}
+
+
+def departed(l5: Path, l6: Path) -> dict[str, Entry]:
+    """Ids not in L5, each with its last L6 line (why and when it left)."""
+    active = active_ids(l5)
+    last: dict[str, Entry] = {}
+    for entry in iter_entries(l6):
+        if entry.id not in active:
+            last[entry.id] = entry
+    return last
+
+
+def content_hash(text: str) -> str:
+    import hashlib
+
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+

@@ -1,0 +1,153 @@
+"""Entry types, their write policies, and what "the same fact" means.
+
+Types come from `[types]` in memctl.toml (defaults in config.DEFAULT_TYPES): a user adds a
+type there and it works without code. `merge` types are keyed by (type, topic) and a new
+entry supersedes the active one with the same key; `append` types always add, except that a
+near-duplicate raises `seen` of the existing entry. One similarity function is shared by
+`remember`, the forgotten-fact check and the dream's consolidation, so they agree.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from rapidfuzz import fuzz, process, utils
+
+from memctl.core.config import Settings
+from memctl.longterm.entries import Entry
+from memctl.core.errors import UsageError
+
+MERGE = "merge"
+APPEND = "append"
+
+
+@dataclass(frozen=True)
+class TypePolicy:
+    name: str
+    policy: str  # merge | append
+    lifespan: str  # long | contextual
+
+    @property
+    def merges(self) -> bool:
+        return self.policy == MERGE
+
+    @property
+    def contextual(self) -> bool:
+        return self.lifespan == "contextual"
+
+
+def known_types(settings: Settings) -> dict[str, TypePolicy]:
+    return {
+        name: TypePolicy(name, spec.get("policy", APPEND), spec.get("lifespan", "long"))
+        for name, spec in settings.types.items()
+    }
+
+
+def policy_for(settings: Settings, type_name: str) -> TypePolicy:
+    """The policy of a type; an unknown type is an error that names the known ones."""
+    types = known_types(settings)
+    if type_name not in types:
+        known = ", ".join(sorted(types))
+        raise UsageError(
+            f"unknown entry type {type_name!r}; known types: {known} "
+            f"(add one under [types.{type_name}] in memctl.toml)"
+        )
+    return types[type_name]
+
+
+def lifespan_of(types: dict[str, TypePolicy], type_name: str) -> str:
+    # entries of a type removed from the config are kept and treated as long-lived
+    policy = types.get(type_name)
+    return policy.lifespan if policy else "long"
+
+
+def merge_key(entry: Entry) -> tuple[str, str]:
+    return (entry.type, normalize_topic(entry.topic))
+
+
+def normalize_topic(topic: str) -> str:
+    return " ".join(topic.lower().split())
+
+
+def similarity_threshold(settings: Settings) -> float:
+    return float(settings.get("dream", "similarity"))
+
+
+def normalize(text: str) -> str:
+    """Lowercase, punctuation to spaces, whitespace collapsed (CJK characters are kept)."""
+    return utils.default_process(text)
+
+
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+|[^\u3400-\u9fff\uf900-\ufaff]+")
+_DIGIT = re.compile(r"\d")
+STEM = 6  # Latin tokens are cut to 6 letters: "migration(s)", "deploy(ing)" meet
+_STOP = frozenset("the a an of to in on and or is are was be for with it this that at by as from not".split())
+
+
+def features(norm: str) -> tuple[set[str], frozenset[str]]:
+    """Blocking tokens (Latin words, CJK bigrams) and the words holding digits of a normalized text."""
+    if norm.isascii():  # the common case, without a Python loop over characters
+        words = norm.split()
+        found = {w[:STEM] for w in words if len(w) > 1} - _STOP
+        return found, frozenset(w for w in words if not w.isalpha() and _DIGIT.search(w))
+    found = set()
+    nums = []
+    for word in norm.split():
+        if word.isascii():
+            if not word.isalpha():
+                if any(c.isdigit() for c in word):
+                    nums.append(word)
+            if len(word) > 1 and word not in _STOP:
+                found.add(word[:STEM])
+            continue
+        for run in _CJK.findall(word):
+            if run[0] >= "\u3400" and not run.isascii():
+                if len(run) == 1:
+                    found.add(run)
+                else:
+                    found.update(run[i:i + 2] for i in range(len(run) - 1))
+            else:
+                if any(c.isdigit() for c in run):
+                    nums.append(run)
+                if len(run) > 1:
+                    found.add(run[:STEM])
+    return found, frozenset(nums)
+
+
+def numbers(norm: str) -> frozenset[str]:
+    """The words holding digits: "bk-01" and "bk-02", or "3 eggs" and "4 eggs", are different
+    facts however similar the rest is, so only texts with the same numbers can be duplicates."""
+    return features(norm)[1]
+
+
+def similarity(a: str, b: str) -> float:
+    """0..100: word-order-insensitive edit similarity of the normalized texts (0 if numbers differ)."""
+    na, nb = normalize(a), normalize(b)
+    if numbers(na) != numbers(nb):
+        return 0.0
+    return fuzz.token_sort_ratio(na, nb)
+
+
+def best_match(text: str, candidates: Sequence[str], cutoff: float) -> tuple[int, float] | None:
+    """Index and score of the candidate most similar to `text` (same numbers), if any reaches
+    `cutoff`. rapidfuzz scores every candidate in C; only its hits are checked in Python."""
+    if not candidates:
+        return None
+    query = normalize(text)
+    wanted = numbers(query)
+    hits = process.extract(query, candidates, scorer=fuzz.token_sort_ratio, processor=utils.default_process,
+                           score_cutoff=cutoff, limit=50)
+    for _, score, index in hits:  # best first
+        if numbers(normalize(candidates[index])) == wanted:
+            return index, float(score)
+    return None
+
+
+def near_duplicate(text: str, entries: Iterable[Entry], cutoff: float) -> tuple[Entry, float] | None:
+    pool = list(entries)
+    found = best_match(text, [e.text for e in pool], cutoff)
+    if found is None:
+        return None
+    return pool[found[0]], found[1]

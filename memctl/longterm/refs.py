@@ -1,0 +1,52 @@
+"""The reference log `.memctl/refs.log`: search's lock-free note that an L5 entry was used.
+
+One line per hit, `<ISO time>\t<entry id>\n`, appended with a single `O_APPEND` write; extra
+tab-separated fields after the id are allowed and ignored. The dream pass folds new lines into
+the entries (see memctl.longterm.entries and memctl.longterm.dream). Kept apart from memctl.longterm.entries so that a
+search, which only appends, does not import the entry store.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+TYPE_CHECKING = False  # typing costs ~7 ms to import, paid by every search
+if TYPE_CHECKING:
+    from typing import Iterable
+
+REFS_FIELD_SEP = "\t"
+
+
+def record_refs(refs_log: Path, ids: Iterable[str], when: str) -> None:
+    """Append one `<when>\t<id>` line per id in a single O_APPEND write (lock-free, no fsync:
+    a lost reference only delays forgetting)."""
+    payload = "".join(f"{when}{REFS_FIELD_SEP}{i}\n" for i in ids if i and "\t" not in i and "\n" not in i)
+    if not payload:
+        return
+    Path(refs_log).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(refs_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, payload.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def read_refs(refs_log: Path, offset: int = 0) -> tuple[list[tuple[str, str]], int]:
+    """(time, id) pairs from byte `offset` on, and the offset after the last complete line.
+    A log shorter than `offset` was replaced, so it is read from the start."""
+    try:
+        data = Path(refs_log).read_bytes()
+    except FileNotFoundError:
+        return [], 0
+    if offset > len(data):
+        offset = 0
+    end = data.rfind(b"\n") + 1
+    if end <= offset:
+        return [], offset
+    pairs = []
+    for raw in data[offset:end].decode("utf-8", "replace").splitlines():
+        parts = raw.split(REFS_FIELD_SEP)
+        if len(parts) >= 2 and parts[0] and parts[1]:
+            pairs.append((parts[0].strip(), parts[1].strip()))
+    return pairs, end

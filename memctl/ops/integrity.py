@@ -1,0 +1,397 @@
+"""`verify`: read everything back and report what is not as it should be (design.md §9).
+
+Checks, each producing `Finding`s (never raising for a damaged file; a damaged file is the
+point of the check):
+
+- every manifest record has its zip member, the member's CRC reads clean and it decodes to
+  the record's sha256 and size; every zip member has a manifest record; loose compressed
+  sessions decode to their own trailer;
+- `all_histories.txt` is valid UTF-8, its SESSION blocks are unique, and every archived
+  session has one;
+- L1 keeps its limits (the same lint as `insight check`);
+- files under the root are 0600 and folders 0700 (nothing readable by group or others);
+- no secrets in L2 and L3 (L1 is covered by its own lint);
+- every line of L5, L6, the manifest and the dream log parses.
+
+verify takes no lock: it only reads. A zip member that appears while an archive run is
+committing may have no manifest record yet, so orphans are confirmed against a second read
+of the manifest before they are reported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import zipfile
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+from memctl.l4.codec import HEADER, decode_stream
+from memctl.core.config import Layout
+from memctl.core.errors import IntegrityError
+from memctl.l4.manifest import ManifestRecord, iter_manifest, monthly_zips
+
+PRIVATE_BITS = 0o077  # any permission for group or others
+
+
+@dataclass
+class Finding:
+    path: str
+    kind: str  # zip, member, orphan, manifest, history, insight-<kind>, permissions, secret, l5, l6, dream-log
+    message: str
+
+    def line(self) -> str:
+        return f"{self.path}: {self.kind}: {self.message}"
+
+    def to_json(self) -> dict:
+        return {"type": "finding", "path": self.path, "kind": self.kind, "message": self.message}
+
+
+@dataclass
+class VerifyReport:
+    findings: list[Finding] = field(default_factory=list)
+    checked: dict[str, int] = field(default_factory=lambda: {
+        "zips": 0, "sessions": 0, "loose_sessions": 0, "history_blocks": 0, "files": 0, "folders": 0,
+        "scanned_for_secrets": 0, "entries": 0})
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def summary(self) -> dict:
+        kinds: dict[str, int] = {}
+        for finding in self.findings:
+            kinds[finding.kind] = kinds.get(finding.kind, 0) + 1
+        return {"type": "summary", "ok": self.ok, "findings": len(self.findings), "by_kind": kinds,
+                "checked": dict(self.checked)}
+
+
+def verify(layout: Layout, max_lines: int = 30, max_bytes: int = 1024,
+           extra_patterns: Sequence[str] = ()) -> VerifyReport:
+    report = _check_l4(layout)
+    _check_insight(layout, max_lines, max_bytes, report)
+    _check_permissions(layout, report)
+    _check_secrets(layout, extra_patterns, report)
+    _check_jsonl(layout.long_term, "l5", _entry_problem, report)
+    _check_jsonl(layout.cold_archive, "l6", _entry_problem, report)
+    _check_jsonl(layout.dream_log, "dream-log", _object_problem, report)
+    return report
+
+
+# ---------------------------------------------------------------- L4: manifest and zips
+
+
+def _check_l4(layout: Layout, attempts: int = 2) -> VerifyReport:
+    """The L4 checks; rerun once if L4 changed while they ran (an archive or a purge committing
+    between our read of the manifest and of the zips), so a race is not reported as damage."""
+    for attempt in range(attempts):
+        before = _l4_signature(layout)
+        report = VerifyReport()
+        records = _check_manifest_lines(layout, report)
+        _check_zips(layout, records, report)
+        _check_loose_sessions(layout, report)
+        _check_history(layout, records, report)
+        if report.ok or _l4_signature(layout) == before:
+            break
+    return report
+
+
+def _l4_signature(layout: Layout) -> list[tuple[str, int, int]]:
+    if not layout.l4_dir.is_dir():
+        return []
+    found = []
+    for path in sorted(layout.l4_dir.iterdir()):
+        try:
+            info = path.stat()
+        except OSError:
+            continue
+        found.append((path.name, info.st_size, info.st_mtime_ns))
+    return found
+
+
+def _check_manifest_lines(layout: Layout, report: VerifyReport) -> list[ManifestRecord]:
+    records: list[ManifestRecord] = []
+    for number, data, problem in _json_lines(layout.manifest):
+        if problem is None:
+            try:
+                record = ManifestRecord.from_dict(data)
+            except TypeError as exc:
+                problem = f"not a manifest record ({exc})"
+            else:
+                records.append(record)
+                continue
+        report.findings.append(Finding(f"{layout.manifest}:{number}", "manifest", problem))
+    return records
+
+
+def _check_zips(layout: Layout, records: list[ManifestRecord], report: VerifyReport) -> None:
+    by_zip: dict[str, list[ManifestRecord]] = {}
+    for record in records:
+        by_zip.setdefault(record.zip, []).append(record)
+    names = sorted(set(by_zip) | {p.name for p in monthly_zips(layout)})
+    for zip_name in names:
+        if not zip_name or "/" in zip_name or "\\" in zip_name or zip_name.startswith("."):
+            for record in by_zip[zip_name]:
+                report.findings.append(Finding(str(layout.manifest), "manifest",
+                                               f"{record.name} names zip {zip_name!r}, which is not a file name in L4"))
+            continue
+        zip_path = layout.l4_dir / zip_name
+        wanted = by_zip.get(zip_name, [])
+        if not zip_path.is_file():
+            for record in wanted:
+                report.findings.append(Finding(str(zip_path), "member",
+                                               f"{record.member} ({record.name}) is in the manifest but the zip is missing"))
+            continue
+        report.checked["zips"] += 1
+        try:
+            with zipfile.ZipFile(zip_path) as archive:
+                _check_members(layout, zip_path, archive, wanted, report)
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+            report.findings.append(Finding(str(zip_path), "zip", f"cannot be read as a zip ({exc})"))
+
+
+def _check_members(layout: Layout, zip_path: Path, archive: zipfile.ZipFile,
+                   wanted: list[ManifestRecord], report: VerifyReport) -> None:
+    present = {info.filename: info for info in archive.infolist()}
+    for record in wanted:
+        report.checked["sessions"] += 1
+        where = f"{zip_path}:{record.member}"
+        if record.member not in present:
+            report.findings.append(Finding(where, "member", f"{record.name} is in the manifest but not in the zip"))
+            continue
+        problem = _member_problem(archive, present[record.member], record)
+        if problem:
+            report.findings.append(Finding(where, "member", f"{record.name}: {problem}"))
+    recorded = {r.member for r in wanted}
+    orphans = [name for name in present if name not in recorded and not name.endswith("/")]
+    if orphans:
+        again = {r.member for r in iter_manifest(layout) if r.zip == zip_path.name}
+        for name in orphans:
+            if name not in again:
+                report.findings.append(Finding(f"{zip_path}:{name}", "orphan",
+                                               f"zip member has no manifest record{_comment_hint(present[name])}"))
+
+
+def _member_problem(archive: zipfile.ZipFile, info: zipfile.ZipInfo, record: ManifestRecord) -> str:
+    """'' when the member reads with a clean CRC and decodes to the record's sha256 and size."""
+    try:
+        with archive.open(info) as member:
+            sha, size = decode_stream(member, _discard)
+            while member.read(1 << 20):  # drain to the end: the CRC is checked only at EOF
+                pass
+    except IntegrityError as exc:
+        return str(exc)
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, NotImplementedError) as exc:
+        return f"does not read back ({exc})"
+    if sha != record.sha256:
+        return f"decodes to sha256 {sha[:12]}…, the manifest says {record.sha256[:12]}…"
+    if size != record.bytes_raw:
+        return f"decodes to {size} bytes, the manifest says {record.bytes_raw}"
+    return ""
+
+
+def _comment_hint(info: zipfile.ZipInfo) -> str:
+    try:
+        name = json.loads(info.comment.decode("utf-8")).get("name")
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        return ""
+    return f" (its comment names session {name}; `memctl` can rebuild the manifest from the zips)" if name else ""
+
+
+def _discard(_: bytes) -> None:
+    return None
+
+
+def _check_loose_sessions(layout: Layout, report: VerifyReport) -> None:
+    """Compressed sessions written by `compress` (not yet in a zip) decode to their trailer."""
+    if not layout.l4_dir.is_dir():
+        return
+    for path in sorted(layout.l4_dir.glob("*.txt")):
+        if path.name == layout.histories.name or path.name.startswith(".") or path.is_symlink():
+            continue
+        try:
+            with open(path, "rb") as handle:
+                if handle.read(len(HEADER)) != HEADER:
+                    continue  # not memctl's (a GenericAgent checkout keeps its own files here)
+                handle.seek(0)
+                report.checked["loose_sessions"] += 1
+                decode_stream(handle, _discard)
+        except IntegrityError as exc:
+            report.findings.append(Finding(str(path), "session", str(exc)))
+        except OSError as exc:
+            report.findings.append(Finding(str(path), "session", f"cannot be read ({exc})"))
+
+
+# ---------------------------------------------------------------- L4: the history file
+
+
+def _check_history(layout: Layout, records: list[ManifestRecord], report: VerifyReport) -> None:
+    from memctl.l4.history import SEPARATOR
+
+    path = layout.histories
+    if not path.exists():
+        if records:
+            report.findings.append(Finding(str(path), "history", f"missing, but {len(records)} sessions are archived"))
+        return
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        report.findings.append(Finding(str(path), "history", f"cannot be read ({exc})"))
+        return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        report.findings.append(Finding(str(path), "history", f"not valid UTF-8 at byte {exc.start}"))
+        text = data.decode("utf-8", "replace")
+    seen: dict[str, int] = {}
+    previous = ""
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.startswith("SESSION: ") and previous == SEPARATOR:
+            name = line[len("SESSION: "):].strip()
+            report.checked["history_blocks"] += 1
+            if name in seen:
+                report.findings.append(Finding(f"{path}:{number}", "history",
+                                               f"second block for session {name} (first at line {seen[name]})"))
+            else:
+                seen[name] = number
+        previous = line
+    for record in records:
+        if record.name not in seen:
+            report.findings.append(Finding(str(path), "history", f"no block for archived session {record.name}"))
+
+
+# ---------------------------------------------------------------- L1
+
+
+def _check_insight(layout: Layout, max_lines: int, max_bytes: int, report: VerifyReport) -> None:
+    from memctl.agent.insight import check_text
+
+    path = layout.insight
+    if not path.is_file():
+        return
+    try:
+        violations = check_text(layout, path.read_bytes(), max_lines, max_bytes)
+    except OSError as exc:
+        report.findings.append(Finding(str(path), "insight", f"cannot be read ({exc})"))
+        return
+    for v in violations:
+        where = f"{path}:{v.line}" if v.line else str(path)
+        report.findings.append(Finding(where, f"insight-{v.kind}", v.message))
+
+
+# ---------------------------------------------------------------- permissions
+
+
+def _check_permissions(layout: Layout, report: VerifyReport) -> None:
+    root = layout.root
+    if not root.is_dir():
+        return
+    for path, info in _walk(root):
+        mode = stat.S_IMODE(info.st_mode)
+        if stat.S_ISDIR(info.st_mode):
+            report.checked["folders"] += 1
+            wanted = 0o700
+        else:
+            report.checked["files"] += 1
+            wanted = 0o600
+        if mode & PRIVATE_BITS:
+            who = _who(mode)
+            report.findings.append(Finding(str(path), "permissions",
+                                           f"mode {mode:04o} gives {who} access; run chmod {wanted:o} {path}"))
+
+
+def _walk(root: Path) -> Iterator[tuple[Path, os.stat_result]]:
+    """Every folder and regular file under root (root included); symlinks are not followed."""
+    yield root, os.stat(root, follow_symlinks=False)
+    for folder, dirs, files in os.walk(root):
+        for name in sorted(dirs) + sorted(files):
+            path = Path(folder) / name
+            try:
+                info = os.stat(path, follow_symlinks=False)
+            except OSError:
+                continue  # gone since the listing (a temp file of a concurrent writer)
+            if stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode):
+                yield path, info
+
+
+def _who(mode: int) -> str:
+    parts = []
+    if mode & 0o070:
+        parts.append("group")
+    if mode & 0o007:
+        parts.append("others")
+    return " and ".join(parts)
+
+
+# ---------------------------------------------------------------- secrets in L2 and L3
+
+
+def secret_scan_files(layout: Layout) -> list[Path]:
+    """The L2 and L3 files: the same set the search index reads."""
+    from memctl.recall.index import IndexOptions, scan_sources
+
+    return [s.path for s in scan_sources(layout, IndexOptions(), include_l4_sessions=False) if s.kind in ("l2", "l3")]
+
+
+def _check_secrets(layout: Layout, extra_patterns: Sequence[str], report: VerifyReport) -> None:
+    from memctl.core.redact import find_secrets
+
+    for path in secret_scan_files(layout):
+        try:
+            text = path.read_bytes().decode("utf-8", "replace")
+        except OSError as exc:
+            report.findings.append(Finding(str(path), "secret", f"cannot be read to scan ({exc})"))
+            continue
+        report.checked["scanned_for_secrets"] += 1
+        for finding in find_secrets(text, extra_patterns):
+            number = text.count("\n", 0, finding.start) + 1
+            report.findings.append(Finding(f"{path}:{number}", "secret",
+                                           f"holds what looks like a {finding.kind}; remove it or `memctl forget --purge`"))
+
+
+# ---------------------------------------------------------------- JSON Lines stores
+
+
+def _json_lines(path: Path) -> Iterator[tuple[int, object, str | None]]:
+    """(line number, parsed value, problem or None) for each non-blank line."""
+    if not path.is_file():
+        return
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                value = json.loads(raw)
+            except ValueError as exc:
+                torn = "" if raw.endswith(b"\n") else " (a torn last line?)"
+                yield number, None, f"not JSON ({exc}){torn}"
+                continue
+            if not isinstance(value, dict):
+                yield number, None, "not a JSON object"
+                continue
+            yield number, value, None
+
+
+def _entry_problem(data: dict) -> str | None:
+    if not data.get("id"):
+        return "entry has no id"
+    if not isinstance(data.get("text"), str):
+        return "entry has no text"
+    return None
+
+
+def _object_problem(data: dict) -> str | None:
+    return None
+
+
+def _check_jsonl(path: Path, kind: str, problem_of: Callable[[dict], str | None], report: VerifyReport) -> None:
+    for number, data, problem in _json_lines(path):
+        if problem is None:
+            problem = problem_of(data)  # type: ignore[arg-type]
+            if kind in ("l5", "l6"):
+                report.checked["entries"] += 1
+        if problem:
+            report.findings.append(Finding(f"{path}:{number}", kind, problem))

@@ -1,0 +1,273 @@
+"""Timers for the maintenance cycles: systemd user units and crontab lines (design.md §10).
+
+Pure rendering plus one small installer. The same functions produce the generic files in
+`contrib/` (with `%h` / `$HOME` paths) and the files `memctl schedule install` writes with
+this machine's paths, so the two cannot drift apart (a test compares them).
+
+Why the cron lock is not `.memctl/lock`: flock(1) holds its lock on its own open file
+description and memctl's WriterLock opens the file again, so the kernel would refuse memctl
+its own lock and every run would exit 75. Cron jobs therefore serialise on
+`.memctl/cron.lock` (the dream waits for an overrunning archive), and memctl's internal lock
+still keeps them apart from every other writer.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from memctl.core.errors import UsageError
+from memctl.core.fsutil import atomic_write_text, ensure_private_dir
+
+MANAGED_MARK = "memctl schedule"
+CRON_LOCK = ".memctl/cron.lock"
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str  # archive, dream
+    args: tuple[str, ...]  # memctl arguments
+    description: str
+    on_calendar: str  # systemd calendar expression
+    cron_spec: str  # the 5 cron time fields
+    timeout: str  # TimeoutStartSec
+    cron_flock: str  # flock(1) options: -n skips a run that finds the previous one busy
+    address_families: str  # archive needs no network; a dream may call a configured model
+
+
+JOBS: tuple[Job, ...] = (
+    Job(
+        name="archive",
+        args=("archive",),
+        description="archive closed agent session logs into L4",
+        on_calendar="*-*-* 00/12:00:00",
+        cron_spec="0 */12 * * *",
+        timeout="2h",
+        cron_flock="-n -E 75",
+        address_families="AF_UNIX",
+    ),
+    Job(
+        name="dream",
+        args=("dream",),
+        description="nightly dream pass over long-term memory (consolidate, archive, forget, merge)",
+        on_calendar="*-*-* 04:00:00",
+        cron_spec="0 4 * * *",
+        timeout="1h",
+        # wait up to 15 min for an archive run that overran, rather than skip a night
+        cron_flock="-w 900 -E 75",
+        address_families="AF_UNIX AF_INET AF_INET6",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class UnitFile:
+    name: str
+    text: str
+
+
+# ---------------------------------------------------------------- systemd
+
+
+def systemd_escape_word(word: str) -> str:
+    """One ExecStart word: specifiers (%) and variables ($) literal, quoted when needed."""
+    if "\n" in word:
+        raise UsageError(f"path {word!r} holds a newline; systemd units cannot name it")
+    escaped = word.replace("%", "%%").replace("$", "$$")
+    if any(c in escaped for c in " \t\"'\\;"):
+        escaped = '"' + escaped.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return escaped
+
+
+def systemd_escape_env(value: str) -> str:
+    """The value part of Environment="NAME=value" (specifiers literal)."""
+    if "\n" in value:
+        raise UsageError(f"path {value!r} holds a newline; systemd units cannot name it")
+    return value.replace("%", "%%").replace("\\", "\\\\").replace('"', '\\"')
+
+
+def render_service(job: Job, exec_words: Sequence[str], memctl_home: str) -> str:
+    """`exec_words` and `memctl_home` are already in unit-file syntax (escaped or specifiers)."""
+    exec_start = " ".join([*exec_words, *job.args])
+    return f"""\
+# {MANAGED_MARK}: {job.name}. Written by `memctl schedule install --systemd`; a reinstall replaces it.
+[Unit]
+Description=memctl {job.description}
+
+[Service]
+Type=oneshot
+Environment="MEMCTL_HOME={memctl_home}" LANG=C.UTF-8 PYTHONUTF8=1
+ExecStart={exec_start}
+# oneshot units have no start timeout by default; a hung run would block every later one
+TimeoutStartSec={job.timeout}
+# 75 = another memctl holds the lock: this run was skipped, not failed
+SuccessExitStatus=75
+SyslogIdentifier=memctl-{job.name}
+# background priority
+Nice=19
+CPUSchedulingPolicy=batch
+IOSchedulingClass=idle
+UMask=0077
+# hardening that works in a user manager (namespace options such as ProtectSystem= need
+# PrivateUsers= there and are left to system units)
+NoNewPrivileges=yes
+LockPersonality=yes
+RestrictRealtime=yes
+RestrictSUIDSGID=yes
+RestrictNamespaces=yes
+SystemCallArchitectures=native
+SystemCallFilter=@system-service
+SystemCallErrorNumber=EPERM
+RestrictAddressFamilies={job.address_families}
+"""
+
+
+def render_timer(job: Job) -> str:
+    return f"""\
+# {MANAGED_MARK}: {job.name}. Enable the timer, never the service.
+[Unit]
+Description=memctl {job.name} on schedule ({job.on_calendar})
+
+[Timer]
+OnCalendar={job.on_calendar}
+# a run missed while the machine was off fires once at the next boot
+Persistent=true
+# small on purpose: a large delay with Persistent= postpones catch-up runs after every boot
+RandomizedDelaySec=10min
+
+[Install]
+WantedBy=timers.target
+"""
+
+
+def systemd_units(exec_words: Sequence[str], memctl_home: str) -> list[UnitFile]:
+    units = []
+    for job in JOBS:
+        units.append(UnitFile(f"memctl-{job.name}.service", render_service(job, exec_words, memctl_home)))
+        units.append(UnitFile(f"memctl-{job.name}.timer", render_timer(job)))
+    return units
+
+
+def systemd_units_for(memctl_cmd: Sequence[str], root: Path) -> list[UnitFile]:
+    """Units with this machine's absolute paths."""
+    words = [systemd_escape_word(str(w)) for w in memctl_cmd]
+    return systemd_units(words, systemd_escape_env(str(root)))
+
+
+def contrib_systemd_units() -> list[UnitFile]:
+    """The generic units in contrib/: memctl in ~/.local/bin, the memory in ~/.local/share."""
+    return systemd_units(["%h/.local/bin/memctl"], "%h/.local/share/memctl")
+
+
+def default_unit_dir(env: dict[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    config = env.get("XDG_CONFIG_HOME", "").strip()
+    base = Path(config) if config and os.path.isabs(config) else Path(env.get("HOME", str(Path.home()))) / ".config"
+    return base / "systemd" / "user"
+
+
+def enable_commands() -> list[str]:
+    timers = " ".join(f"memctl-{job.name}.timer" for job in JOBS)
+    return [
+        "systemctl --user daemon-reload",
+        f"systemctl --user enable --now {timers}",
+        "loginctl enable-linger \"$USER\"   # optional: run the timers while you are logged out",
+        "systemctl --user list-timers 'memctl-*'",
+    ]
+
+
+@dataclass(frozen=True)
+class InstallResult:
+    path: Path
+    action: str  # "create", "replace", "unchanged"
+
+
+def install_units(units: Sequence[UnitFile], unit_dir: Path, dry_run: bool = False, force: bool = False) -> list[InstallResult]:
+    """Write the units into `unit_dir`; a file memctl did not write is replaced only with force."""
+    results = []
+    for unit in units:
+        path = Path(unit_dir) / unit.name
+        action = _install_action(path, unit.text, force)
+        results.append(InstallResult(path, action))
+    if dry_run:
+        return results
+    if any(r.action != "unchanged" for r in results):
+        ensure_private_dir(Path(unit_dir))
+    for unit, result in zip(units, results):
+        if result.action != "unchanged":
+            atomic_write_text(result.path, unit.text, mode=0o644)
+    return results
+
+
+def _install_action(path: Path, text: str, force: bool) -> str:
+    if not path.exists():
+        return "create"
+    current = path.read_text(encoding="utf-8", errors="replace")
+    if current == text:
+        return "unchanged"
+    if MANAGED_MARK not in current and not force:
+        raise UsageError(f"{path} exists and was not written by memctl; move it away or pass --force")
+    return "replace"
+
+
+# ---------------------------------------------------------------- cron
+
+
+def _cron_escape(text: str) -> str:
+    """cron turns an unescaped % into a newline."""
+    if "\n" in text:
+        raise UsageError(f"{text!r} holds a newline; a crontab line cannot name it")
+    return text.replace("%", "\\%")
+
+
+def cron_line(job: Job, memctl_sh: str, home_sh: str) -> str:
+    """One crontab line; `memctl_sh` and `home_sh` are shell words (quoted or using $HOME).
+
+    Everything is set inside the line, so nothing leaks into the user's other cron jobs.
+    Output is kept and printed only when the job failed (exit other than 0 and 75), so cron
+    mails nothing on success and everything on failure.
+    """
+    args = " ".join(shlex.quote(a) for a in job.args)
+    command = (
+        f"umask 077; MEMCTL_HOME={home_sh} LANG=C.UTF-8 LC_ALL=C.UTF-8 PYTHONUTF8=1; "
+        "export MEMCTL_HOME LANG LC_ALL PYTHONUTF8; "
+        f'out=$(flock {job.cron_flock} "$MEMCTL_HOME/{CRON_LOCK}" {memctl_sh} {args} 2>&1); rc=$?; '
+        f'[ $rc -eq 0 ] || [ $rc -eq 75 ] || printf \'memctl {job.name} failed (exit %s)\\n%s\\n\' "$rc" "$out"'
+    )
+    return f"{job.cron_spec} {_cron_escape(command)}"
+
+
+def cron_text(memctl_sh: str, home_sh: str) -> str:
+    lines = [f"# {MANAGED_MARK}: archive every 12 h, dream at 04:00; silent unless a run fails"]
+    lines += [cron_line(job, memctl_sh, home_sh) for job in JOBS]
+    return "\n".join(lines) + "\n"
+
+
+def cron_text_for(memctl_cmd: Sequence[str], root: Path) -> str:
+    """Crontab lines with this machine's absolute paths."""
+    return cron_text(" ".join(shlex.quote(str(w)) for w in memctl_cmd), shlex.quote(str(root)))
+
+
+def contrib_cron_text() -> str:
+    return cron_text('"$HOME/.local/bin/memctl"', '"$HOME/.local/share/memctl"')
+
+
+def cron_install_hint(root: Path) -> list[str]:
+    return [
+        "add the lines above to your crontab (crontab -e), or append them:",
+        f"  (crontab -l 2>/dev/null; memctl --root {shlex.quote(str(root))} schedule install --cron) | crontab -",
+        "cron does not catch up on runs missed while the machine was off; systemd timers do (--systemd)",
+    ]
+
+
+# ---------------------------------------------------------------- contrib/
+
+
+def contrib_files() -> dict[str, str]:
+    """Relative path under contrib/ -> content, as shipped in the repository."""
+    files = {f"systemd/{u.name}": u.text for u in contrib_systemd_units()}
+    files["cron/memctl"] = contrib_cron_text()
+    return files

@@ -1,0 +1,171 @@
+"""`status`: what the memory holds and how current its maintenance is (design.md §9).
+
+Cheap by design (an agent or a prompt line may call it often): it stats files and counts
+lines, but decodes nothing. Per layer: files, entries and bytes; pending raw logs; the last
+archive run (the newest `archived_at` in the manifest) and the last dream run (the last line
+of `dream_log.jsonl`); whether the search index is older than the newest layer file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from memctl.core.config import Settings
+from memctl.l4.manifest import iter_manifest
+
+ENTRY_UNITS = {"L1": "lines", "L2": "sections", "L3": "files", "L4": "sessions", "L5": "entries", "L6": "entries"}
+
+
+@dataclass
+class LayerStatus:
+    layer: str
+    files: int = 0
+    entries: int = 0
+    bytes: int = 0
+    unit: str = ""
+
+
+@dataclass
+class Status:
+    root: str
+    layers: list[LayerStatus]
+    raw_dir: str
+    pending_raw: int
+    pending_raw_bytes: int
+    active_tasks: int
+    last_archive: str  # ISO time, '' if never
+    last_dream: dict = field(default_factory=dict)  # run, at, op of the dream log's last line
+    index: dict = field(default_factory=dict)  # exists, fresh, built, newest_layer_file
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["layers"] = {layer.layer: {k: v for k, v in asdict(layer).items() if k != "layer"} for layer in self.layers}
+        return data
+
+
+def collect(settings: Settings) -> Status:
+    layout = settings.layout
+    layers = [_l1(layout), _l2(layout), _l3(layout), _l4(layout),
+              _jsonl("L5", layout.long_term), _jsonl("L6", layout.cold_archive)]
+    raw_dir = settings.raw_dir()
+    pending, pending_bytes = _pending_raw(raw_dir)
+    return Status(
+        root=str(layout.root),
+        layers=layers,
+        raw_dir=str(raw_dir),
+        pending_raw=pending,
+        pending_raw_bytes=pending_bytes,
+        active_tasks=_count(layout.working_dir.glob("*.json")) if layout.working_dir.is_dir() else 0,
+        last_archive=max((r.archived_at for r in iter_manifest(layout)), default=""),
+        last_dream=_last_dream(layout.dream_log),
+        index=index_freshness(settings),
+    )
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size if path.is_file() else 0
+    except OSError:
+        return 0
+
+
+def _count(items) -> int:
+    return sum(1 for _ in items)
+
+
+def _l1(layout) -> LayerStatus:
+    path = layout.insight
+    if not path.is_file():
+        return LayerStatus("L1", unit=ENTRY_UNITS["L1"])
+    data = path.read_bytes()
+    return LayerStatus("L1", 1, len(data.splitlines()), len(data), ENTRY_UNITS["L1"])
+
+
+def _l2(layout) -> LayerStatus:
+    from memctl.agent.insight import l2_sections
+
+    if not layout.global_mem.is_file():
+        return LayerStatus("L2", unit=ENTRY_UNITS["L2"])
+    return LayerStatus("L2", 1, len(l2_sections(layout)), _size(layout.global_mem), ENTRY_UNITS["L2"])
+
+
+def _l3(layout) -> LayerStatus:
+    from memctl.ops.integrity import secret_scan_files
+
+    files = [p for p in secret_scan_files(layout) if p != layout.global_mem]
+    return LayerStatus("L3", len(files), len(files), sum(_size(p) for p in files), ENTRY_UNITS["L3"])
+
+
+def _l4(layout) -> LayerStatus:
+    if not layout.l4_dir.is_dir():
+        return LayerStatus("L4", unit=ENTRY_UNITS["L4"])
+    files = [p for p in layout.l4_dir.iterdir() if p.is_file() and not p.name.startswith(".")]
+    names = {r.name for r in iter_manifest(layout)}
+    loose = [p for p in files if p.suffix == ".txt" and p.name != layout.histories.name and p.stem not in names]
+    return LayerStatus("L4", len(files), len(names) + len(loose), sum(_size(p) for p in files), ENTRY_UNITS["L4"])
+
+
+def _jsonl(layer: str, path: Path) -> LayerStatus:
+    if not path.is_file():
+        return LayerStatus(layer, unit=ENTRY_UNITS[layer])
+    entries = 0
+    with open(path, "rb") as handle:
+        for raw in handle:
+            entries += bool(raw.strip())
+    return LayerStatus(layer, 1, entries, _size(path), ENTRY_UNITS[layer])
+
+
+def _pending_raw(raw_dir: Path) -> tuple[int, int]:
+    if not raw_dir.is_dir():
+        return 0, 0
+    count = size = 0
+    for path in raw_dir.glob("model_responses_*.txt"):
+        if path.is_file() and not path.is_symlink():
+            count += 1
+            size += _size(path)
+    return count, size
+
+
+def _last_dream(path: Path) -> dict:
+    """The last parseable line of the dream log: its run id, time and operation."""
+    if not path.is_file():
+        return {}
+    with open(path, "rb") as handle:
+        handle.seek(max(0, _size(path) - 65536))
+        lines = handle.read().splitlines()
+    for raw in reversed(lines):
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            return {k: data[k] for k in ("run", "at", "op") if k in data}
+    return {}
+
+
+def index_freshness(settings: Settings) -> dict:
+    """Whether .memctl/index.sqlite exists, was built with the current settings (`is_usable`)
+    and is at least as new as every layer file it reads.
+
+    A stale index is not an error: the next `search` refreshes it from the changed files."""
+    from memctl.recall.index import IndexOptions, SearchIndex, scan_sources
+
+    layout = settings.layout
+    options = IndexOptions.from_settings(settings)
+    newest = max((s.mtime_ns for s in scan_sources(layout, options)), default=0)
+    path = layout.index
+    if not path.is_file():
+        return {"path": str(path), "exists": False, "fresh": False, "built": "", "newest_layer_file": _iso_ns(newest)}
+    built = os.stat(path).st_mtime_ns
+    usable = SearchIndex(layout, options).is_usable()  # built with this schema, dictionary and redaction
+    return {"path": str(path), "exists": True, "fresh": usable and built >= newest, "usable": usable,
+            "built": _iso_ns(built), "newest_layer_file": _iso_ns(newest), "bytes": _size(path)}
+
+
+def _iso_ns(ns: int) -> str:
+    from datetime import datetime
+
+    return datetime.fromtimestamp(ns / 1e9).isoformat(timespec="seconds") if ns else ""
