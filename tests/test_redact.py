@@ -74,6 +74,34 @@ def _secret_shapes() -> list[tuple[str, str, str]]:
     deepseek = "sk-" + _chars(HEX, 30) + "a1"
     openrouter = "sk-" + "or-v1-" + _chars(HEX, 64)
     cn_pw = "Mima" + _chars(ALNUM, 6) + "2024"
+    proj_plain = "sk-" + "proj-" + _chars(B64URL, 48) + "7q"
+    svcacct = "sk-" + "svcacct-" + _chars(B64URL, 60) + "4Z"
+    admin = "sk-" + "admin-" + _chars(B64URL, 60) + "2k"
+    sk_live = "sk-" + "live-" + _chars(ALNUM, 32) + "9x"
+    ant_admin = "sk-" + "ant-" + "admin01-" + _chars(B64URL, 93) + "AA"
+    gho = "gh" + "o_" + _chars(ALNUM, 36)
+    ghs = "gh" + "s_" + _chars(ALNUM, 36)
+    ghr = "gh" + "r_" + _chars(ALNUM, 36)
+    xoxe = "xo" + "xe.xoxp-1-" + _chars(ALNUM, 60) + "7"
+    xapp = "xa" + "pp-1-A" + _chars(UPPER_DIGITS, 10) + "-" + _chars(string.digits, 12) + "-" + _chars(ALNUM, 64)
+    gcp_key_id = _chars(HEX, 40)
+    gcp_pem = "-----BEGIN " + "PRIVATE KEY-----\\n" + "\\n".join(_chars(ALNUM + "+/", 64) for _ in range(4)) + "\\n-----END " + "PRIVATE KEY-----\\n"
+    azure_secret = _chars(ALNUM, 3) + "8Q~" + _chars(ALNUM + "_~.-", 34)
+    azure_storage = _chars(ALNUM + "+/", 86) + "=="
+    telegram = _chars(string.digits, 10) + ":AA" + _chars(B64URL, 33)
+    discord = "MT" + _chars(ALNUM, 24) + "." + _chars(B64URL, 6) + "." + _chars(B64URL, 38)
+    hf_org = "api" + "_org_" + _chars(string.ascii_letters, 30) + "9876"
+    replicate = "r8" + "_" + _chars(ALNUM, 35) + "5b"
+    gemini = "AI" + "za" + _chars(B64URL, 35)
+    pg_pw = _chars(ALNUM, 12) + "5%"
+    mysql_pw = _chars(ALNUM, 10) + "8k"
+    redis_pw = _chars(ALNUM, 16) + "3"
+    amqp_pw = _chars(ALNUM, 14) + "1q"
+    netrc_pw = _chars(ALNUM, 12) + "6!"
+    pgpass_pw = _chars(ALNUM, 12) + "2#"
+    mistral = _chars(ALNUM, 30) + "42"
+    cohere = _chars(ALNUM, 38) + "7"
+    generic_secret = _chars(ALNUM + "+/", 38) + "Q1"
     return [
         ("aws access key id", f"export AWS_ACCESS_KEY_ID={aws_id}", aws_id),
         ("aws secret key", f"aws_secret_access_key = {aws_secret}", aws_secret),
@@ -104,6 +132,35 @@ def _secret_shapes() -> list[tuple[str, str, str]]:
         ("sk- hex key", f"DEEPSEEK_KEY {deepseek}", deepseek),
         ("openrouter key", f"or key={openrouter}", openrouter),
         ("chinese password", f"服务器密码：{cn_pw}", cn_pw),
+        ("openai project key, no marker", f"OPENAI_API_KEY={proj_plain}", proj_plain),
+        ("openai service account key", f"key: {svcacct}", svcacct),
+        ("openai admin key", f"admin {admin} rotated", admin),
+        ("sk-live- key", f"memctl forget --purge --match {sk_live}", sk_live),
+        ("anthropic admin key", f"x-api-key: {ant_admin}", ant_admin),
+        ("github oauth token", f"gh auth status: {gho}", gho),
+        ("github server token", f"GITHUB_TOKEN={ghs}", ghs),
+        ("github refresh token", f"refresh with {ghr}", ghr),
+        ("slack config token", f"SLACK_CONFIG={xoxe}", xoxe),
+        ("slack app token", f"socket mode {xapp}", xapp),
+        ("gcp private key id", json.dumps({"type": "service_account", "private_key_id": gcp_key_id}), gcp_key_id),
+        ("gcp private key json", '{"private_key": "' + gcp_pem + '"}', gcp_pem),
+        ("azure client secret", f"AZURE_CLIENT_SECRET {azure_secret}", azure_secret),
+        ("azure storage key", f"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={azure_storage};EndpointSuffix=core.windows.net", azure_storage),
+        ("telegram bot token", f"https://api.telegram.org/bot{telegram}/getMe", telegram),
+        ("discord bot token", f"client.run('{discord}')", discord),
+        ("huggingface org token", f"HF {hf_org}", hf_org),
+        ("replicate token", f"REPLICATE {replicate}", replicate),
+        ("gemini key", f"genai.configure(api_key=\"{gemini}\")", gemini),
+        ("postgres url", f"DATABASE_URL=postgresql://app:{pg_pw}@db.internal:5432/app", pg_pw),
+        ("mysql url", f"mysql://root:{mysql_pw}@127.0.0.1:3306/shop", mysql_pw),
+        ("redis url", f"REDIS_URL=redis://:{redis_pw}@cache:6379/0", redis_pw),
+        ("amqp url", f"amqp://guest:{amqp_pw}@mq:5672/", amqp_pw),
+        ("netrc line", f"machine api.example.com login bob password {netrc_pw}", netrc_pw),
+        ("netrc lines", f"machine git.example.com\n  login bob\n  password {netrc_pw}\n", netrc_pw),
+        ("pgpass line", f"db.example.com:5432:app:alice:{pgpass_pw}", pgpass_pw),
+        ("mistral key assignment", f"MISTRAL_API_KEY={mistral}", mistral),
+        ("cohere key assignment", f"co = cohere.Client(api_key='{cohere}')", cohere),
+        ("generic secret assignment", f"client_secret: {generic_secret}", generic_secret),
     ]
 
 
@@ -121,8 +178,8 @@ def test_each_shape_is_redacted(name, text, secret):
     assert not find_secrets(out), out
 
 
-def test_at_least_fifteen_shapes():
-    assert len(SHAPES) >= 15
+def test_at_least_forty_five_shapes():
+    assert len(SHAPES) >= 45
 
 
 def test_context_around_a_secret_is_kept():
@@ -214,14 +271,23 @@ def _corpus() -> list[tuple[str, str]]:
     return texts
 
 
+# Secrets the samples plant on purpose (a key an agent was told about); each must still be found.
+PLANTED = {("model_responses_738872.txt", "sk-key")}
+
+
 def test_no_false_positive_over_samples_and_bench():
     corpus = _corpus()
     assert corpus, "no sample text found"
-    hits = []
+    hits, planted = [], set()
     for name, text in corpus:
         for finding in find_secrets(text):
+            if (Path(name).name, finding.kind) in PLANTED:
+                planted.add((Path(name).name, finding.kind))
+                continue
             hits.append(f"{name}: {finding.kind}: {text[max(0, finding.start - 30):finding.end + 10]!r}")
     assert hits == [], "\n".join(hits[:20])
+    if SHARED is not None:
+        assert planted == PLANTED, f"planted secrets no longer found: {PLANTED - planted}"
 
 
 def test_long_line_is_linear_enough():

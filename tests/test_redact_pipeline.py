@@ -12,8 +12,10 @@ from test_redact import SHAPES  # tests/ is on sys.path (rootdir conftest, prepe
 
 SAMPLE = Path(__file__).resolve().parent.parent / "memctl" / "samples" / "model_responses_571204.txt"
 REQUEST = "Check why the nightly backup job on host bk-02 failed"
-# one secret of each shape that fits on one line inside a user request
-INLINE = [(name, text) for name, text, secret in SHAPES if "\n" not in text and "json" not in name]
+# one secret of each shape that fits on one line inside a user request (a .pgpass line is a
+# line of its own by its format)
+INLINE = [(name, text) for name, text, secret in SHAPES
+          if "\n" not in text and "json" not in name and not name.startswith("pgpass")]
 PEM = next(text for name, text, _ in SHAPES if name == "private key block")
 
 

@@ -43,6 +43,12 @@ class _Rule:
     check: Callable[[str], bool] | None = None
     left_boundary: bool = False  # must start after a non-word character or a JSON escape
     lowered: bool = False  # a lowercase pattern run on the lowercased text (case-insensitive)
+    # a lowercase regex the lowercased text must hold for the rule to run, where the keywords
+    # alone are common English (`gh`, `pass`, `asia`); all triggers together are the prefilter
+    trigger: str = ""
+
+    def gate(self) -> str:
+        return self.trigger or "|".join(re.escape(k) for k in self.keywords)
 
 
 def _entropy(value: str) -> float:
@@ -104,17 +110,17 @@ def _url_password(value: str) -> bool:
     return "REDACTED" not in value and not _PLACEHOLDER.match(value)
 
 
-def _rule(kind, pattern, keywords, group=0, check=None, lowered=False) -> _Rule:
-    return _Rule(kind, re.compile(pattern), tuple(keywords), group, check, lowered=lowered)
+def _rule(kind, pattern, keywords, group=0, check=None, lowered=False, trigger="") -> _Rule:
+    return _Rule(kind, re.compile(pattern), tuple(keywords), group, check, lowered=lowered, trigger=trigger)
 
 
-def _token(kind, pattern, keywords, check=None) -> _Rule:
+def _token(kind, pattern, keywords, check=None, trigger="") -> _Rule:
     """A provider token: a literal prefix the regex engine can scan for, a word boundary left.
 
     The left boundary is checked in code, not by a leading lookbehind: a pattern that starts
     with a lookbehind loses the engine's literal-prefix scan and runs ~30x slower.
     """
-    return _Rule(kind, re.compile(pattern), tuple(keywords), 0, check, left_boundary=True)
+    return _Rule(kind, re.compile(pattern), tuple(keywords), 0, check, left_boundary=True, trigger=trigger)
 
 
 _KEYWORDS = (
@@ -131,33 +137,48 @@ RULES: tuple[_Rule, ...] = (
         ["private key"],
         lowered=True,
     ),
-    _token("aws-access-key", r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}" + _R, ["akia", "asia", "abia", "acca", "a3t"]),
+    _token("aws-access-key", r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}" + _R, ["akia", "asia", "abia", "acca", "a3t"],
+           trigger=r"(?:a3t[a-z0-9]|akia|asia|abia|acca)[a-z0-9]{16}"),
     _rule(
         "aws-secret-key",
         r"aws[\w.-]{0,20}(?:secret|key)[\w.-]{0,20}(?:\\?[\"'])?\s{0,4}(?::=|=>|=|:)\s{0,4}(?:\\?[\"'])?"
         r"([a-z0-9/+]{40})(?![a-z0-9/+=])",
         ["aws"],
         group=1,
+        trigger=r"aws[\w.-]{0,20}(?:secret|key)",
         lowered=True,
     ),
-    _token("github-token", r"(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{82,255})" + _R, ["gh", "github_pat_"]),
+    _token("github-token", r"(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{82,255})" + _R, ["gh", "github_pat_"],
+           trigger=r"gh[pousr]_|github_pat_"),
     _token("anthropic-key", r"sk-ant-[a-z]{2,8}\d\d-[A-Za-z0-9_-]{32,200}" + _RD, ["sk-ant-"]),
     _token(
         "openai-key",
         r"sk-(?:(?:proj|svcacct|admin|service)-)?[A-Za-z0-9_-]{8,200}T3BlbkFJ[A-Za-z0-9_-]{8,200}" + _RD,
         ["t3blbkfj"],
     ),
+    # OpenAI's project/service-account/admin keys without the T3BlbkFJ marker, and `sk-live-`-style
+    # keys of other providers: a known word after `sk-`, then a random tail
+    _token(
+        "sk-key",
+        r"sk-(?:proj|svcacct|admin|service|live|test|prod)-[A-Za-z0-9_-]{16,300}" + _RD,
+        ["sk-"],
+        trigger=r"sk-(?:proj|svcacct|admin|service|live|test|prod)-",
+        check=_random_token,
+    ),
     _token("openrouter-key", r"sk-or-v1-[a-f0-9]{64}" + _R, ["sk-or-"]),
     # sk- + 32..64 letters/digits: DeepSeek, Moonshot and other OpenAI-compatible providers
-    _token("sk-key", r"sk-[A-Za-z0-9]{32,64}" + _RD, ["sk-"], check=_random_token),
-    _token("stripe-key", r"(?:sk|rk)_(?:test|live|prod)_[A-Za-z0-9]{10,99}" + _R, ["_test_", "_live_", "_prod_"]),
+    _token("sk-key", r"sk-[A-Za-z0-9]{32,64}" + _RD, ["sk-"], check=_random_token, trigger=r"sk-[a-z0-9]{32}"),
+    _token("stripe-key", r"(?:sk|rk)_(?:test|live|prod)_[A-Za-z0-9]{10,99}" + _R, ["_test_", "_live_", "_prod_"],
+           trigger=r"[sr]k_(?:test|live|prod)_"),
     _token("google-api-key", r"AIza[A-Za-z0-9_-]{35}" + _RD, ["aiza"]),
-    _token("gitlab-token", r"gl(?:pat|ptt|dt|rt|cbt|oas)-[A-Za-z0-9_-]{20,100}" + _RD, ["gl"]),
-    _token("npm-token", r"npm_[A-Za-z0-9]{36}" + _R, ["npm_"]),
+    _token("gitlab-token", r"gl(?:pat|ptt|dt|rt|cbt|oas)-[A-Za-z0-9_-]{20,100}" + _RD, ["gl"],
+           trigger=r"gl(?:pat|ptt|dt|rt|cbt|oas)-"),
+    _token("npm-token", r"npm_[A-Za-z0-9]{36}" + _R, ["npm_"], trigger=r"npm_[a-z0-9]{36}"),
     _token("pypi-token", r"pypi-(?:AgEIcHlwaS5vcmc|AgENdGVzdC5weXBpLm9yZw)[A-Za-z0-9_-]{50,1000}" + _RD, ["pypi-ag"]),
     _token("huggingface-token", r"(?:hf_|api_org_)[A-Za-z0-9]{34,40}" + _R, ["hf_", "api_org_"], check=_random_token),
     _token("groq-key", r"gsk_[A-Za-z0-9]{52}" + _R, ["gsk_"]),
     _token("slack-token", r"xox[abeoprs]-(?:[0-9]{6,13}-){1,4}[A-Za-z0-9-]{8,100}" + _RD, ["xox"]),
+    _token("slack-config-token", r"xoxe(?:\.xox[bp])?-\d-[A-Za-z0-9-]{20,300}" + _RD, ["xoxe"]),
     _token("slack-app-token", r"xapp-\d-[A-Z0-9]{6,20}-\d{6,20}-[A-Za-z0-9]{20,100}" + _R, ["xapp-"]),
     _rule(
         "slack-webhook",
@@ -165,15 +186,61 @@ RULES: tuple[_Rule, ...] = (
         ["hooks.slack.com"],
     ),
     _token("sendgrid-key", r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}" + _RD, ["sg."]),
-    _token("twilio-key", r"SK[0-9a-f]{32}" + _R, ["sk"]),
+    _token("twilio-key", r"SK[0-9a-f]{32}" + _R, ["sk"], trigger=r"sk[0-9a-f]{32}"),
     _token("digitalocean-token", r"do[opr]_v1_[a-f0-9]{64}" + _R, ["_v1_"]),
-    _token("shopify-token", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}" + _R, ["shp"]),
-    _token("jwt", r"eyJ[A-Za-z0-9_-]{8,4000}\.eyJ[A-Za-z0-9_-]{8,8000}\.[A-Za-z0-9_-]{0,4000}" + _RD, ["eyj"]),
+    _token("shopify-token", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}" + _R, ["shp"], trigger=r"shp(?:at|ca|pa|ss)_"),
+    _token("replicate-token", r"r8_[A-Za-z0-9]{37}" + _R, ["r8_"]),
+    # not a left-bounded token: Telegram's API URLs glue it to `bot` (`/bot123456789:AA…/getMe`)
+    _rule("telegram-bot-token", r"(?<![0-9])\d{8,10}:AA[A-Za-z0-9_-]{33}" + _RD, [":aa"]),
+    _token(
+        "discord-token",
+        r"[MNO][A-Za-z0-9]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}" + _RD,
+        [],
+        check=_random_token,
+        trigger=r"[mno][a-z0-9]{23,27}\.[a-z0-9_-]{6}\.",
+    ),
+    _token("azure-client-secret", r"[A-Za-z0-9_~.-]{3}\dQ~[A-Za-z0-9_~.-]{31,34}" + _RD, ["q~"]),
+    _rule(
+        "azure-storage-key",
+        r"accountkey=([a-z0-9+/]{86}==)",
+        ["accountkey="],
+        group=1,
+        lowered=True,
+    ),
+    _rule(
+        "gcp-private-key-id",
+        r"\\?\"private_key_id\\?\"\s{0,4}:\s{0,4}\\?\"([a-f0-9]{40})\\?\"",
+        ["private_key_id"],
+        group=1,
+        lowered=True,
+    ),
+    _rule(
+        # ~/.netrc: `machine HOST login USER password SECRET`, on one line or several
+        "netrc-password",
+        r"\bmachine\s{1,10}\S{1,200}\s{1,10}(?:login\s{1,10}\S{1,200}\s{1,10})?password\s{1,10}(\S{1,200})",
+        ["machine"],
+        group=1,
+        trigger=r"machine\s{1,10}\S{1,200}\s{1,10}(?:login|password)",
+        check=_url_password,
+        lowered=True,
+    ),
+    _rule(
+        # ~/.pgpass: `host:port:database:user:password`, one a line
+        "pgpass-password",
+        r"(?m)^[a-z0-9.*_-]{1,200}:(?:\d{1,5}|\*):[^:\s]{1,200}:[^:\s]{1,200}:(\S{1,200})$",
+        [],
+        group=1,
+        trigger=r"(?:^|\n)[a-z0-9.*_-]{1,200}:(?:\d{1,5}|\*):",
+        check=_secretish,
+        lowered=True,
+    ),
+    _token("jwt", r"eyJ[A-Za-z0-9_-]{8,4000}\.eyJ[A-Za-z0-9_-]{8,8000}\.[A-Za-z0-9_-]{0,4000}" + _RD, ["eyj"], trigger=r"eyj[a-z0-9_-]{8}"),
     _rule(
         "bearer-token",
         r"\bbearer(?:\s|\\[nrt]){1,4}([a-z0-9._~+/-]{16,4000}=*)",
         ["bearer"],
         group=1,
+        trigger=r"bearer(?:\s|\\[nrt])",
         check=_random_token,
         lowered=True,
     ),
@@ -182,6 +249,7 @@ RULES: tuple[_Rule, ...] = (
         r"\bbasic\s{1,4}([a-z0-9+/]{8,4000}={0,2})(?![a-z0-9+/=])",
         ["basic"],
         group=1,
+        trigger=r"basic\s{1,4}[a-z0-9+/]{8}",
         check=_basic_credentials,
         lowered=True,
     ),
@@ -190,6 +258,7 @@ RULES: tuple[_Rule, ...] = (
         r"\bcurl\b[^\n]{0,400}?\s(?:-u|--user)\s{0,4}[\"']?[^\s\"':]{0,100}:([^\s\"'\\]{1,200})",
         ["curl"],
         group=1,
+        trigger=r"curl\b[^\n]{0,400}?\s(?:-u|--user)",
         check=_url_password,
         lowered=True,
     ),
@@ -199,6 +268,7 @@ RULES: tuple[_Rule, ...] = (
         r"://[^\s/:@\"'<>]{0,100}:([^\s/@\"'<>\\]{1,200})@(?=[A-Za-z0-9\[])",
         ["://"],
         group=1,
+        trigger=r"://[^\s/@]{0,100}:[^\s/@]{1,200}@",
         check=_url_password,
     ),
     _rule(
@@ -207,6 +277,8 @@ RULES: tuple[_Rule, ...] = (
         r"([^\s\"'`,;()\[\]{}<>\\]{6,200})",
         ["key", "secret", "token", "pass", "pwd", "credential", "密码", "口令", "密钥"],
         group=2,
+        trigger=r"(?:key|secret|token|pass|pwd|passwd|password|phrase|credentials?|密码|口令|密钥)"
+        r"(?:\\?[\"'])?\s{0,4}(?::=|=>|=|:|：)",
         check=_secretish,
         lowered=True,
     ),
@@ -220,13 +292,20 @@ def _extra_rules(extra_patterns: Sequence[str]) -> list[_Rule]:
     return [_Rule("custom", re.compile(p), (), 0, None) for p in extra_patterns]
 
 
+_GATES = tuple(re.compile(rule.gate()) for rule in RULES)
+# One scan for "could any rule fire here?": most text holds no trigger and costs only this.
+_PREFILTER = re.compile("|".join(f"(?:{rule.gate()})" for rule in RULES))
+
+
 def find_secrets(text: str, extra_patterns: Sequence[str] = ()) -> list[SecretFinding]:
     """Every secret in `text`, sorted, overlapping hits merged (the first kind wins)."""
     lowered = _lower_aligned(text)
     hits: list[SecretFinding] = []
-    for rule in (*RULES, *_extra_rules(extra_patterns)):
-        if rule.keywords and not any(k in lowered for k in rule.keywords):
-            continue
+    if _PREFILTER.search(lowered):
+        for rule, gate in zip(RULES, _GATES):
+            if gate.search(lowered):
+                hits.extend(_rule_hits(rule, text, lowered))
+    for rule in _extra_rules(extra_patterns):
         hits.extend(_rule_hits(rule, text, lowered))
     return _merge(hits)
 
