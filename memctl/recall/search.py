@@ -29,8 +29,9 @@ from datetime import datetime, timedelta
 from memctl.core import clock
 from memctl.core.config import Layout
 from memctl.core.errors import UsageError
-from memctl.recall.index import (LAYER_MARK, IndexOptions, RefreshReport, SearchIndex, VocabSegmenter, connect,
-                          layer_token, meta_get)
+from memctl.recall.index import IndexOptions, RefreshReport, SearchIndex
+from memctl.recall.store import LAYER_MARK, connect, layer_token, meta_get
+from memctl.recall.vocab import VocabSegmenter
 from memctl.longterm.refs import record_refs
 from memctl.recall.scoring import fts_totals, idf_weights, score_bodies
 from memctl.recall.text import Alias, Tokenizer, expand_aliases, has_cjk, parse_aliases, query_term_weights
@@ -678,7 +679,7 @@ def find_item(layout: Layout, ref: str) -> Item | None:
             raise NotFound(f"no entry {wanted!r} in {layer}")
         return None
     if layer == "L2":
-        from memctl.recall.index import l2_docs
+        from memctl.recall.documents import l2_docs
 
         text = _read_text(layout.global_mem)
         for doc in l2_docs(text):
