@@ -15,7 +15,7 @@ from pathlib import Path
 from memctl.core.config import Layout
 from memctl.recall.documents import history_docs, jsonl_docs, l2_docs, l3_docs, manifest_dates, session_docs
 from memctl.recall.sources import FEW_SOURCES_KINDS, L3_MAX_BYTES, Source, file_signature, scan_sources
-from memctl.recall.store import meta_get, meta_set
+from memctl.recall.store import SQLiteStore, meta_get, meta_set
 from memctl.recall.text import Tokenizer
 from memctl.recall.vocab import VocabSegmenter
 from memctl.recall.writer import IndexWriter
@@ -84,7 +84,7 @@ class Refresh:
         refresh after one new session takes well under a second instead of loading jieba."""
         if self._pending_bytes(db, current) > SMALL_REFRESH_BYTES or not db.execute("SELECT 1 FROM vocab LIMIT 1").fetchone():
             return self.full_tokenizer()
-        return Tokenizer(VocabSegmenter(db), collect_words=True)
+        return Tokenizer(VocabSegmenter(SQLiteStore(db)), collect_words=True)
 
     def _pending_bytes(self, db: sqlite3.Connection, current: list[Source]) -> int:
         known = self._sources_table(db)

@@ -30,10 +30,10 @@ from memctl.core import clock
 from memctl.core.config import Layout
 from memctl.core.errors import UsageError
 from memctl.recall.index import IndexOptions, RefreshReport, SearchIndex
-from memctl.recall.store import LAYER_MARK, connect, layer_token, meta_get
+from memctl.recall.store import LAYER_MARK, SQLiteStore
 from memctl.recall.vocab import VocabSegmenter
 from memctl.longterm.refs import record_refs
-from memctl.recall.scoring import fts_totals, idf_weights, score_bodies
+from memctl.recall.scoring import idf_weights, score_bodies
 from memctl.recall.text import Alias, Tokenizer, expand_aliases, has_cjk, parse_aliases, query_term_weights
 
 TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import, paid by every search
@@ -62,6 +62,7 @@ RANK_ALL_LIMIT = 2_000  # above this many expected matches, bound the ranking wo
 NEWEST_MATCHES = 500
 SMALL_SESSION_DOCS = 500  # up to this many session documents, rank them all (FTS5 bm25, one statement per weight)
 SESSIONS_SCORED = 30  # beyond it, score the sessions of the best candidates only
+SESSIONS_RANKED = 200  # up to SMALL_SESSION_DOCS: the best this many session documents per term weight
 SNIPPET_CHARS = 160
 ITEMS_RESCORED = 100  # weighted terms: the best candidates are scored again (memctl.recall.scoring)
 FEEDBACK_WEIGHT = 0.6  # session feedback: share of a strong match's score its session's related items get
@@ -192,11 +193,10 @@ class Searcher:
         self.refresh_report: RefreshReport | None = None
         if refresh or not self.index.path.exists():
             self.refresh_report = self._refresh_safely()
-        self.db = self._open()
-        self.tokenizer = Tokenizer(VocabSegmenter(self.db))
+        self.store = self._open()
+        self.tokenizer = Tokenizer(VocabSegmenter(self.store))
         self.aliases = load_aliases(layout, self.tokenizer)
-        self.item_count = int(meta_get(self.db, "items", "0") or 0)
-        self._totals: dict[str, tuple[int, int]] = {}  # FTS5 table -> (rows, terms), for bm25 in Python
+        self.item_count = self.store.item_count()
 
     def _refresh_safely(self) -> RefreshReport:
         try:
@@ -204,12 +204,10 @@ class Searcher:
         except sqlite3.DatabaseError:
             return self.index.rebuild()
 
-    def _open(self) -> sqlite3.Connection:
+    def _open(self) -> SQLiteStore:
         for attempt in range(2):
             try:
-                db = connect(self.index.path)
-                db.execute("SELECT count(*) FROM meta").fetchone()
-                return db
+                return SQLiteStore.open(self.index.path)
             except sqlite3.DatabaseError:
                 if attempt:
                     raise
@@ -217,14 +215,14 @@ class Searcher:
         raise AssertionError("unreachable")
 
     def close(self) -> None:
-        self.db.close()
+        self.store.close()
 
     # -- planning
 
     def plan(self, query: str, fuzzy_threshold: float) -> QueryPlan:
         groups = list(self.tokenizer.token_groups(query))
         all_terms = expand_aliases([t for _, terms in groups for t in terms], self.aliases)
-        dfs = self._document_frequencies(all_terms)
+        dfs = self.store.document_frequencies(all_terms)
         present = [t for t in all_terms if dfs.get(t)]
         if len(present) > MAX_QUERY_TERMS:  # a long query keeps its most telling (rarest) terms
             rarest = set(sorted(present, key=lambda t: dfs[t])[:MAX_QUERY_TERMS])
@@ -238,7 +236,7 @@ class Searcher:
                     plan.terms.append(replacement)
         plan.terms = list(dict.fromkeys(plan.terms))
         if self.item_count >= COMMON_TERM_MIN_ITEMS and len(plan.terms) > 1:
-            dfs.update(self._document_frequencies(list(plan.fuzzy.values())))
+            dfs.update(self.store.document_frequencies(list(plan.fuzzy.values())))
             limit = self.item_count * COMMON_TERM_SHARE
             rare = [t for t in plan.terms if dfs.get(t, 0) <= limit]
             if rare:
@@ -246,30 +244,19 @@ class Searcher:
                 plan.terms = rare
         return plan
 
-    def _document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
-        found: dict[str, int] = {}
-        terms = list(dict.fromkeys(terms))
-        for start in range(0, len(terms), 500):
-            part = terms[start:start + 500]
-            marks = ",".join("?" * len(part))
-            found.update(self.db.execute(f"SELECT term, df FROM vocab WHERE term IN ({marks})", part).fetchall())
-        return found
-
     def _closest_term(self, word: str, threshold: float) -> str | None:
         """The index term of the surface word closest to a word the index does not hold (a typo)."""
         if len(word) < 4 or has_cjk(word) or not word.isalpha():
             return None
         from rapidfuzz import fuzz, process
 
-        upper = chr(ord(word[0]) + 1)
-        rows = self.db.execute("SELECT word, term FROM surface WHERE word >= ? AND word < ? LIMIT 300000",
-                               (word[0], upper)).fetchall()
+        rows = self.store.surface_words_from(word[0])
         terms = {w: t for w, t in rows if abs(len(w) - len(word)) <= 2}
         best = process.extractOne(word, list(terms), scorer=fuzz.ratio, score_cutoff=threshold)
         if not best:
             return None
         term = terms[best[0]]
-        return term if self._document_frequencies([term]).get(term) else None
+        return term if self.store.document_frequencies([term]).get(term) else None
 
     # -- running
 
@@ -305,31 +292,25 @@ class Searcher:
 
     def _load_texts(self, hits: list[Hit]) -> None:
         """Texts only for the hits shown: candidates are ranked on their metadata alone."""
-        marks = ",".join("?" * len(hits))
-        texts = dict(self.db.execute(f"SELECT rowid, text FROM items WHERE rowid IN ({marks})",
-                                     [h.rowid for h in hits]).fetchall()) if hits else {}
+        texts = self.store.item_texts([h.rowid for h in hits])
         for hit in hits:
             hit.text = texts.get(hit.rowid, "")
 
     def _candidates(self, terms, layers, since, until, type_, k) -> tuple[list[Hit], bool]:
         """The items worth ranking, scored, and whether the query's term weights are in the
         scores already (the large-memory path scores in Python with them)."""
-        match = " OR ".join(f'"{t}"' for t in terms)
-        layer_clause = ""
-        present_layers = self._present_layers()
+        wanted: list[str] = []  # no layer filter when every layer the index holds is wanted
+        present_layers = self.store.present_layers()
         if not set(present_layers) <= set(layers):
-            wanted = [layer_token(layer) for layer in layers if layer in present_layers]
+            wanted = [layer for layer in layers if layer in present_layers]
             if not wanted:
                 return [], True
-            layer_clause = " OR ".join(f'"{w}"' for w in wanted)
-            match = f"({match}) AND ({layer_clause})"
         limit = max(MIN_CANDIDATES, k * 20)
         rankable = self._rankable_terms(terms)
         if rankable is not None:
-            return self._bounded_candidates(terms, rankable, layer_clause, limit, since, until, type_), True
+            return self._bounded_candidates(terms, rankable, wanted, limit, since, until, type_), True
         while True:
-            rows = self.db.execute("SELECT rowid, rank FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?",
-                                   (match, limit)).fetchall()
+            rows = self.store.ranked_item_scores(terms, wanted, limit)
             hits = self._hydrate(rows)
             kept = [h for h in hits if _passes(h, since, until, type_)]
             enough = len({h.ref for h in kept}) >= k
@@ -345,8 +326,8 @@ class Searcher:
         if all(w == 1.0 for w in weights.values()):
             return
         top = sorted(candidates, key=lambda h: -h.score)[:ITEMS_RESCORED]
-        bodies = self._bodies([h.rowid for h in top])
-        rows, total_terms = self._fts_totals("fts")
+        bodies = self.store.item_bodies([h.rowid for h in top])
+        rows, total_terms = self.store.item_totals()
         if not rows or len(bodies) < len(top):
             return  # the index does not give what the formula needs: the scores so far stand
         scores = score_bodies(bodies.items(), self._idf(terms, weights), total_terms / rows)
@@ -361,25 +342,9 @@ class Searcher:
             if hit.rowid not in rescored:
                 hit.score *= factor
 
-    def _bodies(self, rowids: Sequence[int], table: str = "fts") -> dict[int, str]:
-        """The indexed bodies of the given rows of `fts` (the layer token, then the terms) or of
-        `sfts` (a session's terms), space-separated. Read from FTS5's own content table
-        (`<table>_content`, columns id and c0: its on-disk format), a plain b-tree lookup that
-        costs half of going through the virtual table."""
-        found: dict[int, str] = {}
-        for start in range(0, len(rowids), 900):
-            part = list(rowids[start:start + 900])
-            marks = ",".join("?" * len(part))
-            try:
-                rows = self.db.execute(f"SELECT id, c0 FROM {table}_content WHERE id IN ({marks})", part).fetchall()
-            except sqlite3.DatabaseError:
-                rows = self.db.execute(f"SELECT rowid, body FROM {table} WHERE rowid IN ({marks})", part).fetchall()
-            found.update((rowid, body) for rowid, body in rows if body is not None)
-        return found
-
     def _idf(self, terms: Sequence[str], weights: dict[str, float] | None = None) -> dict[str, float]:
         """Each term's IDF over the items (the index's own counts), times its query weight."""
-        idf = idf_weights(self._document_frequencies(list(terms)), self.item_count)
+        idf = idf_weights(self.store.document_frequencies(list(terms)), self.item_count)
         return {t: w * weights.get(t, 1.0) for t, w in idf.items()} if weights else idf
 
     def _with_session_feedback(self, candidates: list[Hit], terms: Sequence[str], layers, since, until,
@@ -397,9 +362,8 @@ class Searcher:
         sources = sources[:FEEDBACK_SOURCES]
         related: dict[int, list[Hit]] = {}
         for source in sources:
-            for (rowid,) in self.db.execute(
-                    "SELECT rowid FROM items WHERE session = ? AND ctx = 1 AND rowid BETWEEN ? AND ?",
-                    (source.session, source.rowid - FEEDBACK_SPAN, source.rowid + FEEDBACK_SPAN)):
+            for rowid in self.store.context_item_ids_near(source.session, source.rowid - FEEDBACK_SPAN,
+                                                          source.rowid + FEEDBACK_SPAN):
                 if rowid != source.rowid:
                     related.setdefault(rowid, []).append(source)
         if not related:
@@ -408,10 +372,10 @@ class Searcher:
             if hit.layer in layers and _passes(hit, since, until, type_):
                 hit.score = 0.0
                 by_rowid[hit.rowid] = hit
-        bodies = {r: set(b.split()[1:]) for r, b in self._bodies([*related, *(s.rowid for s in sources)]).items()}
+        bodies = {r: set(b.split()[1:]) for r, b in self.store.item_bodies([*related, *(s.rowid for s in sources)]).items()}
         query = set(terms)
         beyond = {s.rowid: bodies.get(s.rowid, set()) - query for s in sources}
-        dfs = self._document_frequencies(sorted(set().union(*beyond.values())))
+        dfs = self.store.document_frequencies(sorted(set().union(*beyond.values())))
         idf = idf_weights(dfs, self.item_count)
         lent = {s.rowid: s.score for s in sources}
         for rowid, lenders in related.items():
@@ -450,17 +414,12 @@ class Searcher:
                 hit.score += NEIGHBOUR_WEIGHT * max(near)
         return [h for h in by_rowid.values() if h.score > 0]
 
-    @staticmethod
-    def _match(terms: Sequence[str], layer_clause: str) -> str:
-        match = " OR ".join(f'"{t}"' for t in terms)
-        return f"({match}) AND ({layer_clause})" if layer_clause else match
-
     def _rankable_terms(self, terms: Sequence[str]) -> list[str] | None:
         """None when every match can be ranked (small memory, or rare words only); else the
         rarest terms whose matches together stay within the ranking budget."""
         if self.item_count <= SMALL_INDEX_ITEMS:
             return None
-        dfs = self._document_frequencies(list(terms))
+        dfs = self.store.document_frequencies(list(terms))
         if sum(dfs.values()) <= RANK_ALL_LIMIT:
             return None
         rankable, total = [], 0
@@ -471,62 +430,40 @@ class Searcher:
             rankable.append(term)
         return rankable
 
-    def _bounded_candidates(self, terms, rankable, layer_clause, limit, since, until, type_) -> list[Hit]:
+    def _bounded_candidates(self, terms, rankable, layers, limit, since, until, type_) -> list[Hit]:
         """Cost flat in memory size: every item with a rare query word, and the newest items
         with the common ones, are scored by the whole query in Python (memctl.recall.scoring), each
         term weighted as query_term_weights says — FTS5's bm25() would first walk every match
         of every query word."""
         rowids: set[int] = set()
         if rankable:
-            rowids.update(r for (r,) in self.db.execute(
-                "SELECT rowid FROM fts WHERE fts MATCH ? LIMIT ?", (self._match(rankable, layer_clause), MAX_CANDIDATES)))
+            rowids.update(self.store.matching_item_ids(rankable, layers, MAX_CANDIDATES))
         # single CJK characters are a small memory's fallback; at this size the words suffice
         words = [t for t in terms if not (len(t) == 1 and has_cjk(t))] or list(terms)
         if len(rowids) < limit:  # else items with common words only could not reach the top anyway
-            rowids.update(r for (r,) in self.db.execute(
-                "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT ?",
-                (self._match(words, layer_clause), NEWEST_MATCHES)))
-        scores = self._python_bm25("fts", words, sorted(rowids), query_term_weights(terms))
+            rowids.update(self.store.newest_matching_item_ids(words, layers, NEWEST_MATCHES))
+        scores = self._python_bm25(words, sorted(rowids), query_term_weights(terms))
         rows = sorted(scores.items(), key=lambda r: -r[1])[:limit]
         return [h for h in self._hydrate([(rowid, -score) for rowid, score in rows]) if _passes(h, since, until, type_)]
 
-    def _python_bm25(self, table: str, terms: Sequence[str], rowids: Sequence[int],
-                     weights: dict[str, float] | None = None) -> dict[int, float]:
-        """bm25 of the given rows of `fts` or `sfts`, as FTS5 would score them (memctl.recall.scoring),
-        with the items' IDF for both tables."""
+    def _python_bm25(self, terms: Sequence[str], rowids: Sequence[int], weights: dict[str, float] | None = None,
+                     sessions: bool = False) -> dict[int, float]:
+        """bm25 of the given items (or session documents), as FTS5 would score them
+        (memctl.recall.scoring), with the items' IDF for both."""
         if not rowids:
             return {}
-        rows, total_terms = self._fts_totals(table)
-        return score_bodies(self._bodies(rowids, table).items(), self._idf(terms, weights),
-                            total_terms / rows if rows else 0.0)
-
-    def _fts_totals(self, table: str) -> tuple[int, int]:
-        if table not in self._totals:
-            self._totals[table] = fts_totals(self.db, table)
-        return self._totals[table]
-
-    def _present_layers(self) -> tuple[str, ...]:
-        if not hasattr(self, "_layers_cache"):
-            # a layer that lost all its items may still be listed: that only costs a redundant filter
-            self._layers_cache = tuple(filter(None, meta_get(self.db, "layers").split(",")))
-        return self._layers_cache
+        rows, total_terms = self.store.session_totals() if sessions else self.store.item_totals()
+        bodies = self.store.session_bodies(rowids) if sessions else self.store.item_bodies(rowids)
+        return score_bodies(bodies.items(), self._idf(terms, weights), total_terms / rows if rows else 0.0)
 
     def _hydrate(self, rows, context_only: bool = False) -> list[Hit]:
         if not rows:
             return []
         scores = {rowid: -rank for rowid, rank in rows}
-        hits = []
-        ids = list(scores)
-        only_context = " AND ctx = 1 AND session != ''" if context_only else ""
-        for start in range(0, len(ids), 900):
-            part = ids[start:start + 900]
-            marks = ",".join("?" * len(part))
-            for rowid, ref, layer, date, type_, item_id, session, ctx in self.db.execute(
-                    f"SELECT rowid, ref, layer, date, type, item_id, session, ctx FROM items "
-                    f"WHERE rowid IN ({marks}){only_context}", part):
-                hits.append(Hit(ref, layer, scores[rowid], date or "", type_ or "", "", item_id or "", session or "",
-                                rowid=rowid, in_context=bool(ctx)))
-        return hits
+        return [Hit(ref, layer, scores[rowid], date or "", type_ or "", "", item_id or "", session or "",
+                    rowid=rowid, in_context=bool(ctx))
+                for rowid, ref, layer, date, type_, item_id, session, ctx in
+                self.store.item_rows(list(scores), context_only=context_only)]
 
     def _weighted_session_rows(self, terms: list[str]) -> list[tuple[str, float]]:
         """The best session documents' bm25, each query term weighted as for items
@@ -538,9 +475,7 @@ class Searcher:
             groups.setdefault(weights[term], []).append(term)
         totals: dict[str, float] = {}
         for weight, group in groups.items():
-            for key, score in self.db.execute(
-                    "SELECT sessions.key, -sfts.rank FROM sfts JOIN sessions ON sessions.rowid = sfts.rowid "
-                    "WHERE sfts MATCH ? ORDER BY sfts.rank LIMIT 200", (" OR ".join(f'"{t}"' for t in group),)):
+            for key, score in self.store.best_session_scores(group, SESSIONS_RANKED):
                 totals[key] = totals.get(key, 0.0) + weight * score
         return list(totals.items())
 
@@ -548,15 +483,13 @@ class Searcher:
         """bm25 of each candidate's session as one document, relative to the best session."""
         if not sessions:
             return {}
-        session_docs = self.db.execute("SELECT max(rowid) FROM sessions").fetchone()[0] or 0
-        if session_docs <= SMALL_SESSION_DOCS:
+        if self.store.session_document_count() <= SMALL_SESSION_DOCS:
             rows = self._weighted_session_rows(terms)
         else:  # many sessions: score only the candidates' own, in Python (see _bounded_candidates)
             wanted = list(sessions)[:SESSIONS_SCORED]
-            keys = dict(self.db.execute(f"SELECT rowid, key FROM sessions WHERE key IN ({','.join('?' * len(wanted))})",
-                                        wanted).fetchall())
+            keys = self.store.session_keys(wanted)
             rows = [(keys[rowid], score) for rowid, score in
-                    self._python_bm25("sfts", terms, sorted(keys), query_term_weights(terms)).items()]
+                    self._python_bm25(terms, sorted(keys), query_term_weights(terms), sessions=True).items()]
         if not rows:
             return {}
         best = max(score for _, score in rows) or 1.0

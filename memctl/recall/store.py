@@ -1,9 +1,16 @@
-"""The SQLite file of the derived index: its schema, connections and the meta table."""
+"""The SQLite file of the derived index: its schema, connections, the meta table, and
+`SQLiteStore`, the one interface through which ranking reads it."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+
+from memctl.recall.scoring import fts_totals
+
+TYPE_CHECKING = False  # typing costs ~20 ms to import, paid by every search
+if TYPE_CHECKING:
+    from typing import Iterator, Sequence
 
 SCHEMA_VERSION = "5"
 FTS_TOKENIZE = "unicode61 remove_diacritics 0 tokenchars '-_.'"
@@ -45,3 +52,182 @@ def meta_set(db: sqlite3.Connection, key: str, value: str) -> None:
 
 def layer_token(layer: str) -> str:
     return f"{LAYER_MARK}{layer.lower()}"
+
+
+class SQLiteStore:
+    """The search index as ranking reads it: every query the ranking stages (memctl.recall.search
+    and the stage modules it calls) issue goes through these methods, so a second backend is one
+    more class with the same method set, and neither the commands nor the ranking change.
+
+    The interface, named after what each method returns:
+      item_count, present_layers, document_frequencies, surface_words_from,
+      ranked_item_scores, matching_item_ids, newest_matching_item_ids, item_rows, item_texts,
+      item_bodies, item_totals, context_item_ids_near,
+      session_document_count, session_keys, best_session_scores, session_bodies, session_totals.
+
+    Query terms and layers are passed as lists; how they become a match expression (FTS5's
+    syntax, the layer token in each body) is this backend's business. The writer side is
+    memctl.recall.writer and memctl.recall.refresh.
+    """
+
+    BATCH = 900  # bound variables per statement (SQLite's default limit is 999)
+
+    def __init__(self, db: sqlite3.Connection):
+        self.db = db
+        self._item_count: int | None = None
+        self._layers: tuple[str, ...] | None = None
+        self._totals: dict[str, tuple[int, int]] = {}  # FTS5 table -> (rows, terms), for bm25 in Python
+
+    @classmethod
+    def open(cls, path: Path) -> SQLiteStore:
+        """The index at `path`, checked readable (sqlite3.DatabaseError when it is not an index)."""
+        db = connect(path)
+        try:
+            db.execute("SELECT count(*) FROM meta").fetchone()
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        return cls(db)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- the vocabulary
+
+    def item_count(self) -> int:
+        """How many items the index holds (its meta record, kept by the writer)."""
+        if self._item_count is None:
+            self._item_count = int(meta_get(self.db, "items", "0") or 0)
+        return self._item_count
+
+    def present_layers(self) -> tuple[str, ...]:
+        """The layers the index holds items of."""
+        if self._layers is None:
+            # a layer that lost all its items may still be listed: that only costs a redundant filter
+            self._layers = tuple(filter(None, meta_get(self.db, "layers").split(",")))
+        return self._layers
+
+    def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
+        """term -> number of items holding it, for the given terms the index holds."""
+        found: dict[str, int] = {}
+        terms = list(dict.fromkeys(terms))
+        for start in range(0, len(terms), 500):
+            part = terms[start:start + 500]
+            marks = ",".join("?" * len(part))
+            found.update(self.db.execute(f"SELECT term, df FROM vocab WHERE term IN ({marks})", part).fetchall())
+        return found
+
+    def surface_words_from(self, letter: str) -> list[tuple[str, str]]:
+        """(surface word, index term) of the words as written that start with `letter`."""
+        upper = chr(ord(letter) + 1)
+        return self.db.execute("SELECT word, term FROM surface WHERE word >= ? AND word < ? LIMIT 300000",
+                               (letter, upper)).fetchall()
+
+    # -- items
+
+    def ranked_item_scores(self, terms: Sequence[str], layers: Sequence[str], limit: int) -> list[tuple[int, float]]:
+        """(rowid, rank) of the best `limit` items matching any term, best first; rank is FTS5's
+        (negative bm25). `layers` empty: any layer."""
+        return self.db.execute("SELECT rowid, rank FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?",
+                               (_match(terms, layers), limit)).fetchall()
+
+    def matching_item_ids(self, terms: Sequence[str], layers: Sequence[str], limit: int) -> list[int]:
+        """Up to `limit` rowids of items matching any term, in no particular order."""
+        return [r for (r,) in self.db.execute("SELECT rowid FROM fts WHERE fts MATCH ? LIMIT ?",
+                                              (_match(terms, layers), limit))]
+
+    def newest_matching_item_ids(self, terms: Sequence[str], layers: Sequence[str], limit: int) -> list[int]:
+        """The rowids of the `limit` newest items matching any term, newest first."""
+        return [r for (r,) in self.db.execute("SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT ?",
+                                              (_match(terms, layers), limit))]
+
+    def item_rows(self, rowids: Sequence[int], context_only: bool = False) -> list[tuple]:
+        """(rowid, ref, layer, date, type, item_id, session, ctx) of the given items; with
+        context_only, of those that are part of a session's context document only."""
+        only_context = " AND ctx = 1 AND session != ''" if context_only else ""
+        rows = []
+        for part in _batches(rowids, self.BATCH):
+            marks = ",".join("?" * len(part))
+            rows.extend(self.db.execute(f"SELECT rowid, ref, layer, date, type, item_id, session, ctx FROM items "
+                                        f"WHERE rowid IN ({marks}){only_context}", part))
+        return rows
+
+    def item_texts(self, rowids: Sequence[int]) -> dict[int, str]:
+        """rowid -> the item's (redacted) text, as shown."""
+        if not rowids:
+            return {}
+        marks = ",".join("?" * len(rowids))
+        return dict(self.db.execute(f"SELECT rowid, text FROM items WHERE rowid IN ({marks})", list(rowids)).fetchall())
+
+    def item_bodies(self, rowids: Sequence[int]) -> dict[int, str]:
+        """rowid -> the item's indexed body: the layer token, then its terms, space-separated."""
+        return self._bodies(rowids, "fts")
+
+    def item_totals(self) -> tuple[int, int]:
+        """(items, terms in all items): what bm25's average length is made of."""
+        return self._fts_totals("fts")
+
+    def context_item_ids_near(self, session: str, low: int, high: int) -> list[int]:
+        """Rowids from low to high of the items in `session`'s context document."""
+        return [r for (r,) in self.db.execute(
+            "SELECT rowid FROM items WHERE session = ? AND ctx = 1 AND rowid BETWEEN ? AND ?", (session, low, high))]
+
+    # -- session documents
+
+    def session_document_count(self) -> int:
+        """How many session documents there are (at most: the highest rowid)."""
+        return self.db.execute("SELECT max(rowid) FROM sessions").fetchone()[0] or 0
+
+    def session_keys(self, sessions: Sequence[str]) -> dict[int, str]:
+        """rowid -> session key, of the given sessions' documents."""
+        marks = ",".join("?" * len(sessions))
+        return dict(self.db.execute(f"SELECT rowid, key FROM sessions WHERE key IN ({marks})", list(sessions)).fetchall())
+
+    def best_session_scores(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
+        """(session key, bm25) of the best `limit` session documents matching any term."""
+        return self.db.execute(
+            "SELECT sessions.key, -sfts.rank FROM sfts JOIN sessions ON sessions.rowid = sfts.rowid "
+            "WHERE sfts MATCH ? ORDER BY sfts.rank LIMIT ?", (_match(terms, ()), limit)).fetchall()
+
+    def session_bodies(self, rowids: Sequence[int]) -> dict[int, str]:
+        """rowid -> the session document's terms, space-separated."""
+        return self._bodies(rowids, "sfts")
+
+    def session_totals(self) -> tuple[int, int]:
+        """(session documents, terms in all of them)."""
+        return self._fts_totals("sfts")
+
+    # -- FTS5 internals
+
+    def _bodies(self, rowids: Sequence[int], table: str) -> dict[int, str]:
+        """Read from FTS5's own content table (`<table>_content`, columns id and c0: its on-disk
+        format), a plain b-tree lookup that costs half of going through the virtual table."""
+        found: dict[int, str] = {}
+        for part in _batches(rowids, self.BATCH):
+            marks = ",".join("?" * len(part))
+            try:
+                rows = self.db.execute(f"SELECT id, c0 FROM {table}_content WHERE id IN ({marks})", part).fetchall()
+            except sqlite3.DatabaseError:
+                rows = self.db.execute(f"SELECT rowid, body FROM {table} WHERE rowid IN ({marks})", part).fetchall()
+            found.update((rowid, body) for rowid, body in rows if body is not None)
+        return found
+
+    def _fts_totals(self, table: str) -> tuple[int, int]:
+        if table not in self._totals:
+            self._totals[table] = fts_totals(self.db, table)
+        return self._totals[table]
+
+
+def _match(terms: Sequence[str], layers: Sequence[str]) -> str:
+    """The FTS5 expression: any of the terms (quoted), and, if layers are given, one of them."""
+    match = " OR ".join(f'"{t}"' for t in terms)
+    if not layers:
+        return match
+    layer_clause = " OR ".join(f'"{layer_token(layer)}"' for layer in layers)
+    return f"({match}) AND ({layer_clause})"
+
+
+def _batches(values: Sequence, size: int) -> Iterator[list]:
+    values = list(values)
+    for start in range(0, len(values), size):
+        yield values[start:start + size]

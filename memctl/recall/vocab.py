@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
-import sqlite3
 
-from memctl.recall.store import meta_get
+TYPE_CHECKING = False  # typing costs ~20 ms to import, paid by every search
+if TYPE_CHECKING:
+    from memctl.recall.store import SQLiteStore
 
 MAX_WORD_CHARS = 8
 
@@ -16,10 +17,9 @@ class VocabSegmenter:
     The query side always uses it (no jieba at search time); a small incremental refresh uses it
     too, so a new session does not pay jieba's dictionary load. `index rebuild` uses jieba."""
 
-    def __init__(self, db: sqlite3.Connection):
-        self.db = db
-        total = meta_get(db, "items", "0")
-        self.log_total = math.log(max(int(total or 0), 1) + 1)
+    def __init__(self, store: SQLiteStore):
+        self.store = store
+        self.log_total = math.log(max(store.item_count(), 1) + 1)
 
     def __call__(self, run: str) -> list[str]:
         run = run[:200]
@@ -36,12 +36,7 @@ class VocabSegmenter:
 
     def _known_substrings(self, run: str) -> dict[str, int]:
         candidates = sorted({run[i:j] for i in range(len(run)) for j in range(i + 1, min(len(run), i + MAX_WORD_CHARS) + 1)})
-        found: dict[str, int] = {}
-        for start in range(0, len(candidates), 500):
-            part = candidates[start:start + 500]
-            marks = ",".join("?" * len(part))
-            found.update(self.db.execute(f"SELECT term, df FROM vocab WHERE term IN ({marks})", part).fetchall())
-        return found
+        return self.store.document_frequencies(candidates)
 
     def _best_route(self, run: str, known: dict[str, int]) -> list[str]:
         n = len(run)
