@@ -30,7 +30,7 @@ from memctl.core.fsutil import FILE_MODE, ensure_private_dir
 from memctl.recall.documents import IndexOptions
 from memctl.recall.refresh import Refresh, RefreshReport
 from memctl.recall.sources import file_signature, scan_sources
-from memctl.recall.store import FTS_TOKENIZE, SCHEMA, SCHEMA_VERSION, connect, meta_get, meta_set
+from memctl.recall.store import FTS_TOKENIZE, SCHEMA_VERSION, SQLiteStore
 from memctl.recall.text import Tokenizer
 
 TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import, paid by every search
@@ -84,11 +84,11 @@ class SearchIndex:
         if not self.path.exists():
             return False
         try:
-            db = connect(self.path, timeout=2.0)
+            store = SQLiteStore.at(self.path, timeout=2.0)
             try:
-                return meta_get(db, "config") == self._config_signature()
+                return store.meta("config") == self._config_signature()
             finally:
-                db.close()
+                store.close()
         except sqlite3.DatabaseError:
             return False
 
@@ -118,20 +118,18 @@ class SearchIndex:
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-        db = connect(tmp)
         try:
-            db.execute("PRAGMA journal_mode=OFF")
-            db.execute("PRAGMA synchronous=OFF")
-            db.executescript(SCHEMA)
-            report = self._new_pass().update(db, rebuilt=True)
-            meta_set(db, "config", self._config_signature())
-            db.execute("PRAGMA optimize")
+            store = SQLiteStore.create(tmp)
+            try:
+                report = self._new_pass(store).update(rebuilt=True)
+                store.set_meta("config", self._config_signature())
+                store.optimize()
+            finally:
+                store.close()
         except BaseException:
-            db.close()
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
             raise
-        db.close()
         os.chmod(tmp, FILE_MODE)
         for leftover in (self.path.with_name(self.path.name + "-journal"), self.path.with_name(self.path.name + "-wal")):
             with contextlib.suppress(FileNotFoundError):
@@ -145,13 +143,13 @@ class SearchIndex:
         import time
 
         started = time.monotonic()
-        db = connect(self.path)
+        store = SQLiteStore.at(self.path)
         try:
-            report = self._new_pass().refresh(db) or RefreshReport()
+            report = self._new_pass(store).refresh() or RefreshReport()
         finally:
-            db.close()
+            store.close()
         report.seconds = time.monotonic() - started
         return report
 
-    def _new_pass(self) -> Refresh:
-        return Refresh(self.layout, self.options, lambda: self.tokenizer)
+    def _new_pass(self, store: SQLiteStore) -> Refresh:
+        return Refresh(store, self.layout, self.options, lambda: self.tokenizer)

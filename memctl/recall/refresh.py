@@ -9,22 +9,21 @@ around a `Refresh`.
 from __future__ import annotations
 
 import os
-import sqlite3
 from pathlib import Path
 
 from memctl.core.config import Layout
 from memctl.recall.documents import history_docs, jsonl_docs, l2_docs, l3_docs, manifest_dates, session_docs
 from memctl.recall.sources import FEW_SOURCES_KINDS, L3_MAX_BYTES, Source, file_signature, scan_sources
-from memctl.recall.store import SQLiteStore, meta_get, meta_set
 from memctl.recall.text import Tokenizer
 from memctl.recall.vocab import VocabSegmenter
-from memctl.recall.writer import IndexWriter
 
 TYPE_CHECKING = False  # typing costs ~20 ms to import, paid by every search
 if TYPE_CHECKING:
     from typing import Callable
 
     from memctl.recall.documents import IndexOptions
+    from memctl.recall.store import SQLiteStore
+    from memctl.recall.writer import IndexWriter
 
 # json, zipfile and hashlib are imported where they are used: a search that finds the index
 # fresh needs none of them, and every millisecond of import is paid by every query.
@@ -50,9 +49,12 @@ class RefreshReport:
 
 
 class Refresh:
-    """One pass over one open index: its reads are shared by its steps (a new pass, new reads)."""
+    """One pass over one open index: its reads are shared by its steps (a new pass, new reads).
+    It reads and writes the index through the store only (memctl.recall.store)."""
 
-    def __init__(self, layout: Layout, options: IndexOptions, full_tokenizer: Callable[[], Tokenizer]):
+    def __init__(self, store: SQLiteStore, layout: Layout, options: IndexOptions,
+                 full_tokenizer: Callable[[], Tokenizer]):
+        self.store = store
         self.layout = layout
         self.options = options
         self.full_tokenizer = full_tokenizer  # jieba's, loaded on first use
@@ -60,34 +62,28 @@ class Refresh:
         self._last_scan: list[Source] | None = None
         self._last_scan_signature = ""
 
-    def refresh(self, db: sqlite3.Connection) -> RefreshReport | None:
+    def refresh(self) -> RefreshReport | None:
         """Index what changed since the last pass, in one transaction; None when nothing did."""
-        if not self._changed_sources(db):
+        if not self._changed_sources():
             return None
         if self._last_scan is not None:
             l4_signature, current = self._last_scan_signature, self._last_scan
         else:
             l4_signature = file_signature(self.layout.l4_dir)  # before the scan: a later change shows next time
             current = scan_sources(self.layout, self.options)
-        tokenizer = self._refresh_tokenizer(db, current)
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            report = self.update(db, rebuilt=False, tokenizer=tokenizer, current=(l4_signature, current))
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        return report
+        tokenizer = self._refresh_tokenizer(current)
+        with self.store.transaction():
+            return self.update(rebuilt=False, tokenizer=tokenizer, current=(l4_signature, current))
 
-    def _refresh_tokenizer(self, db: sqlite3.Connection, current: list[Source]) -> Tokenizer:
+    def _refresh_tokenizer(self, current: list[Source]) -> Tokenizer:
         """A few new megabytes are cut against the index's own vocabulary (built by jieba), so a
         refresh after one new session takes well under a second instead of loading jieba."""
-        if self._pending_bytes(db, current) > SMALL_REFRESH_BYTES or not db.execute("SELECT 1 FROM vocab LIMIT 1").fetchone():
+        if self._pending_bytes(current) > SMALL_REFRESH_BYTES or not self.store.has_vocabulary():
             return self.full_tokenizer()
-        return Tokenizer(VocabSegmenter(SQLiteStore(db)), collect_words=True)
+        return Tokenizer(VocabSegmenter(self.store), collect_words=True)
 
-    def _pending_bytes(self, db: sqlite3.Connection, current: list[Source]) -> int:
-        known = self._sources_table(db)
+    def _pending_bytes(self, current: list[Source]) -> int:
+        known = self._sources_table()
         pending = 0
         for source in current:
             old = known.get(source.key)
@@ -97,21 +93,20 @@ class Refresh:
                 pending += source.size - old[2] if source.kind in ("hist", "l5", "l6") else source.size
         return pending
 
-    def _sources_table(self, db: sqlite3.Connection) -> dict[str, tuple]:
+    def _sources_table(self) -> dict[str, tuple]:
         """key -> (key, kind, size, mtime_ns, tail, state), read once per refresh (15,000 rows at
         1 GB: reading them three times was a fifth of a refresh)."""
         if self._known_rows is None:
-            self._known_rows = {row[0]: row for row in
-                                db.execute("SELECT key, kind, size, mtime_ns, tail, state FROM sources")}
+            self._known_rows = self.store.tracked_sources()
         return self._known_rows
 
-    def _changed_sources(self, db: sqlite3.Connection) -> bool:
-        if meta_get(db, "l4_dir") == file_signature(self.layout.l4_dir):
+    def _changed_sources(self) -> bool:
+        if self.store.meta("l4_dir") == file_signature(self.layout.l4_dir):
             # Compressed sessions are only ever created, renamed or deleted, never changed in
             # place, and any of that changes the folder's mtime: no need to stat (or even load)
             # each of them. Monthly zips are few; they are checked one by one.
-            quick = [(key, (kind, size, mtime)) for key, kind, size, mtime in db.execute(
-                f"SELECT key, kind, size, mtime_ns FROM sources WHERE kind IN ({FEW_SOURCES_KINDS})")]
+            quick = [(key, (kind, size, mtime))
+                     for key, kind, size, mtime in self.store.sources_of_kinds(FEW_SOURCES_KINDS)]
             for key, (kind, size, mtime) in quick:
                 try:
                     info = os.stat(self.layout.root / key, follow_symlinks=False)
@@ -120,7 +115,7 @@ class Refresh:
                 if (info.st_size, info.st_mtime_ns) != (size, mtime):
                     return True
             return self._l3_or_top_files_changed({key for key, v in quick if v[0] != "zip"})
-        known = self._sources_table(db)
+        known = self._sources_table()
         self._last_scan_signature = file_signature(self.layout.l4_dir)
         current = scan_sources(self.layout, self.options)
         self._last_scan = current
@@ -132,24 +127,25 @@ class Refresh:
         current = {s.key for s in scan_sources(self.layout, self.options, include_l4_sessions=False)}
         return current != known_keys
 
-    def update(self, db: sqlite3.Connection, rebuilt: bool, tokenizer: Tokenizer | None = None,
-                current: tuple[str, list[Source]] | None = None) -> RefreshReport:
+    def update(self, rebuilt: bool, tokenizer: Tokenizer | None = None,
+               current: tuple[str, list[Source]] | None = None) -> RefreshReport:
+        """Index every source that changed since the last pass (all of them into a new index)
+        and forget the ones that are gone."""
         import zipfile
 
-        # an index built before this index existed gets it at its next change (15,000 rows: ms)
-        db.execute("CREATE INDEX IF NOT EXISTS sources_kind ON sources(kind)")
+        self.store.upgrade_schema()  # an index built by an older memctl gets it at its next change
         report = RefreshReport(rebuilt=rebuilt)
         if current is None:
             l4_signature = file_signature(self.layout.l4_dir)  # before the scan: a later change shows next time
             sources = scan_sources(self.layout, self.options)
         else:
             l4_signature, sources = current
-        writer = IndexWriter(db, tokenizer or self.full_tokenizer(), self.options)
-        known = self._sources_table(db)
+        writer = self.store.writer(tokenizer or self.full_tokenizer(), self.options)
+        known = self._sources_table()
         current_keys = {s.key for s in sources}
         for key, row in known.items():
             if row[1] != "member" and key not in current_keys:
-                self._forget_source(db, writer, key, row[1])
+                self._forget_source(writer, key, row[1])
                 report.sources_changed += 1
         dates = None
         for source in sources:
@@ -160,38 +156,34 @@ class Refresh:
             if source.kind == "hist" and dates is None:
                 dates = manifest_dates(self.layout)
             try:
-                report.bytes_read += self._index_source(db, writer, source, row, dates or {})
+                report.bytes_read += self._index_source(writer, source, row, dates or {})
             except (OSError, zipfile.BadZipFile, UnicodeError) as exc:
                 report.errors.append(f"{source.key}: {exc}")
         writer.finish()
-        count = int(meta_get(db, "items", "0") or 0) + writer.added - writer.removed
-        meta_set(db, "items", str(count))
-        meta_set(db, "l4_dir", l4_signature)
-        known_layers = set(filter(None, meta_get(db, "layers").split(",")))
-        meta_set(db, "layers", ",".join(sorted(known_layers | writer.layers)))
+        count = int(self.store.meta("items", "0") or 0) + writer.added - writer.removed
+        self.store.set_meta("items", str(count))
+        self.store.set_meta("l4_dir", l4_signature)
+        known_layers = set(filter(None, self.store.meta("layers").split(",")))
+        self.store.set_meta("layers", ",".join(sorted(known_layers | writer.layers)))
         report.docs_added, report.docs_removed = writer.added, writer.removed
         return report
 
-    def _forget_source(self, db, writer: IndexWriter, key: str, kind: str) -> None:
+    def _forget_source(self, writer: IndexWriter, key: str, kind: str) -> None:
         if kind == "zip":
-            for (member_key,) in db.execute("SELECT key FROM sources WHERE key LIKE ? AND kind='member'",
-                                            (f"{key}!%",)).fetchall():
+            for member_key in self.store.member_signatures(key):
                 writer.remove_source(member_key)
-                db.execute("DELETE FROM sources WHERE key=?", (member_key,))
+                self.store.drop_source(member_key)
         writer.remove_source(key)
-        db.execute("DELETE FROM sources WHERE key=?", (key,))
+        self.store.drop_source(key)
 
-    def _record(self, db, source: Source, tail: str, state: str) -> None:
-        db.execute("INSERT INTO sources(key, kind, size, mtime_ns, tail, state) VALUES(?,?,?,?,?,?) "
-                   "ON CONFLICT(key) DO UPDATE SET kind=excluded.kind, size=excluded.size, "
-                   "mtime_ns=excluded.mtime_ns, tail=excluded.tail, state=excluded.state",
-                   (source.key, source.kind, source.size, source.mtime_ns, tail, state))
+    def _record(self, source: Source, tail: str, state: str) -> None:
+        self.store.record_source(source.key, source.kind, source.size, source.mtime_ns, tail, state)
 
-    def _index_source(self, db, writer: IndexWriter, source: Source, row, dates: dict[str, str]) -> int:
+    def _index_source(self, writer: IndexWriter, source: Source, row, dates: dict[str, str]) -> int:
         if source.kind == "zip":
-            return self._index_zip(db, writer, source)
+            return self._index_zip(writer, source)
         if source.kind in ("hist", "l5", "l6"):
-            return self._index_appendable(db, writer, source, row, dates)
+            return self._index_appendable(writer, source, row, dates)
         data = _read_file(source.path)
         writer.remove_source(source.key)
         text = data.decode("utf-8", "replace")
@@ -202,10 +194,10 @@ class Refresh:
         else:
             docs = l3_docs(source.key, text) if len(data) <= L3_MAX_BYTES else []
         writer.add(source.key, docs)
-        self._record(db, source, "", "")
+        self._record(source, "", "")
         return len(data)
 
-    def _index_appendable(self, db, writer: IndexWriter, source: Source, row, dates: dict[str, str]) -> int:
+    def _index_appendable(self, writer: IndexWriter, source: Source, row, dates: dict[str, str]) -> int:
         """Read only what was appended when the bytes indexed before are still there."""
         import json
 
@@ -234,21 +226,20 @@ class Refresh:
         with open(source.path, "rb") as handle:
             tail = _tail_hash(handle, end)
         recorded = Source(source.key, source.location, source.kind, end, source.mtime_ns if end == source.size else -1)
-        self._record(db, recorded, tail, json.dumps(state))
+        self._record(recorded, tail, json.dumps(state))
         return len(data)
 
-    def _index_zip(self, db, writer: IndexWriter, source: Source) -> int:
+    def _index_zip(self, writer: IndexWriter, source: Source) -> int:
         import zipfile
 
         read = 0
-        known = {key: tail for key, tail in db.execute(
-            "SELECT key, tail FROM sources WHERE key LIKE ? AND kind='member'", (f"{source.key}!%",))}
+        known = self.store.member_signatures(source.key)
         with zipfile.ZipFile(source.path) as archive:
             members = {f"{source.key}!{info.filename}": info for info in archive.infolist()
                        if info.filename.endswith(".txt") and not info.is_dir()}
             for key in set(known) - set(members):
                 writer.remove_source(key)
-                db.execute("DELETE FROM sources WHERE key=?", (key,))
+                self.store.drop_source(key)
             for key, info in members.items():
                 signature = f"{info.CRC}:{info.file_size}"
                 if known.get(key) == signature:
@@ -258,8 +249,8 @@ class Refresh:
                 read += len(data)
                 name = Path(info.filename).stem
                 writer.add(key, session_docs(name, data.decode("utf-8", "replace")))
-                self._record(db, Source(key, source.location, "member", info.file_size, 0), signature, "")
-        self._record(db, source, "", "")
+                self._record(Source(key, source.location, "member", info.file_size, 0), signature, "")
+        self._record(source, "", "")
         return read
 
 

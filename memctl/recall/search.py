@@ -42,9 +42,10 @@ from memctl.recall.hits import Hit
 from memctl.recall.index import IndexOptions, RefreshReport, SearchIndex
 from memctl.recall.rescoring import weigh_terms
 from memctl.recall.show import Item, find_item
-from memctl.recall.store import LAYER_MARK, SQLiteStore
+from memctl.recall.store import SQLiteStore
 from memctl.recall.text import Alias, Tokenizer, expand_aliases, has_cjk, parse_aliases
 from memctl.recall.vocab import VocabSegmenter
+from memctl.recall.writer import LAYER_MARK
 
 TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import, paid by every search
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 # every source kind but the tens of thousands of sessions (loose files, zip members): the
 # few a search checks one by one when the session folder is unchanged
-FEW_SOURCES_KINDS = "'l2', 'l3', 'hist', 'zip', 'l5', 'l6'"
+FEW_SOURCES_KINDS = ("l2", "l3", "hist", "zip", "l5", "l6")
 L3_SUFFIXES = frozenset({".md", ".py", ".txt", ".sh", ".toml", ".yaml", ".yml", ".json", ".rst"})
 L3_MAX_BYTES = 2_000_000
 

@@ -1,20 +1,24 @@
 """The SQLite file of the derived index: its schema, connections, the meta table, and
-`SQLiteStore`, the one interface through which ranking reads it."""
+`SQLiteStore`, the one interface through which everything else reads and writes it."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from pathlib import Path
 
 from memctl.recall.scoring import fts_totals
+from memctl.recall.writer import IndexWriter, layer_token
 
 TYPE_CHECKING = False  # typing costs ~20 ms to import, paid by every search
 if TYPE_CHECKING:
     from typing import Iterator, Sequence
 
+    from memctl.recall.documents import IndexOptions
+    from memctl.recall.text import Tokenizer
+
 SCHEMA_VERSION = "5"
 FTS_TOKENIZE = "unicode61 remove_diacritics 0 tokenchars '-_.'"
-LAYER_MARK = "\ue000"  # a private-use char: FTS5 keeps it in a token, memctl's tokenizer never emits it
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
@@ -50,24 +54,24 @@ def meta_set(db: sqlite3.Connection, key: str, value: str) -> None:
                (key, value))
 
 
-def layer_token(layer: str) -> str:
-    return f"{LAYER_MARK}{layer.lower()}"
-
-
 class SQLiteStore:
-    """The search index as ranking reads it: every query the ranking stages (memctl.recall.search
-    and the stage modules it calls) issue goes through these methods, so a second backend is one
-    more class with the same method set, and neither the commands nor the ranking change.
+    """The derived index's one interface: every read and write of it by the ranking
+    (memctl.recall.search and its stage modules), the refresh (memctl.recall.refresh) and
+    SearchIndex goes through these methods, so a second backend is one more class with the
+    same method set, and neither the commands nor the ranking nor the refresh change.
 
     The interface, named after what each method returns:
-      item_count, present_layers, document_frequencies, surface_words_from,
-      ranked_item_scores, matching_item_ids, newest_matching_item_ids, item_rows, item_texts,
-      item_bodies, item_totals, context_item_ids_near,
-      session_document_count, session_keys, best_session_scores, session_bodies, session_totals.
+      opening: open (checked), at, create, close, transaction;
+      ranking: item_count, present_layers, document_frequencies, surface_words_from,
+        ranked_item_scores, matching_item_ids, newest_matching_item_ids, item_rows, item_texts,
+        item_bodies, item_totals, context_item_ids_near, session_document_count, session_keys,
+        best_session_scores, session_bodies, session_totals;
+      refresh: meta, set_meta, has_vocabulary, tracked_sources, sources_of_kinds,
+        member_signatures, record_source, drop_source, upgrade_schema, optimize, writer (adds
+        and removes documents: memctl.recall.writer, this backend's own).
 
     Query terms and layers are passed as lists; how they become a match expression (FTS5's
-    syntax, the layer token in each body) is this backend's business. The writer side is
-    memctl.recall.writer and memctl.recall.refresh.
+    syntax, the layer token in each body) is this backend's business.
     """
 
     BATCH = 900  # bound variables per statement (SQLite's default limit is 999)
@@ -89,8 +93,89 @@ class SQLiteStore:
             raise
         return cls(db)
 
+    @classmethod
+    def at(cls, path: Path, timeout: float = 5.0) -> SQLiteStore:
+        """The index at `path`, unchecked (a refresh finds out, and rebuilds)."""
+        return cls(connect(path, timeout=timeout))
+
+    @classmethod
+    def create(cls, path: Path) -> SQLiteStore:
+        """A new, empty index at `path`, written without a journal (a rebuild renames it into
+        place when it is complete, so a crash leaves only a temp file)."""
+        db = connect(path)
+        try:
+            db.execute("PRAGMA journal_mode=OFF")
+            db.execute("PRAGMA synchronous=OFF")
+            db.executescript(SCHEMA)
+        except BaseException:
+            db.close()
+            raise
+        return cls(db)
+
     def close(self) -> None:
         self.db.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All the writes inside, or none of them."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+
+    # -- refresh: what the index holds of each source
+
+    def meta(self, key: str, default: str = "") -> str:
+        """The index's record `key` (config, items, layers, l4_dir), or `default`."""
+        return meta_get(self.db, key, default)
+
+    def set_meta(self, key: str, value: str) -> None:
+        meta_set(self.db, key, value)
+
+    def has_vocabulary(self) -> bool:
+        """Whether the index holds any term's document frequency."""
+        return self.db.execute("SELECT 1 FROM vocab LIMIT 1").fetchone() is not None
+
+    def tracked_sources(self) -> dict[str, tuple]:
+        """key -> (key, kind, size, mtime_ns, tail, state) of every source indexed."""
+        return {row[0]: row for row in self.db.execute("SELECT key, kind, size, mtime_ns, tail, state FROM sources")}
+
+    def sources_of_kinds(self, kinds: Sequence[str]) -> list[tuple[str, str, int, int]]:
+        """(key, kind, size, mtime_ns) of the sources of the given kinds."""
+        marks = ",".join("?" * len(kinds))
+        return self.db.execute(f"SELECT key, kind, size, mtime_ns FROM sources WHERE kind IN ({marks})",
+                               list(kinds)).fetchall()
+
+    def member_signatures(self, zip_key: str) -> dict[str, str]:
+        """key -> signature (CRC:size) of the zip members indexed from the zip `zip_key`."""
+        return dict(self.db.execute("SELECT key, tail FROM sources WHERE key LIKE ? AND kind='member'",
+                                    (f"{zip_key}!%",)).fetchall())
+
+    def record_source(self, key: str, kind: str, size: int, mtime_ns: int, tail: str, state: str) -> None:
+        """What the index now holds of a source: its size and mtime, a hash of its last bytes
+        (or a member's signature) and the reader's state (JSON)."""
+        self.db.execute("INSERT INTO sources(key, kind, size, mtime_ns, tail, state) VALUES(?,?,?,?,?,?) "
+                        "ON CONFLICT(key) DO UPDATE SET kind=excluded.kind, size=excluded.size, "
+                        "mtime_ns=excluded.mtime_ns, tail=excluded.tail, state=excluded.state",
+                        (key, kind, size, mtime_ns, tail, state))
+
+    def drop_source(self, key: str) -> None:
+        """Forget a source's record (its documents are removed by the writer)."""
+        self.db.execute("DELETE FROM sources WHERE key=?", (key,))
+
+    def upgrade_schema(self) -> None:
+        """Add what an index built by an older memctl lacks (15,000 rows: milliseconds)."""
+        self.db.execute("CREATE INDEX IF NOT EXISTS sources_kind ON sources(kind)")
+
+    def optimize(self) -> None:
+        self.db.execute("PRAGMA optimize")
+
+    def writer(self, tokenizer: Tokenizer, options: IndexOptions) -> IndexWriter:
+        """Adds and removes documents, keeping the vocabulary and session documents in step."""
+        return IndexWriter(self.db, tokenizer, options)
 
     # -- the vocabulary
 

@@ -1,12 +1,12 @@
 """Rows into SQLite: documents added and removed, with the vocabulary, the surface words
-and the session documents kept in step."""
+and the session documents kept in step. The SQLite store's own writer: everything else gets
+one from `SQLiteStore.writer` (memctl.recall.store)."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections import Counter
 
-from memctl.recall.store import LAYER_MARK, layer_token
 from memctl.recall.text import Tokenizer, latin_tokens
 
 TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import, paid by every search
@@ -16,6 +16,12 @@ if TYPE_CHECKING:
     from memctl.recall.documents import Doc, IndexOptions
 
 SESSION_DOC_MAX_TOKENS = 20_000
+LAYER_MARK = "\ue000"  # a private-use char: FTS5 keeps it in a token, memctl's tokenizer never emits it
+
+
+def layer_token(layer: str) -> str:
+    """The first term of each item's body, so that a match can be limited to layers."""
+    return f"{LAYER_MARK}{layer.lower()}"
 
 
 class IndexWriter:
