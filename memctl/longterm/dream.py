@@ -25,15 +25,16 @@ from memctl.core.clock import iso
 from memctl.core.config import Layout, Settings
 from memctl.core.errors import UsageError
 from memctl.core.fsutil import WriterLock
-from memctl.longterm.dream_apply import STEP_POLL, GuardRail, apply_steps, audit, check_guard, dream_lock
+from memctl.longterm.dream_apply import STEP_POLL, GuardRail, apply_steps, check_guard, dream_lock
 from memctl.longterm.dream_plan import OPS, Change, Plan, plan
 from memctl.longterm.dream_refs import Refs, fold, load_refs, read_offset, write_offset
 from memctl.longterm.dream_similar import similar_groups
-from memctl.longterm.dream_undo import UndoReport, read_log, undo
-from memctl.longterm.entries import new_id, read_snapshot
+from memctl.longterm.dream_undo import UndoReport, undo
+from memctl.longterm.entries import new_id
+from memctl.longterm.store import open_store
 
 __all__ = ["OPS", "Change", "DreamOptions", "DreamReport", "GuardRail", "Plan", "Refs", "UndoReport",
-           "check_guard", "fold", "load_refs", "parse_only", "plan", "plan_now", "read_log", "read_offset",
+           "check_guard", "fold", "load_refs", "parse_only", "plan", "plan_now", "read_offset",
            "recent_history", "run", "similar_groups", "undo", "write_offset"]
 
 MAX_REPLANS = 2
@@ -102,24 +103,25 @@ def recent_history(layout: Layout, sessions: int = HISTORY_SESSIONS) -> list[tup
 
 def plan_now(settings: Settings, now: datetime, options: DreamOptions) -> Plan:
     layout = settings.layout
-    snapshot = read_snapshot(layout.long_term)
+    snapshot = open_store(layout).active.snapshot()
     history = recent_history(layout) if "consolidate" in options.ops else []
     return plan(snapshot.entries, load_refs(layout), settings, now, options.ops, history, options.summarizer)
 
 
 def run(settings: Settings, now: datetime, options: DreamOptions) -> DreamReport:
     layout = settings.layout
+    store = open_store(layout)
     run_id = f"d-{now.strftime('%Y%m%dT%H%M%S')}-{new_id('')[:6]}"
     with dream_lock(layout):
-        snapshot = read_snapshot(layout.long_term)
+        snapshot = store.active.snapshot()
         refs = load_refs(layout)
         history = recent_history(layout) if "consolidate" in options.ops else []
         first = plan(snapshot.entries, refs, settings, now, options.ops, history, options.summarizer)
         check_guard(first, settings, options.force)
         l5_before = first.l5_count
         wait = max(options.lock_wait, DEFAULT_STEP_WAIT)
-        audit(layout, [{"run": run_id, "at": iso(now), "op": "start", "plan": first.counts(),
-                         "refs_offset": [refs.offset_before, refs.offset_after]}])
+        store.append_log([{"run": run_id, "at": iso(now), "op": "start", "plan": first.counts(),
+                           "refs_offset": [refs.offset_before, refs.offset_after]}])
         counts: Counter = Counter()
         steps, longest = 0, 0.0
         current_plan, replans, skipped = first, 0, 0
@@ -136,13 +138,13 @@ def run(settings: Settings, now: datetime, options: DreamOptions) -> DreamReport
                 skipped = skipped_now
                 break
             replans += 1
-            snapshot = read_snapshot(layout.long_term)
+            snapshot = store.active.snapshot()
             current_plan = plan(snapshot.entries, Refs(), settings, now, options.ops, history, options.summarizer)
             if current_plan.net_removed + sum(c.net_removed for c in applied) > \
                     float(settings.get("dream", "max_remove_share")) * l5_before and not options.force:
                 break
         final = snapshot
-        audit(layout, [{"run": run_id, "at": iso(now), "op": "end", "counts": dict(counts), "skipped": skipped,
-                         "replans": replans}])
+        store.append_log([{"run": run_id, "at": iso(now), "op": "end", "counts": dict(counts), "skipped": skipped,
+                           "replans": replans}])
     return DreamReport(run_id, dict(counts), skipped, replans, steps, l5_before,
                        sum(1 for r in final.rows if r.entry is not None), longest)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import math
 import os
 import time
@@ -23,10 +22,11 @@ from typing import Iterator
 from memctl.core.clock import iso
 from memctl.core.config import Layout, Settings
 from memctl.core.errors import LockBusy, MemctlError
-from memctl.core.fsutil import FILE_MODE, WriterLock, append_durably, ensure_private_dir
+from memctl.core.fsutil import FILE_MODE, WriterLock, ensure_private_dir
 from memctl.longterm.dream_plan import OPS, Change, Plan
 from memctl.longterm.dream_refs import fold, write_offset
-from memctl.longterm.entries import Row, Snapshot, append_entries, entry_line, read_snapshot, row_for, write_rows
+from memctl.longterm.entries import Row, Snapshot
+from memctl.longterm.store import open_store
 
 STEP_CHANGES = 1000  # changes applied per locked step (at least): keeps each lock hold short
 MAX_STEPS = 6
@@ -77,6 +77,7 @@ def apply_steps(layout: Layout, plan_: Plan, planned: Snapshot, run_id: str, now
     # every step costs a pass over L5 whatever its size: at most MAX_STEPS of them
     size = max(STEP_CHANGES, math.ceil(len(others) / MAX_STEPS))
     batches += [others[i:i + size] for i in range(0, len(others), size)]
+    store = open_store(layout)
     applied: list[Change] = []
     skipped = 0
     snapshot = planned
@@ -85,7 +86,7 @@ def apply_steps(layout: Layout, plan_: Plan, planned: Snapshot, run_id: str, now
     for number, batch in enumerate(batches):
         with WriterLock(layout.lock, wait_seconds=wait, poll=STEP_POLL):
             locked_at = time.monotonic()
-            snapshot = read_snapshot(layout.long_term, previous=snapshot)
+            snapshot = store.active.snapshot(previous=snapshot)
             rows = snapshot.rows
             position = {row.entry.id: k for k, row in enumerate(rows) if row.entry is not None}
             good, records = [], []
@@ -112,28 +113,28 @@ def apply_steps(layout: Layout, plan_: Plan, planned: Snapshot, run_id: str, now
                 if entry_id in removed_ids:
                     continue
                 if entry_id in replacements:
-                    row = row_for(replacements[entry_id])
+                    row = store.row_for(replacements[entry_id])
                 new_rows.append(row)
-            new_rows += [row_for(e) for c in good for e in c.added]
+            new_rows += [store.row_for(e) for c in good for e in c.added]
             to_l6 = [replace(e, left_at=stamp, reason=REASONS[c.op], note=c.reason, run=run_id, extra=dict(e.extra))
                      for c in good for e in c.removed]
             for c in good:
                 records.append({"run": run_id, "at": stamp, "op": c.op, "step": first_step + len(held),
                                 "ids": [e.id for e in c.before] + [e.id for e in c.added],
-                                "before": [_line_dict(rows[position[e.id]]) for e in c.before],
+                                "before": [store.record_of(rows[position[e.id]]) for e in c.before],
                                 "after": [e.to_dict() for e in c.after], "reason": c.reason,
                                 "anchors": {e.id: anchors.get(e.id) for e in c.removed}})
             # order: L6 copy and audit first, L5 last — a crash leaves duplicates, never a loss
-            append_entries(layout.cold_archive, to_l6)
-            audit(layout, records)
-            snapshot = write_rows(layout.long_term, new_rows)
+            store.archive.append(to_l6)
+            store.append_log(records)
+            snapshot = store.active.rewrite(new_rows)
             if batch is refs_first and plan_.refs.offset_after != plan_.refs.offset_before:
                 write_offset(layout, plan_.refs.offset_after)
             held.append(time.monotonic() - locked_at)
         applied.extend(good)
         for c in good:
             for e in c.after:
-                expected[e.id] = entry_line(e)
+                expected[e.id] = store.stored_form(e)
     return applied, skipped, snapshot, held
 
 
@@ -148,12 +149,3 @@ def _anchors(rows: list[Row], removed: set[str]) -> dict[str, str | None]:
             anchors[row.entry.id] = previous
         previous = row.entry.id
     return anchors
-
-
-def _line_dict(row: Row) -> dict:
-    return json.loads(row.raw)
-
-
-def audit(layout: Layout, records: list[dict]) -> None:
-    if records:
-        append_durably(layout.dream_log, b"".join((json.dumps(r, ensure_ascii=False) + "\n").encode() for r in records))

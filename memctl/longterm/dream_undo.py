@@ -9,19 +9,18 @@ so a run cannot be undone twice.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
 from memctl.core.clock import iso
-from memctl.core.config import Layout, Settings
+from memctl.core.config import Settings
 from memctl.core.errors import NotFound, UsageError
 from memctl.core.fsutil import WriterLock
-from memctl.longterm.dream_apply import audit
 from memctl.longterm.dream_plan import OPS
 from memctl.longterm.dream_refs import read_offset, write_offset
-from memctl.longterm.entries import Entry, Row, new_id, read_snapshot, write_rows
+from memctl.longterm.entries import Row, new_id
+from memctl.longterm.store import JsonlEntryStore, open_store
 
 
 @dataclass
@@ -35,50 +34,38 @@ class UndoReport:
         return {"run": self.run, "undid": self.of, "changes": self.undone, "conflicts": self.conflicts}
 
 
-def read_log(layout: Layout) -> list[dict]:
-    out = []
-    if not layout.dream_log.exists():
-        return out
-    for raw in layout.dream_log.read_bytes().splitlines():
-        try:
-            out.append(json.loads(raw))
-        except ValueError:
-            continue
-    return out
-
-
 def undo(settings: Settings, run_id: str, now: datetime, wait: float) -> UndoReport:
     """Put back every change of a dream run: L5 rows in their old places, its L6 lines dropped."""
     layout = settings.layout
-    log = read_log(layout)
+    store = open_store(layout)
+    log = store.log_records()
     records = [r for r in log if r.get("run") == run_id and r.get("op") in OPS + ("refs",)]
     if not any(r.get("run") == run_id for r in log):
-        raise NotFound(f"no run {run_id} in {layout.dream_log.name}; `memctl status` lists the recent runs")
+        raise NotFound(f"no run {run_id} in {store.log_name}; `memctl status` lists the recent runs")
     if any(r.get("op") == "undo" and r.get("of") == run_id for r in log):
         raise UsageError(f"run {run_id} was already undone")
     start = next((r for r in log if r.get("run") == run_id and r.get("op") == "start"), {})
     undo_id = "u-" + new_id("")
     conflicts: list[str] = []
     with WriterLock(layout.lock, wait_seconds=wait):
-        snapshot = read_snapshot(layout.long_term)
-        rows = list(snapshot.rows)
+        rows = list(store.active.snapshot().rows)
         steps: dict[int, list[dict]] = defaultdict(list)
         for record in records:
             steps[int(record.get("step", 0))].append(record)
         for number in sorted(steps, reverse=True):
-            rows = _undo_step(rows, steps[number], conflicts)
-        write_rows(layout.long_term, rows)
-        l6 = read_snapshot(layout.cold_archive)
-        write_rows(layout.cold_archive, [r for r in l6.rows if r.entry is None or r.entry.run != run_id])
+            rows = _undo_step(store, rows, steps[number], conflicts)
+        store.active.rewrite(rows)
+        l6 = store.archive.snapshot()
+        store.archive.rewrite([r for r in l6.rows if r.entry is None or r.entry.run != run_id])
         offsets = start.get("refs_offset")
         if offsets and read_offset(layout) == offsets[1]:
             write_offset(layout, offsets[0])
-        audit(layout, [{"run": undo_id, "at": iso(now), "op": "undo", "of": run_id, "changes": len(records),
-                         "conflicts": conflicts}])
+        store.append_log([{"run": undo_id, "at": iso(now), "op": "undo", "of": run_id, "changes": len(records),
+                           "conflicts": conflicts}])
     return UndoReport(undo_id, run_id, len(records) - len(conflicts), conflicts)
 
 
-def _undo_step(rows: list[Row], records: list[dict], conflicts: list[str]) -> list[Row]:
+def _undo_step(store: JsonlEntryStore, rows: list[Row], records: list[dict], conflicts: list[str]) -> list[Row]:
     """Revert one locked step: drop what it added, revert updates, re-insert what it removed
     after the same neighbour it had (anchors may be other entries of the step)."""
     before = [b for r in records for b in r.get("before") or [] if isinstance(b, dict)]
@@ -92,7 +79,7 @@ def _undo_step(rows: list[Row], records: list[dict], conflicts: list[str]) -> li
         entry_id = row.entry.id if row.entry is not None else None
         if entry_id in added:
             continue
-        out.append(_row_from_dict(old_by_id[entry_id]) if entry_id in updated else row)
+        out.append(store.row_from_record(old_by_id[entry_id]) if entry_id in updated else row)
     anchors: dict[str, str | None] = {}
     for record in records:
         anchors.update(record.get("anchors") or {})
@@ -112,7 +99,7 @@ def _undo_step(rows: list[Row], records: list[dict], conflicts: list[str]) -> li
     def emit_chain(anchor: str | None) -> None:
         while anchor in follower:
             old = follower.pop(anchor)
-            result.append(_row_from_dict(old))
+            result.append(store.row_from_record(old))
             placed.add(old["id"])
             anchor = old["id"]
 
@@ -124,10 +111,6 @@ def _undo_step(rows: list[Row], records: list[dict], conflicts: list[str]) -> li
     for anchor, old in list(follower.items()):  # its neighbour is gone: put it back at the end
         if old["id"] not in placed:
             conflicts.append(f"{old['id']}: its neighbour {anchor} is gone; put back at the end")
-            result.append(_row_from_dict(old))
+            result.append(store.row_from_record(old))
             emit_chain(old["id"])
     return result
-
-
-def _row_from_dict(data: dict) -> Row:
-    return Row((json.dumps(data, ensure_ascii=False) + "\n").encode("utf-8"), Entry.from_dict(data))
