@@ -24,9 +24,9 @@ from memctl.core.config import Layout, Settings
 from memctl.core.errors import LockBusy, MemctlError
 from memctl.core.fsutil import FILE_MODE, WriterLock, ensure_private_dir
 from memctl.longterm.dream_plan import OPS, Change, Plan
-from memctl.longterm.dream_refs import fold, write_offset
+from memctl.longterm.dream_refs import Refs, fold, write_offset
 from memctl.longterm.entries import Row, Snapshot
-from memctl.longterm.store import open_store
+from memctl.longterm.store import JsonlEntryStore, open_store
 
 STEP_CHANGES = 1000  # changes applied per locked step (at least): keeps each lock hold short
 MAX_STEPS = 6
@@ -68,74 +68,84 @@ def dream_lock(layout: Layout) -> Iterator[None]:
 
 
 def apply_steps(layout: Layout, plan_: Plan, planned: Snapshot, run_id: str, now: datetime,
-           wait: float, first_step: int = 0) -> tuple[list[Change], int, Snapshot, list[float]]:
-    """Apply the plan in locked steps; a change applies only if its entries are unchanged."""
-    expected = {row.entry.id: row.raw for row in planned.rows if row.entry is not None}
-    refs_first = [c for c in plan_.changes if c.op == "refs"]
-    others = [c for c in plan_.changes if c.op != "refs"]
-    batches = [refs_first] if refs_first else []
-    # every step costs a pass over L5 whatever its size: at most MAX_STEPS of them
-    size = max(STEP_CHANGES, math.ceil(len(others) / MAX_STEPS))
-    batches += [others[i:i + size] for i in range(0, len(others), size)]
+                wait: float, first_step: int = 0) -> tuple[list[Change], int, Snapshot, list[float]]:
+    """Apply the plan in locked steps; a change applies only if its entries are unchanged.
+    Returns the changes applied, how many were skipped, L5 as last written, and how long
+    each step held the writer lock."""
     store = open_store(layout)
+    expected = {row.entry.id: row.raw for row in planned.rows if row.entry is not None}
     applied: list[Change] = []
     skipped = 0
     snapshot = planned
-    stamp = iso(now)
     held: list[float] = []
-    for number, batch in enumerate(batches):
+    for batch in _batches(plan_):
         with WriterLock(layout.lock, wait_seconds=wait, poll=STEP_POLL):
             locked_at = time.monotonic()
             snapshot = store.active.snapshot(previous=snapshot)
-            rows = snapshot.rows
-            position = {row.entry.id: k for k, row in enumerate(rows) if row.entry is not None}
-            good, records = [], []
-            for change in batch:
-                if change.op == "refs":
-                    # additive: fold into whatever the entry is now
-                    live = [rows[position[e.id]].entry for e in change.before if e.id in position]
-                    change = Change("refs", live, [fold(e, plan_.refs) for e in live], change.reason)
-                    if not live:
-                        continue
-                elif any(e.id not in position or rows[position[e.id]].raw != expected.get(e.id)
-                         for e in change.before):
-                    skipped += 1
-                    continue
-                good.append(change)
+            position = {row.entry.id: k for k, row in enumerate(snapshot.rows) if row.entry is not None}
+            good, stale = _still_planned(batch, snapshot.rows, position, expected, plan_.refs)
+            skipped += stale
             if not good:
                 continue
-            removed_ids = {e.id for c in good for e in c.removed}
-            anchors = _anchors(rows, removed_ids)
-            new_rows: list[Row] = []
-            replacements = {e.id: e for c in good for e in c.after if e.id in position}
-            for row in rows:
-                entry_id = row.entry.id if row.entry is not None else None
-                if entry_id in removed_ids:
-                    continue
-                if entry_id in replacements:
-                    row = store.row_for(replacements[entry_id])
-                new_rows.append(row)
-            new_rows += [store.row_for(e) for c in good for e in c.added]
-            to_l6 = [replace(e, left_at=stamp, reason=REASONS[c.op], note=c.reason, run=run_id, extra=dict(e.extra))
-                     for c in good for e in c.removed]
-            for c in good:
-                records.append({"run": run_id, "at": stamp, "op": c.op, "step": first_step + len(held),
-                                "ids": [e.id for e in c.before] + [e.id for e in c.added],
-                                "before": [store.record_of(rows[position[e.id]]) for e in c.before],
-                                "after": [e.to_dict() for e in c.after], "reason": c.reason,
-                                "anchors": {e.id: anchors.get(e.id) for e in c.removed}})
-            # order: L6 copy and audit first, L5 last — a crash leaves duplicates, never a loss
-            store.archive.append(to_l6)
-            store.append_log(records)
-            snapshot = store.active.rewrite(new_rows)
-            if batch is refs_first and plan_.refs.offset_after != plan_.refs.offset_before:
+            snapshot = _write_step(store, snapshot.rows, position, good, run_id, iso(now), first_step + len(held))
+            if batch[0].op == "refs" and plan_.refs.offset_after != plan_.refs.offset_before:
                 write_offset(layout, plan_.refs.offset_after)
             held.append(time.monotonic() - locked_at)
         applied.extend(good)
-        for c in good:
-            for e in c.after:
-                expected[e.id] = store.stored_form(e)
+        expected.update((e.id, store.stored_form(e)) for c in good for e in c.after)
     return applied, skipped, snapshot, held
+
+
+def _batches(plan_: Plan) -> list[list[Change]]:
+    """The reference folds first, then the other changes in at most MAX_STEPS batches
+    (every step costs a pass over L5 whatever its size)."""
+    refs_first = [c for c in plan_.changes if c.op == "refs"]
+    others = [c for c in plan_.changes if c.op != "refs"]
+    size = max(STEP_CHANGES, math.ceil(len(others) / MAX_STEPS))
+    return ([refs_first] if refs_first else []) + [others[i:i + size] for i in range(0, len(others), size)]
+
+
+def _still_planned(batch: list[Change], rows: list[Row], position: dict[str, int], expected: dict[str, bytes],
+                   refs: Refs) -> tuple[list[Change], int]:
+    """The changes of a batch that still apply to L5 as it is now, and how many do not."""
+    good, skipped = [], 0
+    for change in batch:
+        if change.op == "refs":
+            # additive: fold into whatever the entry is now
+            live = [rows[position[e.id]].entry for e in change.before if e.id in position]
+            if live:
+                good.append(Change("refs", live, [fold(e, refs) for e in live], change.reason))
+        elif any(e.id not in position or rows[position[e.id]].raw != expected.get(e.id) for e in change.before):
+            skipped += 1
+        else:
+            good.append(change)
+    return good, skipped
+
+
+def _write_step(store: JsonlEntryStore, rows: list[Row], position: dict[str, int], good: list[Change],
+                run_id: str, stamp: str, step: int) -> Snapshot:
+    """Write one step: the L6 copies and the audit records first, L5 last — a crash leaves
+    duplicates, never a loss."""
+    removed_ids = {e.id for c in good for e in c.removed}
+    anchors = _anchors(rows, removed_ids)
+    replacements = {e.id: e for c in good for e in c.after if e.id in position}
+    new_rows: list[Row] = []
+    for row in rows:
+        entry_id = row.entry.id if row.entry is not None else None
+        if entry_id in removed_ids:
+            continue
+        new_rows.append(store.row_for(replacements[entry_id]) if entry_id in replacements else row)
+    new_rows += [store.row_for(e) for c in good for e in c.added]
+    to_l6 = [replace(e, left_at=stamp, reason=REASONS[c.op], note=c.reason, run=run_id, extra=dict(e.extra))
+             for c in good for e in c.removed]
+    records = [{"run": run_id, "at": stamp, "op": c.op, "step": step,
+                "ids": [e.id for e in c.before] + [e.id for e in c.added],
+                "before": [store.record_of(rows[position[e.id]]) for e in c.before],
+                "after": [e.to_dict() for e in c.after], "reason": c.reason,
+                "anchors": {e.id: anchors.get(e.id) for e in c.removed}} for c in good]
+    store.archive.append(to_l6)
+    store.append_log(records)
+    return store.active.rewrite(new_rows)
 
 
 def _anchors(rows: list[Row], removed: set[str]) -> dict[str, str | None]:
