@@ -1,8 +1,9 @@
 """The L5 and L6 entry stores: `long_term.jsonl` and `archive.jsonl`, one JSON entry a line.
 
-This module owns the entry format (design.md §6) and reading/writing the two files. Write
-policies, remember/forget and the dream pass build on it; `import` uses it to bulk-load.
-Unknown fields are kept as they are, so a newer memctl's entries survive an older one.
+This module owns the entry format (design.md §6) and the JSON Lines primitives: a line per
+entry, raw-line rows and snapshots, the cheap byte-level reads. `memctl.longterm.store` is
+built on them and is the one interface the rest of memctl reaches L5, L6 and the dream log
+through. Unknown fields are kept as they are, so a newer memctl's entries survive an older one.
 
 L6 is append-only: an entry that leaves L5 gets a new L6 line (with `left_at`, `reason`,
 `run`); `restore` puts it back in L5 without touching L6. An id's state is therefore: active
@@ -266,20 +267,6 @@ def write_rows(path: Path, rows: list[Row]) -> Snapshot:
     data = rows_bytes(rows)
     atomic_write_bytes(Path(path), data)
     return Snapshot(Path(path), data, list(rows))
-
-
-def active_ids(l5: Path) -> set[str]:
-    return {e.id for e in iter_entries(l5)}
-
-
-def departed(l5: Path, l6: Path) -> dict[str, Entry]:
-    """Ids not in L5, each with its last L6 line (why and when it left)."""
-    active = active_ids(l5)
-    last: dict[str, Entry] = {}
-    for entry in iter_entries(l6):
-        if entry.id not in active:
-            last[entry.id] = entry
-    return last
 
 
 def content_hash(text: str) -> str:

@@ -19,19 +19,11 @@ from typing import Any
 
 from memctl.core.clock import iso
 from memctl.core.config import Settings
-from memctl.longterm.entries import (
-    Entry,
-    Row,
-    append_entries,
-    content_hash,
-    departed,
-    new_id,
-    read_snapshot,
-    write_rows,
-)
+from memctl.longterm.entries import Entry, content_hash, new_id
 from memctl.core.errors import NotFound, UsageError
-from memctl.core.fsutil import WriterLock, append_durably, atomic_write_bytes
+from memctl.core.fsutil import WriterLock, atomic_write_bytes
 from memctl.longterm.policies import merge_key
+from memctl.longterm.store import open_store
 
 FORGOTTEN = "forgotten"
 PURGED = "purged"
@@ -84,32 +76,34 @@ def matching(entries: list[Entry], query: str) -> list[Entry]:
 
 def apply_forget(settings: Settings, plan: ForgetPlan, now: datetime, lock_wait: float) -> ForgetResult:
     layout = settings.layout
+    store = open_store(layout)
     run = "f-" + new_id("")
     stamp = iso(now)
     with WriterLock(layout.lock, wait_seconds=lock_wait):
-        snapshot = read_snapshot(layout.long_term)
+        snapshot = store.active.snapshot()
         current = snapshot.by_id()
         wanted = {e.id for e in plan.entries}
         moving = [current[i].entry for i in wanted if i in current]
         moving.sort(key=lambda e: [x.id for x in plan.entries].index(e.id))
         gone = [replace(e, left_at=stamp, reason=FORGOTTEN, note=plan.reason, run=run) for e in moving]
         if gone:
-            append_entries(layout.cold_archive, gone)
+            store.archive.append(gone)
             ids = {e.id for e in gone}
-            write_rows(layout.long_term, [r for r in snapshot.rows if r.entry is None or r.entry.id not in ids])
-            audit(layout.dream_log, [{"run": run, "at": stamp, "op": "forget", "ids": [e.id],
-                                       "before": e.to_dict(), "after": None, "reason": plan.reason or FORGOTTEN}
-                                      for e in moving])
+            store.active.rewrite([r for r in snapshot.rows if r.entry is None or r.entry.id not in ids])
+            store.append_log([{"run": run, "at": stamp, "op": "forget", "ids": [e.id],
+                              "before": e.to_dict(), "after": None, "reason": plan.reason or FORGOTTEN}
+                             for e in moving])
     return ForgetResult(run, [e.id for e in moving], sorted(wanted - {e.id for e in moving}))
 
 
 def restore(settings: Settings, entry_id: str, now: datetime, lock_wait: float) -> Entry:
     """Put a forgotten (or archived, superseded, merged) entry back in L5."""
     layout = settings.layout
+    store = open_store(layout)
     with WriterLock(layout.lock, wait_seconds=lock_wait):
-        gone = departed(layout.long_term, layout.cold_archive)
+        gone = store.departed()
         if entry_id not in gone:
-            snapshot = read_snapshot(layout.long_term)
+            snapshot = store.active.snapshot()
             if entry_id in snapshot.by_id():
                 raise UsageError(f"{entry_id} is already active in L5; nothing to restore")
             raise NotFound(f"no entry {entry_id} in L6 (archive.jsonl); check the id with `memctl search --layers L6`")
@@ -117,7 +111,7 @@ def restore(settings: Settings, entry_id: str, now: datetime, lock_wait: float) 
         if last.reason == PURGED or not last.text:
             raise UsageError(f"{entry_id} was purged; its text no longer exists anywhere, so it cannot be restored")
         entry = replace(last, left_at="", reason="", run="", note="", extra=dict(last.extra))
-        snapshot = read_snapshot(layout.long_term)
+        snapshot = store.active.snapshot()
         types = settings.types
         if entry.type in types and types[entry.type].get("policy") == "merge":
             clash = next((e for e in snapshot.entries if merge_key(e) == merge_key(entry)), None)
@@ -126,15 +120,10 @@ def restore(settings: Settings, entry_id: str, now: datetime, lock_wait: float) 
                     f"{clash.id} is the active {entry.type} for topic {entry.topic!r}; "
                     f"forget it first, then restore {entry_id}"
                 )
-        append_entries(layout.long_term, [entry])
-        audit(layout.dream_log, [{"run": "r-" + new_id(""), "at": iso(now), "op": "restore", "ids": [entry_id],
-                                  "before": None, "after": entry.to_dict(), "reason": f"restored from {last.reason}"}])
+        store.active.append([entry])
+        store.append_log([{"run": "r-" + new_id(""), "at": iso(now), "op": "restore", "ids": [entry_id],
+                           "before": None, "after": entry.to_dict(), "reason": f"restored from {last.reason}"}])
     return entry
-
-
-def audit(path: Path, records: list[dict[str, Any]]) -> None:
-    if records:
-        append_durably(Path(path), b"".join((json.dumps(r, ensure_ascii=False) + "\n").encode() for r in records))
 
 
 # --- purge
@@ -153,11 +142,12 @@ def purge(settings: Settings, ids: list[str], strings: list[str], reason: str, n
           lock_wait: float) -> PurgeResult:
     """Erase entries (and any string given) from every file memctl keeps. Irreversible."""
     layout = settings.layout
+    store = open_store(layout)
     run = "p-" + new_id("")
     stamp = iso(now)
     with WriterLock(layout.lock, wait_seconds=lock_wait):
-        l5 = read_snapshot(layout.long_term)
-        l6 = read_snapshot(layout.cold_archive)
+        l5 = store.active.snapshot()
+        l6 = store.archive.snapshot()
         targets = {i for i in ids}
         known = {r.entry.id for r in l5.rows + l6.rows if r.entry is not None}
         unknown = sorted(targets - known)
@@ -177,20 +167,20 @@ def purge(settings: Settings, ids: list[str], strings: list[str], reason: str, n
         keep5 = [r for r in l5.rows if (r.entry is None and not _contains(r.raw, needles))
                  or (r.entry is not None and r.entry.id not in targets)]
         if len(keep5) != len(l5.rows):
-            write_rows(layout.long_term, keep5)
-            files.append(str(layout.long_term))
+            store.active.rewrite(keep5)
+            files.append(store.active.location)
         keep6 = [r for r in l6.rows if (r.entry is None and not _contains(r.raw, needles))
                  or (r.entry is not None and r.entry.id not in targets)]
         # the audit keeps only id, hash and reason
         tombstones = [{"id": i, "text": "", "type": "purged", "left_at": stamp, "reason": PURGED, "note": reason,
                        "run": run, "sha256": h} for i, h in sorted(hashes.items())]
-        write_rows(layout.cold_archive, keep6 + [Row((json.dumps(t, ensure_ascii=False) + "\n").encode(),
-                                                     Entry.from_dict(t)) for t in tombstones])
-        files.append(str(layout.cold_archive))
-        if _scrub_audit(layout.dream_log, targets, needles):
-            files.append(str(layout.dream_log))
-        audit(layout.dream_log, [{"run": run, "at": stamp, "op": "purge", "ids": [i], "before": {"id": i, "sha256": h},
-                                  "after": None, "reason": reason or PURGED} for i, h in sorted(hashes.items())])
+        store.archive.rewrite(keep6 + [store.row_from_record(t) for t in tombstones])
+        files.append(store.archive.location)
+        text_needles = [n.decode("utf-8", "surrogateescape") for n in needles]
+        if store.scrub_log(targets, needles, lambda record: _scrub(record, targets, text_needles)):
+            files.append(store.log_location)
+        store.append_log([{"run": run, "at": stamp, "op": "purge", "ids": [i], "before": {"id": i, "sha256": h},
+                           "after": None, "reason": reason or PURGED} for i, h in sorted(hashes.items())])
         l4 = _purge_l4(layout, needles)
         files += _drop_index(layout)
         files += _scrub_other_files(layout, needles)
@@ -210,27 +200,6 @@ def _needles(texts: list[str]) -> list[bytes]:
 
 def _contains(data: bytes, needles: list[bytes]) -> bool:
     return any(n in data for n in needles)
-
-
-def _scrub_audit(path: Path, targets: set[str], needles: list[bytes]) -> bool:
-    """Replace every entry body about a purged id by {id, sha256}, and the strings by a mark."""
-    if not path.exists():
-        return False
-    data = path.read_bytes()
-    if not any(t.encode() in data for t in targets) and not _contains(data, needles):
-        return False
-    text_needles = [n.decode("utf-8", "surrogateescape") for n in needles]
-    out = []
-    for raw in data.splitlines(keepends=True):
-        try:
-            record = json.loads(raw)
-        except ValueError:
-            if not _contains(raw, needles):
-                out.append(raw)
-            continue
-        out.append((json.dumps(_scrub(record, targets, text_needles), ensure_ascii=False) + "\n").encode())
-    atomic_write_bytes(path, b"".join(out))
-    return True
 
 
 def _scrub(value: Any, targets: set[str], needles: list[str]) -> Any:

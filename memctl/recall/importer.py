@@ -15,7 +15,8 @@ from typing import Iterable
 
 from memctl.core import clock
 from memctl.core.config import Layout
-from memctl.longterm.entries import Entry, append_entries, iter_entries, new_id
+from memctl.longterm.entries import Entry, new_id
+from memctl.longterm.store import open_store
 from memctl.core.errors import UsageError
 from memctl.core.fsutil import WriterLock
 from memctl.core.redact import redact
@@ -91,9 +92,10 @@ def import_lines(layout: Layout, lines: Iterable[bytes], layer: str = "L6", defa
         if layer == "L6":
             entry.left_at, entry.reason = stamp, "imported"
         parsed.append((number, entry))
-    target = layout.long_term if layer == "L5" else layout.cold_archive
+    store = open_store(layout)
+    target = store.active if layer == "L5" else store.archive
     with WriterLock(layout.lock, wait_seconds=lock_wait):
-        taken = {e.id for e in iter_entries(target)}
+        taken = target.ids()
         fresh: list[Entry] = []
         for number, entry in parsed:
             if entry.id in taken:
@@ -101,7 +103,7 @@ def import_lines(layout: Layout, lines: Iterable[bytes], layer: str = "L6", defa
                 continue
             taken.add(entry.id)
             fresh.append(entry)
-        append_entries(target, fresh)
+        target.append(fresh)
     report.imported = len(fresh)
     report.ids = [e.id for e in fresh]
     report.bad.sort(key=lambda b: b.number)

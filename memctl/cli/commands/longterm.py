@@ -114,15 +114,15 @@ def forget_cmd(
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
     """Soft-forget entries (L5 -> L6, undo with `restore`), or erase them with --purge."""
-    from memctl.longterm.entries import load_entries
     from memctl.longterm.forget import apply_forget, plan_forget, purge as purge_fn
+    from memctl.longterm.store import open_store
 
     settings = _settings(ctx)
     ids = list(ids or [])
     if purge:
         _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn)
         return
-    plan = plan_forget(load_entries(settings.layout.long_term), ids, match, reason)
+    plan = plan_forget(open_store(settings.layout).active.entries(), ids, match, reason)
     if dry_run or (match and not yes):
         _print_forget_plan(plan, json_out)
         if match and not yes and not dry_run:
@@ -153,8 +153,8 @@ def _print_forget_plan(plan, json_out: bool) -> None:
 
 
 def _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn) -> None:
-    from memctl.longterm.entries import load_entries
     from memctl.longterm.forget import matching
+    from memctl.longterm.store import open_store
 
     if not ids and not match:
         raise UsageError("nothing to purge: give entry ids or --match STRING")
@@ -164,8 +164,9 @@ def _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn)
     strings = [match] if match else []
     targets = list(ids)
     if match:
-        targets += [e.id for e in matching(load_entries(settings.layout.long_term), match)]
-        targets += [e.id for e in matching(load_entries(settings.layout.cold_archive), match)]
+        store = open_store(settings.layout)
+        targets += [e.id for e in matching(store.active.entries(), match)]
+        targets += [e.id for e in matching(store.archive.entries(), match)]
         targets = list(dict.fromkeys(targets))
     if dry_run or not yes:
         if json_out:

@@ -1,0 +1,216 @@
+"""The entry store: the one way in to L5 (`long_term.jsonl`), L6 (`archive.jsonl`) and the
+dream audit log (`dream_log.jsonl`).
+
+remember, forget/restore/purge, the dream pass, `task done`, `import` and the commands reach
+these three through `open_store(layout)`: `store.active` (L5) and `store.archive` (L6), each
+an `EntryFile` (read, snapshot, entries, ids, append, rewrite), and the log methods of the
+store; none of them names a file. `JsonlEntryStore` is the only backend: JSON Lines files,
+built on the format primitives of `memctl.longterm.entries`. A second backend would provide
+the same methods and be what `open_store` returns; its callers would not change.
+
+Rows carry each entry's stored form (`Row.raw`), so that a rewrite leaves the entries it
+did not change exactly as they were (what `dream --undo` relies on) and a locked step can
+see whether an entry is still what was planned. A `StoreRead` is one read of L5 or L6,
+queried several times under one lock hold (remember's short path).
+The caller holds the writer lock for every write.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from memctl.core.config import Layout
+from memctl.core.fsutil import append_durably, atomic_write_bytes
+from memctl.longterm.entries import (
+    Entry,
+    Row,
+    Snapshot,
+    append_entries,
+    entries_with,
+    entry_line,
+    field_bytes,
+    iter_entries,
+    parse_rows,
+    read_snapshot,
+    row_for,
+    texts_of_type,
+    write_rows,
+)
+
+
+class StoreRead:
+    """One read of L5 or L6, queried several times under one lock hold (remember's short path)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def count(self) -> int:
+        data = self._data
+        return data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+
+    def holds(self, entry_id: str) -> bool:
+        return field_bytes("id", entry_id) in self._data
+
+    def rows_of_type(self, type_name: str) -> list[Row]:
+        """Every row; only those of this type are parsed (the others keep entry None)."""
+        return parse_rows(self._data, field_bytes("type", type_name))
+
+    def rows_around(self, entry_id: str) -> list[Row]:
+        """Every row; only the one holding this id is parsed."""
+        return parse_rows(self._data, field_bytes("id", entry_id))
+
+    def texts_of_type(self, type_name: str) -> list[tuple[str, str]]:
+        """(id, text) of every entry of one type."""
+        return texts_of_type(self._data, type_name)
+
+    def last_left_as(self, reasons: tuple[str, ...]) -> dict[str, Entry]:
+        """For each id with a line giving one of these reasons, the last such line (a later
+        reason in `reasons` wins over an earlier one)."""
+        last: dict[str, Entry] = {}
+        for reason in reasons:
+            for entry in entries_with(self._data, field_bytes("reason", reason)):
+                if entry.reason in reasons:
+                    last[entry.id] = entry
+        return last
+
+    def last_line_gives(self, entry_id: str, reasons: tuple[str, ...]) -> bool:
+        """Whether the last line about this id gives one of these reasons."""
+        data = self._data
+        final = data.rfind(field_bytes("id", entry_id))
+        end = data.find(b"\n", final)
+        line = data[data.rfind(b"\n", 0, final) + 1: end if end >= 0 else len(data)]
+        return any(field_bytes("reason", reason) in line for reason in reasons)
+
+
+class EntryFile:
+    """One store of entries, L5 or L6, as a JSON Lines file."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    @property
+    def location(self) -> str:
+        """Where it is, for the purge report."""
+        return str(self._path)
+
+    def read(self) -> StoreRead:
+        try:
+            return StoreRead(self._path.read_bytes())
+        except FileNotFoundError:
+            return StoreRead(b"")
+
+    def snapshot(self, previous: Snapshot | None = None) -> Snapshot:
+        """Every row now; when the store only grew since `previous`, only the new ones are parsed."""
+        return read_snapshot(self._path, previous)
+
+    def iter(self) -> Iterator[Entry]:
+        return iter_entries(self._path)
+
+    def entries(self) -> list[Entry]:
+        return list(self.iter())
+
+    def ids(self) -> set[str]:
+        return {e.id for e in self.iter()}
+
+    def append(self, entries: Iterable[Entry]) -> int:
+        """Add entries at the end with one durable write; how many."""
+        return append_entries(self._path, entries)
+
+    def rewrite(self, rows: list[Row]) -> Snapshot:
+        """Replace the store with these rows, atomically."""
+        return write_rows(self._path, rows)
+
+
+class JsonlEntryStore:
+    """L5 (`active`), L6 (`archive`) and the dream log as JSON Lines files under the root."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.active = EntryFile(layout.long_term)
+        self.archive = EntryFile(layout.cold_archive)
+        self._log = layout.dream_log
+
+    # --- the stored form of one entry
+
+    def row_for(self, entry: Entry) -> Row:
+        return row_for(entry)
+
+    def stored_form(self, entry: Entry) -> bytes:
+        """What `Row.raw` is for this entry once written."""
+        return entry_line(entry)
+
+    def row_from_record(self, record: dict) -> Row:
+        """The row an audit record's copy of an entry came from (byte for byte)."""
+        return Row((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"), Entry.from_dict(record))
+
+    def record_of(self, row: Row) -> dict:
+        """An entry's stored form as the audit log keeps it."""
+        return json.loads(row.raw)
+
+    def departed(self) -> dict[str, Entry]:
+        """Ids not in L5, each with its last L6 line (why and when it left)."""
+        active = self.active.ids()
+        last: dict[str, Entry] = {}
+        for entry in self.archive.iter():
+            if entry.id not in active:
+                last[entry.id] = entry
+        return last
+
+    # --- the dream log: one JSON record a change
+
+    @property
+    def log_location(self) -> str:
+        return str(self._log)
+
+    @property
+    def log_name(self) -> str:
+        return self._log.name
+
+    def append_log(self, records: list[dict]) -> None:
+        if records:
+            append_durably(self._log, b"".join((json.dumps(r, ensure_ascii=False) + "\n").encode() for r in records))
+
+    def log_records(self) -> list[dict]:
+        """Every record, oldest first; a line that does not parse is skipped."""
+        out = []
+        for raw in _read_bytes(self._log).splitlines():
+            try:
+                out.append(json.loads(raw))
+            except ValueError:
+                continue
+        return out
+
+    def scrub_log(self, ids: set[str], needles: list[bytes], scrub: Callable[[dict], dict]) -> bool:
+        """Rewrite the log when it mentions any of these ids or strings: every record through
+        `scrub`, and a line that does not parse dropped if it holds a string. False: untouched."""
+        data = _read_bytes(self._log)
+        if not any(i.encode() in data for i in ids) and not _holds_any(data, needles):
+            return False
+        out = []
+        for raw in data.splitlines(keepends=True):
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                if not _holds_any(raw, needles):
+                    out.append(raw)
+                continue
+            out.append((json.dumps(scrub(record), ensure_ascii=False) + "\n").encode())
+        atomic_write_bytes(self._log, b"".join(out))
+        return True
+
+
+def open_store(layout: Layout) -> JsonlEntryStore:
+    """The entry store of a memory root."""
+    return JsonlEntryStore(layout)
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
+def _holds_any(data: bytes, needles: list[bytes]) -> bool:
+    return any(n in data for n in needles)
