@@ -23,7 +23,6 @@ candidate buckets, and only members of one bucket are compared, by rapidfuzz in 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import math
 import os
@@ -52,7 +51,8 @@ from memctl.longterm.entries import (
     write_rows,
 )
 from memctl.core.errors import LockBusy, MemctlError, NotFound, UsageError
-from memctl.core.fsutil import FILE_MODE, WriterLock, append_durably, atomic_write_text, ensure_private_dir
+from memctl.core.fsutil import (WriterLock, append_durably, atomic_write_text, ensure_private_dir,
+                                 open_lock_file, try_lock)
 from memctl.longterm.policies import TypePolicy, features, known_types, lifespan_of, merge_key, normalize
 from memctl.longterm.refs import read_refs
 
@@ -568,13 +568,10 @@ def check_guard(plan_: Plan, settings: Settings, force: bool) -> None:
 @contextlib.contextmanager
 def dream_lock(layout: Layout) -> Iterator[None]:
     """Only one dream at a time (separate from the writer lock, which it takes in short steps)."""
-    ensure_private_dir(layout.state_dir)
-    fd = os.open(layout.state_dir / "dream.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+    fd = open_lock_file(layout.state_dir / "dream.lock")
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise LockBusy("another memctl dream is running on this memory; retry later") from None
+        if not try_lock(fd):
+            raise LockBusy("another memctl dream is running on this memory; retry later")
         yield
     finally:
         os.close(fd)

@@ -17,7 +17,6 @@ session as a whole matches the query.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import math
 import os
 import re
@@ -28,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from memctl.core.config import Layout
-from memctl.core.fsutil import FILE_MODE, ensure_private_dir
+from memctl.core.fsutil import FILE_MODE, NOFOLLOW, ensure_private_dir, set_mode, try_lock
 from memctl.recall.text import Tokenizer, latin_tokens
 
 TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import, paid by every search
@@ -582,15 +581,10 @@ class SearchIndex:
     @contextlib.contextmanager
     def _index_lock(self, wait: bool) -> Iterator[bool]:
         """The index's own lock: one refresher at a time; searches never wait for a refresher."""
-        ensure_private_dir(self.layout.state_dir)
-        fd = os.open(self.layout.state_dir / "index.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+        ensure_private_dir(self.path.parent)
+        fd = os.open(self.path.parent / "index.lock", os.O_RDWR | os.O_CREAT | NOFOLLOW, FILE_MODE)
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-                got = True
-            except BlockingIOError:
-                got = False
-            yield got
+            yield try_lock(fd, wait)
         finally:
             os.close(fd)
 
@@ -628,7 +622,7 @@ class SearchIndex:
         import time
 
         started = time.monotonic()
-        ensure_private_dir(self.layout.state_dir)
+        ensure_private_dir(self.path.parent)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
@@ -647,7 +641,7 @@ class SearchIndex:
                 tmp.unlink()
             raise
         db.close()
-        os.chmod(tmp, FILE_MODE)
+        set_mode(tmp, FILE_MODE)
         for leftover in (self.path.with_name(self.path.name + "-journal"), self.path.with_name(self.path.name + "-wal")):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
@@ -870,7 +864,7 @@ class SearchIndex:
 
 
 def _read_file(path: Path) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    fd = os.open(path, os.O_RDONLY | NOFOLLOW)
     with os.fdopen(fd, "rb") as handle:
         return handle.read()
 
