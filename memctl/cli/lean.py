@@ -77,6 +77,31 @@ def hoist_global_options(args: list[str]) -> list[str]:
     return front + rest
 
 
+# Native/JSON GenericAgent sessions are stored as logged: JSON prompts and Python repr() of
+# response blocks. A snippet cut from them shows the words, not that scaffolding.
+_SCAFFOLD_MARK = ("'type': '", '"type": "', '"role": "', "'}", '"}')
+_ESCAPES = {"\\": "\\", "n": " ", "t": " ", "r": "", "'": "'", '"': '"'}
+
+
+def readable_snippet(text: str) -> str:
+    """One line of a hit's snippet for people: escapes decoded and the JSON/repr keys of
+    native-format session logs dropped (text of other items is only whitespace-folded)."""
+    if any(mark in text for mark in _SCAFFOLD_MARK):
+        import re
+
+        text = re.sub(r"\\(\\|n|t|r|'|\")", lambda m: _ESCAPES[m.group(1)], text)
+        text = re.sub(r"""^…\w*['"]\s*:\s*['"][^'"]*['"]\s*,""", "…", text)  # a key cut by the window
+        text = re.sub(r"""[\[{]*\s*['"](?:type|role|id|name|tool_use_id|signature)['"]\s*:\s*['"][^'"]*['"]\s*,?""", " ", text)
+        text = re.sub(r"""['"](?:text|content|thinking|input|arguments)['"]\s*:\s*[\[{]?['"]?""", " ", text)
+        text = re.sub(r"""['"]\s*[}\]]+\s*,?|[{\[]\s*(?=[{\[])|[{\[,]?\s*['"]\w*['"]?\s*:?\s*['"]?\w*…$""", " ", text)
+    return " ".join(text.split())
+
+
+def tsv_line(hit) -> str:
+    """The piped form of a hit: ref, layer, score, snippet (shared with the full command line)."""
+    return f"{hit.ref}\t{hit.layer}\t{hit.score:.3f}\t{readable_snippet(hit.snippet)}"
+
+
 _VALUE_OPTIONS = {"-k": "k", "--layers": "layers", "--mode": "mode", "--since": "since", "--until": "until",
                   "--type": "type"}
 
@@ -163,7 +188,7 @@ def _search(root, options: dict) -> int:
 
             sys.stdout.writelines(json.dumps(hit.to_json(), ensure_ascii=False) + "\n" for hit in hits)
         else:
-            sys.stdout.writelines(hit.tsv_line() + "\n" for hit in hits)
+            sys.stdout.writelines(tsv_line(hit) + "\n" for hit in hits)
         sys.stdout.flush()
     except BrokenPipeError:  # `| head` closed the pipe: quiet, like grep
         import os
