@@ -213,6 +213,11 @@ def test_a_chinese_query_finds_chinese_text_in_any_locale(run, memctl_bin, tmp_p
         assert result.returncode == 0, (args, result.stderr)
         text = result.stdout.decode("utf-8")  # strict: the output is valid UTF-8
         assert "磁盘满了" in text, (args, text)
+    piped_in = subprocess.run([memctl_bin, "--root", str(root), "remember", "-", "--type", "lesson"],
+                              input="今天的茶很好喝\n".encode("utf-8"), capture_output=True, env=env, timeout=60)
+    assert piped_in.returncode == 0, piped_in.stderr
+    found = subprocess.run([memctl_bin, "--root", str(root), "search", "茶"], capture_output=True, env=env, timeout=60)
+    assert "今天的茶很好喝" in found.stdout.decode("utf-8")
     missing = subprocess.run([memctl_bin, "--root", str(root), "show", "L5:不存在"], capture_output=True, env=env)
     assert missing.returncode == 2 and "不存在" in missing.stderr.decode("utf-8")
 

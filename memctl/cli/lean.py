@@ -26,9 +26,12 @@ def prepare_process(argv: list[str]) -> list[str]:
 
 
 def utf8_streams() -> None:
-    """stdout/stderr in UTF-8 whatever the locale (a Latin-1 or C locale would fail on the
-    first Chinese character). A terminal gets `replace` for what it cannot take; a pipe gets
+    """stdin, stdout and stderr in UTF-8 whatever the locale (a Latin-1 or C locale would fail
+    on the first Chinese character). A terminal gets `replace` for what it cannot take; a pipe gets
     the surrogate-escaped bytes back as they were read."""
+    stdin = getattr(sys.stdin, "reconfigure", None)
+    if stdin is not None:  # `remember -` and `import -` read UTF-8, whatever the locale
+        stdin(encoding="utf-8", errors="surrogateescape")
     for stream, errors in ((sys.stdout, "surrogateescape"), (sys.stderr, "backslashreplace")):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is None:
