@@ -217,6 +217,7 @@ def test_busy_lock_exits_75_at_once_and_wait_waits(run, tmp_path):
 
 
 def test_missing_raw_folder_is_a_clear_error(run, tmp_path):
+    assert run("init", root=tmp_path / "memory").returncode == 0
     result = run("archive", str(tmp_path / "nope"), root=tmp_path / "memory")
     assert result.returncode == 2
     assert b"does not exist" in result.stderr and b"Traceback" not in result.stderr

@@ -216,5 +216,5 @@ def test_check_without_a_file_is_an_error(run, root):
 
 def test_rebuild_does_not_create_a_memory_where_there_is_none(run, root):
     result = run("insight", "rebuild", root=root)
-    assert result.returncode == 2 and b"memctl --root" in result.stderr
+    assert result.returncode == 2 and f"run memctl init {root}".encode() in result.stderr
     assert not root.exists()

@@ -153,7 +153,8 @@ def test_history_duplicates_l1_limits_and_bad_entry_lines_are_found(run, archive
 
 def test_verify_of_a_missing_root_is_an_error(run, tmp_path):
     result = run("verify", root=tmp_path / "nowhere")
-    assert result.returncode == 2 and b"does not exist" in result.stderr
+    assert result.returncode == 2 and b"not a memctl memory folder" in result.stderr
+    assert not (tmp_path / "nowhere").exists()
 
 
 def test_a_missing_or_unreadable_zip_is_found(archived):

@@ -37,6 +37,7 @@ from memctl.l4.codec import decode_stream, encode_stream
 from memctl.core.config import Layout, Settings, parse_duration
 from memctl.core.errors import IntegrityError, UsageError
 from memctl.core.fsutil import (
+    NOFOLLOW,
     append_durably,
     ensure_private_dir,
     fsync_dir,
@@ -330,7 +331,7 @@ def stage(candidate: Candidate, folder: Path, extra_patterns: Iterable[str] = ()
 
 
 def _open_raw(path: Path):
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    fd = os.open(path, os.O_RDONLY | NOFOLLOW)
     return os.fdopen(fd, "rb", buffering=1 << 20)
 
 

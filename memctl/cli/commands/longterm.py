@@ -169,11 +169,14 @@ def _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn)
         targets += [e.id for e in matching(store.archive.entries(), match)]
         targets = list(dict.fromkeys(targets))
     if dry_run or not yes:
+        scrub = _files_to_scrub(settings, targets, strings)
         if json_out:
-            render.json_line({"would_purge": targets, "strings": len(strings)})
+            render.json_line({"would_purge": targets, "strings": len(strings), "would_scrub": scrub})
         else:
             for entry_id in targets:
                 render.line(f"would purge: {entry_id}")
+            for where in scrub:
+                render.line(f"would scrub: {where}")
             if not dry_run:
                 render.message("purge is irreversible; rerun with --yes to erase the text everywhere")
         return
@@ -187,6 +190,17 @@ def _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn)
     render.message(f"purged {len(result.ids)} entries (run {result.run}); rewrote {len(result.files)} files")
     for note in result.l4:
         render.message(note)
+
+
+def _files_to_scrub(settings, ids, strings) -> list[str]:
+    """The files (and archived sessions) a purge of these entries and strings would rewrite."""
+    from memctl.l4.purge_preview import files_holding
+    from memctl.longterm.entries import load_entries
+    from memctl.longterm.forget import MIN_L4_NEEDLE, _needles
+
+    layout = settings.layout
+    texts = [e.text for path in (layout.long_term, layout.cold_archive) for e in load_entries(path) if e.id in ids]
+    return files_holding(layout, [n for n in _needles(texts + strings) if len(n) >= MIN_L4_NEEDLE])
 
 
 def restore_cmd(

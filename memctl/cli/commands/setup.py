@@ -20,7 +20,7 @@ def init(
 ) -> None:
     """Create the memory layout in the root (idempotent; folders 0700, files 0600)."""
     app_state = state(ctx)
-    root = app_state.root
+    root = app_state.root_to_create
     created = init_root(root)
     if json_out:
         render.json_line({"root": str(root), "created": [str(p) for p in created]})
