@@ -187,6 +187,17 @@ def purge(settings: Settings, ids: list[str], strings: list[str], reason: str, n
     return PurgeResult(run, sorted(hashes), hashes, files, l4)
 
 
+def files_a_purge_would_scrub(settings: Settings, ids: list[str], strings: list[str]) -> list[str]:
+    """The files (and archived sessions) `purge` of these entries and strings would rewrite."""
+    from memctl.l4.purge_preview import files_holding
+
+    store = open_store(settings.layout)
+    wanted = set(ids)
+    texts = [e.text for part in (store.active, store.archive) for e in part.iter() if e.id in wanted]
+    needles = [n for n in _needles(texts + strings) if len(n) >= MIN_L4_NEEDLE]
+    return files_holding(settings.layout, needles)
+
+
 def _needles(texts: list[str]) -> list[bytes]:
     found = {t.strip() for t in texts if t and t.strip()}
     # JSON files hold the text escaped; match both spellings

@@ -153,7 +153,7 @@ def _print_forget_plan(plan, json_out: bool) -> None:
 
 
 def _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn) -> None:
-    from memctl.longterm.forget import matching
+    from memctl.longterm.forget import files_a_purge_would_scrub, matching
     from memctl.longterm.store import open_store
 
     if not ids and not match:
@@ -169,7 +169,7 @@ def _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn)
         targets += [e.id for e in matching(store.archive.entries(), match)]
         targets = list(dict.fromkeys(targets))
     if dry_run or not yes:
-        scrub = _files_to_scrub(settings, targets, strings)
+        scrub = files_a_purge_would_scrub(settings, targets, strings)
         if json_out:
             render.json_line({"would_purge": targets, "strings": len(strings), "would_scrub": scrub})
         else:
@@ -190,17 +190,6 @@ def _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn)
     render.message(f"purged {len(result.ids)} entries (run {result.run}); rewrote {len(result.files)} files")
     for note in result.l4:
         render.message(note)
-
-
-def _files_to_scrub(settings, ids, strings) -> list[str]:
-    """The files (and archived sessions) a purge of these entries and strings would rewrite."""
-    from memctl.l4.purge_preview import files_holding
-    from memctl.longterm.entries import load_entries
-    from memctl.longterm.forget import MIN_L4_NEEDLE, _needles
-
-    layout = settings.layout
-    texts = [e.text for path in (layout.long_term, layout.cold_archive) for e in load_entries(path) if e.id in ids]
-    return files_holding(layout, [n for n in _needles(texts + strings) if len(n) >= MIN_L4_NEEDLE])
 
 
 def restore_cmd(
