@@ -45,6 +45,7 @@ from memctl.core.fsutil import (
 from memctl.l4.history import HistoryBuilder, history_block, sessions_in_history
 from memctl.l4.logs import RawEntry
 from memctl.l4.manifest import ManifestRecord, append_records, iter_manifest, monthly_zips, records_in_zip
+from memctl.l4.naming import NameClock, WatchedReader
 
 RAW_GLOB_PREFIX = "model_responses_"
 RAW_SUFFIX = ".txt"
@@ -274,6 +275,7 @@ class Staged:
     end: datetime
     format: str
     history: list[str]
+    base_name: str = ""  # GenericAgent's name for it (naming.py); a clash adds a suffix
     name: str = ""
     continues: str = ""
 
@@ -298,8 +300,9 @@ def stage(candidate: Candidate, folder: Path, extra_patterns: Iterable[str] = ()
         formats.add(entry.format)
         builder.feed(entry)
 
+    name_clock = NameClock()
     try:
-        with os.fdopen(fd, "wb") as out, _open_raw(candidate.path) as source:
+        with os.fdopen(fd, "wb") as out, WatchedReader(_open_raw(candidate.path), name_clock) as source:
             sink = DeflatingSink(out, level) if level is not None else PlainSink(out)
             try:
                 stats = encode_stream(source, sink.write, on_entry)
@@ -310,6 +313,7 @@ def stage(candidate: Candidate, folder: Path, extra_patterns: Iterable[str] = ()
     except BaseException:
         staging.unlink(missing_ok=True)
         raise
+    name_clock.finish()
     fallback = datetime.fromtimestamp(candidate.signature.mtime_ns / 1e9).replace(microsecond=0)
     start = stamps[0] if stamps else fallback
     end = stamps[-1] if stamps else fallback
@@ -326,6 +330,7 @@ def stage(candidate: Candidate, folder: Path, extra_patterns: Iterable[str] = ()
         end=end,
         format="+".join(sorted(formats)) or "unparsed",
         history=builder.result(tuple(extra_patterns)),
+        base_name=name_clock.base_name() or session_base_name(start, end),
     )
 
 
@@ -335,7 +340,8 @@ def _open_raw(path: Path):
 
 
 def session_base_name(start: datetime, end: datetime) -> str:
-    """GenericAgent's `MMDD_HHMM-MMDD_HHMM`; uniqueness comes from a suffix, identity from sha256."""
+    """`MMDD_HHMM-MMDD_HHMM` from the first and last entry, for a log GenericAgent could not
+    name (no timestamped marker); uniqueness comes from a suffix, identity from sha256."""
     return f"{start:%m%d_%H%M}-{end:%m%d_%H%M}"
 
 
@@ -527,7 +533,7 @@ def _run_candidates(layout, options, candidates, staging_dir, now, report, progr
             decision.reason = f"already archived as {existing.name} in {existing.zip}"
             finishing.append((staged, existing, decision))
             continue
-        staged.name = unique_name(session_base_name(staged.start, staged.end), names_taken)
+        staged.name = unique_name(staged.base_name, names_taken)
         names_taken.add(staged.name)
         staged.continues = _continued_session(known, candidate.path.name, staged.start)
         record = _record_for(staged, candidate.path.name, archived_at)

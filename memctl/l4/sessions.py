@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
-from memctl.l4.archive import Candidate, FileSignature, known_sessions, session_base_name, stage, unique_name
+from memctl.l4.archive import Candidate, FileSignature, known_sessions, stage, unique_name
 from memctl.l4.codec import decode_stream, read_trailer, HEADER
 from memctl.core.config import Layout
 from memctl.core.errors import NotFound, UsageError
@@ -106,7 +106,7 @@ def compress_file(layout: Layout, path: Path, extra_patterns: tuple[str, ...] = 
         if archived is not None:
             return CompressResult(str(path), f"{archived.zip}:{archived.member}", staged.bytes_raw,
                                   archived.bytes_compressed, "already-archived", archived.name)
-        base = session_base_name(staged.start, staged.end)
+        base = staged.base_name
         taken = set()
         name = base
         while (layout.l4_dir / f"{name}.txt").exists():
