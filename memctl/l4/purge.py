@@ -22,7 +22,7 @@ from typing import BinaryIO, Callable, Iterable
 
 from memctl.core import clock
 from memctl.l4.archive import Candidate, FileSignature, _PassThrough, stage, verify_new_zip
-from memctl.l4.codec import HEADER, decode_stream
+from memctl.l4.codec import HEADER, decode_stream, is_session_header
 from memctl.core.config import Layout
 from memctl.core.errors import IntegrityError
 from memctl.core.fsutil import atomic_write_bytes, fsync_dir
@@ -213,7 +213,7 @@ def _verify_rebuilt(zip_path: Path, kept: list[tuple[str, int, int]], new: list[
 
 def _purge_loose_session(layout: Layout, path: Path, needles: list[bytes], mark: bytes) -> bool:
     with open(path, "rb") as handle:
-        if handle.read(len(HEADER)) != HEADER:
+        if not is_session_header(handle.read(len(HEADER))):
             return False
         handle.seek(0)
         raw = _raw_with_needles_replaced(handle, needles, mark, layout.l4_dir)
