@@ -30,6 +30,8 @@ _NOT_L3 = {"L4_raw_sessions", "working", "temp", "__pycache__"}
 _ANNOTATED = re.compile(r"^(?P<name>[^()]+?)\s*(?:\((?P<note>[^()]*)\))?$")
 _L2_HEADING = re.compile(r"^##\s*\[(?P<name>[^\]]+)\]\s*$")
 _FILE_LIKE = re.compile(r"^[\w.\-/]+$")
+# what GenericAgent's template writes on an `L2:` line when global_mem.txt has no section yet
+L2_EMPTY = {"现空", "空", "暂无", "无", "(none)", "none", "empty"}
 
 
 class InsightTooBig(MemctlError):
@@ -341,7 +343,8 @@ def _exists_l3(root: Path, name: str) -> bool:
     if not name or name.startswith("/") or ".." in name.split("/"):
         return False
     path = root / name.rstrip("/")
-    return path.exists() or (root / f"{name}.md").is_file()
+    # GenericAgent names an L3 item without its suffix: `keychain` is keychain.py, .md or keychain/
+    return path.exists() or (root / f"{name}.md").is_file() or (root / f"{name}.py").is_file()
 
 
 def _pointer_violations(root: Path, layout: Layout, text: str) -> list[Violation]:
@@ -356,7 +359,7 @@ def _pointer_violations(root: Path, layout: Layout, text: str) -> list[Violation
                 found.append(Violation(number, "ghost", f"{label} points at {name!r}, which does not exist"))
     sections = set(l2_sections(layout))
     for number, item in _items_of(text, "L2"):
-        if _is_more(item):
+        if _is_more(item) or item.lower() in L2_EMPTY:
             continue
         if item not in sections:
             where = "global_mem.txt" if layout.global_mem.is_file() else "global_mem.txt (missing)"
