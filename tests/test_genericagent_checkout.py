@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ga_checkout import REAL_WRITER, UPSTREAM, load_upstream_archiver, make_checkout, real_writer_logs, upstream_name
+from conftest import clean_env
+from ga_checkout import (REAL_WRITER, UPSTREAM, load_upstream_archiver, make_checkout, real_writer_logs,
+                         run_scheduler_l4_path, upstream_name)
 
 
 def _manifest(l4: Path) -> list[dict]:
@@ -55,3 +57,151 @@ def test_name_clock_sees_markers_split_across_reads():
         pieces.feed(data[at: at + 7])
     pieces.finish()
     assert pieces.base_name() == whole.base_name() == "0405_0902-1224_0933"  # a quoted Prompt counts, as upstream
+
+
+# ---------------------------------------------------------------- a checkout GenericAgent archived first (Must show 1)
+
+
+def _ga_members(checkout) -> dict[str, str]:
+    """Session name -> zip of each member GenericAgent's own archiver wrote."""
+    found = {}
+    for zip_path in sorted(checkout.l4.glob("*.zip")):
+        with zipfile.ZipFile(zip_path) as archive:
+            found.update({Path(n).stem: zip_path.name for n in archive.namelist()})
+    return found
+
+
+def _member_crcs(checkout) -> dict[tuple[str, str], int]:
+    crcs = {}
+    for zip_path in sorted(checkout.l4.glob("*.zip")):
+        with zipfile.ZipFile(zip_path) as archive:
+            crcs.update({(zip_path.name, i.filename): i.CRC for i in archive.infolist()})
+    return crcs
+
+
+def test_memctl_adopts_genericagents_archive_and_takes_over_its_12_hour_job(tmp_path, run):
+    checkout = make_checkout(tmp_path)
+    for days, prefix in ((-60, ""), (-30, "1"), (0, "2")):  # 21 logs: GenericAgent keeps the 10 newest
+        checkout.add_real_writer_logs(days=days, prefix=prefix)
+    first = run_scheduler_l4_path(checkout, clean_env())
+    assert first.returncode == 0 and b"[L4 cron]" in first.stdout, first.stderr
+    ga_sessions = _ga_members(checkout)
+    assert len(ga_sessions) >= 2 and not (checkout.l4 / "manifest.jsonl").exists()
+    ga_crcs = _member_crcs(checkout)
+    raw_at_init = checkout.raw_hashes()
+    assert len(raw_at_init) == 10
+
+    init = run("init", cwd=checkout.base)
+    assert init.returncode == 0, init.stderr
+    said = init.stderr.decode()
+    assert f"adopted {len(ga_sessions)} sessions GenericAgent archived" in said and "lossy" in said
+    assert "compress_session.genericagent.py" in said and "memctl_recall.py" in said
+    assert (checkout.l4 / "compress_session.genericagent.py").read_bytes() == \
+        (UPSTREAM / "memory/L4_raw_sessions/compress_session.py").read_bytes()
+    again = run("init", cwd=checkout.base)  # idempotent: nothing adopted or written twice
+    assert again.returncode == 0 and "adopted" not in again.stderr.decode() and "wrote" not in again.stderr.decode()
+    assert len(_manifest(checkout.l4)) == len(ga_sessions)
+
+    archived = run("archive", "--keep-newest", "3", cwd=checkout.base)
+    assert archived.returncode == 0, archived.stderr
+    status = json.loads(run("status", "--json", cwd=checkout.base).stdout)
+    assert status["l4_sessions"] == {"memctl": 7, "genericagent": len(ga_sessions)}
+    assert status["layers"]["L4"]["entries"] == 7 + len(ga_sessions)
+    shared_zip = checkout.l4 / ga_sessions[max(ga_sessions)]
+    memctl_names = {r["member"] for r in _manifest(checkout.l4) if not r.get("origin") and r["zip"] == shared_zip.name}
+    with zipfile.ZipFile(shared_zip) as archive:  # new sessions join GenericAgent's monthly zip
+        assert memctl_names and memctl_names <= set(archive.namelist())
+
+    name = min(ga_sessions)
+    shown = run("show", name, cwd=checkout.base)
+    assert shown.returncode == 0 and b"=== Prompt ===" in shown.stdout and len(shown.stdout) > 1000
+    refused = run("show", "--raw", name, cwd=checkout.base)
+    assert refused.returncode == 2 and b"archived by GenericAgent" in refused.stderr and refused.stdout == b""
+    found = run("search", "华东区发布日志", "-k", "50", "--json", cwd=checkout.base)
+    assert found.returncode == 0
+    assert {json.loads(line).get("session") for line in found.stdout.splitlines()} & set(ga_sessions)
+    recent = run("recent", "-n", "20", "--json", cwd=checkout.base)
+    assert set(ga_sessions) <= {json.loads(line)["name"] for line in recent.stdout.splitlines()}
+    verified = run("verify", "--json", cwd=checkout.base)
+    assert verified.returncode == 0, verified.stdout
+    assert not [f for f in map(json.loads, verified.stdout.splitlines()) if f.get("kind") == "orphan"]
+
+    new_logs = {**checkout.add_real_writer_logs(days=30, prefix="3"),  # GenericAgent kept writing meanwhile
+                **checkout.add_real_writer_logs(days=45, prefix="4")}
+    expected = checkout.raw_hashes()
+    assert len(expected) == 3 + len(new_logs)
+    cron = run_scheduler_l4_path(checkout, clean_env())  # GenericAgent's own scheduler, its own L4 path
+    assert cron.returncode == 0 and b"'by': 'memctl'" in cron.stdout, (cron.stdout, cron.stderr)
+    remaining = checkout.raw_hashes()
+    assert len(remaining) == 10 and len(set(new_logs) - set(remaining)) == 4  # the 10 newest kept
+    for raw_name, sha in expected.items():
+        if raw_name in remaining:
+            assert remaining[raw_name] == sha
+            continue
+        restored = run("show", "--raw", raw_name, cwd=checkout.base)
+        assert restored.returncode == 0, (raw_name, restored.stderr)
+        assert hashlib.sha256(restored.stdout).hexdigest() == sha, raw_name
+    for raw_name, sha in raw_at_init.items():  # also the ones memctl archived before the cron ran
+        if raw_name not in remaining:
+            assert hashlib.sha256(run("show", "--raw", raw_name, cwd=checkout.base).stdout).hexdigest() == sha
+    assert run("verify", cwd=checkout.base).returncode == 0
+    assert {k: v for k, v in _member_crcs(checkout).items() if k in ga_crcs} == ga_crcs  # GenericAgent's members untouched
+
+    undo = run("init", "--undo-genericagent", cwd=checkout.base)
+    assert undo.returncode == 0 and "restored" in undo.stderr.decode()
+    assert (checkout.l4 / "compress_session.py").read_bytes() == \
+        (UPSTREAM / "memory/L4_raw_sessions/compress_session.py").read_bytes()
+    assert not (checkout.base / "plugins" / "memctl_recall.py").exists()
+    assert not (checkout.l4 / "compress_session.genericagent.py").exists()
+
+
+def test_the_shim_does_nothing_destructive_when_memctl_cannot_run(tmp_path, run):
+    checkout = make_checkout(tmp_path)
+    checkout.add_real_writer_logs(days=-60)
+    checkout.add_real_writer_logs(days=-30, prefix="1")
+    assert run("init", "--no-plugin", cwd=checkout.base).returncode == 0
+    assert not (checkout.base / "plugins" / "memctl_recall.py").exists()
+    shim = checkout.l4 / "compress_session.py"
+    shim.write_text(shim.read_text().replace("MEMCTL = [", "MEMCTL = ['/nonexistent/python', "), encoding="utf-8")
+    before = checkout.raw_hashes()
+    cron = run_scheduler_l4_path(checkout, clean_env())
+    assert cron.returncode == 0 and b"'errors': 1" in cron.stdout and b"nothing archived or deleted" in cron.stderr
+    assert checkout.raw_hashes() == before and not list(checkout.l4.glob("*.zip"))
+
+
+# ---------------------------------------------------------------- verify on a stock checkout (Must show 4)
+
+
+def test_verify_on_a_fresh_checkout_warns_and_a_flipped_member_byte_is_an_error(tmp_path, run):
+    checkout = make_checkout(tmp_path)
+    for days, prefix in ((-60, ""), (-30, "1")):
+        checkout.add_real_writer_logs(days=days, prefix=prefix)
+    assert run_scheduler_l4_path(checkout, clean_env()).returncode == 0  # GenericAgent's own archive
+    before_init = run("verify", "--json", cwd=checkout.base)
+    assert before_init.returncode == 0, before_init.stdout
+    kinds = {f["kind"] for f in map(json.loads, before_init.stdout.splitlines()) if f["type"] == "finding"}
+    assert "orphan" not in kinds and {"unadopted", "permissions", "insight-bytes"} <= kinds
+    assert run("init", cwd=checkout.base).returncode == 0
+    report = [json.loads(line) for line in run("verify", "--json", cwd=checkout.base).stdout.splitlines()]
+    findings, summary = report[:-1], report[-1]
+    assert summary["errors"] == 0 and summary["warnings"] > 0
+    messages = " ".join(f["message"] for f in findings)
+    assert "现空" not in messages  # `L2: 现空` says L2 is empty; it names no section
+    assert run("verify", "--strict", cwd=checkout.base).returncode == 3
+
+    (checkout.memory / "keychain.py").write_text("# stub\n")
+    after = " ".join(f["message"] for f in map(json.loads, run("verify", "--json", cwd=checkout.base).stdout.splitlines())
+                     if f["type"] == "finding")
+    assert "'keychain'" not in after and "'procmem_scanner'" in after  # `name` resolves to name.py
+
+    record = _manifest(checkout.l4)[0]
+    zip_path = checkout.l4 / record["zip"]
+    with zipfile.ZipFile(zip_path) as archive:
+        info = archive.getinfo(record["member"])
+    data = bytearray(zip_path.read_bytes())
+    name_len = int.from_bytes(data[info.header_offset + 26: info.header_offset + 28], "little")
+    extra_len = int.from_bytes(data[info.header_offset + 28: info.header_offset + 30], "little")
+    data[info.header_offset + 30 + name_len + extra_len + info.compress_size // 2] ^= 0x01
+    zip_path.write_bytes(bytes(data))
+    flipped = run("verify", cwd=checkout.base)
+    assert flipped.returncode == 3 and f"{record['member']}: member:".encode() in flipped.stdout
