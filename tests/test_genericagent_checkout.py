@@ -8,6 +8,7 @@ import collections
 import hashlib
 import json
 import zipfile
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -205,3 +206,119 @@ def test_verify_on_a_fresh_checkout_warns_and_a_flipped_member_byte_is_an_error(
     zip_path.write_bytes(bytes(data))
     flipped = run("verify", cwd=checkout.base)
     assert flipped.returncode == 3 and f"{record['member']}: member:".encode() in flipped.stdout
+
+
+# ---------------------------------------------------------------- members GenericAgent can read (Must show 2)
+
+
+def _long_logs(folder: Path) -> dict[str, Path]:
+    """Logs long enough for sliding <history> windows (24 turns), both formats and languages."""
+    import random
+    from datetime import datetime
+
+    from memctl.l4 import loggen
+
+    logs = {}
+    for number, (writer, chinese) in enumerate(((loggen.format_a, True), (loggen.format_b, False),
+                                                (loggen.format_a, False), (loggen.format_b, True))):
+        text = writer(datetime(2026, 3, 1 + number, 9, 0), 24, random.Random(number), output_size=1500, chinese=chinese)
+        path = folder / f"model_responses_90000{number}.txt"
+        path.write_text(text, encoding="utf-8")
+        logs[path.name] = path
+    return logs
+
+
+def test_genericagents_extract_history_reads_memctls_members_fully(tmp_path, run):
+    checkout = make_checkout(tmp_path)
+    logs = {name: REAL_WRITER / name for name in real_writer_logs()} | _long_logs(tmp_path)
+    for name, path in logs.items():
+        checkout.add_log(name, path.read_bytes(), datetime.fromtimestamp(1767225600))
+    assert run("archive", "--keep-newest", "0", cwd=checkout.base).returncode == 0
+    archiver = load_upstream_archiver(tmp_path / "oracle")
+    records = {r["source"]: r for r in _manifest(checkout.l4)}
+    compared = 0
+    for name, path in logs.items():
+        own = tmp_path / "ga" / name
+        own.mkdir(parents=True)
+        destination, _ = archiver.compress_session(str(path), str(own))  # GenericAgent's own member
+        theirs = collections.Counter(archiver.extract_history(destination)) if destination else collections.Counter()
+        with zipfile.ZipFile(checkout.l4 / records[name]["zip"]) as archive:
+            member = own / "memctl-member.txt"
+            member.write_bytes(archive.read(records[name]["member"]))
+        ours = collections.Counter(archiver.extract_history(str(member)))
+        assert not theirs - ours, (name, theirs - ours)
+        compared += sum(theirs.values())
+        restored = run("show", "--raw", records[name]["name"], cwd=checkout.base)
+        assert hashlib.sha256(restored.stdout).hexdigest() == records[name]["sha256"]
+    assert compared >= 4 * 24  # the long logs' windows were really compared
+
+
+def test_a_v1_member_still_decodes(tmp_path):
+    import io
+    import re
+
+    from memctl.l4.codec import HEADER, HEADER_V1, decode_stream, encode_stream
+
+    data = next(iter(_long_logs(tmp_path).values())).read_bytes()
+    encoded = io.BytesIO()
+    encode_stream(io.BytesIO(data), encoded.write)
+    v2 = encoded.getvalue()
+    assert "⟪memctl:window ".encode() in v2
+    v1 = HEADER_V1 + re.sub("(⟪memctl:window \\d+⟫)(?:\\\\n|\\n)".encode(), rb"\1", v2[len(HEADER):])
+    assert v1 != v2
+    for stream in (v1, v2):
+        sha, size = decode_stream(io.BytesIO(stream), lambda _: None)
+        assert sha == hashlib.sha256(data).hexdigest() and size == len(data)
+
+
+# ---------------------------------------------------------------- the recall plugin (Must show 5)
+
+
+def _fire_agent_before(checkout, request: str) -> tuple[list[dict], float]:
+    """Load plugins/ with GenericAgent's own hooks.discover_and_load, fire trigger('agent_before')."""
+    import importlib
+    import sys
+    import time
+
+    sys.path.insert(0, str(checkout.base))
+    try:
+        for name in [m for m in sys.modules if m == "plugins" or m.startswith("plugins.")]:
+            del sys.modules[name]
+        hooks = importlib.import_module("plugins.hooks")
+        hooks.discover_and_load()
+        messages = [{"role": "system", "content": "system prompt"}, {"role": "user", "content": request}]
+        started = time.monotonic()
+        hooks.trigger("agent_before", {"messages": messages, "user_input": request, "handler": None})
+        return messages, time.monotonic() - started
+    finally:
+        sys.path.remove(str(checkout.base))
+        for name in [m for m in sys.modules if m == "plugins" or m.startswith("plugins.")]:
+            del sys.modules[name]
+
+
+def test_the_recall_plugin_appends_compose_and_never_breaks_a_turn(tmp_path, run, monkeypatch, capfd):
+    checkout = make_checkout(tmp_path)
+    assert run("init", cwd=checkout.base).returncode == 0
+    (checkout.memory / "global_mem.txt").write_text("## [NAS]\n- backup target: nas-07, port 2222\n", encoding="utf-8")
+    monkeypatch.setenv("MEMCTL_RECALL_TIMEOUT", "20")  # a loaded machine; the default is 1.5 s
+    messages, _ = _fire_agent_before(checkout, "what port does the NAS backup use?")
+    assert messages[1]["content"].startswith("what port does the NAS backup use?\n\n")
+    assert "2222" in messages[1]["content"] and "recalled memory" in messages[1]["content"].lower()
+
+    fake = tmp_path / "fake"
+    (fake / "memctl").mkdir(parents=True)
+    (fake / "memctl" / "__main__.py").write_text("import time\ntime.sleep(60)\n")
+    monkeypatch.setenv("PYTHONPATH", str(fake))  # `python -m memctl` now hangs
+    monkeypatch.chdir(tmp_path)  # (-m looks in the current folder first: not in this checkout)
+    monkeypatch.setenv("MEMCTL_RECALL_TIMEOUT", "1.5")
+    capfd.readouterr()
+    messages, took = _fire_agent_before(checkout, "what port does the NAS backup use?")
+    assert messages[1]["content"] == "what port does the NAS backup use?"
+    assert took < 30  # the limit stopped it, long before the 60 s hang
+    err = capfd.readouterr().err
+    assert err.count("[memctl_recall]") == 1 and "longer than 1.5s" in err
+
+    (fake / "memctl" / "__main__.py").write_text("import sys\nsys.exit('boom')\n")
+    messages, _ = _fire_agent_before(checkout, "what port does the NAS backup use?")
+    assert messages[1]["content"] == "what port does the NAS backup use?"
+    assert "exited 1: boom" in capfd.readouterr().err
