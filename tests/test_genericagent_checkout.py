@@ -322,3 +322,42 @@ def test_the_recall_plugin_appends_compose_and_never_breaks_a_turn(tmp_path, run
     messages, _ = _fire_agent_before(checkout, "what port does the NAS backup use?")
     assert messages[1]["content"] == "what port does the NAS backup use?"
     assert "exited 1: boom" in capfd.readouterr().err
+
+
+# ---------------------------------------------------------------- L1 is never lost (Must show 3)
+
+
+@pytest.mark.parametrize("template", ["global_mem_insight_template.txt", "global_mem_insight_template_en.txt"])
+def test_insight_rebuild_keeps_every_hand_written_line_and_is_a_fixpoint(tmp_path, run, template):
+    checkout = make_checkout(tmp_path)
+    assert run("init", cwd=checkout.base).returncode == 0
+    original = (UPSTREAM / "assets" / template).read_text(encoding="utf-8")
+    head, rules = original.split("[RULES]", 1)
+    added = ["部署: deploy_sop(蓝绿发布, 周五不发)", "note to self: the NAS is nas-07, ask before rebooting it"]
+    written = head.rstrip("\n") + "\n" + "\n".join(added) + "\n\n[RULES]" + rules.rstrip("\n") + "\n9. 周五不上线\n"
+    insight = checkout.memory / "global_mem_insight.txt"
+    insight.write_text(written, encoding="utf-8")
+    for name in ("deploy_sop.md", "tmwebdriver_sop.md", "ljqCtrl_sop.md"):
+        (checkout.memory / name).write_text("# sop\n", encoding="utf-8")
+    generated_kinds = ("L0", "L2", "L3", "L4", "|")  # the index lines memctl regenerates from the files
+    hand_written = [line for line in written.splitlines() if line and not line.startswith(generated_kinds)]
+    assert any("浏览器特殊操作" in line for line in hand_written) or any("Browser" in line for line in hand_written)
+
+    first = run("insight", "rebuild", cwd=checkout.base)
+    assert first.returncode == 0, first.stderr
+    after_one = insight.read_bytes()
+    second = run("insight", "rebuild", cwd=checkout.base)
+    assert second.returncode == 0 and insight.read_bytes() == after_one  # a fixpoint
+    text = after_one.decode("utf-8")
+    assert text.splitlines()[0] == written.splitlines()[0]  # the header, in its language
+    lines = text.splitlines()
+    assert [line for line in lines if line in hand_written] == hand_written  # all kept, in order
+    assert "L4_raw_sessions/" in text and "deploy_sop" in text
+    if len(after_one) > 1024:
+        assert b"they are kept" in first.stderr
+
+    backups = sorted((checkout.memory / ".memctl" / "insight").iterdir())
+    assert len(backups) == 1 and backups[0].read_text(encoding="utf-8") == written  # the second run saved nothing
+    restored = run("insight", "restore", cwd=checkout.base)
+    assert restored.returncode == 0 and insight.read_text(encoding="utf-8") == written
+    assert run("insight", "restore", cwd=checkout.base).returncode == 0 and insight.read_bytes() == after_one
