@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterable
 
 from memctl.core import clock
-from memctl.l4.archive import Candidate, FileSignature, _PassThrough, stage, verify_new_zip
+from memctl.l4.staging import Candidate, FileSignature, stage
+from memctl.l4.zips import PassThrough, verify_new_zip
 from memctl.l4.codec import HEADER, decode_stream, is_session_header
 from memctl.core.config import Layout
 from memctl.core.errors import IntegrityError
@@ -180,7 +181,7 @@ def _write_member(archive: zipfile.ZipFile, old: zipfile.ZipInfo, comment: bytes
     info.external_attr = 0o600 << 16
     info.comment = comment
     with archive.open(info, "w", force_zip64=True) as member:
-        member._compressor = _PassThrough()  # the bytes copied in are deflated already
+        member._compressor = PassThrough()  # the bytes copied in are deflated already
         copy_compressed(member)
         member._crc, member._file_size = crc, size
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
-from memctl.l4.archive import Candidate, FileSignature, known_sessions, stage, unique_name
+from memctl.l4.archive import known_sessions
+from memctl.l4.staging import Candidate, FileSignature, stage, unique_name
 from memctl.l4.codec import decode_stream, is_session_header, read_trailer
 from memctl.core.config import Layout
 from memctl.core.errors import NotFound, UsageError
