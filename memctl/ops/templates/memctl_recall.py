@@ -3,7 +3,7 @@
 Installed by `memctl init`, removed by `memctl init --undo-genericagent` (or delete this
 file). On `agent_before` (once per user task, see plugins/hooks.py) it runs
 `memctl compose <the user's request>` and appends the block - labelled as recalled memory,
-within the token budget `[compose] budget` of memory/memctl.toml (default 1500) - to the last
+within a token budget (see _budget; default 1500) - to the last
 user message, as plugins/project_mode.py appends its context. It never blocks or breaks a
 turn: memctl gets TIME_LIMIT seconds (env MEMCTL_RECALL_TIMEOUT, default 1.5); on any failure
 nothing is appended and one line goes to stderr.
@@ -31,7 +31,10 @@ def _time_limit():
 
 
 def _budget():
+    """MEMCTL_RECALL_BUDGET, else `[compose] budget` of memory/memctl.toml, else 1500 tokens."""
     try:
+        if os.environ.get("MEMCTL_RECALL_BUDGET"):
+            return max(1, int(os.environ["MEMCTL_RECALL_BUDGET"]))
         import tomllib
 
         with open(os.path.join(MEMORY_ROOT, "memctl.toml"), "rb") as handle:
