@@ -361,3 +361,21 @@ def test_insight_rebuild_keeps_every_hand_written_line_and_is_a_fixpoint(tmp_pat
     restored = run("insight", "restore", cwd=checkout.base)
     assert restored.returncode == 0 and insight.read_text(encoding="utf-8") == written
     assert run("insight", "restore", cwd=checkout.base).returncode == 0 and insight.read_bytes() == after_one
+
+
+def test_a_history_block_without_its_zip_member_is_adopted_too(tmp_path, run):
+    """GenericAgent appends all_histories.txt before it writes the zip (its defect 3): when the
+    zip write fails, the session is known from its block alone."""
+    checkout = make_checkout(tmp_path)
+    checkout.l4.mkdir(parents=True, exist_ok=True)
+    archiver = load_upstream_archiver(tmp_path / "oracle")
+    block = archiver.format_history_block("0101_0900-0101_0930", ["[USER]: rotate the bk-02 key", "[Agent] rotated"])
+    (checkout.l4 / "all_histories.txt").write_text("\n" + block, encoding="utf-8")
+    init = run("init", "--no-plugin", cwd=checkout.base)
+    assert init.returncode == 0 and "1 known only from all_histories.txt" in init.stderr.decode()
+    assert json.loads(run("status", "--json", cwd=checkout.base).stdout)["l4_sessions"]["genericagent"] == 1
+    shown = run("show", "0101_0900-0101_0930", cwd=checkout.base)
+    assert shown.returncode == 0 and b"[USER]: rotate the bk-02 key" in shown.stdout
+    assert run("verify", cwd=checkout.base).returncode == 0
+    (checkout.l4 / "all_histories.txt").write_text("", encoding="utf-8")  # the block is lost: an error
+    assert run("verify", cwd=checkout.base).returncode == 3

@@ -26,6 +26,7 @@ from memctl.l4.codec import is_session_header
 from memctl.l4.history import HistoryBuilder, history_block, iter_history_blocks
 from memctl.l4.logs import RawEntry, iter_log
 from memctl.l4.manifest import ManifestRecord, append_records, iter_manifest, monthly_zips
+from memctl.l4.staging import unique_name
 
 GENERICAGENT = "genericagent"
 HISTORY_ONLY_FORMAT = "genericagent-history"
@@ -105,7 +106,8 @@ def _member_record(zip_path: Path, info: zipfile.ZipInfo, data: bytes, names: se
     stem = Path(info.filename).stem
     start, end = name_times(stem, int(zip_path.name[:4]))
     return ManifestRecord(
-        name=_free_name(stem, names), sha256=hashlib.sha256(data).hexdigest(), source=info.filename,
+        name=unique_name(stem, names),  # memctl names alike: a clash keeps both
+        sha256=hashlib.sha256(data).hexdigest(), source=info.filename,
         zip=zip_path.name, member=info.filename, bytes_raw=0, bytes_compressed=info.file_size,
         start=start, end=end, format=GENERICAGENT, archived_at=datetime(*info.date_time).isoformat(),
         origin=GENERICAGENT,
@@ -124,16 +126,6 @@ def _history_record(layout: Layout, name: str, lines: list[str]) -> ManifestReco
         start=start, end=end, format=HISTORY_ONLY_FORMAT, archived_at=clock.iso(clock.now()),
         origin=GENERICAGENT,
     )
-
-
-def _free_name(stem: str, names: set[str]) -> str:
-    """A memctl session may already carry GenericAgent's name (it names alike); keep both."""
-    if stem not in names:
-        return stem
-    number = 2
-    while f"{stem}_{number}" in names:
-        number += 1
-    return f"{stem}_{number}"
 
 
 def name_times(name: str, year: int) -> tuple[str, str]:
