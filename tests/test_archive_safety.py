@@ -145,7 +145,7 @@ def test_show_raw_and_compressed(run, tmp_path, sample_logs):
         assert raw_sha_from_show(run, folder.root, record["name"]) == record["sha256"]
         assert raw_sha_from_show(run, folder.root, record["sha256"][:12]) == record["sha256"]
     text = run("show", folder.manifest()[0]["name"], root=folder.root)
-    assert text.returncode == 0 and text.stdout.startswith("⟪memctl-session v1⟫".encode())
+    assert text.returncode == 0 and text.stdout.startswith("⟪memctl-session v2⟫".encode())
     missing = run("show", "0101_0000-0101_0001", root=folder.root)
     assert missing.returncode == 2 and b"no archived session" in missing.stderr
     hostile = run("show", "../../etc/passwd", root=folder.root)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
+import shutil
 import zipfile
 from datetime import datetime
 from pathlib import Path
@@ -379,3 +380,16 @@ def test_a_history_block_without_its_zip_member_is_adopted_too(tmp_path, run):
     assert run("verify", cwd=checkout.base).returncode == 0
     (checkout.l4 / "all_histories.txt").write_text("", encoding="utf-8")  # the block is lost: an error
     assert run("verify", cwd=checkout.base).returncode == 3
+
+
+def test_verify_warns_when_genericagents_archiver_comes_back(tmp_path, run):
+    checkout = make_checkout(tmp_path)
+    checkout.add_real_writer_logs(days=-60)
+    assert run("init", "--no-plugin", cwd=checkout.base).returncode == 0
+    assert run("archive", "--keep-newest", "0", cwd=checkout.base).returncode == 0
+    assert b"archiver" not in run("verify", cwd=checkout.base).stdout
+    shutil.copyfile(UPSTREAM / "memory/L4_raw_sessions/compress_session.py", checkout.l4 / "compress_session.py")  # git pull
+    came_back = run("verify", cwd=checkout.base)
+    assert came_back.returncode == 0 and b": archiver: GenericAgent's own archiver is active" in came_back.stdout
+    assert run("init", "--no-plugin", cwd=checkout.base).returncode == 0  # the same file: handed over again
+    assert b"archiver" not in run("verify", cwd=checkout.base).stdout

@@ -50,6 +50,12 @@ def find_checkout(root: Path) -> tuple[Path, Path] | None:
     return None
 
 
+def archiver_active(memory: Path) -> bool:
+    """Whether GenericAgent's own archiver (not memctl's shim) is what its scheduler will run."""
+    archiver = memory / "L4_raw_sessions" / ARCHIVER.name
+    return archiver.is_file() and not _is_ours(archiver, SHIM_MARKER)
+
+
 def memctl_command() -> list[str]:
     """How GenericAgent's code runs this memctl: its own interpreter, `-m memctl`."""
     return [sys.executable, "-m", "memctl"]
@@ -78,10 +84,14 @@ def _write_if_changed(path: Path, data: bytes) -> bool:
 
 def take_over_archiver(checkout: Path, changes: CheckoutChanges) -> None:
     archiver, original = checkout / ARCHIVER, checkout / ORIGINAL
+    if not archiver.exists() and not original.exists():
+        changes.done.append(f"no GenericAgent archiver at {archiver}: nothing to take over")
+        return
     if archiver.exists() and not _is_ours(archiver, SHIM_MARKER):
-        if original.exists():
-            raise UsageError(f"{archiver} and {original} both exist and neither is memctl's; "
-                             f"move one away, then run `memctl init` again")
+        if original.exists() and original.read_bytes() != archiver.read_bytes():
+            # e.g. a `git pull` in the checkout put GenericAgent's archiver back, and it differs
+            raise UsageError(f"{archiver} is GenericAgent's again and differs from the copy kept as {original}; "
+                             f"move one of them away, then run `memctl init` again")
         os.replace(archiver, original)
         changes.done.append(f"kept GenericAgent's archiver as {original}")
     archiver.parent.mkdir(parents=True, exist_ok=True)

@@ -96,6 +96,7 @@ class VerifyReport:
 def verify(layout: Layout, max_lines: int = 30, max_bytes: int = 1024,
            extra_patterns: Sequence[str] = ()) -> VerifyReport:
     report = _check_l4(layout)
+    _check_archiver(layout, report)
     _check_insight(layout, max_lines, max_bytes, report)
     _check_permissions(layout, report)
     _check_secrets(layout, extra_patterns, report)
@@ -278,6 +279,17 @@ def _check_loose_sessions(layout: Layout, report: VerifyReport) -> None:
             report.findings.append(Finding(str(path), "session", str(exc)))
         except OSError as exc:
             report.findings.append(Finding(str(path), "session", f"cannot be read ({exc})"))
+
+
+def _check_archiver(layout: Layout, report: VerifyReport) -> None:
+    """GenericAgent's own archiver beside memctl's sessions deletes logs memctl has not seen
+    (a `git pull` in the checkout can bring it back after `memctl init` replaced it)."""
+    from memctl.ops.genericagent import archiver_active
+
+    if archiver_active(layout.root) and any(not r.origin for r in iter_manifest(layout)):
+        report.findings.append(Finding(str(layout.l4_dir / "compress_session.py"), "archiver",
+                                       "GenericAgent's own archiver is active beside memctl's archive and may delete "
+                                       "logs memctl has not archived; `memctl init` hands it over", WARNING))
 
 
 # ---------------------------------------------------------------- L4: the history file
