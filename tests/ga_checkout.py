@@ -13,7 +13,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -142,8 +141,3 @@ def run_scheduler_l4_path(checkout: Checkout, env: dict[str, str]) -> subprocess
     )
     return subprocess.run([sys.executable, "-c", script], cwd=checkout.base, capture_output=True,
                           env=env, timeout=300)
-
-
-def age(path: Path, hours: float) -> None:
-    stamp = time.time() - hours * 3600
-    os.utime(path, (stamp, stamp))

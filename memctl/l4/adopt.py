@@ -22,6 +22,7 @@ from pathlib import Path
 from memctl.core import clock
 from memctl.core.config import Layout
 from memctl.core.fsutil import append_durably
+from memctl.l4.archive import known_sessions
 from memctl.l4.codec import is_session_header
 from memctl.l4.history import HistoryBuilder, history_block, iter_history_blocks
 from memctl.l4.logs import RawEntry, iter_log
@@ -44,10 +45,6 @@ class AdoptReport:
         return len(self.members) + len(self.history_only)
 
 
-def is_genericagent(record: ManifestRecord) -> bool:
-    return record.origin == GENERICAGENT
-
-
 def adopt_genericagent_archive(layout: Layout) -> AdoptReport:
     """Record every GenericAgent session not yet in the manifest (the caller holds the lock)."""
     report = AdoptReport()
@@ -55,7 +52,8 @@ def adopt_genericagent_archive(layout: Layout) -> AdoptReport:
         return report
     records = list(iter_manifest(layout))
     recorded = {(r.zip, r.member) for r in records if r.zip}
-    names = {r.name for r in records}
+    # memctl's own sessions, also those only a member comment still records (a torn manifest)
+    names = {r.name for r in records} | {r.name for r in known_sessions(layout).values()}
     histories = dict(iter_history_blocks(layout.histories))
     new: list[ManifestRecord] = []
     blocks: list[str] = []
