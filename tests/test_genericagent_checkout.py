@@ -393,3 +393,29 @@ def test_verify_warns_when_genericagents_archiver_comes_back(tmp_path, run):
     assert came_back.returncode == 0 and b": archiver: GenericAgent's own archiver is active" in came_back.stdout
     assert run("init", "--no-plugin", cwd=checkout.base).returncode == 0  # the same file: handed over again
     assert b"archiver" not in run("verify", cwd=checkout.base).stdout
+
+
+def test_forget_purge_reaches_into_genericagents_members(tmp_path, run):
+    checkout = make_checkout(tmp_path)
+    for days, prefix in ((-60, ""), (-30, "1")):
+        checkout.add_real_writer_logs(days=days, prefix=prefix)
+    assert run_scheduler_l4_path(checkout, clean_env()).returncode == 0
+    assert run("init", "--no-plugin", cwd=checkout.base).returncode == 0
+    assert run("archive", "--keep-newest", "0", cwd=checkout.base).returncode == 0
+    needle = "华东区发布日志".encode()
+
+    def holding() -> list[str]:
+        found = []
+        for zip_path in checkout.l4.glob("*.zip"):
+            with zipfile.ZipFile(zip_path) as archive:
+                found += [f"{zip_path.name}:{n}" for n in archive.namelist() if needle in archive.read(n)]
+        return found
+
+    ga_members = {f"{r['zip']}:{r['member']}" for r in _manifest(checkout.l4) if r.get("origin")}
+    assert set(holding()) & ga_members
+    before = json.loads(run("status", "--json", cwd=checkout.base).stdout)["l4_sessions"]
+    purged = run("forget", "--purge", "--match", "华东区发布日志", "--yes", cwd=checkout.base)
+    assert purged.returncode == 0, purged.stderr
+    assert holding() == [] and needle not in (checkout.l4 / "all_histories.txt").read_bytes()
+    assert json.loads(run("status", "--json", cwd=checkout.base).stdout)["l4_sessions"] == before
+    assert run("verify", cwd=checkout.base).returncode == 0

@@ -64,7 +64,7 @@ def adopt_genericagent_archive(layout: Layout) -> AdoptReport:
             report.unreadable.append(f"{zip_path.name}: {exc}")
             continue
         for info, data in found:
-            record = _member_record(zip_path, info, data, names)
+            record = member_record(zip_path, info, data, names)
             names.add(record.name)
             new.append(record)
             report.members.append(f"{zip_path.name}:{info.filename}")
@@ -100,7 +100,7 @@ def _foreign_members(zip_path: Path, recorded: set[tuple[str, str]]) -> list[tup
     return found
 
 
-def _member_record(zip_path: Path, info: zipfile.ZipInfo, data: bytes, names: set[str]) -> ManifestRecord:
+def member_record(zip_path: Path, info: zipfile.ZipInfo, data: bytes, names: set[str]) -> ManifestRecord:
     stem = Path(info.filename).stem
     start, end = name_times(stem, int(zip_path.name[:4]))
     return ManifestRecord(

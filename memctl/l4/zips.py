@@ -4,6 +4,7 @@ into place. Members already deflated by staging are passed through, not deflated
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -92,7 +93,10 @@ def verify_new_zip(zip_path: Path, old_members: list[tuple[str, int, int]], new:
                 raise IntegrityError(f"{zip_path.name}: existing members changed while adding new ones")
             for record in new:
                 with archive.open(record.member) as member:
-                    sha, size = decode_stream(member, _discard)
+                    if record.origin:  # GenericAgent's text, kept as it is: no raw log to decode to
+                        sha, size = hashlib.sha256(member.read()).hexdigest(), record.bytes_raw
+                    else:
+                        sha, size = decode_stream(member, _discard)
                 if sha != record.sha256 or size != record.bytes_raw:
                     raise IntegrityError(f"{zip_path.name}:{record.member} does not match the raw log")
     except zipfile.BadZipFile as exc:
