@@ -133,7 +133,7 @@ def test_memctl_adopts_genericagents_archive_and_takes_over_its_12_hour_job(tmp_
     expected = checkout.raw_hashes()
     assert len(expected) == 3 + len(new_logs)
     cron = run_scheduler_l4_path(checkout, clean_env())  # GenericAgent's own scheduler, its own L4 path
-    assert cron.returncode == 0 and b"'by': 'memctl'" in cron.stdout, (cron.stdout, cron.stderr)
+    assert cron.returncode == 0 and b"'by': 'memctl'" in cron.stdout and b"'index': 'refreshed'" in cron.stdout, cron.stderr
     remaining = checkout.raw_hashes()
     assert len(remaining) == 10 and len(set(new_logs) - set(remaining)) == 4  # the 10 newest kept
     for raw_name, sha in expected.items():

@@ -47,8 +47,20 @@ def batch_process(src, l4_dir=None, dry_run=True):
               "deleted_raw": summary["deleted_raw"], "by": "memctl", "exit": done.returncode}
     if dry_run:
         report["sessions"] = [f["name"] for f in summary["files"] if f["action"] == "archive"]
+    elif report["new_sessions"]:
+        report["index"] = _refresh_index()
     print(f"memctl archive: {report}")
     return report
+
+
+def _refresh_index():
+    """Index the new sessions now, so the recall plugin's next compose stays within its limit."""
+    try:
+        done = subprocess.run(MEMCTL + ["--root", MEMORY_ROOT, "index", "refresh"], capture_output=True,
+                              timeout=TIMEOUT_SECONDS, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"not refreshed ({exc})"
+    return "refreshed" if done.returncode == 0 else f"not refreshed (exit {done.returncode})"
 
 
 def _failed(reason):
