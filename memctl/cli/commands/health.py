@@ -8,7 +8,7 @@ import typer
 
 from memctl.cli import render
 from memctl.cli.state import state
-from memctl.core.errors import EXIT_ERROR, NotFound
+from memctl.core.errors import EXIT_PARTIAL, NotFound
 
 
 def register(app: typer.Typer) -> None:
@@ -26,10 +26,12 @@ def _require_root(root: Path) -> None:
 def verify(
     ctx: typer.Context,
     json_out: bool = typer.Option(False, "--json", help="JSON Lines: one finding a line, then a summary record."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 3 on warnings too."),
 ) -> None:
     """Read everything back: zips against the manifest (CRC, sha256), the history file, L1
     limits, permissions, secrets in L1-L3, L5/L6 lines. One line per finding
-    (`path: kind: message`); exit 0 when clean, 2 on any finding."""
+    (`path: kind: message`, `[warning]` for hygiene). Exit 0 when there is no error
+    (warnings are shown), 3 on an integrity error (or any warning with --strict)."""
     from memctl.ops.integrity import verify as run_verify
 
     settings = state(ctx).settings
@@ -42,13 +44,14 @@ def verify(
     if json_out:
         render.json_line(summary)
     checked = summary["checked"]
+    failed = bool(report.errors or (strict and report.warnings))
     if report.ok and not render.stderr_is_terminal():
         return  # silent on success, for cron
-    render.message(f"verify: {summary['findings']} findings; checked {checked['sessions']} sessions in "
-                   f"{checked['zips']} zips, {checked['history_blocks']} history blocks, "
+    render.message(f"verify: {summary['errors']} errors, {summary['warnings']} warnings; checked {checked['sessions']} "
+                   f"sessions in {checked['zips']} zips, {checked['history_blocks']} history blocks, "
                    f"{checked['files']} files, {checked['entries']} entries")
-    if not report.ok:
-        raise typer.Exit(EXIT_ERROR)
+    if failed:
+        raise typer.Exit(EXIT_PARTIAL)
 
 
 def status(

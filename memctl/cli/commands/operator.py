@@ -20,7 +20,6 @@ from memctl.ops import schedule
 from memctl.agent import tasks
 from memctl.cli.state import state
 from memctl.core.errors import EXIT_NO_MATCH, NotFound, UsageError
-from memctl.core.fsutil import atomic_write_text
 from memctl.core.redact import redactor_for
 
 schedule_app = typer.Typer(help="Install the 12-hourly archive and the 04:00 dream as timers "
@@ -110,7 +109,8 @@ def insight_rebuild(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the new L1 instead of writing it."),
     json_out: bool = typer.Option(False, "--json", help="Report as one JSON object."),
 ) -> None:
-    """Regenerate global_mem_insight.txt from the layers; [RULES] is kept byte for byte."""
+    """Regenerate memctl's lines of global_mem_insight.txt (pointers, L0-L4 index, L5 scenes);
+    every other line stays byte for byte. The previous file goes to .memctl/insight/."""
     app_state = state(ctx)
     settings = app_state.settings
     layout = settings.layout
@@ -121,7 +121,9 @@ def insight_rebuild(
     else:
         with app_state.writer_lock():
             result = insight.rebuild(layout, *limits, scrub=redactor_for(settings))
-            atomic_write_text(layout.insight, result.text)
+            saved = insight.write_rebuilt(layout, result.text)
+            if saved:
+                render.message(f"previous L1 kept as {saved}; `memctl insight restore` puts it back")
     for warning in result.warnings:
         render.warning(warning)
     report = {
@@ -138,6 +140,17 @@ def insight_rebuild(
         render.raw_bytes(result.text.encode("utf-8", "surrogateescape"))
     else:
         render.line(f"{layout.insight}\t{result.lines} lines\t{result.bytes} bytes")
+
+
+@insight_app.command("restore")
+def insight_restore(ctx: typer.Context) -> None:
+    """Put back the L1 the last `insight rebuild` (or restore) replaced; the current one is kept."""
+    app_state = state(ctx)
+    layout = app_state.settings.layout
+    _require_memory(layout.root)
+    with app_state.writer_lock():
+        restored = insight.restore_previous(layout)
+    render.message(f"restored {layout.insight} from {restored}")
 
 
 @insight_app.command("check")
