@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Iterable
 
+from memctl.core.fsutil import NOFOLLOW
 from memctl.l4.codec import encode_stream
 from memctl.l4.history import HistoryBuilder
 from memctl.l4.logs import RawEntry
