@@ -72,6 +72,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "enabled": True,
         "extra_patterns": [],
     },
+    "compose": {
+        "budget": 1500,  # tokens of the recalled-memory block (compose, the GenericAgent plugin)
+    },
     "insight": {
         "max_lines": 30,
         "max_bytes": 1024,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -105,7 +106,9 @@ def recent(
 def compose(
     ctx: typer.Context,
     query: list[str] = typer.Argument(..., metavar="QUERY", help="What the next turn is about."),
-    budget: int = typer.Option(1500, "--budget", help="Token budget of the whole block (estimated; see README)."),
+    budget: Optional[int] = typer.Option(None, "--budget", min=0,
+                                         help="Token budget of the whole block (estimated; see README); "
+                                              "default [compose] budget, 1500."),
     json_out: bool = typer.Option(False, "--json", help="JSON Lines: one line per item used, then a summary with the text."),
 ) -> None:
     """The memory block an agent injects before a turn: L1, the active task, recent sessions,
@@ -115,6 +118,8 @@ def compose(
 
     settings = state(ctx).settings
     _require_root(settings.layout.root)
+    if budget is None:
+        budget = int(settings.get("compose", "budget"))
     result = run_compose(settings, " ".join(query), budget)
     if json_out:
         for item in result.items:
