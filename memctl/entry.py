@@ -14,7 +14,8 @@ import sys
 
 def main() -> None:
     os.umask(0o077)
-    from memctl.cli.lean import prepare_process, run
+    from memctl.cli.lean import run
+    from memctl.cli.startup import prepare_process
 
     args = prepare_process(sys.argv[1:])
     if "search" in args[:4] or "refresh" in args[:4]:

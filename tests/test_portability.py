@@ -490,7 +490,7 @@ def test_purge_dry_run_lists_what_it_would_erase(run, tmp_path):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.decode().splitlines()
     assert f"would scrub: {root / 'L4_raw_sessions' / 'all_histories.txt'}" in lines
-    assert any(line.startswith("would scrub: ") and ".zip: sessions 0405_0902-0405_0909" in line for line in lines)
+    assert any(line.startswith("would scrub: ") and ".zip: sessions 0405_0902-0405_0908" in line for line in lines)
     assert tree(root) == before
 
 

@@ -16,7 +16,7 @@ from memctl import __version__
 
 from memctl.cli import render
 from memctl.core.errors import EXIT_ERROR, EXIT_OK, MemctlError
-from memctl.cli.lean import os_error_text, prepare_process
+from memctl.cli.startup import os_error_text, prepare_process
 from memctl.cli.state import AppState
 
 app = typer.Typer(

@@ -122,7 +122,7 @@ def _run_batch(searcher: "Searcher", base, path: Path, settings: Settings) -> bo
 
 
 def _print_hits(hits: "list[Hit]", query: str, json_out: bool, wide: bool = False) -> None:
-    from memctl.cli.lean import tsv_line
+    from memctl.cli.tsv import tsv_line
 
     if json_out:
         for hit in hits:
@@ -144,7 +144,7 @@ def _print_table(hits: "list[Hit]", query: str, wide: bool) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from memctl.cli.lean import readable_snippet
+    from memctl.cli.tsv import readable_snippet
 
     console = render.out_console()
     refs = max(len(hit.ref) for hit in hits)
