@@ -360,14 +360,14 @@ class Tokenizer:
                 yield part, list(self._cjk_terms(part))
                 continue
             for word in _WORD.findall(part):
-                if self.collect_words and word not in _WORD_CACHE:
+                if self.collect_words:
                     self.words.add(word)
                 yield word, list(_WORD_CACHE[word])
 
     def _latin_terms(self, text: str) -> list[str]:
         words = _WORD.findall(text)
-        if self.collect_words:
-            self.words.update(w for w in words if w not in _WORD_CACHE)
+        if self.collect_words:  # every word, not only those new to the shared word cache: a
+            self.words.update(words)  # second build in one process (or a forked worker) needs them too
         return list(chain.from_iterable(map(_WORD_CACHE.__getitem__, words)))
 
     def _cjk_terms(self, run: str) -> tuple[str, ...]:
