@@ -14,7 +14,7 @@ index, then:
 Target (issue #13): each first search <= 1.5x the second. The load average is printed
 beside each number (the machine is shared).
 
-    .venv/bin/python bench/first_search.py [--sessions 140] [--lines 10000] [--base-mb 30]
+    .venv/bin/python bench/first_search.py [--sessions 140] [--lines 10000] [--base-mb 30] [--memctl EXE]
 """
 
 from __future__ import annotations
@@ -86,8 +86,10 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=10_000)
     parser.add_argument("--base-mb", type=float, default=30)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/memctl-first-search"))
+    parser.add_argument("--memctl", metavar="EXE", help="the memctl to time (default: the one beside this Python)")
     args = parser.parse_args()
-    exe, env = memctl_exe(), child_env()
+    exe, env = args.memctl or memctl_exe(), child_env()
+    print(f"[{exe}]")
     shutil.rmtree(args.workdir, ignore_errors=True)
     root, raw_dir = args.workdir / "memory", args.workdir / "temp" / "model_responses"
     counts = build_memory(root, int(args.base_mb * 1e6), 0.25, l5_entries=20_000)

@@ -59,12 +59,9 @@ def prepare_batch(tokenizer: Tokenizer, options: IndexOptions, texts: Sequence[s
 
 # ---------------------------------------------------------------- the pool's side
 
+# Set just before the fork: each worker starts with this process's tokenizer as it is, its
+# segmenter's dictionary already loaded and its caches warm (copy-on-write), not a new one.
 _WORKER: tuple[Tokenizer, IndexOptions] | None = None
-
-
-def _start_worker(tokenizer_spec: tuple, options: IndexOptions) -> None:
-    global _WORKER
-    _WORKER = (Tokenizer.from_portable(tokenizer_spec), options)
 
 
 def _prepare_in_worker(texts: list[str]) -> Prepared:
@@ -121,17 +118,16 @@ class Preparer:
     def _pool_if_worth_it(self):
         if self._pool is not None:
             return self._pool
-        spec = self.tokenizer.portable()
-        if self.workers < 2 or spec is None or self.chars_seen < PARALLEL_AFTER_CHARS:
+        if self.workers < 2 or not self.tokenizer.portable() or self.chars_seen < PARALLEL_AFTER_CHARS:
             return None
         import multiprocessing
 
         if "fork" not in multiprocessing.get_all_start_methods():
-            self.workers = 0  # a spawned worker re-imports everything: not worth it
+            self.workers = 0  # a spawned worker re-imports everything and reloads the dictionary
             return None
-        # fork: the workers start from this process as it is, with nothing to import again
-        context = multiprocessing.get_context("fork")
-        self._pool = context.Pool(self.workers, _start_worker, (spec, self.options))
+        global _WORKER
+        _WORKER = (self.tokenizer, self.options)
+        self._pool = multiprocessing.get_context("fork").Pool(self.workers)
         return self._pool
 
 

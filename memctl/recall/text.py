@@ -328,21 +328,10 @@ class Tokenizer:
         """jieba's tokenizer, whatever is installed: what the faster paths are checked against."""
         return cls(JiebaSegmenter(custom_dict))
 
-    def portable(self) -> tuple | None:
-        """How another process makes the same tokenizer (`from_portable`), or None when its
-        segmenter lives only here (the index's vocabulary)."""
-        segmenter = self.cjk_segmenter
-        if isinstance(segmenter, RJiebaSegmenter):
-            return ("rjieba", None)
-        if isinstance(segmenter, JiebaSegmenter):
-            return ("jieba", segmenter.custom_dict)
-        return None
-
-    @classmethod
-    def from_portable(cls, spec: tuple) -> "Tokenizer":
-        kind, custom_dict = spec
-        segmenter = RJiebaSegmenter() if kind == "rjieba" else JiebaSegmenter(custom_dict)
-        return cls(segmenter, collect_words=True)
+    def portable(self) -> bool:
+        """Whether a forked process can use this tokenizer: not when its segmenter reads the
+        index (the vocabulary's SQLite connection belongs to this process)."""
+        return isinstance(self.cjk_segmenter, (RJiebaSegmenter, JiebaSegmenter))
 
     def tokens(self, text: str) -> list[str]:
         """The terms of `text`: token_groups' terms one after the other, without the groups."""
