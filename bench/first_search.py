@@ -104,7 +104,7 @@ def main() -> None:
     assert code == 0, "archive failed"
     report = json.loads(out)
     print(f"archive of {report['new_sessions']} sessions ({raw_bytes / 1e6:.1f} MB raw): {seconds:.2f} s, "
-          f"index refresh included ({load()})")
+          f"({load()}; memctl from this commit on indexes what it wrote in that time)")
     first, second, first_load, second_load = first_and_second(exe, root, ARCHIVE_WORD, env)
     print(f"  first search after archive {first * 1000:.0f} ms ({first_load}), second {second * 1000:.0f} ms "
           f"({second_load}): {first / second:.2f}x")
@@ -114,7 +114,7 @@ def main() -> None:
     seconds, code, _, _ = timed_process([exe, "--root", str(root), "import", str(import_file), "--layer", "L5"], env)
     assert code == 0, "import failed"
     print(f"import of {args.lines} lines ({import_file.stat().st_size / 1e6:.1f} MB): {seconds:.2f} s, "
-          f"index refresh included ({load()})")
+          f"({load()}; memctl from this commit on indexes what it wrote in that time)")
     first, second, first_load, second_load = first_and_second(exe, root, IMPORT_WORD, env)
     print(f"  first search after import {first * 1000:.0f} ms ({first_load}), second {second * 1000:.0f} ms "
           f"({second_load}): {first / second:.2f}x")

@@ -132,11 +132,19 @@ class Preparer:
 
 
 def usable_cores() -> int:
-    """The cores this process may run on (MEMCTL_INDEX_WORKERS overrides: 1 = no pool)."""
+    """The cores a pool would find free: this process's own, plus those the load average says
+    nobody else is using (MEMCTL_INDEX_WORKERS overrides; 1 = no pool). On a machine already
+    busy, a pool only adds its own costs (fork, pickling, pages copied on write): measured on
+    2 shared cores at load 5-8, serial builds finished sooner (bench/RESULTS.md)."""
     override = os.environ.get("MEMCTL_INDEX_WORKERS", "")
     if override.isdigit():
         return int(override)
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    try:
+        others = os.getloadavg()[0]
+    except OSError:
+        others = 0.0
+    return max(1, min(cores, round(cores - others + 1)))
