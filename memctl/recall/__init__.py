@@ -1,7 +1,7 @@
 """Recall: finding things in every layer. The tokenizer (`text`); the derived SQLite FTS5 index
 under `.memctl/` (`index`: what each layer contributes in `documents`, the files it reads in
-`sources`, a refresh in `refresh`, rows written by `writer`, the index's own dictionary in
-`vocab`), read and written only through `store.SQLiteStore`; BM25 (`scoring`); ranking
+`sources`, a refresh in `refresh`, rows written by `writer` from documents redacted and tokenized in
+batches by `prepare` (on every core for a big build), the index's own dictionary in `vocab`), read and written only through `store.SQLiteStore`; BM25 (`scoring`); ranking
 (`search`, running the stages `candidates`, `rescoring`, `context`, `fuzzy`, `filters`, with
 their numbers in `tuning`); `show` and JSON Lines import (`importer`). Reads every layer's
 files, writes only the derived index (and, via `memctl.longterm.refs`, the reference log).

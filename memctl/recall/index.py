@@ -36,7 +36,7 @@ TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import, paid by e
 if TYPE_CHECKING:
     from typing import Callable, Iterator
 
-__all__ = ["FTS_TOKENIZE", "IndexOptions", "RefreshReport", "SearchIndex", "scan_sources"]
+__all__ = ["FTS_TOKENIZE", "IndexOptions", "RefreshReport", "SearchIndex", "refresh_after_write", "scan_sources"]
 
 
 class SearchIndex:
@@ -115,8 +115,9 @@ class SearchIndex:
         try:
             store = SQLiteStore.create(tmp)
             try:
-                report = self._new_pass(store).update(rebuilt=True)
-                store.set_meta("config", self._config_signature())
+                with store.transaction():  # one commit, not one per row: ~4x faster inserts
+                    report = self._new_pass(store).update(rebuilt=True)
+                    store.set_meta("config", self._config_signature())
                 store.optimize()
             finally:
                 store.close()
@@ -147,3 +148,18 @@ class SearchIndex:
 
     def _new_pass(self, store: SQLiteStore) -> Refresh:
         return Refresh(store, self.layout, self.options, lambda: self.tokenizer)
+
+
+def refresh_after_write(settings) -> list[str]:
+    """After a command wrote to the layers (archive, import): index what it wrote now, so the
+    next search is as fast as any other instead of paying for it. Only an index that exists
+    is refreshed (a first build stays the first search's). Never raises: the write itself
+    succeeded, so what goes wrong here comes back as warning lines."""
+    index = SearchIndex(settings.layout, IndexOptions.from_settings(settings))
+    if not index.is_usable():
+        return []
+    try:
+        report = index.ensure_fresh(wait=True)
+    except Exception as exc:  # noqa: BLE001 - whatever it is, the next search refreshes again
+        return [f"the search index was not refreshed ({exc or 'unknown error'}); the next search will refresh it"]
+    return [f"index: {error}" for error in report.errors]

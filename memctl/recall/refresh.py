@@ -132,8 +132,6 @@ class Refresh:
                current: tuple[str, list[Source]] | None = None) -> RefreshReport:
         """Index every source that changed since the last pass (all of them into a new index)
         and forget the ones that are gone."""
-        import zipfile
-
         self.store.upgrade_schema()  # an index built by an older memctl gets it at its next change
         report = RefreshReport(rebuilt=rebuilt)
         if current is None:
@@ -142,6 +140,23 @@ class Refresh:
         else:
             l4_signature, sources = current
         writer = self.store.writer(tokenizer or self.full_tokenizer(), self.options)
+        try:
+            self._index_changes(writer, sources, report)
+            writer.finish()
+        finally:
+            writer.close()
+        count = int(self.store.meta("items", "0") or 0) + writer.added - writer.removed
+        self.store.set_meta("items", str(count))
+        self.store.set_meta("l4_dir", l4_signature)
+        known_layers = set(filter(None, self.store.meta("layers").split(",")))
+        self.store.set_meta("layers", ",".join(sorted(known_layers | writer.layers)))
+        report.docs_added, report.docs_removed = writer.added, writer.removed
+        return report
+
+    def _index_changes(self, writer: IndexWriter, sources: list[Source], report: RefreshReport) -> None:
+        """Every source that changed into the writer, the ones that are gone out of it."""
+        import zipfile
+
         known = self._sources_table()
         current_keys = {s.key for s in sources}
         for key, row in known.items():
@@ -160,14 +175,6 @@ class Refresh:
                 report.bytes_read += self._index_source(writer, source, row, dates or {})
             except (OSError, zipfile.BadZipFile, UnicodeError) as exc:
                 report.errors.append(f"{source.key}: {exc}")
-        writer.finish()
-        count = int(self.store.meta("items", "0") or 0) + writer.added - writer.removed
-        self.store.set_meta("items", str(count))
-        self.store.set_meta("l4_dir", l4_signature)
-        known_layers = set(filter(None, self.store.meta("layers").split(",")))
-        self.store.set_meta("layers", ",".join(sorted(known_layers | writer.layers)))
-        report.docs_added, report.docs_removed = writer.added, writer.removed
-        return report
 
     def _forget_source(self, writer: IndexWriter, key: str, kind: str) -> None:
         if kind == "zip":

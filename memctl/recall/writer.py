@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 from collections import Counter
 
+from memctl.recall.prepare import BATCH_CHARS, Prepared, Preparer
 from memctl.recall.text import Tokenizer, latin_tokens
 
 TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import, paid by every search
@@ -25,7 +26,11 @@ def layer_token(layer: str) -> str:
 
 
 class IndexWriter:
-    """Adds and removes documents, keeping the vocabulary and session documents in step."""
+    """Adds and removes documents, keeping the vocabulary and session documents in step.
+
+    Added documents wait in batches while they are redacted and tokenized (memctl.recall.prepare,
+    on every core for a big build) and are inserted in the order they were added, with rowids
+    given at `add`: the same rows as one document at a time. `finish` writes what still waits."""
 
     def __init__(self, db: sqlite3.Connection, tokenizer: Tokenizer, options: IndexOptions):
         self.db = db
@@ -33,42 +38,65 @@ class IndexWriter:
         self.options = options
         self.df_delta: Counter[str] = Counter()
         self.dirty_sessions: set[str] = set()
+        self.surface_words: set[str] = set()
         self.added = 0
         self.removed = 0
         self.next_rowid: int | None = None
         self.layers: set[str] = set()
+        self._preparer = Preparer(tokenizer, options)
+        self._waiting: list[tuple[str, int, list[Doc]]] = []  # (source key, first rowid, docs)
+        self._waiting_chars = 0
+        self._unwritten: set[str] = set()  # source keys with documents not inserted yet
 
     def add(self, source_key: str, docs: Iterable[Doc]) -> None:
-        from memctl.core.redact import redact  # here, not at the top: a search never needs its patterns
-
+        docs = list(docs)
+        if not docs:
+            return
         if self.next_rowid is None:
             self.next_rowid = (self.db.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0) + 1
-        item_rows, fts_rows = [], []
-        for doc in docs:
-            text = redact(doc.text, self.options.extra_patterns) if self.options.redact_enabled else doc.text
-            terms = self.tokenizer.tokens(text)
-            self.df_delta.update(set(terms))
-            rowid = self.next_rowid
-            self.next_rowid += 1
-            item_rows.append((rowid, source_key, doc.ref, doc.layer, doc.date, doc.type, doc.item_id, doc.session,
-                              int(doc.in_context), text))
-            fts_rows.append((rowid, f"{layer_token(doc.layer)} {' '.join(terms)}"))
-            if doc.session and doc.in_context:
-                self.dirty_sessions.add(doc.session)
-            self.layers.add(doc.layer)
-            self.added += 1
-            if len(fts_rows) >= 2000:
-                self._insert(item_rows, fts_rows)
-        self._insert(item_rows, fts_rows)
+        self._waiting.append((source_key, self.next_rowid, docs))
+        self._unwritten.add(source_key)
+        self.next_rowid += len(docs)
+        self._waiting_chars += sum(len(doc.text) for doc in docs)
+        if self._waiting_chars >= BATCH_CHARS:
+            self._send_waiting()
 
-    def _insert(self, item_rows: list, fts_rows: list) -> None:
+    def _send_waiting(self) -> None:
+        batch, self._waiting, self._waiting_chars = self._waiting, [], 0
+        if batch:
+            texts = [doc.text for _, _, docs in batch for doc in docs]
+            self._insert_ready(self._preparer.submit(batch, texts))
+
+    def _write_everything(self) -> None:
+        self._send_waiting()
+        self._insert_ready(self._preparer.drain())
+        self._unwritten.clear()
+
+    def _insert_ready(self, ready: list[tuple[list, Prepared]]) -> None:
+        for batch, prepared in ready:
+            self._insert_batch(batch, prepared)
+
+    def _insert_batch(self, batch: list[tuple[str, int, list[Doc]]], prepared: Prepared) -> None:
+        item_rows, fts_rows = [], []
+        results = zip(prepared.texts, prepared.bodies)
+        for source_key, first_rowid, docs in batch:
+            for rowid, doc, (redacted, body) in zip(range(first_rowid, first_rowid + len(docs)), docs, results):
+                item_rows.append((rowid, source_key, doc.ref, doc.layer, doc.date, doc.type, doc.item_id,
+                                  doc.session, int(doc.in_context), doc.text if redacted is None else redacted))
+                fts_rows.append((rowid, f"{layer_token(doc.layer)} {body}"))
+                if doc.session and doc.in_context:
+                    self.dirty_sessions.add(doc.session)
+                self.layers.add(doc.layer)
+            self.added += len(docs)
+        self.df_delta.update(prepared.document_frequencies)
+        self.surface_words.update(prepared.words)
         self.db.executemany("INSERT INTO items(rowid, source, ref, layer, date, type, item_id, session, ctx, text) "
                             "VALUES(?,?,?,?,?,?,?,?,?,?)", item_rows)
         self.db.executemany("INSERT INTO fts(rowid, body) VALUES(?, ?)", fts_rows)
-        item_rows.clear()
-        fts_rows.clear()
 
     def remove_source(self, source_key: str) -> None:
+        if source_key in self._unwritten:
+            self._write_everything()
         rows = self.db.execute("SELECT rowid, session, ctx FROM items WHERE source=?", (source_key,)).fetchall()
         if not rows:
             return
@@ -83,6 +111,10 @@ class IndexWriter:
         self.removed += len(rows)
 
     def finish(self) -> None:
+        try:
+            self._write_everything()
+        finally:
+            self.close()
         self._flush_vocab()
         self._flush_surface_words()
         self._rebuild_session_docs()
@@ -95,11 +127,15 @@ class IndexWriter:
         self.db.executemany("DELETE FROM vocab WHERE term = ? AND df <= 0", ((t,) for t, d in rows if d < 0))
         self.df_delta.clear()
 
+    def close(self) -> None:
+        """Stop the preparing processes, if any (what waits is dropped: call after a failure)."""
+        self._preparer.close()
+
     def _flush_surface_words(self) -> None:
-        words = {w.lower() for w in self.tokenizer.words if len(w) >= 4 and w.isalpha()}
+        words = {w.lower() for w in self.surface_words if len(w) >= 4 and w.isalpha()}
         rows = [(w, terms[0]) for w in words for terms in (latin_tokens(w),) if terms]
         self.db.executemany("INSERT OR IGNORE INTO surface(word, term) VALUES(?, ?)", rows)
-        words.clear()
+        self.surface_words.clear()
 
     def _rebuild_session_docs(self) -> None:
         for session in sorted(self.dirty_sessions):

@@ -88,6 +88,11 @@ def archive(
         with app_state.writer_lock(wait):
             report = run_archive(settings.layout, options, progress)
     _render_archive(report, json_out, quiet)
+    if not dry_run:  # outside the lock, after the raw logs are gone: the next search finds it done
+        from memctl.recall.index import refresh_after_write
+
+        for warning in refresh_after_write(settings):
+            render.warning(warning)
     if report.errors:
         processed = report.summary()["processed"]
         raise typer.Exit(EXIT_PARTIAL if processed else EXIT_ERROR)

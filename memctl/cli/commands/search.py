@@ -195,6 +195,11 @@ def import_command(
         render.json_line(report.to_json())
     else:
         render.message(f"imported {report.imported} item(s) into {report.layer}; {len(report.bad)} bad line(s)")
+    if report.imported:  # the next search finds them indexed (a failure here is a warning)
+        from memctl.recall.index import refresh_after_write
+
+        for warning in refresh_after_write(settings):
+            render.warning(warning)
     if report.bad:
         raise typer.Exit(3 if report.imported else 2)
 
