@@ -86,7 +86,7 @@ def test_a_custom_dictionary_keeps_jieba_and_its_words(tmp_path):
 def write_dev_memory(root: Path) -> None:
     """Both dev sets' texts as L5 entries and a history file: Chinese, English, mixed."""
     texts = [t for t in dev_texts("memdaily/memdaily_dev.json") + dev_texts("locomo/locomo_dev.json") if len(t) > 3]
-    root.mkdir(parents=True)
+    (root / ".memctl").mkdir(parents=True)  # a memory root: its index lives in .memctl/
     with open(root / "long_term.jsonl", "w", encoding="utf-8") as handle:
         for number, text in enumerate(texts[: len(texts) // 2]):
             handle.write(json.dumps({"id": f"e{number}", "type": "event", "text": text,
@@ -141,7 +141,7 @@ def test_a_build_in_a_pool_equals_one_in_this_process(tmp_path, monkeypatch):
     """Same rows with the pool on and off, and a refresh that removes and adds sources in between."""
     roots = [tmp_path / "serial", tmp_path / "pool"]
     for root in roots:
-        root.mkdir()
+        (root / ".memctl").mkdir(parents=True)
         rng = random.Random(5)
         words = ["deploy", "server", "密码", "数据库", "token=abcdef123456XYZ", "bk-02", "v3.11", "会议", "日程"]
         with open(root / "long_term.jsonl", "w", encoding="utf-8") as handle:
@@ -165,6 +165,7 @@ def test_a_build_in_a_pool_equals_one_in_this_process(tmp_path, monkeypatch):
 
 def archive_folder(tmp_path):
     folder = make_folder(tmp_path)
+    (folder.root / ".memctl").mkdir()  # set up: the index lives in .memctl/ before and after the archive
     rng = random.Random(3)
     for number in range(3):
         folder.add_log(f"model_responses_{number}.txt", loggen.format_a(datetime(2026, 4, 5 + number, 9, 0), 4, rng))
@@ -198,7 +199,7 @@ def test_a_failed_refresh_after_archive_is_only_a_warning(run, tmp_path):
 
 def test_import_leaves_the_index_current(run, tmp_path):
     root = tmp_path / "memory"
-    root.mkdir()
+    assert run("init", root=root).returncode == 0
     (root / "global_mem.txt").write_text("## [deploy]\nthe canary goes first\n", encoding="utf-8")
     assert run("index", "rebuild", root=root).returncode == 0
     lines = "".join(json.dumps({"text": f"the gazebo number {n} was painted"}) + "\n" for n in range(20))
