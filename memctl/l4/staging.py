@@ -16,7 +16,7 @@ import zlib
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from memctl.core.fsutil import NOFOLLOW
 from memctl.l4.codec import encode_stream
@@ -209,6 +209,26 @@ def stage(candidate: Candidate, folder: Path, extra_patterns: Iterable[str] = ()
         history=builder.result(tuple(extra_patterns)),
         base_name=name_clock.base_name() or session_base_name(start, end),
     )
+
+
+STAGED_AHEAD = 2
+
+
+def stage_ahead(
+    candidates: list[Candidate], folder: Path, extra_patterns: Iterable[str] = (), level: int | None = 6
+) -> Iterator[tuple[Candidate, concurrent.futures.Future]]:
+    """(candidate, future of its Staged) in order, two logs staged at a time: alone, a log's
+    encoding (Python, one core) and its last blocks' deflate would take turns, and a log under
+    a block long deflates only after it is read. Leaving early waits for the two in progress."""
+    patterns = tuple(extra_patterns)
+    with concurrent.futures.ThreadPoolExecutor(STAGED_AHEAD, thread_name_prefix="memctl-stage") as stagers:
+        pending: collections.deque = collections.deque()
+        for candidate in candidates:
+            pending.append((candidate, stagers.submit(stage, candidate, folder, patterns, level)))
+            if len(pending) >= STAGED_AHEAD:
+                yield pending.popleft()
+        while pending:
+            yield pending.popleft()
 
 
 def _open_raw(path: Path):
