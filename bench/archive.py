@@ -255,6 +255,7 @@ def main() -> None:
         row("wall time s", lambda r: f"{r['secs']:.1f}"),
         row("CPU time s (user+sys)", lambda r: f"{r['cpu']:.1f}"),
         row("MB per CPU-second", lambda r: f"{raw_bytes / MB / r['cpu']:.1f}"),
+        row("cores busy (CPU / wall)", lambda r: f"{r['cpu'] / r['secs']:.2f}"),
         row("peak RSS MB", lambda r: f"{r['rss'] / MB:.0f}"),
         row("footprint (zip+history)/raw", lambda r: f"{r['foot'] / raw_bytes:.4f}"),
         row("archive bytes MB", lambda r: f"{r['foot'] / MB:.1f}"),
