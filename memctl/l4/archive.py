@@ -33,7 +33,7 @@ from memctl.core.errors import IntegrityError, UsageError
 from memctl.core.fsutil import append_durably, ensure_private_dir, sweep_stale_temp_files
 from memctl.l4.history import history_block, sessions_in_history
 from memctl.l4.manifest import ManifestRecord, append_records, iter_manifest, monthly_zips, records_in_zip
-from memctl.l4.staging import Candidate, FileSignature, Staged, stage, unique_name
+from memctl.l4.staging import Candidate, FileSignature, Staged, stage_ahead, unique_name
 from memctl.l4.zips import write_month_zip
 
 RAW_GLOB_PREFIX = "model_responses_"
@@ -219,11 +219,12 @@ def _run_candidates(layout, options, candidates, staging_dir, now, report, progr
     new_by_month: dict[str, list[tuple[Staged, ManifestRecord]]] = {}
     finishing: list[tuple[Staged, ManifestRecord, FileDecision]] = []
     archived_at = clock.iso(now)
-    for number, candidate in enumerate(candidates, start=1):
+    staging = stage_ahead(candidates, staging_dir, options.redact_patterns, options.zip_level)
+    for number, (candidate, pending) in enumerate(staging, start=1):
         if progress:
             progress(f"[{number}/{len(candidates)}] reading {candidate.path.name}")
         try:
-            staged = stage(candidate, staging_dir, options.redact_patterns, options.zip_level)
+            staged = pending.result()
         except (OSError, IntegrityError) as exc:
             report.decisions.append(FileDecision(str(candidate.path), "error", f"cannot read: {exc}"))
             continue
