@@ -71,6 +71,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "redaction": {
         "enabled": True,
         "extra_patterns": [],
+        "keep_secrets_at_rest": False,  # true: remember stores a secret as given (import and task save still redact)
     },
     "insight": {
         "max_lines": 30,

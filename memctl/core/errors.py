@@ -41,3 +41,7 @@ class IntegrityError(MemctlError):
 
 class UnsafePath(MemctlError):
     """A name would escape its folder, or a path is a symlink where a file was expected."""
+
+
+class WriteFailed(MemctlError):
+    """The disk refused a write (full, quota, I/O error); the file was put back as it was."""

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable
 
-from memctl.core import clock
+from memctl.core import clock, faults
 from memctl.l4.archive import Candidate, FileSignature, _PassThrough, stage, verify_new_zip
 from memctl.l4.codec import HEADER, decode_stream
 from memctl.core.config import Layout
@@ -32,9 +32,10 @@ MARK = b"[PURGED]"
 _CHUNK = 4 << 20
 
 
-def purge_l4(layout: Layout, needles: Iterable[bytes], mark: bytes = MARK) -> list[str]:
+def purge_l4(layout: Layout, needles: Iterable[bytes], mark: bytes = MARK, pending: list[str] | None = None) -> list[str]:
     """Remove every needle from all_histories.txt, the monthly zips and loose sessions.
-    Returns one line per file rewritten."""
+    Returns one line per file rewritten. With `pending`, a zip that cannot be read is noted
+    there (`path: why`) and the others are still scrubbed; the manifest is then not rebuilt."""
     needles = sorted({n for n in needles if n}, key=len, reverse=True)
     if not needles or not layout.l4_dir.is_dir():
         return []
@@ -42,19 +43,29 @@ def purge_l4(layout: Layout, needles: Iterable[bytes], mark: bytes = MARK) -> li
     if layout.histories.exists() and _replace_in_file(layout.histories, needles, mark):
         done.append(f"{layout.histories}: history lines scrubbed")
     zips_changed = False
+    faults.checkpoint("purge-history")
     for zip_path in monthly_zips(layout):
-        changed = _purge_zip(layout, zip_path, needles, mark)
+        try:
+            changed = _purge_zip(layout, zip_path, needles, mark)
+        except Exception as exc:  # one damaged zip must not keep the string in all the others
+            if pending is None:
+                raise
+            pending.append(f"{zip_path}: {str(exc) or type(exc).__name__}")
+            continue
+        faults.checkpoint("purge-zip")
         if changed:
             zips_changed = True
             done.append(f"{zip_path}: {len(changed)} sessions rewritten ({', '.join(changed)})")
-    if zips_changed:
+    if zips_changed and not pending:
         rebuild_from_zips(layout)
+        faults.checkpoint("purge-manifest")
         done.append(f"{layout.manifest}: rebuilt from the zips")
     for loose in sorted(layout.l4_dir.glob("*.txt")):
         if loose == layout.histories or loose.is_symlink():
             continue
         if _purge_loose_session(layout, loose, needles, mark):
             done.append(f"{loose}: session rewritten")
+            faults.checkpoint("purge-loose")
     return done
 
 
