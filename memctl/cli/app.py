@@ -79,6 +79,13 @@ def main(argv: Optional[list[str]] = None) -> None:
     except KeyboardInterrupt:
         render.error("interrupted")
         sys.exit(130)
+    except OSError as exc:
+        from memctl.core.fsutil import is_disk_error, write_failed
+
+        if debug or not is_disk_error(exc):
+            raise
+        render.error(str(write_failed(exc.filename or "the memory's disk", exc)))
+        sys.exit(EXIT_ERROR)
     except Exception as exc:  # a crash is exit 2 with one line, never exit 1 ("no match")
         if debug:
             raise

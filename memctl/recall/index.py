@@ -26,7 +26,8 @@ import sqlite3
 from pathlib import Path
 
 from memctl.core.config import Layout
-from memctl.core.fsutil import FILE_MODE, ensure_private_dir
+from memctl.core.errors import WriteFailed
+from memctl.core.fsutil import FILE_MODE, ensure_private_dir, sweep_stale_temp_files
 from memctl.recall.documents import IndexOptions
 from memctl.recall.refresh import Refresh, RefreshReport
 from memctl.recall.sources import file_signature, scan_sources
@@ -108,7 +109,13 @@ class SearchIndex:
 
     def rebuild(self) -> RefreshReport:
         with self._index_lock(wait=True):
-            return self._rebuild_locked()
+            try:
+                return self._rebuild_locked()
+            except sqlite3.OperationalError as exc:
+                if "full" not in str(exc):
+                    raise
+                raise WriteFailed(f"no space left on {self.path.parent}: the index was not rebuilt "
+                                  "(the old one, if any, is unchanged)") from None
 
     def _rebuild_locked(self) -> RefreshReport:
         import time
@@ -116,6 +123,7 @@ class SearchIndex:
         started = time.monotonic()
         ensure_private_dir(self.layout.state_dir)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        sweep_stale_temp_files(self.layout.state_dir, time.time(), (self.path.name,))  # killed rebuilds'
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         try:
