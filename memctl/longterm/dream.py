@@ -112,14 +112,16 @@ def run(settings: Settings, now: datetime, options: DreamOptions) -> DreamReport
     layout = settings.layout
     store = open_store(layout)
     run_id = f"d-{now.strftime('%Y%m%dT%H%M%S')}-{new_id('')[:6]}"
+    wait = max(options.lock_wait, DEFAULT_STEP_WAIT)
     with dream_lock(layout):
+        with writing(layout, wait, STEP_POLL):
+            pass  # a cut-off step finished first: its folded references must not be read again
         snapshot = store.active.snapshot()
         refs = load_refs(layout)
         history = recent_history(layout) if "consolidate" in options.ops else []
         first = plan(snapshot.entries, refs, settings, now, options.ops, history, options.summarizer)
         check_guard(first, settings, options.force)
         l5_before = first.l5_count
-        wait = max(options.lock_wait, DEFAULT_STEP_WAIT)
         with writing(layout, wait, STEP_POLL):
             store.append_log([{"run": run_id, "at": iso(now), "op": "start", "plan": first.counts(),
                                "refs_offset": [refs.offset_before, refs.offset_after]}])

@@ -23,12 +23,11 @@ from memctl.core.clock import iso
 from memctl.core.config import Layout, Settings
 from memctl.core.errors import LockBusy, MemctlError
 from memctl.core.fsutil import FILE_MODE, ensure_private_dir
-from memctl.longterm import journal
 from memctl.longterm.dream_plan import OPS, Change, Plan
-from memctl.longterm.dream_refs import Refs, fold, write_offset
-from memctl.longterm.entries import Row, Snapshot, rows_bytes
-from memctl.longterm.recovery import writing
-from memctl.longterm.store import JsonlEntryStore, bytes_digest, duplicate_ids, open_store
+from memctl.longterm.dream_refs import Refs, fold
+from memctl.longterm.entries import Row, Snapshot
+from memctl.longterm.recovery import journaled_rewrite, writing
+from memctl.longterm.store import JsonlEntryStore, duplicate_ids, open_store
 
 STEP_CHANGES = 1000  # changes applied per locked step (at least): keeps each lock hold short
 MAX_STEPS = 6
@@ -144,15 +143,10 @@ class Step:
         never a loss — then the offset."""
         new_rows, to_l6, records = _step_contents(self.store, rows, position, good, self.run_id, stamp, self.number)
         then = [] if self.offset is None else [{"do": "offset", "value": self.offset}]
-        intent = journal.begin(self.layout, "dream", f"{self.run_id}-{self.number}", {
-            "l5_after": bytes_digest(rows_bytes(new_rows)), "l6_length": self.store.archive.length(),
-            "log_length": self.store.log_length(), "then": then})
-        self.store.archive.append(to_l6)
-        self.store.append_log(records)
-        snapshot = self.store.active.rewrite(new_rows)
-        if self.offset is not None:
-            write_offset(self.layout, self.offset)
-        journal.end(intent)
+        with journaled_rewrite(self.layout, self.store, "dream", f"{self.run_id}-{self.number}", new_rows, then):
+            self.store.archive.append(to_l6)
+            self.store.append_log(records)
+            snapshot = self.store.active.rewrite(new_rows)
         return snapshot
 
 

@@ -18,10 +18,9 @@ from memctl.core.config import Settings
 from memctl.core.errors import NotFound, UsageError
 from memctl.longterm.dream_plan import OPS
 from memctl.longterm.dream_refs import read_offset
-from memctl.longterm import journal
-from memctl.longterm.entries import Row, new_id, rows_bytes
-from memctl.longterm.recovery import finish_steps, writing
-from memctl.longterm.store import JsonlEntryStore, bytes_digest, open_store
+from memctl.longterm.entries import Row, new_id
+from memctl.longterm.recovery import journaled_rewrite, writing
+from memctl.longterm.store import JsonlEntryStore, open_store
 
 
 @dataclass
@@ -58,12 +57,8 @@ def undo(settings: Settings, run_id: str, now: datetime, wait: float) -> UndoRep
         then.append({"do": "log", "record": {"run": undo_id, "at": iso(now), "op": "undo", "of": run_id,
                                              "changes": len(records), "conflicts": conflicts}})
         # L5 first, then the rest from the journal: a cut-off undo is finished by the next writer
-        intent = journal.begin(layout, "undo", undo_id, {"l5_after": bytes_digest(rows_bytes(rows)),
-                                                        "l6_length": store.archive.length(),
-                                                        "log_length": store.log_length(), "then": then})
-        store.active.rewrite(rows)
-        finish_steps(layout, store, then)
-        journal.end(intent)
+        with journaled_rewrite(layout, store, "undo", undo_id, rows, then):
+            store.active.rewrite(rows)
     return UndoReport(undo_id, run_id, len(records) - len(conflicts), conflicts)
 
 

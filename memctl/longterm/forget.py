@@ -16,10 +16,10 @@ from pathlib import Path
 from memctl.core.clock import iso
 from memctl.core.config import Settings
 from memctl.longterm.entries import Entry, content_hash, new_id
-from memctl.core.errors import NotFound, UsageError
+from memctl.core.errors import NotFound, UsageError, WriteFailed
 from memctl.longterm import journal, purge_steps
 from memctl.longterm.policies import merge_key
-from memctl.longterm.recovery import writing
+from memctl.longterm.recovery import journaled_rewrite, writing
 from memctl.longterm.store import open_store, refuse_duplicates
 
 FORGOTTEN = "forgotten"
@@ -85,12 +85,14 @@ def apply_forget(settings: Settings, plan: ForgetPlan, now: datetime, lock_wait:
         moving.sort(key=lambda e: [x.id for x in plan.entries].index(e.id))
         gone = [replace(e, left_at=stamp, reason=FORGOTTEN, note=plan.reason, run=run) for e in moving]
         if gone:
-            store.archive.append(gone)
             ids = {e.id for e in gone}
-            store.active.rewrite([r for r in snapshot.rows if r.entry is None or r.entry.id not in ids])
-            store.append_log([{"run": run, "at": stamp, "op": "forget", "ids": [e.id],
-                              "before": e.to_dict(), "after": None, "reason": plan.reason or FORGOTTEN}
-                             for e in moving])
+            kept = [r for r in snapshot.rows if r.entry is None or r.entry.id not in ids]
+            with journaled_rewrite(layout, store, "forget", run, kept):
+                store.archive.append(gone)
+                store.append_log([{"run": run, "at": stamp, "op": "forget", "ids": [e.id],
+                                  "before": e.to_dict(), "after": None, "reason": plan.reason or FORGOTTEN}
+                                 for e in moving])
+                store.active.rewrite(kept)
     return ForgetResult(run, [e.id for e in moving], sorted(wanted - {e.id for e in moving}))
 
 
@@ -118,9 +120,14 @@ def restore(settings: Settings, entry_id: str, now: datetime, lock_wait: float) 
                     f"{clash.id} is the active {entry.type} for topic {entry.topic!r}; "
                     f"forget it first, then restore {entry_id}"
                 )
-        store.active.append([entry])
+        log_length = store.log_length()
         store.append_log([{"run": "r-" + new_id(""), "at": iso(now), "op": "restore", "ids": [entry_id],
                            "before": None, "after": entry.to_dict(), "reason": f"restored from {last.reason}"}])
+        try:
+            store.active.append([entry])
+        except WriteFailed:
+            store.cut_log_back(log_length)  # nothing was restored: the log must not say so
+            raise
     return entry
 
 

@@ -16,13 +16,16 @@ import time
 from typing import Iterator
 
 from memctl.core.config import Layout
+from memctl.core.errors import WriteFailed
 from memctl.core.fsutil import WriterLock, sweep_stale_temp_files
 from memctl.core.jsonl import torn_dir
 from memctl.longterm import journal, purge_steps
 from memctl.longterm.dream_refs import write_offset
-from memctl.longterm.store import JsonlEntryStore, open_store
+from memctl.longterm.entries import Row, rows_bytes
+from memctl.longterm.store import JsonlEntryStore, bytes_digest, open_store
 
 ROOT_FILES = ("long_term.jsonl", "archive.jsonl", "dream_log.jsonl")
+REWRITE_KINDS = ("dream", "undo", "forget", "supersede")
 STATE_FILES = ("refs.offset",)
 
 
@@ -61,12 +64,38 @@ def _finish(layout: Layout, store: JsonlEntryStore, path, record: dict, retry_pe
         outcome = purge_steps.run(layout, record, path)
         state = "still pending" if outcome.pending else "completed"
         return [f"purge {record.get('run')}: {state}"]
-    if kind in ("dream", "undo"):
+    if kind in REWRITE_KINDS:
         return [_finish_rewrite(layout, store, path, record)]
     if kind == "import":
         journal.end(path)
         return [f"import {record.get('name')}: closed"]
     return []
+
+
+@contextlib.contextmanager
+def journaled_rewrite(layout: Layout, store: JsonlEntryStore, kind: str, name: str, new_rows: list[Row],
+                      then: list[dict] | None = None) -> Iterator[None]:
+    """Around a change that appends to L6 and the log and then rewrites L5 as `new_rows`: its
+    intent is journaled first, the `then` steps run after it, and the journal goes last. A full
+    disk before L5 was rewritten cuts the appends back (nothing was written); after, the
+    journal stays for the next writer to finish."""
+    record = {"l5_after": bytes_digest(rows_bytes(new_rows)), "l6_length": store.archive.length(),
+              "log_length": store.log_length(), "then": list(then or [])}
+    path = journal.begin(layout, kind, name, record)
+    try:
+        yield
+        finish_steps(layout, store, record["then"])
+    except WriteFailed:
+        if store.active.digest() != record["l5_after"]:
+            _roll_back(store, path, record)
+        raise
+    journal.end(path)
+
+
+def _roll_back(store: JsonlEntryStore, path, record: dict) -> None:
+    store.archive.cut_back(int(record.get("l6_length", 0)))
+    store.cut_log_back(int(record.get("log_length", 0)))
+    journal.end(path)
 
 
 def _finish_rewrite(layout: Layout, store: JsonlEntryStore, path, record: dict) -> str:
@@ -76,9 +105,7 @@ def _finish_rewrite(layout: Layout, store: JsonlEntryStore, path, record: dict) 
         finish_steps(layout, store, record.get("then") or [])
         journal.end(path)
         return f"{name}: completed"
-    store.archive.cut_back(int(record.get("l6_length", 0)))
-    store.cut_log_back(int(record.get("log_length", 0)))
-    journal.end(path)
+    _roll_back(store, path, record)
     return f"{name}: rolled back"
 
 

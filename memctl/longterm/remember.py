@@ -18,7 +18,7 @@ from memctl.core.config import Settings
 from memctl.longterm.entries import Entry, content_hash, new_id
 from memctl.core.errors import MemctlError, UsageError
 from memctl.longterm.policies import best_match, merge_key, near_duplicate, normalize, policy_for, similarity_threshold
-from memctl.longterm.recovery import writing
+from memctl.longterm.recovery import journaled_rewrite, writing
 from memctl.longterm.store import StoreRead, JsonlEntryStore, open_store, refuse_duplicates
 
 ADDED = "added"
@@ -152,9 +152,10 @@ def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
         if current is not None:
             entry.supersedes = [current.id]
             gone = replace(current, left_at=stamp, reason=SUPERSEDED, note=f"superseded by {entry.id}", run="")
-            store.archive.append([gone])
             kept = [r for r in rows if r.entry is None or r.entry.id != current.id] + [store.row_for(entry)]
-            store.active.rewrite(kept)
+            with journaled_rewrite(settings.layout, store, "supersede", entry.id, kept):
+                store.archive.append([gone])
+                store.active.rewrite(kept)
             return RememberResult(SUPERSEDED, entry, current, None, len(kept), len(kept) >= threshold)
     else:
         pairs = active.texts_of_type(request.type)

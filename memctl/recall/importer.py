@@ -12,6 +12,7 @@ input's sha256, in `.memctl/imports.jsonl`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections import Counter
@@ -21,7 +22,7 @@ from typing import Iterable
 
 from memctl.core import clock
 from memctl.core.config import Layout
-from memctl.core.errors import UsageError
+from memctl.core.errors import UsageError, WriteFailed
 from memctl.core.jsonl import append_lines, torn_dir
 from memctl.core.redact import redact
 from memctl.longterm import journal
@@ -107,7 +108,9 @@ def import_lines(layout: Layout, lines: Iterable[bytes], layer: str = "L6", defa
         intent = journal.begin(layout, "import", name[:16], {"layer": layer, "ids": len(fresh)})
         target.append(fresh)
         record = {"sha256": name, "layer": layer, "at": clock.iso(), "imported": len(fresh), "already": report.already}
-        append_lines(imports_journal(layout), (json.dumps(record) + "\n").encode("ascii"), torn_dir(layout.state_dir))
+        with contextlib.suppress(WriteFailed):  # the entries are in: a full disk only costs this note
+            append_lines(imports_journal(layout), (json.dumps(record) + "\n").encode("ascii"),
+                         torn_dir(layout.state_dir))
         journal.end(intent)
     report.imported = len(fresh)
     report.ids = [e.id for e in fresh]
