@@ -6,16 +6,20 @@ then the same command again, then `verify --repair` and `verify` (exit 0), then:
 entry acknowledged before the fault and the rerun's entry are present exactly once, every
 JSON line parses (torn fragments are in .memctl/torn/), and search finds the new fact.
 
-`archive` is not here: its writes (zips through zipfile, the manifest and history through
-`append_durably`) do not go through the hooked writes without editing memctl/l4; its kill
-points are covered by MEMCTL_FAULT_AFTER in test_archive_safety.py.
+For `archive` the hooked writes are the history and manifest appends (`append_durably`) and
+the atomic writes; its zips are written by zipfile, whose kill points MEMCTL_FAULT_AFTER
+covers in test_archive_safety.py.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import random
+import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from datetime import datetime
 from typing import Callable
 
 import pytest
@@ -23,6 +27,7 @@ import pytest
 from durability_helpers import (ENV, OLD, entry, every_line_parses, fresh_copy, l5, l6, lines_of, one_line,
                                 present_once, repaired_and_verified, seed, texts_in_l5)
 from memctl.core.config import init_root
+from memctl.l4 import loggen
 from memctl.longterm.refs import record_refs
 
 MAX_WRITES = 40  # far more than any command here makes: a loop that does not end is a failure
@@ -36,7 +41,7 @@ class Scenario:
     args: Callable  # context -> the command's arguments
     check: Callable  # (run, root, context, rerun) -> entries checked
     done_already: tuple[bytes, ...] = ()  # a rerun's exit-2 message meaning "it was done"
-    input: Callable = field(default=lambda context: None)
+    env: dict = field(default_factory=lambda: dict(ENV))
 
 
 def _remember(run, root, text, *args) -> str:
@@ -52,8 +57,8 @@ def _base(run, root) -> dict:
     return {"ack": {_remember(run, root, text, *args): text for text, args in facts.items()}}
 
 
-def _found(run, root, query: str, text: str) -> None:
-    hits = run("search", query, "--layers", "L5,L6", root=root)
+def _found(run, root, query: str, text: str, layers: str = "L5,L6") -> None:
+    hits = run("search", query, "--layers", layers, root=root)
     assert hits.returncode == 0 and text.encode() in hits.stdout, (query, hits.stdout, hits.stderr)
 
 
@@ -222,6 +227,40 @@ def check_task(run, root, context, rerun) -> int:
     return present_once(root, {**context["ack"], cases[0]["id"]: cases[0]["text"]})
 
 
+# --- archive
+
+
+def build_archive(run, root) -> dict:
+    assert run("init", root=root).returncode == 0
+    raw_dir = root.parent / "temp" / "model_responses"
+    raw_dir.mkdir(parents=True)
+    rng = random.Random(5)
+    originals = {}
+    for number, day in enumerate((3, 4), start=1):
+        data = loggen.format_a(datetime(2026, 4, day, 9, 0), 4, rng, 300, request=f"rotate the keys of bk-0{day}")
+        path = raw_dir / f"model_responses_{number}.txt"
+        path.write_text(data)
+        old = time.time() - 3 * 86400
+        os.utime(path, (old, old))
+        originals[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return {"ack": {}, "originals": originals}
+
+
+def check_archive(run, root, context, rerun) -> int:
+    records = {r["sha256"]: r for r in lines_of(root / "L4_raw_sessions" / "manifest.jsonl")}
+    raw_dir = root.parent / "temp" / "model_responses"
+    for name, sha in context["originals"].items():
+        if (raw_dir / name).exists():
+            assert hashlib.sha256((raw_dir / name).read_bytes()).hexdigest() == sha
+            continue
+        assert sha in records, f"{name} is neither raw nor archived"
+        shown = run("show", "--raw", records[sha]["name"], root=root)
+        assert shown.returncode == 0 and hashlib.sha256(shown.stdout).hexdigest() == sha
+    assert len(records) == len(context["originals"])
+    _found(run, root, "rotate keys bk-04", "bk-04", "L4")
+    return len(records)
+
+
 SCENARIOS = [
     Scenario("remember", _base, lambda c: ["remember", NEW_FACT, "-t", "event"], check_remember),
     Scenario("supersede", build_supersede, lambda c: ["remember", "editor is helix", "-t", "preference", "--topic",
@@ -232,19 +271,25 @@ SCENARIOS = [
     Scenario("dream", build_dream, lambda c: ["dream", "--force"], check_dream),
     Scenario("undo", build_undo, lambda c: ["dream", "--undo", c["run"]], check_undo, (b"already undone",)),
     Scenario("task-done", build_task, lambda c: ["task", "done", "rotate-keys"], check_task, (b"no task",)),
+    Scenario("archive", build_archive, lambda c: ["archive", "--keep-newest", "0"], check_archive, env={}),
 ]
 
 
 @pytest.mark.parametrize("kind", ["torn", "enospc"])
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
-def test_every_cut_write_of_a_command_loses_nothing(run, tmp_path, scenario, kind):
+def test_every_cut_write_of_a_command_loses_nothing(run, tmp_path, scenario, kind, request):
+    if (scenario.name, kind) == ("archive", "torn"):
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "memctl/l4 appends all_histories.txt with append_durably: the rerun glues its block onto "
+            "the torn one (verify: history not valid UTF-8); l4 should cut a torn tail the way "
+            "memctl.core.jsonl does - left to the L4 rewrite")))
     base = tmp_path / "base"
-    context = scenario.build(run, base)
+    context = scenario.build(run, base / "memory")
     args = scenario.args(context)
     faults = checked = 0
     for number in range(1, MAX_WRITES + 1):
-        root = fresh_copy(base, tmp_path / f"{kind}-{number}")
-        hit = run(*args, root=root, env={**ENV, "MEMCTL_FAULT_WRITE": f"{number}:{kind}"})
+        root = fresh_copy(base, tmp_path / f"{kind}-{number}") / "memory"
+        hit = run(*args, root=root, env={**scenario.env, "MEMCTL_FAULT_WRITE": f"{number}:{kind}"})
         if hit.returncode == 0:
             break  # the command makes fewer writes than this
         faults += 1
@@ -253,7 +298,7 @@ def test_every_cut_write_of_a_command_loses_nothing(run, tmp_path, scenario, kin
         else:
             assert hit.returncode == 2, (number, hit.stderr)
             assert "nothing was written" in one_line(hit.stderr)
-        rerun = run(*args, root=root, env=ENV)
+        rerun = run(*args, root=root, env=scenario.env)
         assert rerun.returncode == 0 or (rerun.returncode == 2 and any(m in rerun.stderr for m in scenario.done_already)), \
             (number, rerun.returncode, rerun.stderr)
         if rerun.returncode != 0:

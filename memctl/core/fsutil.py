@@ -126,10 +126,7 @@ def append_durably(dest: Path, data: bytes) -> None:
     """Append one complete record with a single write(), then fsync (history, logs)."""
     fd = os.open(dest, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
     try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
+        write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)

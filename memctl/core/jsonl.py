@@ -11,6 +11,12 @@ the file safely, so it starts on a fresh line instead.
 
 Readers use `split_torn`: a last line without its newline is torn, never parsed as a record.
 Kept free of json, typing and dataclasses: the search path appends references through it.
+
+Callers: the entry store (L5, L6, the dream log), the import journal, the reference log
+(`append_unlocked`). Not yet the L4 manifest: `memctl.l4.manifest.append_records` should call
+`append_lines(layout.manifest, payload, torn_dir(layout.state_dir))` in place of its
+`_ensure_ends_with_newline` + `append_durably` (which keeps the torn line in the file, as an
+unparseable line, rather than aside); left to the L4 rewrite, as is `all_histories.txt`.
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from memctl.core.fsutil import atomic_write_bytes
-from memctl.core.jsonl import append_lines, split_torn
+from memctl.core.config import STATE_DIR
+from memctl.core.jsonl import append_lines, split_torn, torn_dir
 
 
 @dataclass
@@ -111,12 +112,12 @@ def load_entries(path: Path) -> list[Entry]:
     return list(iter_entries(path))
 
 
-def append_entries(path: Path, entries: Iterable[Entry], quarantine: Path) -> int:
+def append_entries(path: Path, entries: Iterable[Entry], quarantine: Path | None = None) -> int:
     """Append entries with one durable write (the caller holds the writer lock); a torn last
-    line is moved to `quarantine` first (memctl.core.jsonl)."""
+    line is moved to `quarantine` first (memctl.core.jsonl; default: the root's .memctl/torn/)."""
     payload = b"".join(entry_line(e) for e in entries)
     if payload:
-        append_lines(Path(path), payload, quarantine)
+        append_lines(Path(path), payload, quarantine or torn_dir(Path(path).parent / STATE_DIR))
     return payload.count(b"\n")
 
 

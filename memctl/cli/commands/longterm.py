@@ -193,8 +193,10 @@ def _print_purge(result) -> None:
         render.message(note)
     for entry_id in result.ids:
         render.line(entry_id)
-    if result.ids or not result.settled:
+    if result.ids or result.files:
         render.message(f"purged {len(result.ids)} entries (run {result.run}); rewrote {len(result.files)} files")
+    elif not result.settled:
+        render.message("nothing left to purge: already purged")
     for note in result.l4:
         render.message(note)
     for note in result.pending:
