@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from memctl import loggen  # noqa: E402
+from memctl.l4 import loggen  # noqa: E402
 
 MB = 1 << 20
 

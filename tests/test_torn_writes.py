@@ -347,7 +347,7 @@ def test_verify_repair_quarantines_unparseable_lines_and_reports_it(run, root):
     path = root / "long_term.jsonl"
     path.write_bytes(path.read_bytes() + b"{not json}\n" + b'{"id": "x"}\n')
     (root / ".long_term.jsonl.abc123.tmp").write_bytes(b"half a rewrite")
-    assert run("verify", root=root).returncode == 2
+    assert run("verify", root=root).returncode == 3  # an integrity error
     repaired = run("verify", "--repair", root=root)
     assert repaired.returncode == 0, repaired.stderr
     assert b"2 unparseable lines" in repaired.stderr and b"temp file" in repaired.stderr

@@ -2,21 +2,33 @@
 
 The recipes are borg's SaveFile and restic's local backend (conventions.md §6): a temp file
 in the destination folder, fsync, rename, fsync of the folder; the temp file is removed on
-any failure. The lock is a kernel `flock` on `.memctl/lock`, released by the kernel when the
-process dies, so a killed run never leaves a stale lock behind.
+any failure. The lock is a kernel lock on `.memctl/lock`, released by the kernel when the
+process dies, so a killed run never leaves a stale lock behind: `flock` on POSIX,
+`msvcrt.locking` of the file's first byte on Windows. This is the only module that imports
+`fcntl` or `msvcrt`.
+
+Portability: where a POSIX-only step does not exist it is skipped, never faked —
+`O_NOFOLLOW` (Windows: symlinks need privileges to create, and `is_symlink` checks remain),
+directory fsync (Windows cannot open a folder; NTFS journals the rename itself) and
+permission bits (Windows has ACLs; `set_mode` does nothing there).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import time
 from pathlib import Path
 
 from memctl.core import faults
-from memctl.core.errors import LockBusy, UnsafePath, WriteFailed
+from memctl.core.errors import LockBusy, ReadOnly, UnsafePath, WriteFailed
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+
 
 TYPE_CHECKING = False  # typing costs ~7 ms to import, paid by every search
 if TYPE_CHECKING:
@@ -25,9 +37,19 @@ if TYPE_CHECKING:
 TMP_SUFFIX = ".tmp"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # 0 where it does not exist (Windows)
+POSIX_MODES = os.name != "nt"
+
+
+def set_mode(path: Path, mode: int) -> None:
+    """chmod on POSIX; nothing on Windows, where os.chmod can only toggle read-only."""
+    if POSIX_MODES:
+        os.chmod(path, mode)
 
 
 def fsync_dir(path: Path) -> None:
+    if not hasattr(os, "O_DIRECTORY"):  # Windows cannot open a folder to fsync it
+        return
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -72,7 +94,7 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-_DISK_ERRORS = {errno.ENOSPC: "no space left on", errno.EDQUOT: "disk quota exceeded on",
+_DISK_ERRORS = {errno.ENOSPC: "no space left on", getattr(errno, "EDQUOT", errno.ENOSPC): "disk quota exceeded on",
                 errno.EIO: "input/output error writing", errno.EROFS: "read-only file system:",
                 errno.EFBIG: "file too large:"}
 
@@ -102,7 +124,7 @@ def atomic_writer(dest: Path, mode: int = FILE_MODE) -> Iterator[object]:
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.chmod(tmp, mode)
+        set_mode(tmp, mode)
         os.replace(tmp, dest)
         fsync_dir(folder)
     except BaseException as exc:
@@ -124,7 +146,7 @@ def atomic_write_text(dest: Path, text: str, mode: int = FILE_MODE) -> None:
 
 def append_durably(dest: Path, data: bytes) -> None:
     """Append one complete record with a single write(), then fsync (history, logs)."""
-    fd = os.open(dest, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+    fd = os.open(dest, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
     try:
         write_all(fd, data)
         os.fsync(fd)
@@ -163,13 +185,67 @@ def safe_child(folder: Path, name: str) -> Path:
 def read_bytes_nofollow(path: Path) -> bytes:
     """Read a file's bytes, refusing to follow a symlink."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | NOFOLLOW)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise UnsafePath(f"{path} is a symlink; memctl does not follow links in the memory") from None
         raise
     with os.fdopen(fd, "rb") as handle:
         return handle.read()
+
+
+def try_lock(fd: int, wait: bool = False, poll: float = 0.05) -> bool:
+    """Take the exclusive lock on an open lock file; False if another process holds it."""
+    if fcntl is not None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            return True
+        except BlockingIOError:
+            return False
+    while True:
+        if _msvcrt_try_lock(fd):
+            return True
+        if not wait:
+            return False
+        time.sleep(poll)
+
+
+def unlock(fd: int) -> None:
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return
+    import msvcrt
+
+    os.lseek(fd, 0, os.SEEK_SET)
+    msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+
+
+def _msvcrt_try_lock(fd: int) -> bool:
+    try:
+        import msvcrt
+    except ImportError:
+        raise LockBusy("this platform offers neither fcntl nor msvcrt file locks; memctl cannot "
+                       "keep two writers apart here") from None
+    os.lseek(fd, 0, os.SEEK_SET)  # msvcrt locks bytes from the current position
+    try:
+        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        return True
+    except OSError:  # EACCES / EDEADLOCK: another process holds the byte
+        return False
+
+
+def open_lock_file(path: Path) -> int:
+    """Open (creating) a lock file; a folder this process may not write is one clear error."""
+    try:
+        ensure_private_dir(Path(path).parent)
+        return os.open(path, os.O_RDWR | os.O_CREAT | NOFOLLOW, FILE_MODE)
+    except PermissionError:
+        raise ReadOnly(f"cannot write to {Path(path).parent}: permission denied "
+                       "(a read-only memory can be searched, not changed)") from None
+    except OSError as exc:
+        if exc.errno == errno.EROFS:
+            raise ReadOnly(f"cannot write to {Path(path).parent}: read-only file system") from None
+        raise
 
 
 class WriterLock:
@@ -182,30 +258,26 @@ class WriterLock:
         self._fd: int | None = None
 
     def acquire(self) -> "WriterLock":
-        ensure_private_dir(self.lock_path.parent)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+        fd = open_lock_file(self.lock_path)
         deadline = time.monotonic() + max(self.wait_seconds, 0.0)
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    holder = _read_holder(fd)
-                    os.close(fd)
-                    raise LockBusy(
-                        f"lock busy: another memctl is writing to this memory{holder}; "
-                        "retry later or pass --wait SECONDS"
-                    ) from None
-                time.sleep(self.poll)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        while not try_lock(fd):
+            if time.monotonic() >= deadline:
+                holder = _read_holder(fd)
+                os.close(fd)
+                raise LockBusy(
+                    f"lock busy: another memctl is writing to this memory{holder}; "
+                    "retry later or pass --wait SECONDS"
+                )
+            time.sleep(self.poll)
+        if fcntl is not None:  # under msvcrt the locked byte cannot hold the pid
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
         return self
 
     def release(self) -> None:
         if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            unlock(self._fd)
             os.close(self._fd)
             self._fd = None
 
@@ -219,6 +291,6 @@ class WriterLock:
 def _read_holder(fd: int) -> str:
     try:
         text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-    except OSError:
+    except (OSError, AttributeError):  # no os.pread on Windows
         return ""
     return f" (pid {text})" if text.isdigit() else ""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import zipfile
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -33,9 +33,11 @@ class ManifestRecord:
     entries: int = 0
     continues: str = ""
     purged: str = ""  # when `forget --purge` rewrote the session (its sha256 is then the new bytes')
+    origin: str = ""  # "genericagent": adopted from GenericAgent's own archive (adopt.py), no raw bytes
 
     def to_json(self) -> str:
-        data = {k: v for k, v in asdict(self).items() if v != "" or k in ("start", "end")}
+        optional = {f.name for f in fields(self) if f.default is not MISSING}
+        data = {k: v for k, v in asdict(self).items() if v != "" or k not in optional}
         return json.dumps(data, ensure_ascii=False, sort_keys=False)
 
     @classmethod

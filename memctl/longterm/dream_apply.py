@@ -11,7 +11,6 @@ which is what `memctl.longterm.dream_undo` puts back.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import math
 import os
 import time
@@ -22,7 +21,7 @@ from typing import Iterator
 from memctl.core.clock import iso
 from memctl.core.config import Layout, Settings
 from memctl.core.errors import LockBusy, MemctlError
-from memctl.core.fsutil import FILE_MODE, ensure_private_dir
+from memctl.core.fsutil import open_lock_file, try_lock
 from memctl.longterm.dream_plan import OPS, Change, Plan
 from memctl.longterm.dream_refs import Refs, fold
 from memctl.longterm.entries import Row, Snapshot
@@ -56,13 +55,10 @@ def check_guard(plan_: Plan, settings: Settings, force: bool) -> None:
 @contextlib.contextmanager
 def dream_lock(layout: Layout) -> Iterator[None]:
     """Only one dream at a time (separate from the writer lock, which it takes in short steps)."""
-    ensure_private_dir(layout.state_dir)
-    fd = os.open(layout.state_dir / "dream.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+    fd = open_lock_file(layout.state_dir / "dream.lock")
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise LockBusy("another memctl dream is running on this memory; retry later") from None
+        if not try_lock(fd):
+            raise LockBusy("another memctl dream is running on this memory; retry later")
         yield
     finally:
         os.close(fd)

@@ -184,5 +184,16 @@ def _plan_purge(store, ids: list[str], strings: list[str]) -> tuple[dict[str, st
     return hashes, needles
 
 
+def files_a_purge_would_scrub(settings: Settings, ids: list[str], strings: list[str]) -> list[str]:
+    """The files (and archived sessions) `purge` of these entries and strings would rewrite."""
+    from memctl.l4.purge_preview import files_holding
+
+    store = open_store(settings.layout)
+    wanted = set(ids)
+    texts = [e.text for part in (store.active, store.archive) for e in part.iter() if e.id in wanted]
+    needles = [n for n in purge_steps.needles_of(texts + strings) if len(n) >= MIN_L4_NEEDLE]
+    return files_holding(settings.layout, needles)
+
+
 def _still_pending(layout) -> list[str]:
     return [line for _, record in journal.pending(layout, "purge") for line in record.get("pending", [])]

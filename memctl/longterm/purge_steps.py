@@ -155,12 +155,12 @@ def _purge_l4(layout: Layout, needles: list[bytes], pending: list[str], resumed:
     """History, archived sessions (zips rebuilt, verified, renamed; manifest rebuilt), loose
     sessions: memctl.l4.purge, the L4 module's own purge. A resumed purge rebuilds the manifest
     whatever it finds, in case the cut-off run renamed a zip and died before doing so."""
-    from memctl.l4.manifest import monthly_zips, rebuild_from_zips
-    from memctl.l4.purge import MARK, purge_l4
+    from memctl.l4.manifest import monthly_zips
+    from memctl.l4.purge import MARK, purge_l4, rebuild_manifest
 
     done = purge_l4(layout, [n for n in needles if len(n) >= MIN_L4_NEEDLE], MARK, pending)
     if resumed and not pending and monthly_zips(layout):
-        rebuild_from_zips(layout)
+        rebuild_manifest(layout)
     return done
 
 

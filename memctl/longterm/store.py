@@ -283,9 +283,11 @@ def _cut_back(path: Path, length: int) -> bool:
     """Truncate to `length` if the file is longer (what was appended after it goes)."""
     import os
 
+    from memctl.core.fsutil import NOFOLLOW
+
     if _length(path) <= length:
         return False
-    fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+    fd = os.open(path, os.O_RDWR | NOFOLLOW)
     try:
         os.ftruncate(fd, length)
         os.fsync(fd)

@@ -20,14 +20,13 @@ This module keeps the public API the rest of memctl imports: `SearchIndex`, `Ind
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import sqlite3
 from pathlib import Path
 
 from memctl.core.config import Layout
 from memctl.core.errors import WriteFailed
-from memctl.core.fsutil import FILE_MODE, ensure_private_dir, sweep_stale_temp_files
+from memctl.core.fsutil import FILE_MODE, NOFOLLOW, ensure_private_dir, set_mode, sweep_stale_temp_files, try_lock
 from memctl.recall.documents import IndexOptions
 from memctl.recall.refresh import Refresh, RefreshReport
 from memctl.recall.sources import file_signature, scan_sources
@@ -69,15 +68,10 @@ class SearchIndex:
     @contextlib.contextmanager
     def _index_lock(self, wait: bool) -> Iterator[bool]:
         """The index's own lock: one refresher at a time; searches never wait for a refresher."""
-        ensure_private_dir(self.layout.state_dir)
-        fd = os.open(self.layout.state_dir / "index.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+        ensure_private_dir(self.path.parent)
+        fd = os.open(self.path.parent / "index.lock", os.O_RDWR | os.O_CREAT | NOFOLLOW, FILE_MODE)
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-                got = True
-            except BlockingIOError:
-                got = False
-            yield got
+            yield try_lock(fd, wait)
         finally:
             os.close(fd)
 
@@ -121,7 +115,7 @@ class SearchIndex:
         import time
 
         started = time.monotonic()
-        ensure_private_dir(self.layout.state_dir)
+        ensure_private_dir(self.path.parent)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         sweep_stale_temp_files(self.layout.state_dir, time.time(), (self.path.name,))  # killed rebuilds'
         with contextlib.suppress(FileNotFoundError):
@@ -138,7 +132,7 @@ class SearchIndex:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
             raise
-        os.chmod(tmp, FILE_MODE)
+        set_mode(tmp, FILE_MODE)
         for leftover in (self.path.with_name(self.path.name + "-journal"), self.path.with_name(self.path.name + "-wal")):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()

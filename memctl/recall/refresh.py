@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from memctl.core.config import Layout
+from memctl.core.fsutil import NOFOLLOW
 from memctl.recall.documents import history_docs, jsonl_docs, l2_docs, l3_docs, manifest_dates, session_docs
 from memctl.recall.sources import FEW_SOURCES_KINDS, L3_MAX_BYTES, Source, file_signature, scan_sources
 from memctl.recall.text import Tokenizer
@@ -255,7 +256,7 @@ class Refresh:
 
 
 def _read_file(path: Path) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    fd = os.open(path, os.O_RDONLY | NOFOLLOW)
     with os.fdopen(fd, "rb") as handle:
         return handle.read()
 

@@ -247,7 +247,7 @@ def make_snippet(text: str, query: str, terms: Sequence[str]) -> str:
 def record_references(layout: Layout, hits: Iterable[Hit]) -> None:
     """One line per L5 hit in .memctl/refs.log: `ISO-time<TAB>entry-id` (lock-free append)."""
     ids = [h.item_id for h in hits if h.layer == "L5" and h.item_id]
-    if not ids or not layout.state_dir.is_dir():
+    if not ids or not layout.state_writable():
         return
     try:
         record_refs(layout.refs_log, ids, clock.iso())

@@ -19,22 +19,22 @@ def find_item(layout: Layout, ref: str) -> Item | None:
     (then it may be a session name, which the L4 module resolves)."""
     import json
 
-    from memctl.longterm.entries import iter_entries
     from memctl.core.errors import NotFound
     from memctl.core.redact import redact
+    from memctl.longterm.store import open_store
 
     layer, _, key = ref.partition(":")
     if layer in ("L5", "L6") or not key:
-        stores = {"L5": [layout.long_term], "L6": [layout.cold_archive]}.get(layer, [layout.long_term,
-                                                                                   layout.cold_archive])
+        store = open_store(layout)
+        parts = {"L5": [("L5", store.active)], "L6": [("L6", store.archive)]}.get(
+            layer, [("L5", store.active), ("L6", store.archive)])
         wanted = key if key else ref
-        for number, path in enumerate(stores):
+        for name, part in parts:
             found = None
-            for entry in iter_entries(path):
+            for entry in part.iter():
                 if entry.id == wanted:
                     found = entry  # L6 may hold an id more than once: its last line is its state
             if found is not None:
-                name = layer if key else ("L5" if path == layout.long_term else "L6")
                 return Item(name, wanted, json.dumps(found.to_dict(), ensure_ascii=False))
         if key:
             raise NotFound(f"no entry {wanted!r} in {layer}")

@@ -153,7 +153,7 @@ def _print_forget_plan(plan, json_out: bool) -> None:
 
 
 def _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn) -> None:
-    from memctl.longterm.forget import matching
+    from memctl.longterm.forget import files_a_purge_would_scrub, matching
     from memctl.longterm.store import open_store
 
     if not ids and not match:
@@ -169,11 +169,14 @@ def _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn)
         targets += [e.id for e in matching(store.archive.entries(), match)]
         targets = list(dict.fromkeys(targets))
     if dry_run or not yes:
+        scrub = files_a_purge_would_scrub(settings, targets, strings)
         if json_out:
-            render.json_line({"would_purge": targets, "strings": len(strings)})
+            render.json_line({"would_purge": targets, "strings": len(strings), "would_scrub": scrub})
         else:
             for entry_id in targets:
                 render.line(f"would purge: {entry_id}")
+            for where in scrub:
+                render.line(f"would scrub: {where}")
             if not dry_run:
                 render.message("purge is irreversible; rerun with --yes to erase the text everywhere")
         return
