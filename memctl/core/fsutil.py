@@ -145,11 +145,20 @@ def atomic_write_text(dest: Path, text: str, mode: int = FILE_MODE) -> None:
 
 
 def append_durably(dest: Path, data: bytes) -> None:
-    """Append one complete record with a single write(), then fsync (history, logs)."""
+    """Append one complete record with a single write(), then fsync (history, logs); on a full
+    disk the file is cut back to its length and WriteFailed raised."""
     fd = os.open(dest, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
     try:
-        write_all(fd, data)
-        os.fsync(fd)
+        start = os.fstat(fd).st_size
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        except OSError as exc:  # a full disk: cut back what part of the record went in
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, start)
+            if is_disk_error(exc):
+                raise write_failed(dest, exc) from None
+            raise
     finally:
         os.close(fd)
 
