@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from memctl.core.config import Layout
 from memctl.longterm.entries import Entry
+from memctl.longterm.recovery import settle
 from memctl.longterm.store import open_store
 from memctl.core.errors import NotFound, UsageError
 from memctl.core.fsutil import atomic_write_text, ensure_private_dir, read_bytes_nofollow
@@ -203,6 +204,7 @@ def done(layout: Layout, task_id: str, now: str, topic: str | None = None) -> En
     """
     task = show(layout, task_id)
     entry = case_entry(task, now, topic)
+    settle(layout)  # torn lines and cut-off operations first: the check below must see L5 whole
     store = open_store(layout)
     if entry.id not in store.active.ids():
         store.active.append([entry])

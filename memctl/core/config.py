@@ -71,6 +71,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "redaction": {
         "enabled": True,
         "extra_patterns": [],
+        "keep_secrets_at_rest": False,  # true: remember stores a secret as given (import and task save still redact)
     },
     "compose": {
         "budget": 1500,  # tokens of the recalled-memory block (compose, the GenericAgent plugin)

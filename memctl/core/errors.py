@@ -43,6 +43,10 @@ class UnsafePath(MemctlError):
     """A name would escape its folder, or a path is a symlink where a file was expected."""
 
 
+class WriteFailed(MemctlError):
+    """The disk refused a write (full, quota, I/O error); the file was put back as it was."""
+
+
 class NotAMemory(MemctlError):
     """The root names no memory folder (no memctl.toml, no GenericAgent layout)."""
 

@@ -21,7 +21,8 @@ import os
 import time
 from pathlib import Path
 
-from memctl.core.errors import LockBusy, ReadOnly, UnsafePath
+from memctl.core import faults
+from memctl.core.errors import LockBusy, ReadOnly, UnsafePath, WriteFailed
 
 try:
     import fcntl
@@ -68,9 +69,49 @@ def ensure_private_dir(path: Path) -> Path:
     return path
 
 
+class _GuardedFile:
+    """The write side of a temp file: every write goes through `faults.write` (all of it)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def write(self, data: bytes) -> int:
+        write_all(self._fd, data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        return self._fd
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write the whole buffer (a short write is continued, as the kernel allows)."""
+    view = memoryview(data)
+    while view:
+        written = faults.write(fd, view)
+        view = view[written:]
+
+
+_DISK_ERRORS = {errno.ENOSPC: "no space left on", getattr(errno, "EDQUOT", errno.ENOSPC): "disk quota exceeded on",
+                errno.EIO: "input/output error writing", errno.EROFS: "read-only file system:",
+                errno.EFBIG: "file too large:"}
+
+
+def is_disk_error(exc: OSError) -> bool:
+    return exc.errno in _DISK_ERRORS
+
+
+def write_failed(path: Path, exc: OSError) -> WriteFailed:
+    """The one-line error for a write the disk refused, after the file was put back."""
+    return WriteFailed(f"{_DISK_ERRORS.get(exc.errno, 'cannot write')} {path}: nothing was written")
+
+
 @contextlib.contextmanager
 def atomic_writer(dest: Path, mode: int = FILE_MODE) -> Iterator[object]:
-    """Yield a binary file object; on success it replaces `dest` atomically and durably."""
+    """Yield a binary writer; on success it replaces `dest` atomically and durably. A full or
+    failing disk raises WriteFailed with `dest` untouched."""
     dest = Path(dest)
     folder = dest.parent
     import tempfile  # here: a search never writes whole files, and the import costs ~5 ms
@@ -78,16 +119,19 @@ def atomic_writer(dest: Path, mode: int = FILE_MODE) -> Iterator[object]:
     fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{dest.name}.", suffix=TMP_SUFFIX)
     tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
+        try:
+            yield _GuardedFile(fd)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         set_mode(tmp, mode)
         os.replace(tmp, dest)
         fsync_dir(folder)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+        if isinstance(exc, OSError) and is_disk_error(exc):
+            raise write_failed(dest, exc) from None
         raise
 
 
@@ -101,28 +145,42 @@ def atomic_write_text(dest: Path, text: str, mode: int = FILE_MODE) -> None:
 
 
 def append_durably(dest: Path, data: bytes) -> None:
-    """Append one complete record with a single write(), then fsync (history, logs)."""
+    """Append one complete record with a single write(), then fsync (history, logs); on a full
+    disk the file is cut back to its length and WriteFailed raised."""
     fd = os.open(dest, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
     try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
+        start = os.fstat(fd).st_size
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        except OSError as exc:  # a full disk: cut back what part of the record went in
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, start)
+            if is_disk_error(exc):
+                raise write_failed(dest, exc) from None
+            raise
     finally:
         os.close(fd)
 
 
-def sweep_stale_temp_files(folder: Path) -> list[Path]:
-    """Remove temp files a killed run left behind (they never hold the only copy of anything)."""
+def sweep_stale_temp_files(folder: Path, before: float | None = None,
+                           owned: tuple[str, ...] = ()) -> list[Path]:
+    """Remove temp files a killed run left behind (they never hold the only copy of anything).
+    `before`: only those last changed before this time (a writer's own start); `owned`: only
+    temp files of these destination names (`.NAME.xxxx.tmp`)."""
     removed = []
     if not folder.is_dir():
         return removed
     for entry in os.scandir(folder):
-        if entry.name.startswith(".") and entry.name.endswith(TMP_SUFFIX) and entry.is_file(follow_symlinks=False):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(entry.path)
-                removed.append(Path(entry.path))
+        if not (entry.name.startswith(".") and entry.name.endswith(TMP_SUFFIX)) or not entry.is_file(follow_symlinks=False):
+            continue
+        if owned and not any(entry.name.startswith(f".{name}.") for name in owned):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            if before is not None and entry.stat(follow_symlinks=False).st_mtime >= before:
+                continue
+            os.unlink(entry.path)
+            removed.append(Path(entry.path))
     return removed
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable
 
-from memctl.core import clock
+from memctl.core import clock, faults
 from memctl.l4.adopt import member_record
 from memctl.l4.staging import Candidate, FileSignature, stage
 from memctl.l4.zips import PassThrough, verify_new_zip
@@ -36,9 +36,10 @@ MARK = b"[PURGED]"
 _CHUNK = 4 << 20
 
 
-def purge_l4(layout: Layout, needles: Iterable[bytes], mark: bytes = MARK) -> list[str]:
+def purge_l4(layout: Layout, needles: Iterable[bytes], mark: bytes = MARK, pending: list[str] | None = None) -> list[str]:
     """Remove every needle from all_histories.txt, the monthly zips and loose sessions.
-    Returns one line per file rewritten."""
+    Returns one line per file rewritten. With `pending`, a zip that cannot be read is noted
+    there (`path: why`) and the others are still scrubbed; the manifest is then not rebuilt."""
     needles = sorted({n for n in needles if n}, key=len, reverse=True)
     if not needles or not layout.l4_dir.is_dir():
         return []
@@ -47,19 +48,29 @@ def purge_l4(layout: Layout, needles: Iterable[bytes], mark: bytes = MARK) -> li
         done.append(f"{layout.histories}: history lines scrubbed")
     zips_changed = False
     adopted = [r for r in iter_manifest(layout) if r.origin]
+    faults.checkpoint("purge-history")
     for zip_path in monthly_zips(layout):
-        changed = _purge_zip(layout, zip_path, needles, mark, {(r.zip, r.member): r for r in adopted})
+        try:
+            changed = _purge_zip(layout, zip_path, needles, mark, {(r.zip, r.member): r for r in adopted})
+        except Exception as exc:  # one damaged zip must not keep the string in all the others
+            if pending is None:
+                raise
+            pending.append(f"{zip_path}: {str(exc) or type(exc).__name__}")
+            continue
+        faults.checkpoint("purge-zip")
         if changed:
             zips_changed = True
             done.append(f"{zip_path}: {len(changed)} sessions rewritten ({', '.join(changed)})")
-    if zips_changed:
-        _keep_adopted(adopted, rebuild_from_zips(layout), layout)
+    if zips_changed and not pending:
+        rebuild_manifest(layout, adopted)
+        faults.checkpoint("purge-manifest")
         done.append(f"{layout.manifest}: rebuilt from the zips")
     for loose in sorted(layout.l4_dir.glob("*.txt")):
         if loose == layout.histories or loose.is_symlink():
             continue
         if _purge_loose_session(layout, loose, needles, mark):
             done.append(f"{loose}: session rewritten")
+            faults.checkpoint("purge-loose")
     return done
 
 
@@ -119,6 +130,13 @@ def _raw_with_needles_replaced(source: BinaryIO, needles: list[bytes], mark: byt
         raise
     path.unlink(missing_ok=True)
     return None
+
+
+def rebuild_manifest(layout: Layout, adopted: list[ManifestRecord] | None = None) -> None:
+    """The manifest rebuilt from the zips, adopted sessions kept (how a purge, or a resumed one, ends)."""
+    if adopted is None:
+        adopted = [r for r in iter_manifest(layout) if r.origin]
+    _keep_adopted(adopted, rebuild_from_zips(layout), layout)
 
 
 def _keep_adopted(adopted: list[ManifestRecord], rebuilt: list[ManifestRecord], layout: Layout) -> None:

@@ -24,13 +24,13 @@ from datetime import datetime
 from memctl.core.clock import iso
 from memctl.core.config import Layout, Settings
 from memctl.core.errors import UsageError
-from memctl.core.fsutil import WriterLock
 from memctl.longterm.dream_apply import STEP_POLL, GuardRail, apply_steps, check_guard, dream_lock
 from memctl.longterm.dream_plan import OPS, Change, Plan, plan
 from memctl.longterm.dream_refs import Refs, fold, load_refs, read_offset, write_offset
 from memctl.longterm.dream_similar import similar_groups
 from memctl.longterm.dream_undo import UndoReport, undo
 from memctl.longterm.entries import new_id
+from memctl.longterm.recovery import writing
 from memctl.longterm.store import open_store
 
 __all__ = ["OPS", "Change", "DreamOptions", "DreamReport", "GuardRail", "Plan", "Refs", "UndoReport",
@@ -112,16 +112,19 @@ def run(settings: Settings, now: datetime, options: DreamOptions) -> DreamReport
     layout = settings.layout
     store = open_store(layout)
     run_id = f"d-{now.strftime('%Y%m%dT%H%M%S')}-{new_id('')[:6]}"
+    wait = max(options.lock_wait, DEFAULT_STEP_WAIT)
     with dream_lock(layout):
+        with writing(layout, wait, STEP_POLL):
+            pass  # a cut-off step finished first: its folded references must not be read again
         snapshot = store.active.snapshot()
         refs = load_refs(layout)
         history = recent_history(layout) if "consolidate" in options.ops else []
         first = plan(snapshot.entries, refs, settings, now, options.ops, history, options.summarizer)
         check_guard(first, settings, options.force)
         l5_before = first.l5_count
-        wait = max(options.lock_wait, DEFAULT_STEP_WAIT)
-        store.append_log([{"run": run_id, "at": iso(now), "op": "start", "plan": first.counts(),
-                           "refs_offset": [refs.offset_before, refs.offset_after]}])
+        with writing(layout, wait, STEP_POLL):
+            store.append_log([{"run": run_id, "at": iso(now), "op": "start", "plan": first.counts(),
+                               "refs_offset": [refs.offset_before, refs.offset_after]}])
         counts: Counter = Counter()
         steps, longest = 0, 0.0
         current_plan, replans, skipped = first, 0, 0
@@ -132,7 +135,7 @@ def run(settings: Settings, now: datetime, options: DreamOptions) -> DreamReport
             for change in applied:
                 counts[change.op] += len(change.after) if change.op == "refs" else len(change.removed)
             if current_plan is first and read_offset(layout) != refs.offset_after:
-                with WriterLock(layout.lock, wait_seconds=wait, poll=STEP_POLL):
+                with writing(layout, wait, STEP_POLL):
                     write_offset(layout, refs.offset_after)
             if not skipped_now or replans >= MAX_REPLANS:
                 skipped = skipped_now
@@ -144,7 +147,8 @@ def run(settings: Settings, now: datetime, options: DreamOptions) -> DreamReport
                     float(settings.get("dream", "max_remove_share")) * l5_before and not options.force:
                 break
         final = snapshot
-        store.append_log([{"run": run_id, "at": iso(now), "op": "end", "counts": dict(counts), "skipped": skipped,
-                           "replans": replans}])
+        with writing(layout, wait, STEP_POLL):
+            store.append_log([{"run": run_id, "at": iso(now), "op": "end", "counts": dict(counts),
+                               "skipped": skipped, "replans": replans}])
     return DreamReport(run_id, dict(counts), skipped, replans, steps, l5_before,
                        sum(1 for r in final.rows if r.entry is not None), longest)

@@ -21,11 +21,12 @@ from typing import Iterator
 from memctl.core.clock import iso
 from memctl.core.config import Layout, Settings
 from memctl.core.errors import LockBusy, MemctlError
-from memctl.core.fsutil import WriterLock, open_lock_file, try_lock
+from memctl.core.fsutil import open_lock_file, try_lock
 from memctl.longterm.dream_plan import OPS, Change, Plan
-from memctl.longterm.dream_refs import Refs, fold, write_offset
+from memctl.longterm.dream_refs import Refs, fold
 from memctl.longterm.entries import Row, Snapshot
-from memctl.longterm.store import JsonlEntryStore, open_store
+from memctl.longterm.recovery import journaled_rewrite, writing
+from memctl.longterm.store import JsonlEntryStore, duplicate_ids, open_store
 
 STEP_CHANGES = 1000  # changes applied per locked step (at least): keeps each lock hold short
 MAX_STEPS = 6
@@ -75,17 +76,20 @@ def apply_steps(layout: Layout, plan_: Plan, planned: Snapshot, run_id: str, now
     snapshot = planned
     held: list[float] = []
     for batch in _batches(plan_):
-        with WriterLock(layout.lock, wait_seconds=wait, poll=STEP_POLL):
+        with writing(layout, wait, STEP_POLL):
             locked_at = time.monotonic()
             snapshot = store.active.snapshot(previous=snapshot)
             position = {row.entry.id: k for k, row in enumerate(snapshot.rows) if row.entry is not None}
-            good, stale = _still_planned(batch, snapshot.rows, position, expected, plan_.refs)
+            good, stale = _still_planned(batch, snapshot.rows, position, expected, plan_.refs,
+                                         duplicate_ids(snapshot.rows))
             skipped += stale
             if not good:
                 continue
-            snapshot = _write_step(store, snapshot.rows, position, good, run_id, iso(now), first_step + len(held))
+            offset = None
             if batch[0].op == "refs" and plan_.refs.offset_after != plan_.refs.offset_before:
-                write_offset(layout, plan_.refs.offset_after)
+                offset = plan_.refs.offset_after
+            step = Step(layout, store, run_id, first_step + len(held), offset)
+            snapshot = step.write(snapshot.rows, position, good, iso(now))
             held.append(time.monotonic() - locked_at)
         applied.extend(good)
         expected.update((e.id, store.stored_form(e)) for c in good for e in c.after)
@@ -102,11 +106,14 @@ def _batches(plan_: Plan) -> list[list[Change]]:
 
 
 def _still_planned(batch: list[Change], rows: list[Row], position: dict[str, int], expected: dict[str, bytes],
-                   refs: Refs) -> tuple[list[Change], int]:
-    """The changes of a batch that still apply to L5 as it is now, and how many do not."""
+                   refs: Refs, twice: set[str]) -> tuple[list[Change], int]:
+    """The changes of a batch that still apply to L5 as it is now, and how many do not. A
+    change about an id that is on two lines of L5 never applies: it would drop one text."""
     good, skipped = [], 0
     for change in batch:
-        if change.op == "refs":
+        if any(e.id in twice for e in change.before):
+            skipped += 1
+        elif change.op == "refs":
             # additive: fold into whatever the entry is now
             live = [rows[position[e.id]].entry for e in change.before if e.id in position]
             if live:
@@ -118,10 +125,30 @@ def _still_planned(batch: list[Change], rows: list[Row], position: dict[str, int
     return good, skipped
 
 
-def _write_step(store: JsonlEntryStore, rows: list[Row], position: dict[str, int], good: list[Change],
-                run_id: str, stamp: str, step: int) -> Snapshot:
-    """Write one step: the L6 copies and the audit records first, L5 last — a crash leaves
-    duplicates, never a loss."""
+class Step:
+    """One locked step, journaled: its intent (what L5 will hash to, where L6 and the log end
+    now, the reference offset to write) goes to `.memctl/journal/` first and is deleted last,
+    so a step cut off anywhere is finished or rolled back by the next writer
+    (`memctl.longterm.recovery`): the new counts and the offset land together or not at all."""
+
+    def __init__(self, layout: Layout, store: JsonlEntryStore, run_id: str, number: int, offset: int | None):
+        self.layout, self.store, self.run_id, self.number, self.offset = layout, store, run_id, number, offset
+
+    def write(self, rows: list[Row], position: dict[str, int], good: list[Change], stamp: str) -> Snapshot:
+        """The L6 copies and the audit records first, L5 last — a crash leaves duplicates,
+        never a loss — then the offset."""
+        new_rows, to_l6, records = _step_contents(self.store, rows, position, good, self.run_id, stamp, self.number)
+        then = [] if self.offset is None else [{"do": "offset", "value": self.offset}]
+        with journaled_rewrite(self.layout, self.store, "dream", f"{self.run_id}-{self.number}", new_rows, then):
+            self.store.archive.append(to_l6)
+            self.store.append_log(records)
+            snapshot = self.store.active.rewrite(new_rows)
+        return snapshot
+
+
+def _step_contents(store: JsonlEntryStore, rows: list[Row], position: dict[str, int], good: list[Change],
+                   run_id: str, stamp: str, step: int) -> tuple[list[Row], list, list[dict]]:
+    """What one step writes: L5's new rows, the L6 copies, the audit records."""
     removed_ids = {e.id for c in good for e in c.removed}
     anchors = _anchors(rows, removed_ids)
     replacements = {e.id: e for c in good for e in c.after if e.id in position}
@@ -139,9 +166,7 @@ def _write_step(store: JsonlEntryStore, rows: list[Row], position: dict[str, int
                 "before": [store.record_of(rows[position[e.id]]) for e in c.before],
                 "after": [e.to_dict() for e in c.after], "reason": c.reason,
                 "anchors": {e.id: anchors.get(e.id) for e in c.removed}} for c in good]
-    store.archive.append(to_l6)
-    store.append_log(records)
-    return store.active.rewrite(new_rows)
+    return new_rows, to_l6, records
 
 
 def _anchors(rows: list[Row], removed: set[str]) -> dict[str, str | None]:

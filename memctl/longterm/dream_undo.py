@@ -16,10 +16,10 @@ from datetime import datetime
 from memctl.core.clock import iso
 from memctl.core.config import Settings
 from memctl.core.errors import NotFound, UsageError
-from memctl.core.fsutil import WriterLock
 from memctl.longterm.dream_plan import OPS
-from memctl.longterm.dream_refs import read_offset, write_offset
+from memctl.longterm.dream_refs import read_offset
 from memctl.longterm.entries import Row, new_id
+from memctl.longterm.recovery import journaled_rewrite, writing
 from memctl.longterm.store import JsonlEntryStore, open_store
 
 
@@ -38,31 +38,37 @@ def undo(settings: Settings, run_id: str, now: datetime, wait: float) -> UndoRep
     """Put back every change of a dream run: L5 rows in their old places, its L6 lines dropped."""
     layout = settings.layout
     store = open_store(layout)
-    log = store.log_records()
-    records = [r for r in log if r.get("run") == run_id and r.get("op") in OPS + ("refs",)]
-    if not any(r.get("run") == run_id for r in log):
-        raise NotFound(f"no run {run_id} in {store.log_name}; `memctl status` lists the recent runs")
-    if any(r.get("op") == "undo" and r.get("of") == run_id for r in log):
-        raise UsageError(f"run {run_id} was already undone")
-    start = next((r for r in log if r.get("run") == run_id and r.get("op") == "start"), {})
-    undo_id = "u-" + new_id("")
     conflicts: list[str] = []
-    with WriterLock(layout.lock, wait_seconds=wait):
+    undo_id = "u-" + new_id("")
+    with writing(layout, wait):
+        log = store.log_records()
+        records = _records_of(log, run_id, store.log_name)
+        start = next((r for r in log if r.get("run") == run_id and r.get("op") == "start"), {})
         rows = list(store.active.snapshot().rows)
         steps: dict[int, list[dict]] = defaultdict(list)
         for record in records:
             steps[int(record.get("step", 0))].append(record)
         for number in sorted(steps, reverse=True):
             rows = _undo_step(store, rows, steps[number], conflicts)
-        store.active.rewrite(rows)
-        l6 = store.archive.snapshot()
-        store.archive.rewrite([r for r in l6.rows if r.entry is None or r.entry.run != run_id])
+        then = [{"do": "drop-l6-run", "run": run_id}]
         offsets = start.get("refs_offset")
         if offsets and read_offset(layout) == offsets[1]:
-            write_offset(layout, offsets[0])
-        store.append_log([{"run": undo_id, "at": iso(now), "op": "undo", "of": run_id, "changes": len(records),
-                           "conflicts": conflicts}])
+            then.append({"do": "offset", "value": offsets[0]})
+        then.append({"do": "log", "record": {"run": undo_id, "at": iso(now), "op": "undo", "of": run_id,
+                                             "changes": len(records), "conflicts": conflicts}})
+        # L5 first, then the rest from the journal: a cut-off undo is finished by the next writer
+        with journaled_rewrite(layout, store, "undo", undo_id, rows, then):
+            store.active.rewrite(rows)
     return UndoReport(undo_id, run_id, len(records) - len(conflicts), conflicts)
+
+
+def _records_of(log: list[dict], run_id: str, log_name: str) -> list[dict]:
+    """The change records of a run that can still be undone."""
+    if not any(r.get("run") == run_id for r in log):
+        raise NotFound(f"no run {run_id} in {log_name}; `memctl status` lists the recent runs")
+    if any(r.get("op") == "undo" and r.get("of") == run_id for r in log):
+        raise UsageError(f"run {run_id} was already undone")
+    return [r for r in log if r.get("run") == run_id and r.get("op") in OPS + ("refs",)]
 
 
 def _undo_step(store: JsonlEntryStore, rows: list[Row], records: list[dict], conflicts: list[str]) -> list[Row]:

@@ -25,7 +25,9 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from memctl.core.fsutil import append_durably, atomic_write_bytes
+from memctl.core.fsutil import atomic_write_bytes
+from memctl.core.config import STATE_DIR
+from memctl.core.jsonl import append_lines, split_torn, torn_dir
 
 
 @dataclass
@@ -89,11 +91,14 @@ def entry_line(entry: Entry) -> bytes:
 
 
 def iter_entries(path: Path) -> Iterator[Entry]:
-    """Entries of a store; a line that does not parse is skipped (the file is never rewritten here)."""
+    """Entries of a store; a line that does not parse is skipped (the file is never rewritten
+    here), and so is a torn last line (no newline): it is not an entry, `verify` reports it."""
     if not Path(path).exists():
         return
     with open(path, "rb") as handle:
         for raw in handle:
+            if not raw.endswith(b"\n"):
+                return
             raw = raw.strip()
             if not raw:
                 continue
@@ -107,11 +112,12 @@ def load_entries(path: Path) -> list[Entry]:
     return list(iter_entries(path))
 
 
-def append_entries(path: Path, entries: Iterable[Entry]) -> int:
-    """Append entries with one durable write (the caller holds the writer lock)."""
+def append_entries(path: Path, entries: Iterable[Entry], quarantine: Path | None = None) -> int:
+    """Append entries with one durable write (the caller holds the writer lock); a torn last
+    line is moved to `quarantine` first (memctl.core.jsonl; default: the root's .memctl/torn/)."""
     payload = b"".join(entry_line(e) for e in entries)
     if payload:
-        append_durably(Path(path), payload)
+        append_lines(Path(path), payload, quarantine or torn_dir(Path(path).parent / STATE_DIR))
     return payload.count(b"\n")
 
 
@@ -149,7 +155,16 @@ class Snapshot:
 
 def parse_rows(data: bytes, wanted: bytes | None = None) -> list[Row]:
     """Rows of a store. With `wanted`, only lines containing those bytes are parsed; the others
-    keep entry None and are written back as they are (a cheap read for one type)."""
+    keep entry None and are written back as they are (a cheap read for one type). A torn last
+    line (no newline) is never parsed: it is kept as a row without an entry."""
+    data, torn = split_torn(data)
+    rows = _parse_lines(data, wanted)
+    if torn.strip():
+        rows.append(Row(torn + b"\n", None))
+    return rows
+
+
+def _parse_lines(data: bytes, wanted: bytes | None) -> list[Row]:
     if wanted is None:
         fast = _parse_all(data)
         if fast is not None:

@@ -17,9 +17,9 @@ from memctl.core.clock import iso
 from memctl.core.config import Settings
 from memctl.longterm.entries import Entry, content_hash, new_id
 from memctl.core.errors import MemctlError, UsageError
-from memctl.core.fsutil import WriterLock
 from memctl.longterm.policies import best_match, merge_key, near_duplicate, normalize, policy_for, similarity_threshold
-from memctl.longterm.store import StoreRead, JsonlEntryStore, open_store
+from memctl.longterm.recovery import journaled_rewrite, writing
+from memctl.longterm.store import StoreRead, JsonlEntryStore, open_store, refuse_duplicates
 
 ADDED = "added"
 GONE_FOR_GOOD = ("forgotten", "purged")  # L6 reasons a remember must not silently undo
@@ -76,14 +76,25 @@ def validate(settings: Settings, request: RememberRequest) -> None:
 
 def remember(settings: Settings, request: RememberRequest, now: datetime, lock_wait: float) -> RememberResult:
     validate(settings, request)
+    request = replace(request, text=at_rest(settings, request.text))
     layout = settings.layout
     store = open_store(layout)
-    with WriterLock(layout.lock, wait_seconds=lock_wait):
+    with writing(layout, lock_wait):
         active = store.active.read()
         if not request.force:
             check_not_forgotten(settings, store, request.text, active)
         result = _write(settings, store, request, active, now)
     return result
+
+
+def at_rest(settings: Settings, text: str) -> str:
+    """The text as L5 keeps it: secrets redacted, as `import` and `task save` do, unless
+    `[redaction] keep_secrets_at_rest` is set."""
+    if settings.get("redaction", "keep_secrets_at_rest"):
+        return text
+    from memctl.core.redact import redactor_for
+
+    return redactor_for(settings)(text)
 
 
 def check_not_forgotten(settings: Settings, store: JsonlEntryStore, text: str, active: StoreRead) -> None:
@@ -134,20 +145,24 @@ def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
         same_type = [r.entry for r in rows if r.entry is not None and r.entry.type == request.type]
         key = merge_key(entry)
         current = next((e for e in reversed(same_type) if merge_key(e) == key), None)
+        if current is not None:
+            refuse_duplicates(rows, [current.id], "L5")
         if current is not None and normalize(current.text) == normalize(entry.text):
             return _raise_seen(store, rows, current, stamp, None, threshold)
         if current is not None:
             entry.supersedes = [current.id]
             gone = replace(current, left_at=stamp, reason=SUPERSEDED, note=f"superseded by {entry.id}", run="")
-            store.archive.append([gone])
             kept = [r for r in rows if r.entry is None or r.entry.id != current.id] + [store.row_for(entry)]
-            store.active.rewrite(kept)
+            with journaled_rewrite(settings.layout, store, "supersede", entry.id, kept):
+                store.archive.append([gone])
+                store.active.rewrite(kept)
             return RememberResult(SUPERSEDED, entry, current, None, len(kept), len(kept) >= threshold)
     else:
         pairs = active.texts_of_type(request.type)
         found = best_match(entry.text, [text for _, text in pairs], similarity_threshold(settings))
         if found is not None:
             rows = active.rows_around(pairs[found[0]][0])
+            refuse_duplicates(rows, [pairs[found[0]][0]], "L5")
             existing = next(r.entry for r in rows if r.entry is not None and r.entry.id == pairs[found[0]][0])
             return _raise_seen(store, rows, existing, stamp, found[1], threshold)
     store.active.append([entry])

@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from memctl.core.config import Layout
-from memctl.core.fsutil import append_durably, atomic_write_bytes
+from memctl.core.errors import UsageError
+from memctl.core.fsutil import atomic_write_bytes
+from memctl.core.jsonl import append_lines, quarantine_torn_tail, split_torn, torn_dir
 from memctl.longterm.entries import (
     Entry,
     Row,
@@ -44,7 +46,7 @@ class StoreRead:
     """One read of L5 or L6, queried several times under one lock hold (remember's short path)."""
 
     def __init__(self, data: bytes) -> None:
-        self._data = data
+        self._data = split_torn(data)[0]  # a torn last line is not an entry
 
     def count(self) -> int:
         data = self._data
@@ -87,8 +89,9 @@ class StoreRead:
 class EntryFile:
     """One store of entries, L5 or L6, as a JSON Lines file."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, quarantine: Path) -> None:
         self._path = path
+        self._quarantine = quarantine
 
     @property
     def location(self) -> str:
@@ -116,20 +119,70 @@ class EntryFile:
 
     def append(self, entries: Iterable[Entry]) -> int:
         """Add entries at the end with one durable write; how many."""
-        return append_entries(self._path, entries)
+        return append_entries(self._path, entries, self._quarantine)
 
     def rewrite(self, rows: list[Row]) -> Snapshot:
         """Replace the store with these rows, atomically."""
         return write_rows(self._path, rows)
+
+    def length(self) -> int:
+        """Bytes now: a journal's point to cut back to."""
+        return _length(self._path)
+
+    def cut_back(self, length: int) -> bool:
+        """Undo appends made since the store was `length` bytes long (a rolled-back step)."""
+        return _cut_back(self._path, length)
+
+    def settle(self) -> int:
+        """Move a torn last line aside (writer lock held); its length."""
+        return quarantine_torn_tail(self._path, self._quarantine)
+
+    def digest(self) -> str:
+        """sha256 of the bytes now: whether a journaled rewrite happened."""
+        return bytes_digest(_read_bytes(self._path))
+
+
+def bytes_digest(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def refuse_duplicates(rows: list[Row], ids: Iterable[str], what: str) -> None:
+    """A duplicate id is never resolved by dropping one of its texts: refuse, naming it."""
+    wanted = set(ids)
+    seen: set[str] = set()
+    for row in rows:
+        if row.entry is not None and row.entry.id in wanted:
+            if row.entry.id in seen:
+                raise UsageError(f"{row.entry.id} is on more than one line of {what}; nothing was changed "
+                                 "(give one of the lines a new id, then rerun)")
+            seen.add(row.entry.id)
+
+
+def duplicate_ids(rows: list[Row]) -> set[str]:
+    seen: set[str] = set()
+    twice = set()
+    for row in rows:
+        if row.entry is not None:
+            (twice if row.entry.id in seen else seen).add(row.entry.id)
+    return twice
 
 
 class JsonlEntryStore:
     """L5 (`active`), L6 (`archive`) and the dream log as JSON Lines files under the root."""
 
     def __init__(self, layout: Layout) -> None:
-        self.active = EntryFile(layout.long_term)
-        self.archive = EntryFile(layout.cold_archive)
+        self._quarantine = torn_dir(layout.state_dir)
+        self.active = EntryFile(layout.long_term, self._quarantine)
+        self.archive = EntryFile(layout.cold_archive, self._quarantine)
         self._log = layout.dream_log
+
+    def settle(self) -> list[str]:
+        """Move torn last lines of L5, L6 and the log aside (writer lock held, before any write)."""
+        moved = [(f.location, f.settle()) for f in (self.active, self.archive)]
+        moved.append((str(self._log), quarantine_torn_tail(self._log, self._quarantine)))
+        return [f"{where}: torn last line ({size} bytes) moved to {self._quarantine}" for where, size in moved if size]
 
     # --- the stored form of one entry
 
@@ -169,12 +222,19 @@ class JsonlEntryStore:
 
     def append_log(self, records: list[dict]) -> None:
         if records:
-            append_durably(self._log, b"".join((json.dumps(r, ensure_ascii=False) + "\n").encode() for r in records))
+            payload = b"".join((json.dumps(r, ensure_ascii=False) + "\n").encode() for r in records)
+            append_lines(self._log, payload, self._quarantine)
+
+    def log_length(self) -> int:
+        return _length(self._log)
+
+    def cut_log_back(self, length: int) -> bool:
+        return _cut_back(self._log, length)
 
     def log_records(self) -> list[dict]:
-        """Every record, oldest first; a line that does not parse is skipped."""
+        """Every record, oldest first; a line that does not parse, or torn, is skipped."""
         out = []
-        for raw in _read_bytes(self._log).splitlines():
+        for raw in split_torn(_read_bytes(self._log))[0].splitlines():
             try:
                 out.append(json.loads(raw))
             except ValueError:
@@ -210,6 +270,30 @@ def _read_bytes(path: Path) -> bytes:
         return path.read_bytes()
     except FileNotFoundError:
         return b""
+
+
+def _length(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _cut_back(path: Path, length: int) -> bool:
+    """Truncate to `length` if the file is longer (what was appended after it goes)."""
+    import os
+
+    from memctl.core.fsutil import NOFOLLOW
+
+    if _length(path) <= length:
+        return False
+    fd = os.open(path, os.O_RDWR | NOFOLLOW)
+    try:
+        os.ftruncate(fd, length)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True
 
 
 def _holds_any(data: bytes, needles: list[bytes]) -> bool:

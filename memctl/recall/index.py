@@ -25,7 +25,8 @@ import sqlite3
 from pathlib import Path
 
 from memctl.core.config import Layout
-from memctl.core.fsutil import FILE_MODE, NOFOLLOW, ensure_private_dir, set_mode, try_lock
+from memctl.core.errors import WriteFailed
+from memctl.core.fsutil import FILE_MODE, NOFOLLOW, ensure_private_dir, set_mode, sweep_stale_temp_files, try_lock
 from memctl.recall.documents import IndexOptions
 from memctl.recall.refresh import Refresh, RefreshReport
 from memctl.recall.sources import file_signature, scan_sources
@@ -102,7 +103,13 @@ class SearchIndex:
 
     def rebuild(self) -> RefreshReport:
         with self._index_lock(wait=True):
-            return self._rebuild_locked()
+            try:
+                return self._rebuild_locked()
+            except sqlite3.OperationalError as exc:
+                if "full" not in str(exc):
+                    raise
+                raise WriteFailed(f"no space left on {self.path.parent}: the index was not rebuilt "
+                                  "(the old one, if any, is unchanged)") from None
 
     def _rebuild_locked(self) -> RefreshReport:
         import time
@@ -110,6 +117,7 @@ class SearchIndex:
         started = time.monotonic()
         ensure_private_dir(self.path.parent)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        sweep_stale_temp_files(self.layout.state_dir, time.time(), (self.path.name,))  # killed rebuilds'
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         try:

@@ -27,6 +27,9 @@ def _require_root(root: Path) -> None:
 def verify(
     ctx: typer.Context,
     json_out: bool = typer.Option(False, "--json", help="JSON Lines: one finding a line, then a summary record."),
+    repair: bool = typer.Option(False, "--repair", help="First move torn and unparseable lines to .memctl/torn/, "
+                                "finish cut-off operations, sweep temp files of killed runs; print what was done."),
+    wait: float = typer.Option(10.0, "--wait", help="With --repair: seconds to wait for the writer lock."),
     strict: bool = typer.Option(False, "--strict", help="Exit 3 on warnings too."),
 ) -> None:
     """Read everything back: zips against the manifest (CRC, sha256), the history file, L1
@@ -37,6 +40,8 @@ def verify(
 
     settings = state(ctx).settings
     _require_root(settings.layout.root)
+    if repair:
+        _repair(settings.layout, wait)
     report = run_verify(settings.layout, settings.get("insight", "max_lines"), settings.get("insight", "max_bytes"),
                         tuple(settings.get("redaction", "extra_patterns")))
     for finding in report.findings:
@@ -53,6 +58,18 @@ def verify(
                    f"{checked['files']} files, {checked['entries']} entries")
     if failed:
         raise typer.Exit(EXIT_PARTIAL)
+
+
+def _repair(layout, wait: float) -> None:
+    from memctl.ops.repair import repair
+
+    report = repair(layout, wait)
+    for line in report.actions:
+        render.message(f"repair: {line}")
+    for line in report.problems:
+        render.warning(line)
+    if not report.actions and not report.problems:
+        render.message("repair: nothing to repair")
 
 
 def status(

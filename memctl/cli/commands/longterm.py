@@ -183,13 +183,28 @@ def _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn)
     result = purge_fn(settings, targets, strings, reason, clock.now(), wait)
     if json_out:
         render.json_line({"run": result.run, "purged": result.ids, "hashes": result.hashes,
-                          "files": result.files, "l4": result.l4})
-        return
+                          "files": result.files, "l4": result.l4, "pending": result.pending,
+                          "settled": result.settled})
+    else:
+        _print_purge(result)
+    if result.pending:
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+def _print_purge(result) -> None:
+    for note in result.settled:
+        render.message(note)
     for entry_id in result.ids:
         render.line(entry_id)
-    render.message(f"purged {len(result.ids)} entries (run {result.run}); rewrote {len(result.files)} files")
+    if result.ids or result.files:
+        render.message(f"purged {len(result.ids)} entries (run {result.run}); rewrote {len(result.files)} files")
+    elif not result.settled:
+        render.message("nothing left to purge: already purged")
     for note in result.l4:
         render.message(note)
+    for note in result.pending:
+        render.warning(f"purge pending: {note}; everything else was scrubbed. Repair or remove that file, "
+                       "then rerun the purge (or `memctl verify --repair`) to finish it")
 
 
 def restore_cmd(
