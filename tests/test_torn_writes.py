@@ -278,11 +278,6 @@ SCENARIOS = [
 @pytest.mark.parametrize("kind", ["torn", "enospc"])
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
 def test_every_cut_write_of_a_command_loses_nothing(run, tmp_path, scenario, kind, request):
-    if (scenario.name, kind) == ("archive", "torn"):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "memctl/l4 appends all_histories.txt with append_durably: the rerun glues its block onto "
-            "the torn one (verify: history not valid UTF-8); l4 should cut a torn tail the way "
-            "memctl.core.jsonl does - left to the L4 rewrite")))
     base = tmp_path / "base"
     context = scenario.build(run, base / "memory")
     args = scenario.args(context)

@@ -21,12 +21,11 @@ from pathlib import Path
 
 from memctl.core import clock
 from memctl.core.config import Layout
-from memctl.core.fsutil import append_durably
 from memctl.l4.archive import known_sessions
 from memctl.l4.codec import is_session_header
 from memctl.l4.history import HistoryBuilder, history_block, iter_history_blocks
 from memctl.l4.logs import RawEntry, iter_log
-from memctl.l4.manifest import ManifestRecord, append_records, iter_manifest, monthly_zips
+from memctl.l4.manifest import ManifestRecord, append_records, append_whole_lines, iter_manifest, monthly_zips
 from memctl.l4.staging import unique_name
 
 GENERICAGENT = "genericagent"
@@ -78,7 +77,7 @@ def adopt_genericagent_archive(layout: Layout) -> AdoptReport:
             report.history_only.append(name)
     append_records(layout, new)
     if blocks:
-        append_durably(layout.histories, "".join(blocks).encode("utf-8", "surrogateescape"))
+        append_whole_lines(layout, layout.histories, "".join(blocks).encode("utf-8", "surrogateescape"))
     return report
 
 

@@ -30,9 +30,10 @@ from typing import Callable
 from memctl.core import clock, faults
 from memctl.core.config import Layout, Settings, parse_duration
 from memctl.core.errors import IntegrityError, UsageError
-from memctl.core.fsutil import append_durably, ensure_private_dir, sweep_stale_temp_files
+from memctl.core.fsutil import ensure_private_dir, sweep_stale_temp_files
 from memctl.l4.history import history_block, sessions_in_history
-from memctl.l4.manifest import ManifestRecord, append_records, iter_manifest, monthly_zips, records_in_zip
+from memctl.l4.manifest import (ManifestRecord, append_records, append_whole_lines, iter_manifest, monthly_zips,
+                                 records_in_zip)
 from memctl.l4.staging import Candidate, FileSignature, Staged, stage_ahead, unique_name
 from memctl.l4.zips import write_month_zip
 
@@ -335,7 +336,7 @@ def _append_missing_history(layout: Layout, finishing, history_names: set[str]) 
         history_names.add(record.name)
         blocks.append(history_block(record.name, staged.history))
     if blocks:
-        append_durably(layout.histories, "".join(blocks).encode("utf-8", "surrogateescape"))
+        append_whole_lines(layout, layout.histories, "".join(blocks).encode("utf-8", "surrogateescape"))
         faults.checkpoint("history-appended")
 
 

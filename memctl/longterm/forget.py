@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from pathlib import Path
 from memctl.core.clock import iso
 from memctl.core.config import Settings
 from memctl.longterm.entries import Entry, content_hash, new_id
