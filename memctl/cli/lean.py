@@ -154,10 +154,14 @@ def _guarded(action) -> int:
     try:
         return action()
     except (MemctlError, ValueError, sqlite3.DatabaseError) as exc:
-        sys.stderr.write(f"memctl: error: {exc}\n")
+        from memctl.cli import render
+
+        render.error(str(exc))
         return getattr(exc, "exit_code", 2)
     except OSError as exc:  # e.g. a cache folder that cannot be created
-        sys.stderr.write(f"memctl: error: {os_error_text(exc)}\n")
+        from memctl.cli import render
+
+        render.error(os_error_text(exc))
         return 2
 
 
@@ -170,9 +174,12 @@ def os_error_text(exc: OSError) -> str:
 
 
 def _settings(root):
+    from memctl.cli import render
     from memctl.core.config import load_settings, resolve_root
 
-    return load_settings(resolve_root(root))
+    settings = load_settings(resolve_root(root))
+    render.configure_redaction(settings.get("redaction", "extra_patterns"))
+    return settings
 
 
 def _search(root, options: dict) -> int:
@@ -185,13 +192,13 @@ def _search(root, options: dict) -> int:
                                     mode=options.get("mode"), since=options.get("since"),
                                     until=options.get("until"), type=options.get("type"))
     hits = search_once(settings.layout, request, IndexOptions.from_settings(settings), refresh=options["refresh"])
+    from memctl.cli import render
+
     try:
         if options["json"]:
-            import json
-
-            sys.stdout.writelines(json.dumps(hit.to_json(), ensure_ascii=False) + "\n" for hit in hits)
+            render.lines(render.json_text(hit.to_json()) for hit in hits)
         else:
-            sys.stdout.writelines(tsv_line(hit) + "\n" for hit in hits)
+            render.lines(tsv_line(hit) for hit in hits)
         sys.stdout.flush()
     except BrokenPipeError:  # `| head` closed the pipe: quiet, like grep
         import os
@@ -205,9 +212,11 @@ def _refresh(root) -> int:
 
     settings = _settings(root)
     report = SearchIndex(settings.layout, IndexOptions.from_settings(settings)).ensure_fresh(wait=True)
-    sys.stderr.write(f"{report.summary()}\n")
+    from memctl.cli import render
+
+    sys.stderr.write(render.redacted(f"{report.summary()}") + "\n")
     for error in report.errors:
-        sys.stderr.write(f"warning: {error}\n")
+        sys.stderr.write(render.redacted(f"warning: {error}") + "\n")
     return EXIT_OK
 
 

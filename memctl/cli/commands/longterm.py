@@ -267,5 +267,6 @@ def _print_plan(plan, json_out: bool, verbose: bool) -> None:
 
 
 def _short(text: str, limit: int = 70) -> str:
-    flat = " ".join(text.split())
+    """One line of an entry's text; redacted before it is cut, so no cut leaves half a secret."""
+    flat = " ".join(render.redacted(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
