@@ -220,10 +220,10 @@ def _refresh(root) -> int:
     return EXIT_OK
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # `python -m memctl.cli.lean`: the lean path alone (the console script adds the rest)
     code = run(prepare_process(sys.argv[1:]))
     if code is None:
-        from memctl.cli.app import main as full_main
-
-        full_main(sys.argv[1:])
+        sys.stderr.write("memctl: error: the lean path answers piped searches and `index refresh` only; "
+                         "run memctl for the rest\n")
+        code = 2
     sys.exit(code)

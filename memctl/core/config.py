@@ -13,7 +13,7 @@ from collections import namedtuple
 from pathlib import Path
 
 from memctl.core.errors import ConfigError, NotAMemory
-from memctl.core.fsutil import FILE_MODE, NOFOLLOW, ensure_private_dir, set_mode
+from memctl.core.fsutil import FILE_MODE, NOFOLLOW, ensure_private_dir, refuse_symlink, set_mode
 
 TYPE_CHECKING = False  # typing costs ~7 ms to import; annotations here are never evaluated
 if TYPE_CHECKING:
@@ -251,6 +251,7 @@ def cache_home() -> Path:
 
 def derived_dir_for(root: Path) -> Path:
     state_dir = Path(root) / STATE_DIR
+    refuse_symlink(state_dir)  # the index and its lock would be written wherever it points
     if state_dir.is_dir() and os.access(state_dir, os.W_OK):
         return state_dir
     import hashlib  # here: an initialised, writable memory (the usual case) never needs it

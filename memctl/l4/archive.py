@@ -41,6 +41,7 @@ from memctl.core.fsutil import (
     append_durably,
     ensure_private_dir,
     fsync_dir,
+    refuse_symlink,
     sweep_stale_temp_files,
 )
 from memctl.l4.history import HistoryBuilder, history_block, sessions_in_history
@@ -360,6 +361,7 @@ def _zip_date(stamp: datetime) -> tuple[int, int, int, int, int, int]:
 def write_month_zip(layout: Layout, month: str, items: list[tuple[Staged, ManifestRecord]]) -> Path:
     """Write `<month>.zip` anew beside the old one, verify it, and rename it into place."""
     zip_path = layout.l4_dir / f"{month}.zip"
+    refuse_symlink(zip_path)  # it would be read through and then replaced
     fd, tmp_name = tempfile.mkstemp(dir=layout.l4_dir, prefix=f".{month}.zip.", suffix=".tmp")
     os.close(fd)
     tmp = Path(tmp_name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from memctl.core.fsutil import NOFOLLOW
+from memctl.core.fsutil import open_nofollow
 
 TYPE_CHECKING = False  # typing costs ~7 ms to import, paid by every search
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ def record_refs(refs_log: Path, ids: Iterable[str], when: str) -> None:
     if not payload:
         return
     Path(refs_log).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(refs_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, 0o600)
+    fd = open_nofollow(refs_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         os.write(fd, payload.encode("utf-8"))
     finally:

@@ -25,7 +25,7 @@ import sqlite3
 from pathlib import Path
 
 from memctl.core.config import Layout
-from memctl.core.fsutil import FILE_MODE, NOFOLLOW, ensure_private_dir, set_mode, try_lock
+from memctl.core.fsutil import FILE_MODE, ensure_private_dir, open_nofollow, refuse_symlink, set_mode, try_lock
 from memctl.recall.documents import IndexOptions
 from memctl.recall.refresh import Refresh, RefreshReport
 from memctl.recall.sources import file_signature, scan_sources
@@ -68,7 +68,7 @@ class SearchIndex:
     def _index_lock(self, wait: bool) -> Iterator[bool]:
         """The index's own lock: one refresher at a time; searches never wait for a refresher."""
         ensure_private_dir(self.path.parent)
-        fd = os.open(self.path.parent / "index.lock", os.O_RDWR | os.O_CREAT | NOFOLLOW, FILE_MODE)
+        fd = open_nofollow(self.path.parent / "index.lock", os.O_RDWR | os.O_CREAT)
         try:
             yield try_lock(fd, wait)
         finally:
@@ -109,6 +109,8 @@ class SearchIndex:
 
         started = time.monotonic()
         ensure_private_dir(self.path.parent)
+        leftovers = (self.path.with_name(self.path.name + "-journal"), self.path.with_name(self.path.name + "-wal"))
+        refuse_symlink(self.path, *leftovers)  # planted links are refused, not silently replaced
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
@@ -125,7 +127,7 @@ class SearchIndex:
                 tmp.unlink()
             raise
         set_mode(tmp, FILE_MODE)
-        for leftover in (self.path.with_name(self.path.name + "-journal"), self.path.with_name(self.path.name + "-wal")):
+        for leftover in leftovers:
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
         os.replace(tmp, self.path)

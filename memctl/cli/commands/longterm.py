@@ -18,7 +18,8 @@ from memctl.core import clock
 
 from memctl.cli import render
 from memctl.cli.state import state
-from memctl.core.errors import EXIT_PARTIAL, NotFound, UsageError
+from memctl.core.errors import EXIT_PARTIAL, MemctlError, NotFound, UsageError
+from memctl.core.fsutil import ensure_private_dir, open_nofollow
 
 REMEMBER_WAIT = 10.0  # interactive: a dream holds the lock only for short steps
 AUTO_DREAM_COOLDOWN = 600.0  # seconds between two automatic dreams
@@ -86,19 +87,21 @@ def _start_background_dream(root) -> None:
 
     marker = Layout(root).state_dir / "auto_dream"
     try:
-        if time.time() - marker.stat().st_mtime < AUTO_DREAM_COOLDOWN:
+        if time.time() - marker.lstat().st_mtime < AUTO_DREAM_COOLDOWN and not marker.is_symlink():
             return
     except FileNotFoundError:
         pass
     try:
-        marker.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        marker.write_text(f"{os.getpid()}\n")
+        ensure_private_dir(marker.parent)
+        fd = open_nofollow(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        os.close(fd)
         subprocess.Popen(
             [sys.executable, "-m", "memctl", "--root", str(root), "dream", "--auto"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, close_fds=True,
         )
-    except OSError as exc:
+    except (OSError, MemctlError) as exc:  # the fact is remembered either way
         render.warning(f"could not start the automatic dream: {exc}")
 
 
