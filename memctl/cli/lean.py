@@ -188,7 +188,8 @@ def _search(root, options: dict) -> int:
 
     settings = _settings(root)
     request = request_from_settings(settings, " ".join(options["words"]),
-                                    k=int(options["k"]) if "k" in options else None, layers=options.get("layers"),
+                                    k=_whole_number("-k", options["k"]) if "k" in options else None,
+                                    layers=options.get("layers"),
                                     mode=options.get("mode"), since=options.get("since"),
                                     until=options.get("until"), type=options.get("type"))
     hits = search_once(settings.layout, request, IndexOptions.from_settings(settings), refresh=options["refresh"])
@@ -205,6 +206,12 @@ def _search(root, options: dict) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK if hits else EXIT_NO_MATCH
+
+
+def _whole_number(option: str, text: str) -> int:
+    if not text.lstrip("-").isdigit():
+        raise MemctlError(f"{option} takes a whole number, got {text!r}")
+    return int(text)
 
 
 def _refresh(root) -> int:

@@ -47,8 +47,12 @@ def parse_line(raw: bytes, default_type: str, known_types: Iterable[str] | None 
     """One JSON line -> an Entry, or ValueError saying what is wrong with it."""
     try:
         data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"not JSON ({exc.__class__.__name__}: {str(exc)[:80]})") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("not an entry: JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     text = data.get("text")
