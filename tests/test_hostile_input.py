@@ -155,6 +155,13 @@ CASES = [
     ("L5 deep JSON search", _l5_line(DEEP), ["search", "proxy"], None),
     ("L5 deep JSON status", _l5_line(DEEP_OBJ), ["status"], None),
     ("L5 deep JSON verify", _l5_line(DEEP_OBJ), ["verify"], None),
+    ("L5 deep array verify", _l5_line(DEEP), ["verify"], None),
+    ("L5 deep JSON remember", _l5_line(DEEP), ["remember", "--type", "lesson", "a new fact"], None),
+    ("L5 deep JSON forget", _l5_line(DEEP), ["forget", "h001"], None),
+    ("L5 deep JSON compose", _l5_line(DEEP), ["compose", "proxy"], None),
+    ("L5 text null compose", _l5_line(_entry(90, text=None)), ["compose", "proxy"], None),
+    ("L5 text null dream run", _l5_line(_entry(90, text=None)), ["dream"], None),
+    ("L5 topic number forget", _l5_line(_entry(91, topic=3)), ["forget", "--match", "proxy", "--yes"], None),
     ("L5 not JSON", _l5_line("\udcff\udcfe garbage"), ["search", "proxy"], None),
     ("L5 a list", _l5_line("[1, 2, 3]"), ["dream", "--dry-run"], None),
     ("L5 supersedes not list", _l5_line(_entry(96, supersedes="h001")), ["dream", "--dry-run"], None),
@@ -183,6 +190,16 @@ def _snapshot(root: Path) -> dict[str, bytes]:
             if p.is_file() and ".memctl" not in p.relative_to(root).parts}
 
 
+def _moved(line: bytes, after: dict[str, bytes]) -> bool:
+    """An entry forgotten (L5 -> L6) or restored is moved, not lost: its id and text are still there."""
+    try:
+        entry = json.loads(line)
+        marks = [json.dumps(entry["id"]).encode(), json.dumps(entry["text"], ensure_ascii=False).encode()]
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return False
+    return any(all(mark in data for mark in marks) for name, data in after.items() if name.endswith(".jsonl"))
+
+
 def _nothing_lost(before: dict[str, bytes], after: dict[str, bytes]) -> list[str]:
     lost = []
     for name, data in before.items():
@@ -190,7 +207,7 @@ def _nothing_lost(before: dict[str, bytes], after: dict[str, bytes]) -> list[str
             lost.append(f"{name} is gone")
             continue
         now = set(after[name].splitlines())
-        missing = [line for line in data.splitlines() if line not in now]
+        missing = [line for line in data.splitlines() if line not in now and not _moved(line, after)]
         if missing:
             lost.append(f"{name}: {len(missing)} lines gone, e.g. {missing[0][:80]!r}")
     return lost
@@ -221,8 +238,9 @@ def test_hostile_input_gets_one_line(run, template, tmp_path, case, setup, args,
     stderr = out.stderr.decode("utf-8", "replace")
     assert "Traceback" not in stderr, stderr[-2000:]
     assert not _NAMES.search(stderr), stderr[-600:]
+    assert "internal error" not in stderr, stderr[-600:]  # the catch-all is for bugs, not for input
     assert out.returncode in (0, 1, 2, 3), (out.returncode, stderr[-600:])
-    if out.returncode == 2:
+    if out.returncode == 2 and args[0] != "verify":  # verify: exit 2 means findings, listed on stdout
         errors = [line for line in stderr.splitlines() if line.startswith("memctl: error:")]
         assert len(errors) == 1 and len(errors[0]) < 400, stderr[-600:]
     assert _nothing_lost(before, _snapshot(root)) == []

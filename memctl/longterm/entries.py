@@ -127,6 +127,37 @@ def iter_entries(path: Path) -> Iterator[Entry]:
                 continue
 
 
+def bad_lines(path: Path) -> list[tuple[int, str]]:
+    """(line number, what is wrong) for every non-blank line of a store that is not an entry:
+    the lines every reader skips and every rewrite keeps as they are."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return []
+    found = []
+    for number, raw in enumerate(data.splitlines(), start=1):
+        if raw.strip():
+            problem = entry_problem(raw)
+            if problem:
+                found.append((number, problem))
+    return found
+
+
+def entry_problem(raw: bytes | dict) -> str | None:
+    """Why a line (or its parsed object) is not an entry, or None when it is one."""
+    try:
+        Entry.from_dict(json.loads(raw) if isinstance(raw, bytes) else raw)
+    except UnicodeDecodeError:
+        return "not UTF-8 text"
+    except json.JSONDecodeError:
+        return "not JSON"
+    except RecursionError:
+        return "JSON nested too deeply"
+    except BAD_LINE as exc:
+        return str(exc) or "not an entry"
+    return None
+
+
 def load_entries(path: Path) -> list[Entry]:
     return list(iter_entries(path))
 

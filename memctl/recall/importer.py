@@ -43,6 +43,17 @@ class ImportReport:
                 "bad": [{"line": b.number, "reason": b.reason} for b in self.bad]}
 
 
+def _check_encodable(data: dict) -> None:
+    """`"\\ud800"` is valid JSON but no text: a lone surrogate cannot be written as UTF-8."""
+    for name, value in data.items():
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                code = ord(value[exc.start])
+                raise ValueError(f"{name!r} holds a lone surrogate (\\u{code:04x}), not text") from None
+
+
 def parse_line(raw: bytes, default_type: str, known_types: Iterable[str] | None = None) -> Entry:
     """One JSON line -> an Entry, or ValueError saying what is wrong with it."""
     try:
@@ -58,6 +69,7 @@ def parse_line(raw: bytes, default_type: str, known_types: Iterable[str] | None 
     text = data.get("text")
     if not isinstance(text, str) or not text.strip():
         raise ValueError("'text' is missing or empty")
+    _check_encodable(data)
     entry_id = data.get("id")
     if entry_id is not None and not isinstance(entry_id, (str, int)):
         raise ValueError("'id' must be a string or a number")

@@ -38,14 +38,34 @@ def _settings(ctx: typer.Context):
     root = settings.layout.root
     if not settings.layout.state_dir.is_dir():
         raise NotFound(f"{root} is not a memory folder yet; run `memctl --root {root} init`")
+    _warn_bad_lines(settings.layout)
     return settings
+
+
+def _warn_bad_lines(layout) -> None:
+    """A line of L5/L6 that is not an entry is skipped and left in place: say so, with file:line."""
+    from memctl.longterm.entries import bad_lines
+
+    for path in (layout.long_term, layout.cold_archive):
+        for number, problem in bad_lines(path):
+            render.warning(f"{path.name}:{number}: {problem}; skipped, left as it is (see `memctl verify`)")
 
 
 def _read_text(text: Optional[str]) -> str:
     if text is None or text == "-":
         if sys.stdin is None or sys.stdin.isatty():
             raise UsageError("no text: pass TEXT, or `-` and the text on stdin")
-        return sys.stdin.read()
+        text = sys.stdin.read()
+    return _utf8_only(text)
+
+
+def _utf8_only(text: str) -> str:
+    """A fact is stored as UTF-8: undecodable bytes (or lone surrogates) are refused, not guessed."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UsageError(f"the text is not valid UTF-8 (at character {exc.start + 1}); "
+                         "memctl stores facts as UTF-8") from None
     return text
 
 
