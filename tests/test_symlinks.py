@@ -6,7 +6,6 @@ outside the root may change (the sentinel is hashed before and after)."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 from pathlib import Path

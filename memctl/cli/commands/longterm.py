@@ -44,11 +44,11 @@ def _settings(ctx: typer.Context):
 
 def _warn_bad_lines(layout) -> None:
     """A line of L5/L6 that is not an entry is skipped and left in place: say so, with file:line."""
-    from memctl.longterm.entries import bad_lines
+    from memctl.longterm.store import open_store
 
-    for path in (layout.long_term, layout.cold_archive):
-        for number, problem in bad_lines(path):
-            render.warning(f"{path.name}:{number}: {problem}; skipped, left as it is (see `memctl verify`)")
+    store = open_store(layout)
+    for name, number, problem in store.active.bad_lines() + store.archive.bad_lines():
+        render.warning(f"{name}:{number}: {problem}; skipped, left as it is (see `memctl verify`)")
 
 
 def _read_text(text: Optional[str]) -> str:
