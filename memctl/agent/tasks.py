@@ -93,6 +93,8 @@ def parse_state(data: bytes) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"task state is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise UsageError("task state is nested too deeply to be a task's state") from None
 
 
 def save(layout: Layout, task_id: str, state: Any, now: str, scrub: Callable[[str], str] = redact) -> Task:
@@ -126,6 +128,8 @@ def _read(path: Path, task_id: str) -> Task:
         raise NotFound(f"no task {task_id!r} in {path.parent} (see `memctl task list`)") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"{path} is not a task file ({exc}); fix or remove it") from None
+    except RecursionError:
+        raise UsageError(f"{path} is not a task file (JSON nested too deeply); fix or remove it") from None
     if not isinstance(data, dict) or "state" not in data:
         raise UsageError(f"{path} is not a task file (no 'state'); fix or remove it")
     return Task(

@@ -90,8 +90,14 @@ def main(argv: Optional[list[str]] = None) -> None:
     except Exception as exc:  # a crash is exit 2 with one line, never exit 1 ("no match")
         if debug:
             raise
-        render.error(f"{type(exc).__name__}: {exc} (rerun with --debug for a traceback)")
+        render.error(internal_error_text(exc))
         sys.exit(EXIT_ERROR)
+
+
+def internal_error_text(exc: BaseException) -> str:
+    """A crash in one line for people: what went wrong, never the exception's class name."""
+    detail = " ".join(str(exc).split())[:200] or "unexpected failure"
+    return f"internal error: {detail} (rerun with --debug for a traceback)"
 
 
 def _flush_stdout() -> None:

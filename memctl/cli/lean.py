@@ -65,17 +65,24 @@ def _guarded(action) -> int:
     try:
         return action()
     except (MemctlError, ValueError, sqlite3.DatabaseError) as exc:
-        sys.stderr.write(f"memctl: error: {exc}\n")
+        from memctl.cli import render
+
+        render.error(str(exc))
         return getattr(exc, "exit_code", 2)
     except OSError as exc:  # e.g. a cache folder that cannot be created
-        sys.stderr.write(f"memctl: error: {os_error_text(exc)}\n")
+        from memctl.cli import render
+
+        render.error(os_error_text(exc))
         return 2
 
 
 def _settings(root):
+    from memctl.cli import render
     from memctl.core.config import load_settings, resolve_root
 
-    return load_settings(resolve_root(root))
+    settings = load_settings(resolve_root(root))
+    render.configure_redaction(settings.get("redaction", "extra_patterns"))
+    return settings
 
 
 def _search(root, options: dict) -> int:
@@ -84,17 +91,18 @@ def _search(root, options: dict) -> int:
 
     settings = _settings(root)
     request = request_from_settings(settings, " ".join(options["words"]),
-                                    k=int(options["k"]) if "k" in options else None, layers=options.get("layers"),
+                                    k=_whole_number("-k", options["k"]) if "k" in options else None,
+                                    layers=options.get("layers"),
                                     mode=options.get("mode"), since=options.get("since"),
                                     until=options.get("until"), type=options.get("type"))
     hits = search_once(settings.layout, request, IndexOptions.from_settings(settings), refresh=options["refresh"])
+    from memctl.cli import render
+
     try:
         if options["json"]:
-            import json
-
-            sys.stdout.writelines(json.dumps(hit.to_json(), ensure_ascii=False) + "\n" for hit in hits)
+            render.lines(render.json_text(hit.to_json()) for hit in hits)
         else:
-            sys.stdout.writelines(tsv_line(hit) + "\n" for hit in hits)
+            render.lines(tsv_line(hit) for hit in hits)
         sys.stdout.flush()
     except BrokenPipeError:  # `| head` closed the pipe: quiet, like grep
         import os
@@ -103,21 +111,29 @@ def _search(root, options: dict) -> int:
     return EXIT_OK if hits else EXIT_NO_MATCH
 
 
+def _whole_number(option: str, text: str) -> int:
+    if not text.lstrip("-").isdigit():
+        raise MemctlError(f"{option} takes a whole number, got {text!r}")
+    return int(text)
+
+
 def _refresh(root) -> int:
     from memctl.recall.index import IndexOptions, SearchIndex
 
     settings = _settings(root)
     report = SearchIndex(settings.layout, IndexOptions.from_settings(settings)).ensure_fresh(wait=True)
-    sys.stderr.write(f"{report.summary()}\n")
+    from memctl.cli import render
+
+    sys.stderr.write(render.redacted(f"{report.summary()}") + "\n")
     for error in report.errors:
-        sys.stderr.write(f"warning: {error}\n")
+        sys.stderr.write(render.redacted(f"warning: {error}") + "\n")
     return EXIT_OK
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # `python -m memctl.cli.lean`: the lean path alone (the console script adds the rest)
     code = run(prepare_process(sys.argv[1:]))
     if code is None:
-        from memctl.cli.app import main as full_main
-
-        full_main(sys.argv[1:])
+        sys.stderr.write("memctl: error: the lean path answers piped searches and `index refresh` only; "
+                         "run memctl for the rest\n")
+        code = 2
     sys.exit(code)

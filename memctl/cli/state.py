@@ -34,6 +34,9 @@ class AppState:
     def settings(self) -> Settings:
         if self._settings is None:
             self._settings = load_settings(self.root)
+            from memctl.cli import render
+
+            render.configure_redaction(self._settings.get("redaction", "extra_patterns"))
         return self._settings
 
     def writer_lock(self, wait: float = 0.0) -> WriterLock:

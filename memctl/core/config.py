@@ -13,7 +13,7 @@ from collections import namedtuple
 from pathlib import Path
 
 from memctl.core.errors import ConfigError, NotAMemory
-from memctl.core.fsutil import FILE_MODE, NOFOLLOW, ensure_private_dir, set_mode
+from memctl.core.fsutil import FILE_MODE, NOFOLLOW, ensure_private_dir, refuse_symlink, set_mode
 
 TYPE_CHECKING = False  # typing costs ~7 ms to import; annotations here are never evaluated
 if TYPE_CHECKING:
@@ -53,6 +53,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "min_age": "2h",
         "keep_newest": 10,
         "zip_level": 6,
+    },
+    "index": {
+        "max_member_bytes": 64 * 1024 * 1024,  # a zip member is indexed up to this many inflated bytes
     },
     "search": {
         "k": 5,
@@ -255,6 +258,7 @@ def cache_home() -> Path:
 
 def derived_dir_for(root: Path) -> Path:
     state_dir = Path(root) / STATE_DIR
+    refuse_symlink(state_dir)  # the index and its lock would be written wherever it points
     if state_dir.is_dir() and os.access(state_dir, os.W_OK):
         return state_dir
     import hashlib  # here: an initialised, writable memory (the usual case) never needs it
@@ -317,8 +321,52 @@ def _merge_user_config(values: dict, origins: dict, user: dict, path: Path) -> N
                 raise ConfigError(
                     f"{path}: {section}.{key} must be {type(default).__name__}, got {value!r}"
                 )
+            _check_value(section, key, value, path)
             values[section][key] = value
             origins[f"{section}.{key}"] = str(path)
+
+
+# The range every number may take: a value past it is a typo that would overflow SQLite, the
+# clock or a loop (`k = 9223372036854775807`, `max_lines = -1`).
+BOUNDS = {
+    "archive.keep_newest": (0, 1_000_000), "archive.zip_level": (0, 9),
+    "index.max_member_bytes": (1024, 1 << 40), "search.k": (1, 10_000), "search.fuzzy_threshold": (0, 100),
+    "dream.consolidate_min": (1, 1_000_000), "dream.similarity": (0, 100),
+    "dream.archive_after_days": (0, 36_500), "dream.forget_after_days": (0, 36_500),
+    "dream.forget_min_refs": (0, 1_000_000_000), "dream.merge_min_confidence": (0, 10),
+    "dream.max_remove_share": (0, 1), "dream.auto_trigger_entries": (0, 1_000_000_000),
+    "insight.max_lines": (1, 10_000), "insight.max_bytes": (1, 10_000_000),
+}
+
+
+def _check_value(section: str, key: str, value: Any, path: Path) -> None:
+    """Numbers within their range, durations readable, redaction patterns valid regexes."""
+    name = f"{section}.{key}"
+    if name in BOUNDS:
+        low, high = BOUNDS[name]
+        if not low <= value <= high:  # NaN fails both comparisons
+            raise ConfigError(f"{path}: {name} must be between {low} and {high}, got {value!r}")
+    elif name == "archive.min_age":
+        if parse_duration(value) < 0:
+            raise ConfigError(f"{path}: {name} must not be negative, got {value!r}")
+    elif name == "redaction.extra_patterns":
+        _check_patterns(value, name, path)
+
+
+def _check_patterns(patterns: list, name: str, path: Path) -> None:
+    import re
+
+    for number, pattern in enumerate(patterns):
+        if not isinstance(pattern, str):
+            raise ConfigError(f"{path}: {name}[{number}] must be a string, got {pattern!r}")
+        try:
+            compiled = re.compile(pattern)
+        except (re.error, RecursionError, OverflowError) as exc:
+            raise ConfigError(f"{path}: {name}[{number}] is not a valid regular expression "
+                              f"({exc}): {pattern!r}") from None
+        if compiled.search(""):
+            raise ConfigError(f"{path}: {name}[{number}] matches empty text, so it would redact "
+                              f"nothing useful: {pattern!r}")
 
 
 def _same_kind(default: Any, value: Any) -> bool:
@@ -407,5 +455,5 @@ def parse_duration(text: str | int | float) -> float:
         if raw and raw[-1] in units:
             return float(raw[:-1]) * units[raw[-1]]
         return float(raw)
-    except ValueError:
+    except (ValueError, OverflowError):
         raise ConfigError(f"bad duration {text!r}: use a number with s, m, h, d or w (e.g. 2h)") from None

@@ -60,6 +60,25 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def refuse_symlink(*paths: Path) -> None:
+    """One clear error if any of `paths` is a symlink (memctl neither writes nor reads through a
+    link planted in the memory: it could point anywhere). A missing path is fine."""
+    for path in paths:
+        if os.path.islink(path):
+            raise UnsafePath(f"{path} is a symlink; memctl does not follow links in the memory "
+                             "(remove it and rerun)")
+
+
+def open_nofollow(path: Path, flags: int, mode: int = FILE_MODE) -> int:
+    """os.open that refuses a symlink at `path` with one line naming it (ELOOP otherwise)."""
+    try:
+        return os.open(path, flags | NOFOLLOW, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or (not NOFOLLOW and os.path.islink(path)):
+            refuse_symlink(path)
+        raise
+
+
 def ensure_private_dir(path: Path) -> Path:
     """Create `path` (and parents) 0700; refuse a symlink where a folder is expected."""
     path = Path(path)
@@ -114,6 +133,7 @@ def atomic_writer(dest: Path, mode: int = FILE_MODE) -> Iterator[object]:
     failing disk raises WriteFailed with `dest` untouched."""
     dest = Path(dest)
     folder = dest.parent
+    refuse_symlink(dest)  # os.replace would swap the link itself, but a planted link is refused
     import tempfile  # here: a search never writes whole files, and the import costs ~5 ms
 
     fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{dest.name}.", suffix=TMP_SUFFIX)
@@ -147,7 +167,7 @@ def atomic_write_text(dest: Path, text: str, mode: int = FILE_MODE) -> None:
 def append_durably(dest: Path, data: bytes) -> None:
     """Append one complete record with a single write(), then fsync (history, logs); on a full
     disk the file is cut back to its length and WriteFailed raised."""
-    fd = os.open(dest, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
+    fd = open_nofollow(dest, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         start = os.fstat(fd).st_size
         try:
@@ -193,12 +213,7 @@ def safe_child(folder: Path, name: str) -> Path:
 
 def read_bytes_nofollow(path: Path) -> bytes:
     """Read a file's bytes, refusing to follow a symlink."""
-    try:
-        fd = os.open(path, os.O_RDONLY | NOFOLLOW)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise UnsafePath(f"{path} is a symlink; memctl does not follow links in the memory") from None
-        raise
+    fd = open_nofollow(path, os.O_RDONLY)
     with os.fdopen(fd, "rb") as handle:
         return handle.read()
 
@@ -247,7 +262,7 @@ def open_lock_file(path: Path) -> int:
     """Open (creating) a lock file; a folder this process may not write is one clear error."""
     try:
         ensure_private_dir(Path(path).parent)
-        return os.open(path, os.O_RDWR | os.O_CREAT | NOFOLLOW, FILE_MODE)
+        return open_nofollow(path, os.O_RDWR | os.O_CREAT)
     except PermissionError:
         raise ReadOnly(f"cannot write to {Path(path).parent}: permission denied "
                        "(a read-only memory can be searched, not changed)") from None

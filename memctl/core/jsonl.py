@@ -26,7 +26,7 @@ import os
 import time
 from pathlib import Path
 
-from memctl.core.fsutil import FILE_MODE, NOFOLLOW, ensure_private_dir, is_disk_error, write_all, write_failed
+from memctl.core.fsutil import ensure_private_dir, is_disk_error, open_nofollow, write_all, write_failed
 
 TORN_DIR = "torn"
 _TAIL_CHUNK = 1 << 16
@@ -49,7 +49,7 @@ def append_lines(path: Path, payload: bytes, quarantine: Path) -> int:
     if payload and not payload.endswith(b"\n"):
         raise ValueError("append_lines takes whole lines")
     path = Path(path)
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
+    fd = open_nofollow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         start = _cut_torn_tail(fd, path, quarantine)
         if payload:
@@ -62,7 +62,7 @@ def append_lines(path: Path, payload: bytes, quarantine: Path) -> int:
 def append_unlocked(path: Path, payload: bytes) -> None:
     """Append whole lines in one O_APPEND write without the lock and without fsync (a lost
     line only delays something); after a torn tail the lines start on a fresh line."""
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
+    fd = open_nofollow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -75,7 +75,7 @@ def append_unlocked(path: Path, payload: bytes) -> None:
 def quarantine_torn_tail(path: Path, quarantine: Path) -> int:
     """Move a torn last line of `path` to `quarantine` (writer lock held); its length, 0 if none."""
     try:
-        fd = os.open(path, os.O_RDWR | NOFOLLOW)
+        fd = open_nofollow(path, os.O_RDWR)
     except FileNotFoundError:
         return 0
     try:

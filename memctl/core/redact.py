@@ -13,13 +13,13 @@ and a huge log line costs linear time. Left boundaries also accept a JSON escape
 
 from __future__ import annotations
 
-import base64
-import binascii
 import math
 import re
-from collections import Counter
-from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from collections import Counter, namedtuple
+
+TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms: every printed line passes here
+if TYPE_CHECKING:
+    from typing import Callable, Iterable, Sequence
 
 MARKER = "[REDACTED:{kind}]"
 
@@ -27,28 +27,22 @@ _R = r"(?![A-Za-z0-9_])"
 _RD = r"(?![A-Za-z0-9_-])"  # for shapes whose alphabet includes '-'
 
 
-@dataclass(frozen=True)
-class SecretFinding:
-    kind: str
-    start: int
-    end: int
+class SecretFinding(namedtuple("SecretFinding", "kind start end")):
+    __slots__ = ()
 
 
-@dataclass(frozen=True)
-class _Rule:
-    kind: str
-    pattern: re.Pattern[str]
-    keywords: tuple[str, ...]  # lowercase substrings; the regex runs only if one occurs
-    group: int = 0  # the part that is the secret (the rest is context kept as is)
-    check: Callable[[str], bool] | None = None
-    left_boundary: bool = False  # must start after a non-word character or a JSON escape
-    lowered: bool = False  # a lowercase pattern run on the lowercased text (case-insensitive)
-    # a lowercase regex the lowercased text must hold for the rule to run, where the keywords
-    # alone are common English (`gh`, `pass`, `asia`); all triggers together are the prefilter
-    trigger: str = ""
+class _Rule(namedtuple("_Rule", "kind pattern keywords group check left_boundary lowered trigger",
+                       defaults=(0, None, False, False, ""))):
+    """kind; pattern (compiled); keywords: lowercase substrings, the regex runs only if one
+    occurs; group: the part that is the secret (the rest is context kept as is); check: a test
+    of the captured value; left_boundary: must start after a non-word character or a JSON
+    escape; lowered: a lowercase pattern run on the lowercased text (case-insensitive);
+    trigger: a lowercase regex the lowercased text must hold for the rule to run, where the
+    keywords alone are common English (`gh`, `pass`, `asia`); all triggers together are the
+    prefilter."""
 
-    def gate(self) -> str:
-        return self.trigger or "|".join(re.escape(k) for k in self.keywords)
+    __slots__ = ()
+
 
 
 def _entropy(value: str) -> float:
@@ -99,6 +93,9 @@ def _random_token(value: str) -> bool:
 
 def _basic_credentials(value: str) -> bool:
     """`Basic <b64>` is a secret when it decodes to `user:password`."""
+    import base64
+    import binascii
+
     try:
         decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
     except (binascii.Error, ValueError):
@@ -111,7 +108,7 @@ def _url_password(value: str) -> bool:
 
 
 def _rule(kind, pattern, keywords, group=0, check=None, lowered=False, trigger="") -> _Rule:
-    return _Rule(kind, re.compile(pattern), tuple(keywords), group, check, lowered=lowered, trigger=trigger)
+    return _Rule(kind, pattern, tuple(keywords), group, check, lowered=lowered, trigger=trigger)
 
 
 def _token(kind, pattern, keywords, check=None, trigger="") -> _Rule:
@@ -120,8 +117,15 @@ def _token(kind, pattern, keywords, check=None, trigger="") -> _Rule:
     The left boundary is checked in code, not by a leading lookbehind: a pattern that starts
     with a lookbehind loses the engine's literal-prefix scan and runs ~30x slower.
     """
-    return _Rule(kind, re.compile(pattern), tuple(keywords), 0, check, left_boundary=True, trigger=trigger)
+    return _Rule(kind, pattern, tuple(keywords), 0, check, left_boundary=True, trigger=trigger)
 
+
+# For lowercase rules that must also work inside JSON strings, where a line break is the two
+# characters `\n`: a left boundary that accepts such an escape, a separator that is one, and
+# a value character that stops at one.
+_LB = r"(?:(?<![a-z0-9_])|(?<=\\[nrt]))"
+_SEP = r"(?:\s|\\[nrt])"
+_VAL = r"(?:(?!\\[nrt])\S)"
 
 _KEYWORDS = (
     r"api[_-]?key|apikey|access[_-]?key|auth[_-]?key|secret[_-]?key|client[_-]?secret|secret|"
@@ -195,7 +199,7 @@ RULES: tuple[_Rule, ...] = (
     _token(
         "discord-token",
         r"[MNO][A-Za-z0-9]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}" + _RD,
-        [],
+        ["."],
         check=_random_token,
         trigger=r"[mno][a-z0-9]{23,27}\.[a-z0-9_-]{6}\.",
     ),
@@ -217,20 +221,22 @@ RULES: tuple[_Rule, ...] = (
     _rule(
         # ~/.netrc: `machine HOST login USER password SECRET`, on one line or several
         "netrc-password",
-        r"\bmachine\s{1,10}\S{1,200}\s{1,10}(?:login\s{1,10}\S{1,200}\s{1,10})?password\s{1,10}(\S{1,200})",
+        _LB + r"machine" + _SEP + r"{1,10}" + _VAL + r"{1,200}" + _SEP + r"{1,10}(?:login" + _SEP + r"{1,10}"
+        + _VAL + r"{1,200}" + _SEP + r"{1,10})?password" + _SEP + r"{1,10}(" + _VAL + r"{1,200})",
         ["machine"],
         group=1,
-        trigger=r"machine\s{1,10}\S{1,200}\s{1,10}(?:login|password)",
+        trigger=r"machine" + _SEP + r"{1,10}\S{1,200}" + _SEP + r"{1,10}(?:login|password)",
         check=_url_password,
         lowered=True,
     ),
     _rule(
         # ~/.pgpass: `host:port:database:user:password`, one a line
         "pgpass-password",
-        r"(?m)^[a-z0-9.*_-]{1,200}:(?:\d{1,5}|\*):[^:\s]{1,200}:[^:\s]{1,200}:(\S{1,200})$",
-        [],
+        r"(?m)(?:^|(?<=\\[nr])|(?<=\"))[a-z0-9.*_-]{1,200}:(?:\d{1,5}|\*):[^:\s\\\"]{1,200}:[^:\s\\\"]{1,200}:"
+        r"((?:(?!\\[nrt])[^\s\"]){1,200})(?:$|(?=\\[nr]|\"))",
+        [":"],
         group=1,
-        trigger=r"(?:^|\n)[a-z0-9.*_-]{1,200}:(?:\d{1,5}|\*):",
+        trigger=r"(?:^|\n|\\[nr]|\")[a-z0-9.*_-]{1,200}:(?:\d{1,5}|\*):",
         check=_secretish,
         lowered=True,
     ),
@@ -255,7 +261,7 @@ RULES: tuple[_Rule, ...] = (
     ),
     _rule(
         "curl-user",
-        r"\bcurl\b[^\n]{0,400}?\s(?:-u|--user)\s{0,4}[\"']?[^\s\"':]{0,100}:([^\s\"'\\]{1,200})",
+        _LB + r"curl\b[^\n]{0,400}?\s(?:-u|--user)\s{0,4}[\"']?[^\s\"':]{0,100}:([^\s\"'\\]{1,200})",
         ["curl"],
         group=1,
         trigger=r"curl\b[^\n]{0,400}?\s(?:-u|--user)",
@@ -289,7 +295,19 @@ _GENERIC = frozenset({"password-assignment", "custom"})
 
 
 def _extra_rules(extra_patterns: Sequence[str]) -> list[_Rule]:
-    return [_Rule("custom", re.compile(p), (), 0, None) for p in extra_patterns]
+    return [_Rule("custom", p, (), 0, None) for p in extra_patterns]
+
+
+# Patterns compile on first use: compiling all of them costs ~30 ms, more than the search whose
+# output they check, and most text only ever needs a few (the keyword test below comes first).
+_COMPILED: dict[str, re.Pattern[str]] = {}
+
+
+def _compiled(source: str) -> re.Pattern[str]:
+    pattern = _COMPILED.get(source)
+    if pattern is None:
+        pattern = _COMPILED[source] = re.compile(source)
+    return pattern
 
 
 # The prefilter, cheapest first, each step a condition a rule's match cannot do without:
@@ -320,9 +338,14 @@ _NEEDS: dict[str, tuple[str, tuple[str, ...]]] = {
 _HINTS = {"discord-token": re.compile(r"\.[a-z0-9_-]{6}\."), "pgpass-password": re.compile(r":(?:\d{1,5}|\*):")}
 
 
-def _check(rule: _Rule) -> tuple[_Rule, str, tuple[str, ...], re.Pattern[str] | None, re.Pattern[str]]:
+def _gate(rule: _Rule) -> str:
+    """The regex the lowercased text must hold for the rule to run: its trigger, else its keywords."""
+    return rule.trigger or "|".join(re.escape(k) for k in rule.keywords)
+
+
+def _check(rule: _Rule) -> tuple[_Rule, str, tuple[str, ...], re.Pattern[str] | None, str]:
     pivots, needles = _NEEDS.get(rule.kind, ("", ()))
-    return rule, pivots, needles or rule.keywords, _HINTS.get(rule.kind), re.compile(rule.gate())
+    return rule, pivots, needles or rule.keywords, _HINTS.get(rule.kind), _gate(rule)
 
 
 _CHECKS = tuple(_check(rule) for rule in RULES)
@@ -341,7 +364,7 @@ def _possible_rules(lowered: str) -> Iterable[_Rule]:
         else:
             if needles:
                 continue
-        if (hint is None or hint.search(lowered)) and gate.search(lowered):
+        if (hint is None or hint.search(lowered)) and _compiled(gate).search(lowered):
             yield rule
 
 
@@ -386,7 +409,7 @@ def _keyword_ok(lowered: str, match: re.Match[str]) -> bool:
 
 
 def _rule_hits(rule: _Rule, text: str, lowered: str) -> Iterable[SecretFinding]:
-    for match in rule.pattern.finditer(lowered if rule.lowered else text):
+    for match in _compiled(rule.pattern).finditer(lowered if rule.lowered else text):
         start, end = match.span(rule.group)
         if start == end or (rule.left_boundary and not _left_ok(text, start)):
             continue

@@ -56,7 +56,7 @@ def iter_manifest(layout: Layout) -> Iterator[ManifestRecord]:
         for raw in handle:
             try:
                 yield ManifestRecord.from_dict(json.loads(raw))
-            except (ValueError, TypeError):
+            except (ValueError, TypeError, RecursionError):  # a hostile line is not a record
                 continue
 
 

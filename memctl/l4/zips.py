@@ -19,7 +19,7 @@ from pathlib import Path
 from memctl.core import faults
 from memctl.core.config import Layout
 from memctl.core.errors import IntegrityError
-from memctl.core.fsutil import fsync_dir
+from memctl.core.fsutil import fsync_dir, refuse_symlink
 from memctl.l4.codec import decode_stream
 from memctl.l4.manifest import ManifestRecord
 from memctl.l4.staging import ZLIB, Staged, worker_pool
@@ -33,6 +33,7 @@ def _zip_date(stamp: datetime) -> tuple[int, int, int, int, int, int]:
 def write_month_zip(layout: Layout, month: str, items: list[tuple[Staged, ManifestRecord]]) -> Path:
     """Write `<month>.zip` anew beside the old one, verify it, and rename it into place."""
     zip_path = layout.l4_dir / f"{month}.zip"
+    refuse_symlink(zip_path)  # it would be read through and then replaced
     fd, tmp_name = tempfile.mkstemp(dir=layout.l4_dir, prefix=f".{month}.zip.", suffix=".tmp")
     os.close(fd)
     tmp = Path(tmp_name)

@@ -281,5 +281,7 @@ def _plan_consolidate(entries: Sequence[Entry], history: Sequence[tuple[str, str
 
 
 def _short(text: str, limit: int = 70) -> str:
-    flat = " ".join(text.split())
+    from memctl.core.redact import redact  # before the cut: a cut secret no longer looks like one
+
+    flat = " ".join(redact(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"

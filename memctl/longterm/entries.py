@@ -68,6 +68,7 @@ class Entry:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Entry":
+        _check_fields(data)
         known = _KNOWN_FIELDS
         if known.issuperset(data) and "id" in data and "text" in data:
             return cls(**data)
@@ -79,6 +80,29 @@ class Entry:
 
 
 _KNOWN_FIELDS = frozenset(f.name for f in fields(Entry)) - {"extra"}
+_NUMBER_FIELDS = {"confidence": (int, float), "refs": (int,), "seen": (int,)}
+_LIST_FIELDS = frozenset({"supersedes", "merged_from", "consolidated_from"})
+# what a line that is not an entry raises (RecursionError: JSON nested thousands deep)
+BAD_LINE = (ValueError, TypeError, AttributeError, RecursionError)
+
+
+def _check_fields(data: Any) -> None:
+    """A line is an entry only if every known field has its type (`text: null`, `topic: 3`
+    and `refs: "many"` are not entries; the line is skipped, never rewritten)."""
+    if not isinstance(data, dict):
+        raise ValueError("an entry is a JSON object")
+    for name, value in data.items():
+        if name in _NUMBER_FIELDS:
+            ok = isinstance(value, _NUMBER_FIELDS[name]) and not isinstance(value, bool) and value == value \
+                and abs(value) < 1e15
+        elif name in _LIST_FIELDS:
+            ok = isinstance(value, list) and all(isinstance(item, str) for item in value)
+        else:
+            ok = name not in _KNOWN_FIELDS or isinstance(value, str)
+        if not ok:
+            raise ValueError(f"field {name!r} has the wrong type")
+    if not data.get("id"):
+        raise ValueError("an entry needs a non-empty 'id'")
 
 
 def new_id(prefix: str = "m") -> str:
@@ -104,8 +128,39 @@ def iter_entries(path: Path) -> Iterator[Entry]:
                 continue
             try:
                 yield Entry.from_dict(json.loads(raw))
-            except (ValueError, TypeError, AttributeError):
+            except BAD_LINE:
                 continue
+
+
+def bad_lines(path: Path) -> list[tuple[int, str]]:
+    """(line number, what is wrong) for every non-blank line of a store that is not an entry:
+    the lines every reader skips and every rewrite keeps as they are."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return []
+    found = []
+    for number, raw in enumerate(data.splitlines(), start=1):
+        if raw.strip():
+            problem = entry_problem(raw)
+            if problem:
+                found.append((number, problem))
+    return found
+
+
+def entry_problem(raw: bytes | dict) -> str | None:
+    """Why a line (or its parsed object) is not an entry, or None when it is one."""
+    try:
+        Entry.from_dict(json.loads(raw) if isinstance(raw, bytes) else raw)
+    except UnicodeDecodeError:
+        return "not UTF-8 text"
+    except json.JSONDecodeError:
+        return "not JSON"
+    except RecursionError:
+        return "JSON nested too deeply"
+    except BAD_LINE as exc:
+        return str(exc) or "not an entry"
+    return None
 
 
 def load_entries(path: Path) -> list[Entry]:
@@ -180,7 +235,7 @@ def _parse_lines(data: bytes, wanted: bytes | None) -> list[Row]:
             continue
         try:
             entry = Entry.from_dict(json.loads(raw))
-        except (ValueError, TypeError, AttributeError):
+        except BAD_LINE:
             entry = None
         rows.append(Row(raw, entry))
     return rows
@@ -206,7 +261,7 @@ def texts_of_type(data: bytes, type_name: str) -> list[tuple[str, str]]:
         # escapes, another key order, or hand-written: parse the line
         try:
             entry = Entry.from_dict(json.loads(line))
-        except (ValueError, TypeError, AttributeError):
+        except BAD_LINE:
             continue
         if entry.type == type_name:
             found.append((entry.id, entry.text))
@@ -221,7 +276,7 @@ def _parse_all(data: bytes) -> list[Row] | None:
     try:
         dicts = json.loads(b"[" + b",".join(lines) + b"]")
         return [Row(raw, Entry.from_dict(d)) for raw, d in zip(lines, dicts)]
-    except (ValueError, TypeError, AttributeError):
+    except BAD_LINE:
         return None
 
 
@@ -244,7 +299,7 @@ def entries_with(data: bytes, marker: bytes) -> list[Entry]:
     for line in _lines_with(data, marker):
         try:
             out.append(Entry.from_dict(json.loads(line)))
-        except (ValueError, TypeError, AttributeError):
+        except BAD_LINE:
             continue
     return out
 

@@ -30,6 +30,7 @@ from memctl.longterm.entries import (
     Row,
     Snapshot,
     append_entries,
+    bad_lines,
     entries_with,
     entry_line,
     field_bytes,
@@ -110,6 +111,10 @@ class EntryFile:
 
     def iter(self) -> Iterator[Entry]:
         return iter_entries(self._path)
+
+    def bad_lines(self) -> list[tuple[str, int, str]]:
+        """(file name, line number, problem) of each line that is not an entry (skipped, kept)."""
+        return [(self._path.name, number, problem) for number, problem in bad_lines(self._path)]
 
     def entries(self) -> list[Entry]:
         return list(self.iter())

@@ -42,19 +42,21 @@ class Doc:
 
 
 
-class IndexOptions(namedtuple("IndexOptions", "redact_enabled extra_patterns include_l6",
-                              defaults=(True, (), True))):
+class IndexOptions(namedtuple("IndexOptions", "redact_enabled extra_patterns include_l6 max_member_bytes",
+                              defaults=(True, (), True, 64 * 1024 * 1024))):
     """How documents are indexed (part of the index's signature: a change means a rebuild)."""
 
     __slots__ = ()
     redact_enabled: bool
     extra_patterns: tuple[str, ...]
     include_l6: bool
+    max_member_bytes: int  # a zip member past it is indexed up to it (verify reports it)
 
     @classmethod
     def from_settings(cls, settings) -> "IndexOptions":
         return cls(redact_enabled=bool(settings.get("redaction", "enabled")),
-                   extra_patterns=tuple(settings.get("redaction", "extra_patterns")))
+                   extra_patterns=tuple(settings.get("redaction", "extra_patterns")),
+                   max_member_bytes=int(settings.get("index", "max_member_bytes")))
 
 
 # ---------------------------------------------------------------- dates
@@ -182,7 +184,7 @@ def jsonl_docs(chunk: bytes, layer: str) -> list[Doc]:
             continue
         try:
             data = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: a line nested thousands deep
             continue
         doc = entry_doc(data, layer) if isinstance(data, dict) else None
         if doc:

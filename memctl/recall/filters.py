@@ -81,4 +81,7 @@ def _relative_date(raw: str, now: datetime) -> datetime | None:
     from dateutil.relativedelta import relativedelta
 
     count, unit = int(match.group(1)), match.group(2)
-    return now - relativedelta(**{f"{unit}s": count})
+    try:
+        return now - relativedelta(**{f"{unit}s": count})
+    except (OverflowError, ValueError):  # before year 1: no date that far back exists
+        raise UsageError(f"the date {raw!r} is out of range: dates run from year 1 to 9999") from None

@@ -54,18 +54,34 @@ class ImportReport:
                 "bad": [{"line": b.number, "reason": b.reason} for b in self.bad]}
 
 
+def _check_encodable(data: dict) -> None:
+    """`"\\ud800"` is valid JSON but no text: a lone surrogate cannot be written as UTF-8."""
+    for name, value in data.items():
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                code = ord(value[exc.start])
+                raise ValueError(f"{name!r} holds a lone surrogate (\\u{code:04x}), not text") from None
+
+
 def parse_line(raw: bytes, default_type: str, known_types: Iterable[str] | None = None,
                repeats: Counter | None = None) -> Entry:
     """One JSON line -> an Entry, or ValueError saying what is wrong with it."""
     try:
         data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"not JSON ({exc.__class__.__name__}: {str(exc)[:80]})") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("not an entry: JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     text = data.get("text")
     if not isinstance(text, str) or not text.strip():
         raise ValueError("'text' is missing or empty")
+    _check_encodable(data)
     entry_id = data.get("id")
     if entry_id is not None and not isinstance(entry_id, (str, int)):
         raise ValueError("'id' must be a string or a number")

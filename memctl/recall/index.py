@@ -26,7 +26,8 @@ from pathlib import Path
 
 from memctl.core.config import Layout
 from memctl.core.errors import WriteFailed
-from memctl.core.fsutil import FILE_MODE, NOFOLLOW, ensure_private_dir, set_mode, sweep_stale_temp_files, try_lock
+from memctl.core.fsutil import (FILE_MODE, ensure_private_dir, open_nofollow, refuse_symlink, set_mode,
+                                 sweep_stale_temp_files, try_lock)
 from memctl.recall.documents import IndexOptions
 from memctl.recall.refresh import Refresh, RefreshReport
 from memctl.recall.sources import file_signature, scan_sources
@@ -69,7 +70,7 @@ class SearchIndex:
     def _index_lock(self, wait: bool) -> Iterator[bool]:
         """The index's own lock: one refresher at a time; searches never wait for a refresher."""
         ensure_private_dir(self.path.parent)
-        fd = os.open(self.path.parent / "index.lock", os.O_RDWR | os.O_CREAT | NOFOLLOW, FILE_MODE)
+        fd = open_nofollow(self.path.parent / "index.lock", os.O_RDWR | os.O_CREAT)
         try:
             yield try_lock(fd, wait)
         finally:
@@ -116,6 +117,8 @@ class SearchIndex:
 
         started = time.monotonic()
         ensure_private_dir(self.path.parent)
+        leftovers = (self.path.with_name(self.path.name + "-journal"), self.path.with_name(self.path.name + "-wal"))
+        refuse_symlink(self.path, *leftovers)  # planted links are refused, not silently replaced
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         sweep_stale_temp_files(self.layout.state_dir, time.time(), (self.path.name,))  # killed rebuilds'
         with contextlib.suppress(FileNotFoundError):
@@ -134,7 +137,7 @@ class SearchIndex:
                 tmp.unlink()
             raise
         set_mode(tmp, FILE_MODE)
-        for leftover in (self.path.with_name(self.path.name + "-journal"), self.path.with_name(self.path.name + "-wal")):
+        for leftover in leftovers:
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
         os.replace(tmp, self.path)

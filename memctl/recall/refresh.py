@@ -253,7 +253,8 @@ class Refresh:
                 if known.get(key) == signature:
                     continue
                 writer.remove_source(key)
-                data = archive.read(info)
+                with archive.open(info) as member:  # bounded: a zip bomb inflates only this far
+                    data = member.read(self.options.max_member_bytes)
                 read += len(data)
                 name = Path(info.filename).stem
                 writer.add(key, session_docs(name, data.decode("utf-8", "replace")))

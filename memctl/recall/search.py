@@ -195,6 +195,9 @@ class Searcher:
             hit.text = texts.get(hit.rowid, "")
 
 
+MAX_K = 10_000  # results a search may return; -k past it is a typo, not a wish
+
+
 def request_from_settings(settings, query: str, k: int | None = None, layers: str | None = None,
                           mode: str | None = None, since: str | None = None, until: str | None = None,
                           type: str | None = None) -> SearchRequest:
@@ -218,6 +221,8 @@ def resolve_layers(request: SearchRequest) -> tuple[tuple[str, ...], int]:
     k = request.k if request.k is not None else mode_k
     if k < 1:
         raise UsageError("-k must be at least 1")
+    if k > MAX_K:
+        raise UsageError(f"-k must be at most {MAX_K}")
     return tuple(layers), k
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import namedtuple
+from pathlib import Path
 
 from memctl.core.config import Layout
 
@@ -49,10 +50,7 @@ def find_item(layout: Layout, ref: str) -> Item | None:
         raise NotFound(f"no section [{key}] in {layout.global_mem.name}")
     if layer == "L3":
         path_part = key.rsplit(":", 1)[0] if re.search(r":\d+$", key) else key
-        path = (layout.root / path_part).resolve()
-        if layout.root.resolve() not in path.parents or not path.is_file():
-            raise NotFound(f"no L3 file {path_part!r} in the memory")
-        return Item("L3", path_part, redact(_read_text(path)))
+        return Item("L3", path_part, redact(l3_file_text(layout, path_part)))
     if layer == "L4":
         session, _, line = key.partition("#h")
         if line.isdigit():
@@ -63,6 +61,23 @@ def find_item(layout: Layout, ref: str) -> Item | None:
             raise NotFound(f"no line {number} in {layout.histories.name}")
         return Item("L4-session", session)
     return None
+
+
+def l3_file_text(layout: Layout, name: str) -> str:
+    """The text of an L3 file: only a file the index counts as L3 (never `.memctl/`, the
+    config, the other layers' files or anything outside the root), and never through a link."""
+    from memctl.core.errors import NotFound
+    from memctl.core.fsutil import read_bytes_nofollow, refuse_symlink
+    from memctl.recall.sources import l3_files
+
+    path = layout.root / name
+    if Path(name).is_absolute() or ".." in Path(name).parts:
+        raise NotFound(f"no L3 file {name!r} in the memory")
+    refuse_symlink(*(layout.root.joinpath(*Path(name).parts[:depth]) for depth in range(1, len(Path(name).parts) + 1)))
+    if path not in set(l3_files(layout)):
+        raise NotFound(f"no L3 file {name!r} in the memory (show serves L3 notes, not .memctl/, "
+                       f"memctl.toml or other layers' files)")
+    return read_bytes_nofollow(path).decode("utf-8", "replace")
 
 
 def _read_text(path) -> str:

@@ -53,7 +53,7 @@ def scan_sources(layout: Layout, options: IndexOptions, include_l4_sessions: boo
     add(layout.histories, "hist")
     if include_l4_sessions and layout.l4_dir.is_dir():
         found.extend(_l4_session_sources(layout))
-    for path in _l3_files(layout):
+    for path in l3_files(layout):
         add(path, "l3")
     return found
 
@@ -87,7 +87,7 @@ def _l4_session_sources(layout: Layout) -> list[Source]:
     return found
 
 
-def _l3_files(layout: Layout) -> Iterator[Path]:
+def l3_files(layout: Layout) -> Iterator[Path]:
     skip_dirs = {layout.l4_dir.name, layout.state_dir.name}
     skip_files = {layout.global_mem.name, layout.insight.name, layout.long_term.name, layout.cold_archive.name,
                   layout.dream_log.name, layout.config_file.name, layout.custom_dict.name, layout.aliases.name}
@@ -98,7 +98,8 @@ def _l3_files(layout: Layout) -> Iterator[Path]:
             if name.startswith(".") or (at_root and name in skip_files):
                 continue
             path = Path(folder) / name
-            if path.suffix in L3_SUFFIXES and (not at_root or path.suffix in (".md", ".py")):
+            if path.suffix in L3_SUFFIXES and (not at_root or path.suffix in (".md", ".py")) \
+                    and not path.is_symlink():  # a planted link could point anywhere
                 yield path
 
 

@@ -7,6 +7,7 @@ import contextlib
 import sqlite3
 from pathlib import Path
 
+from memctl.core.fsutil import refuse_symlink
 from memctl.recall.scoring import fts_totals
 from memctl.recall.writer import IndexWriter, layer_token
 
@@ -39,6 +40,8 @@ CREATE TABLE IF NOT EXISTS surface(word TEXT PRIMARY KEY, term TEXT) WITHOUT ROW
 
 
 def connect(path: Path, timeout: float = 5.0) -> sqlite3.Connection:
+    refuse_symlink(  # SQLite follows links: its files are checked first
+        *(Path(f"{path}{suffix}") for suffix in ("", "-journal", "-wal", "-shm")))
     db = sqlite3.connect(str(path), timeout=timeout, isolation_level=None)
     db.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
     return db

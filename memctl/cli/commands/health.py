@@ -43,7 +43,8 @@ def verify(
     if repair:
         _repair(settings.layout, wait)
     report = run_verify(settings.layout, settings.get("insight", "max_lines"), settings.get("insight", "max_bytes"),
-                        tuple(settings.get("redaction", "extra_patterns")))
+                        tuple(settings.get("redaction", "extra_patterns")),
+                        max_member_bytes=settings.get("index", "max_member_bytes"))
     for finding in report.findings:
         render.json_line(finding.to_json()) if json_out else render.line(finding.line())
     summary = report.summary()

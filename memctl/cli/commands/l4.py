@@ -12,7 +12,7 @@ from memctl.cli import render
 from memctl.l4.archive import ArchiveReport, options_from_settings, run_archive
 from memctl.cli.state import state
 from memctl.core.errors import EXIT_ERROR, EXIT_PARTIAL
-from memctl.core.redact import redact
+from memctl.core.redact import find_secrets
 from memctl.l4.sessions import compress_file, find_session, write_compressed, write_raw
 
 
@@ -133,22 +133,51 @@ def show(
     layout = state(ctx).settings.layout
     session = find_session(layout, ref)
     out = sys.stdout.buffer
-    if raw:
-        write_raw(layout, session, out.write)
+    if raw:  # byte-exact by contract: not redacted, but the reader is told when it matters
+        seen = _LineScanner()
+        write_raw(layout, session, lambda chunk: (out.write(chunk), seen.feed(chunk)))
+        if seen.finish():
+            render.message(f"note: {session.name} holds secrets; --raw prints the original bytes unredacted")
     else:
-        pending = bytearray()
-
-        def redacted(chunk: bytes) -> None:
-            pending.extend(chunk)
-            cut = pending.rfind(b"\n") + 1
-            if cut:
-                out.write(redact(pending[:cut].decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape"))
-                del pending[:cut]
-
-        write_compressed(layout, session, redacted)
-        if pending:
-            out.write(redact(pending.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape"))
+        redactor = _LineRedactor(out.write)
+        write_compressed(layout, session, redactor.feed)
+        redactor.finish()
     out.flush()
+
+
+class _LineScanner:
+    """Reads a stream by whole lines and tells whether any line holds a secret."""
+
+    def __init__(self):
+        self.pending = bytearray()
+        self.found = False
+
+    def feed(self, chunk: bytes) -> None:
+        self.pending.extend(chunk)
+        cut = self.pending.rfind(b"\n") + 1
+        if cut:
+            self.take(bytes(self.pending[:cut]))
+            del self.pending[:cut]
+
+    def take(self, data: bytes) -> None:
+        self.found = self.found or bool(find_secrets(data.decode("utf-8", "surrogateescape")))
+
+    def finish(self) -> bool:
+        if self.pending:
+            self.take(bytes(self.pending))
+            self.pending.clear()
+        return self.found
+
+
+class _LineRedactor(_LineScanner):
+    """Writes a stream redacted by whole lines (a secret never straddles two writes)."""
+
+    def __init__(self, write):
+        super().__init__()
+        self.write = write
+
+    def take(self, data: bytes) -> None:
+        self.write(render.redacted(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape"))
 
 
 def demo(

@@ -18,7 +18,8 @@ from memctl.core import clock
 
 from memctl.cli import render
 from memctl.cli.state import state
-from memctl.core.errors import EXIT_PARTIAL, NotFound, UsageError
+from memctl.core.errors import EXIT_PARTIAL, MemctlError, NotFound, UsageError
+from memctl.core.fsutil import ensure_private_dir, open_nofollow
 
 REMEMBER_WAIT = 10.0  # interactive: a dream holds the lock only for short steps
 AUTO_DREAM_COOLDOWN = 600.0  # seconds between two automatic dreams
@@ -37,14 +38,34 @@ def _settings(ctx: typer.Context):
     root = settings.layout.root
     if not settings.layout.state_dir.is_dir():
         raise NotFound(f"{root} is not a memory folder yet; run `memctl --root {root} init`")
+    _warn_bad_lines(settings.layout)
     return settings
+
+
+def _warn_bad_lines(layout) -> None:
+    """A line of L5/L6 that is not an entry is skipped and left in place: say so, with file:line."""
+    from memctl.longterm.store import open_store
+
+    store = open_store(layout)
+    for name, number, problem in store.active.bad_lines() + store.archive.bad_lines():
+        render.warning(f"{name}:{number}: {problem}; skipped, left as it is (see `memctl verify`)")
 
 
 def _read_text(text: Optional[str]) -> str:
     if text is None or text == "-":
         if sys.stdin is None or sys.stdin.isatty():
             raise UsageError("no text: pass TEXT, or `-` and the text on stdin")
-        return sys.stdin.read()
+        text = sys.stdin.read()
+    return _utf8_only(text)
+
+
+def _utf8_only(text: str) -> str:
+    """A fact is stored as UTF-8: undecodable bytes (or lone surrogates) are refused, not guessed."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UsageError(f"the text is not valid UTF-8 (at character {exc.start + 1}); "
+                         "memctl stores facts as UTF-8") from None
     return text
 
 
@@ -86,19 +107,21 @@ def _start_background_dream(root) -> None:
 
     marker = Layout(root).state_dir / "auto_dream"
     try:
-        if time.time() - marker.stat().st_mtime < AUTO_DREAM_COOLDOWN:
+        if time.time() - marker.lstat().st_mtime < AUTO_DREAM_COOLDOWN and not marker.is_symlink():
             return
     except FileNotFoundError:
         pass
     try:
-        marker.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        marker.write_text(f"{os.getpid()}\n")
+        ensure_private_dir(marker.parent)
+        fd = open_nofollow(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        os.close(fd)
         subprocess.Popen(
             [sys.executable, "-m", "memctl", "--root", str(root), "dream", "--auto"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, close_fds=True,
         )
-    except OSError as exc:
+    except (OSError, MemctlError) as exc:  # the fact is remembered either way
         render.warning(f"could not start the automatic dream: {exc}")
 
 
@@ -282,5 +305,6 @@ def _print_plan(plan, json_out: bool, verbose: bool) -> None:
 
 
 def _short(text: str, limit: int = 70) -> str:
-    flat = " ".join(text.split())
+    """One line of an entry's text; redacted before it is cut, so no cut leaves half a secret."""
+    flat = " ".join(render.redacted(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"

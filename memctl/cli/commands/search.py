@@ -109,7 +109,7 @@ def _run_batch(searcher: "Searcher", base, path: Path, settings: Settings) -> bo
         try:
             item = json.loads(raw)
             qid, query = item["qid"], str(item["query"])
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested 10k deep
             render.warning(f"{path}:{number}: not a JSON line with qid and query; skipped")
             continue
         request = base._replace(query=query)
