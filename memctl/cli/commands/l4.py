@@ -88,7 +88,7 @@ def archive(
         with app_state.writer_lock(wait):
             report = run_archive(settings.layout, options, progress)
     _render_archive(report, json_out, quiet)
-    if not dry_run:  # outside the lock, after the raw logs are gone: the next search finds it done
+    if not dry_run and report.summary()["new_sessions"]:  # outside the lock, after the raw logs are gone
         from memctl.recall.index import refresh_after_write
 
         for warning in refresh_after_write(settings):
