@@ -124,7 +124,7 @@ def recent(
 def compose(
     ctx: typer.Context,
     query: list[str] = typer.Argument(..., metavar="QUERY", help="What the next turn is about."),
-    budget: Optional[int] = typer.Option(None, "--budget", min=0,
+    budget: Optional[int] = typer.Option(None, "--budget",
                                          help="Token budget of the whole block (estimated; see README); "
                                               "default [compose] budget, 1500."),
     json_out: bool = typer.Option(False, "--json", help="JSON Lines: one line per item used, then a summary with the text."),
