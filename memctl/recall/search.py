@@ -5,7 +5,7 @@ vocabulary (a jieba-style best route over the terms the index holds), so a Chine
 never loads jieba's 0.7 s dictionary. Terms missing from the index are replaced by their
 closest index terms (rapidfuzz), which is how a typo still finds its item.
 
-Score = bm25 of the item (normalised to the best candidate) + SESSION_WEIGHT × bm25 of the
+Score = bm25 of the item (normalised to the best candidate) + session_weight × bm25 of the
 item's session as one document (normalised likewise), times a small per-layer priority from
 the mode. An item whose session as a whole matches the query therefore ranks higher.
 
@@ -32,6 +32,7 @@ from memctl.core.errors import UsageError
 from memctl.recall.index import (LAYER_MARK, IndexOptions, RefreshReport, SearchIndex, VocabSegmenter, connect,
                           layer_token, meta_get)
 from memctl.longterm.refs import record_refs
+from memctl.recall.ranking import Ranking
 from memctl.recall.scoring import fts_totals, idf_weights, score_bodies
 from memctl.recall.text import Alias, Tokenizer, expand_aliases, has_cjk, parse_aliases, query_term_weights
 
@@ -47,9 +48,6 @@ MODES: dict[str, tuple[tuple[str, ...], int]] = {
     "earlier": (("L4", "L5"), 3),
     "recall": (("L5", "L4"), 3),
 }
-SESSION_WEIGHT = 0.5
-NEIGHBOUR_WEIGHT = 0.3
-NEIGHBOUR_SOURCES = 30
 LAYER_PRIORITY_STEP = 0.05  # a mode's first layer wins ties over its second, and so on
 MIN_CANDIDATES = 200
 MAX_CANDIDATES = 20_000
@@ -62,10 +60,7 @@ NEWEST_MATCHES = 500
 SMALL_SESSION_DOCS = 500  # up to this many session documents, rank them all (FTS5 bm25, one statement per weight)
 SESSIONS_SCORED = 30  # beyond it, score the sessions of the best candidates only
 SNIPPET_CHARS = 160
-ITEMS_RESCORED = 100  # weighted terms: the best candidates are scored again (memctl.recall.scoring)
-FEEDBACK_WEIGHT = 0.6  # session feedback: share of a strong match's score its session's related items get
-FEEDBACK_SOURCES = 3  # the best this many matches (with a session) lend their score
-FEEDBACK_SPAN = 8  # to items of their session at most this many rows before or after them
+# the weights (session, neighbours, feedback, term pieces, fusion): memctl.recall.ranking, [ranking] in memctl.toml
 
 
 class SearchRequest(namedtuple("SearchRequest", "query k layers mode since until type fuzzy_threshold",
@@ -185,8 +180,10 @@ def load_aliases(layout: Layout, tokenizer: Tokenizer) -> list[Alias]:
 class Searcher:
     """One open index, ready for many queries (a `--queries` batch reuses it)."""
 
-    def __init__(self, layout: Layout, options: IndexOptions | None = None, refresh: bool = True):
+    def __init__(self, layout: Layout, options: IndexOptions | None = None, refresh: bool = True,
+                 ranking: Ranking | None = None):
         self.layout = layout
+        self.ranking = ranking or Ranking.for_root(layout.root)
         self.index = SearchIndex(layout, options)
         self.refresh_report: RefreshReport | None = None
         if refresh or not self.index.path.exists():
@@ -293,7 +290,7 @@ class Searcher:
             session_part = session_scores.get(hit.session, 0.0)
             if not hit.session or not hit.in_context:  # it is (also) its own one-item session
                 session_part = max(session_part, item_part)
-            hit.score = (item_part + SESSION_WEIGHT * session_part) * priority.get(hit.layer, 1.0)
+            hit.score = (item_part + self.ranking.session_weight * session_part) * priority.get(hit.layer, 1.0)
         candidates = self._with_session_feedback(candidates, plan.terms, layers, since, until, request.type)
         candidates = self._with_neighbours(candidates, layers, since, until, request.type)
         hits = _best_per_ref(candidates)[:k]
@@ -340,10 +337,10 @@ class Searcher:
         """The best candidates' bm25 again, in Python, each query term's IDF scaled by its weight
         (query_term_weights); the others keep their order below them. Nothing to do when every
         weight is 1 (an English query)."""
-        weights = query_term_weights(terms)
+        weights = self._term_weights(terms)
         if all(w == 1.0 for w in weights.values()):
             return
-        top = sorted(candidates, key=lambda h: -h.score)[:ITEMS_RESCORED]
+        top = sorted(candidates, key=lambda h: -h.score)[:self.ranking.items_rescored]
         bodies = self._bodies([h.rowid for h in top])
         rows, total_terms = self._fts_totals("fts")
         if not rows or len(bodies) < len(top):
@@ -387,18 +384,19 @@ class Searcher:
         share in its score: asked "the one whose phone is 136…, what are their hobbies?", the
         match "我上司的电话是136…" lends its score to "我的上司喜欢攀岩" (both about 我上司), which
         holds no query word, and not to the rest of the session. The share is the IDF-weighted
-        part of the match's other terms the item also has. Only the best FEEDBACK_SOURCES
-        matches lend, to the items within FEEDBACK_SPAN rows of them: bounded work."""
-        if FEEDBACK_WEIGHT <= 0:
+        part of the match's other terms the item also has. Only the best feedback_sources
+        matches lend, to the items within feedback_span rows of them: bounded work."""
+        if self.ranking.feedback_weight <= 0:
             return candidates
         by_rowid = {h.rowid: h for h in candidates}
         sources = sorted((h for h in candidates if h.session and h.in_context), key=lambda h: -h.score)
-        sources = sources[:FEEDBACK_SOURCES]
+        sources = sources[:self.ranking.feedback_sources]
         related: dict[int, list[Hit]] = {}
         for source in sources:
             for (rowid,) in self.db.execute(
                     "SELECT rowid FROM items WHERE session = ? AND ctx = 1 AND rowid BETWEEN ? AND ?",
-                    (source.session, source.rowid - FEEDBACK_SPAN, source.rowid + FEEDBACK_SPAN)):
+                    (source.session, source.rowid - self.ranking.feedback_span,
+                     source.rowid + self.ranking.feedback_span)):
                 if rowid != source.rowid:
                     related.setdefault(rowid, []).append(source)
         if not related:
@@ -424,16 +422,16 @@ class Searcher:
                 if whole > 0:
                     shared = sum(idf.get(t, 0.0) for t in own & bodies.get(rowid, set()))
                     best = max(best, lent[source.rowid] * shared / whole)
-            hit.score += FEEDBACK_WEIGHT * best
+            hit.score += self.ranking.feedback_weight * best
         return [h for h in by_rowid.values() if h.score > 0]
 
     def _with_neighbours(self, candidates: list[Hit], layers, since, until, type_) -> list[Hit]:
         """Conversation turns next to a strong match share in its score (the answer often
         follows the turn that asks); adjacent means the next or previous item of the same session."""
-        if NEIGHBOUR_WEIGHT <= 0:
+        if self.ranking.neighbour_weight <= 0:
             return candidates
         by_rowid = {h.rowid: h for h in candidates}
-        top = sorted((h for h in candidates if h.session), key=lambda h: -h.score)[:NEIGHBOUR_SOURCES]
+        top = sorted((h for h in candidates if h.session), key=lambda h: -h.score)[:self.ranking.neighbour_sources]
         wanted = {r: h.session for h in top for r in (h.rowid - 1, h.rowid + 1)}
         missing = [(r, 0.0) for r in wanted if r not in by_rowid]
         for hit in self._hydrate(missing, context_only=True):
@@ -446,8 +444,11 @@ class Searcher:
                 continue
             near = [base[r] for r in (rowid - 1, rowid + 1) if r in by_rowid and by_rowid[r].session == hit.session]
             if near:
-                hit.score += NEIGHBOUR_WEIGHT * max(near)
+                hit.score += self.ranking.neighbour_weight * max(near)
         return [h for h in by_rowid.values() if h.score > 0]
+
+    def _term_weights(self, terms: Sequence[str]) -> dict[str, float]:
+        return query_term_weights(terms, self.ranking.cjk_char_weight, self.ranking.cjk_part_weight)
 
     @staticmethod
     def _match(terms: Sequence[str], layer_clause: str) -> str:
@@ -485,7 +486,7 @@ class Searcher:
             rowids.update(r for (r,) in self.db.execute(
                 "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT ?",
                 (self._match(words, layer_clause), NEWEST_MATCHES)))
-        scores = self._python_bm25("fts", words, sorted(rowids), query_term_weights(terms))
+        scores = self._python_bm25("fts", words, sorted(rowids), self._term_weights(terms))
         rows = sorted(scores.items(), key=lambda r: -r[1])[:limit]
         return [h for h in self._hydrate([(rowid, -score) for rowid, score in rows]) if _passes(h, since, until, type_)]
 
@@ -531,7 +532,7 @@ class Searcher:
         """The best session documents' bm25, each query term weighted as for items
         (query_term_weights). FTS5's bm25 is a sum over the query's terms, so one statement per
         weight (one for an English query, up to three for a Chinese one) adds up to it."""
-        weights = query_term_weights(terms)
+        weights = self._term_weights(terms)
         groups: dict[float, list[str]] = {}
         for term in terms:
             groups.setdefault(weights[term], []).append(term)
@@ -555,7 +556,7 @@ class Searcher:
             keys = dict(self.db.execute(f"SELECT rowid, key FROM sessions WHERE key IN ({','.join('?' * len(wanted))})",
                                         wanted).fetchall())
             rows = [(keys[rowid], score) for rowid, score in
-                    self._python_bm25("sfts", terms, sorted(keys), query_term_weights(terms)).items()]
+                    self._python_bm25("sfts", terms, sorted(keys), self._term_weights(terms)).items()]
         if not rows:
             return {}
         best = max(score for _, score in rows) or 1.0
