@@ -82,7 +82,8 @@ def _search(root, options: dict) -> int:
                                     k=int(options["k"]) if "k" in options else None, layers=options.get("layers"),
                                     mode=options.get("mode"), since=options.get("since"),
                                     until=options.get("until"), type=options.get("type"))
-    hits = search_once(settings.layout, request, IndexOptions.from_settings(settings), refresh=options["refresh"])
+    hits = search_once(settings.layout, request, IndexOptions.from_settings(settings), refresh=options["refresh"],
+                       on_warning=lambda text: sys.stderr.write(f"warning: {text}\n"))
     try:
         if options["json"]:
             import json
@@ -106,6 +107,11 @@ def _refresh(root) -> int:
     sys.stderr.write(f"{report.summary()}\n")
     for error in report.errors:
         sys.stderr.write(f"warning: {error}\n")
+    from memctl.recall.semantic import embed_if_opted_in
+
+    message = embed_if_opted_in(settings)
+    if message:
+        sys.stderr.write(f"{message}\n")
     return EXIT_OK
 
 

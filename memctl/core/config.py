@@ -81,6 +81,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "batch_size": 64,
         "probe_lists": 8,
         "scan_below": 20000,  # up to this many vectors a search compares them all
+        "cjk_queries": False,  # the default model is English-only: Chinese queries stay lexical
     },
     "dream": {
         "consolidate_min": 3,

@@ -33,6 +33,7 @@ from memctl.recall.index import (LAYER_MARK, IndexOptions, RefreshReport, Search
                           layer_token, meta_get)
 from memctl.longterm.refs import record_refs
 from memctl.recall.ranking import Ranking
+from memctl.recall.semantic import SemanticSignal
 from memctl.recall.scoring import fts_totals, idf_weights, score_bodies
 from memctl.recall.text import Alias, Tokenizer, expand_aliases, has_cjk, parse_aliases, query_term_weights
 
@@ -184,6 +185,7 @@ class Searcher:
                  ranking: Ranking | None = None):
         self.layout = layout
         self.ranking = ranking or Ranking.for_root(layout.root)
+        self.semantic = SemanticSignal.open(layout, self.ranking)  # None without item vectors
         self.index = SearchIndex(layout, options)
         self.refresh_report: RefreshReport | None = None
         if refresh or not self.index.path.exists():
@@ -214,6 +216,8 @@ class Searcher:
 
     def close(self) -> None:
         self.db.close()
+        if self.semantic is not None:
+            self.semantic.close()
 
     # -- planning
 
@@ -272,17 +276,26 @@ class Searcher:
     def search(self, request: SearchRequest) -> list[Hit]:
         layers, k = resolve_layers(request)
         plan = self.plan(request.query, request.fuzzy_threshold)
-        if not plan.terms:
-            return []
         since = parse_when(request.since)
         until = parse_when(request.until, end_of_day=True)
-        candidates, weighted = self._candidates(plan.terms, layers, since, until, request.type, k)
+        candidates = self._lexical(plan.terms, layers, since, until, request.type, k) if plan.terms else []
+        if self.semantic is not None:  # item embeddings ([semantic] extra): memctl.recall.semantic
+            candidates = self.semantic.fuse(candidates, request.query, self.ranking, self.db, self._hydrate,
+                                            lambda h: h.layer in layers and _passes(h, since, until, request.type))
+        hits = _best_per_ref(candidates)[:k]
+        self._load_texts(hits)
+        for hit in hits:
+            hit.snippet = make_snippet(hit.text, request.query, plan.terms)
+        return hits
+
+    def _lexical(self, terms: list[str], layers, since, until, type_, k) -> list[Hit]:
+        candidates, weighted = self._candidates(terms, layers, since, until, type_, k)
         if not candidates:
             return []
         if not weighted:
-            self._weigh_terms(candidates, plan.terms)
+            self._weigh_terms(candidates, terms)
         ordered = sorted(candidates, key=lambda c: -c.score)
-        session_scores = self._session_scores(plan.terms, list(dict.fromkeys(c.session for c in ordered if c.session)))
+        session_scores = self._session_scores(terms, list(dict.fromkeys(c.session for c in ordered if c.session)))
         priority = {layer: 1.0 - LAYER_PRIORITY_STEP * i for i, layer in enumerate(layers)}
         best_item = max(c.score for c in candidates) or 1.0
         for hit in candidates:
@@ -291,13 +304,8 @@ class Searcher:
             if not hit.session or not hit.in_context:  # it is (also) its own one-item session
                 session_part = max(session_part, item_part)
             hit.score = (item_part + self.ranking.session_weight * session_part) * priority.get(hit.layer, 1.0)
-        candidates = self._with_session_feedback(candidates, plan.terms, layers, since, until, request.type)
-        candidates = self._with_neighbours(candidates, layers, since, until, request.type)
-        hits = _best_per_ref(candidates)[:k]
-        self._load_texts(hits)
-        for hit in hits:
-            hit.snippet = make_snippet(hit.text, request.query, plan.terms)
-        return hits
+        candidates = self._with_session_feedback(candidates, terms, layers, since, until, type_)
+        return self._with_neighbours(candidates, layers, since, until, type_)
 
     def _load_texts(self, hits: list[Hit]) -> None:
         """Texts only for the hits shown: candidates are ranked on their metadata alone."""
@@ -634,12 +642,15 @@ def record_references(layout: Layout, hits: Iterable[Hit]) -> None:
 
 
 def search_once(layout: Layout, request: SearchRequest, options: IndexOptions | None = None,
-                refresh: bool = True) -> list[Hit]:
-    """One search with the index opened and closed around it; L5 hits are recorded as references."""
+                refresh: bool = True, on_warning=None) -> list[Hit]:
+    """One search with the index opened and closed around it; L5 hits are recorded as references.
+    `on_warning(text)` hears of a semantic signal given up (a missing model: lexical results)."""
     searcher = Searcher(layout, options, refresh=refresh)
     try:
         hits = searcher.search(request)
     finally:
+        if on_warning and searcher.semantic is not None and searcher.semantic.warning:
+            on_warning(searcher.semantic.warning)
         searcher.close()
     record_references(layout, hits)
     return hits
