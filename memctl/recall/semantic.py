@@ -38,28 +38,10 @@ def _cjk(text: str) -> bool:
 
 
 def locked(layout):
-    """The embedding pass's own lock (one at a time; searches never take it): LockBusy if held."""
-    import contextlib
-    import fcntl
-    import os
+    """The embedding pass's own lock, one pass at a time (searches never take it; LockBusy if held)."""
+    from memctl.core.fsutil import WriterLock
 
-    from memctl.core.errors import LockBusy
-    from memctl.core.fsutil import FILE_MODE, ensure_private_dir
-
-    @contextlib.contextmanager
-    def hold():
-        ensure_private_dir(layout.state_dir)
-        fd = os.open(layout.state_dir / "vectors.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise LockBusy("another `memctl index embed` is running; try again later") from None
-            yield
-        finally:
-            os.close(fd)
-
-    return hold()
+    return WriterLock(layout.state_dir / "vectors.lock")
 
 
 # ---------------------------------------------------------------- index time
