@@ -214,16 +214,17 @@ class Tally:
 
 def evaluate(name: str, sets, analyzer, baseline_name: str, keep: bool, semantic: bool) -> tuple[Tally, list[str]]:
     """memctl lexical (`[ranking] fusion = "none"`), memctl fused (the defaults, with item vectors
-    when the [semantic] extra is installed) and the baseline, over every set."""
+    when the [semantic] extra is installed) and the baseline, over every set. A set is
+    (name, docs, questions) or (name, docs, questions, root) with its memory built already."""
     tally = Tally()
     systems = ["memctl-lexical"]
     started = time.monotonic()
-    for set_name, docs, questions in sets:
+    for set_name, docs, questions, *built in sets:
         workdir = Path(tempfile.mkdtemp(prefix="memctl-bench-"))
         try:
-            root = import_memory(docs, workdir)
+            root = built[0] if built else import_memory(docs, workdir)
             runs = {"memctl-lexical": search_memory(root, questions, workdir, max(KS), fusion="none")}
-            if semantic and embed_memory(root):
+            if semantic and (built or embed_memory(root)):
                 (root / "memctl.toml").unlink()
                 runs["memctl-fused"] = search_memory(root, questions, workdir, max(KS))
         finally:
@@ -262,21 +263,20 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.pop("MEMCTL_HOME", None)
     semantic = not args.no_semantic
-    if args.cv:
-        from retrieval_cv import run_cv
+    locomo = list(locomo_sets(args.bench_dir / "locomo" / "locomo_dev.json"))
+    memdaily = list(memdaily_sets(args.bench_dir / "memdaily" / "memdaily_dev.json"))
+    if args.cv:  # the memories are built (and embedded) once, for the cross-validation and the tables
+        from retrieval_cv import build_and_validate
 
-        run_cv(args.bench_dir, locomo_sets, memdaily_sets, import_memory, embed_memory if semantic else None,
-               args.keep)
+        locomo, memdaily, semantic = build_and_validate(locomo, memdaily, import_memory,
+                                                        embed_memory if semantic else None, args.keep)
     if args.only in (None, "locomo"):
-        tally, systems = evaluate("LoCoMo", locomo_sets(args.bench_dir / "locomo" / "locomo_dev.json"), words,
-                                  "bm25-words", args.keep, semantic)
+        tally, systems = evaluate("LoCoMo", locomo, words, "bm25-words", args.keep, semantic)
         print_table("LoCoMo, turn level (dev: 5 conversations)", tally, systems, ["overall", *CATEGORIES.values()])
     if args.only in (None, "memdaily"):
-        sets = memdaily_sets(args.bench_dir / "memdaily" / "memdaily_dev.json")
-        tally, systems = evaluate("MemDaily", sets, char_bigrams, "bm25-bigram", args.keep, semantic)
+        tally, systems = evaluate("MemDaily", memdaily, char_bigrams, "bm25-bigram", args.keep, semantic)
         groups = ["overall", "simple", "conditional", "comparative", "aggregative", "post_processing", "noisy"]
         print_table("MemDaily, pooled per qa_type x scenario", tally, systems, groups)
-
 
 if __name__ == "__main__":
     main()

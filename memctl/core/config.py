@@ -69,7 +69,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "items_rescored": 100,
         "cjk_char_weight": 0.3,  # a Chinese query's single characters
         "cjk_part_weight": 0.5,  # a word inside a longer query word
-        "fusion": "rrf",  # with item embeddings ([semantic]): "rrf", "score" or "none"
+        "fusion": "score",  # with item embeddings ([semantic]): "score", "rrf" or "none"
         "semantic_weight": 1.0,
         "rrf_k": 60,
         "semantic_candidates": 100,
@@ -81,7 +81,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "batch_size": 64,
         "probe_lists": 8,
         "scan_below": 20000,  # up to this many vectors a search compares them all
-        "cjk_queries": False,  # the default model is English-only: Chinese queries stay lexical
+        # the default model is English-only: Chinese queries stay lexical, mostly-Chinese items get no vector
+        "cjk_queries": False,
     },
     "dream": {
         "consolidate_min": 3,

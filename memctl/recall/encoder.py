@@ -37,7 +37,7 @@ def default_model_dir() -> Path:
 
 
 def read_safetensors(path: Path) -> dict[str, np.ndarray]:
-    """name -> array (the format: 8-byte header length, JSON header, raw little-endian data)."""
+    """name -> array, memory-mapped (the format: 8-byte header length, JSON header, raw data)."""
     kinds = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "BF16": None}
     with open(path, "rb") as handle:
         size = int.from_bytes(handle.read(8), "little")
@@ -51,8 +51,7 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
         if kind is None:
             raise ModelError(f"{path}: tensor type {spec['dtype']} is not supported")
         start, end = spec["data_offsets"]
-        # a copy: the data need not be aligned for its type, and numpy's BLAS path needs it aligned
-        tensors[name] = np.array(data[start:end].view(kind).reshape(spec["shape"]))
+        tensors[name] = data[start:end].view(kind).reshape(spec["shape"])
     return tensors
 
 
@@ -94,9 +93,12 @@ class Encoder:
             raise ModelError("the tokenizers package is missing: install memctl[semantic]") from None
         prefix = "bert." if "bert.embeddings.word_embeddings.weight" in weights else ""
         self.w = {name[len(prefix):]: value for name, value in weights.items() if name.startswith(prefix)}
-        for name in [n for n in self.w if n.startswith("encoder.") and n.endswith("dense.weight") or
-                     n.endswith(("query.weight", "key.weight", "value.weight"))]:
-            self.w[name] = np.ascontiguousarray(self.w[name].T)  # x @ W.T, transposed once
+        for name, value in self.w.items():
+            if name == "embeddings.word_embeddings.weight":
+                continue  # 30,000 rows of which a query reads a few: left mapped, never read whole
+            # copies: mapped data need not be aligned for its type, and numpy's BLAS path needs it
+            transposed = name.startswith("encoder.") and name.endswith(".weight") and value.ndim == 2
+            self.w[name] = np.ascontiguousarray(value.T) if transposed else np.array(value)  # x @ W.T once
         self.layers = int(config["num_hidden_layers"])
         self.heads = int(config["num_attention_heads"])
         self.eps = float(config.get("layer_norm_eps", 1e-12))

@@ -37,6 +37,14 @@ def _cjk(text: str) -> bool:
     return has_cjk(text)
 
 
+def _mostly_cjk(text: str) -> bool:
+    """More CJK characters than Latin letters."""
+    from memctl.recall.text import CJK_RUN
+
+    cjk = sum(len(run) for run in CJK_RUN.findall(text))
+    return cjk > 0 and cjk >= sum(1 for c in text if c.isascii() and c.isalpha())
+
+
 def locked(layout):
     """The embedding pass's own lock, one pass at a time (searches never take it; LockBusy if held)."""
     from memctl.core.fsutil import WriterLock
@@ -78,12 +86,13 @@ def embed_missing(layout, ranking, batch_size: int | None = None) -> EmbedReport
     index = connect(layout.index)
     store = VectorStore(vectors_path(layout))
     batch = int(batch_size or ranking.semantic_option("batch_size"))
+    cjk_model = bool(ranking.semantic_option("cjk_queries"))
     try:
         store.reset_for(str(encoder.model_dir), encoder.dim)
         top = index.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0
         stored_top = store.db.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0
         for low in range(1, max(top, stored_top) + 1, EMBED_RANGE):
-            _embed_range(index, store, encoder, low, low + EMBED_RANGE - 1, batch, report)
+            _embed_range(index, store, encoder, low, low + EMBED_RANGE - 1, batch, report, cjk_model)
         store.db.execute("BEGIN")
         report.trained = store.train_lists(int(ranking.semantic_option("scan_below")))
         store.db.execute("COMMIT")
@@ -110,11 +119,14 @@ def embed_if_opted_in(settings) -> str:
         return f"item vectors not updated: {exc}"
 
 
-def _embed_range(index, store, encoder, low: int, high: int, batch: int, report: EmbedReport) -> None:
+def _embed_range(index, store, encoder, low: int, high: int, batch: int, report: EmbedReport,
+                 cjk_model: bool) -> None:
     """One range of index rows: drop the vectors of rows gone, embed the texts never seen."""
     from memctl.recall.vectors import text_hash
 
     rows = index.execute("SELECT rowid, text FROM items WHERE rowid BETWEEN ? AND ?", (low, high)).fetchall()
+    if not cjk_model:  # a model that does not read Chinese is never asked about mostly-Chinese text
+        rows = [(rowid, text) for rowid, text in rows if not _mostly_cjk(text or "")]
     current = {rowid: text_hash(text or "") for rowid, text in rows}
     stored = store.rows_between(low, high)
     gone = [r for r in stored if r not in current]
@@ -200,6 +212,7 @@ class SemanticSignal:
         return list(by_rowid.values())
 
     def _query_vector(self, query: str):
+        _single_threaded_blas()
         from memctl.recall.vectors import VectorStore
 
         if self.store is None:
@@ -215,6 +228,18 @@ class SemanticSignal:
     def close(self) -> None:
         if self.store is not None:
             self.store.close()
+
+
+def _single_threaded_blas() -> None:
+    """One BLAS thread for a query's small products: with the cores busy elsewhere, OpenBLAS's
+    threads wait on each other and one short query took 1.5 s instead of 0.15 s (measured). It
+    only works before numpy is first imported, which in a search process is here."""
+    import os
+    import sys
+
+    if "numpy" not in sys.modules:
+        for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(name, "1")
 
 
 def _verified(db, found: dict) -> dict[int, float]:
