@@ -58,17 +58,18 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "k": 5,
         "fuzzy_threshold": 80,
     },
-    # how a search ranks (memctl.recall.ranking; chosen by bench/retrieval.py --cv); 0 turns a rule off
+    # how a search ranks (memctl.recall.ranking), chosen by leave-one-out cross-validation over the
+    # development folds (bench/retrieval.py --cv, bench/RESULTS.md); 0 turns a rule off
     "ranking": {
-        "session_weight": 0.5,  # bm25 of the item's session as one document
+        "session_weight": 0.0,  # bm25 of the item's session as one document (was 0.5: hurt a fold)
         "neighbour_weight": 0.3,  # the turns right before and after a strong match
         "neighbour_sources": 30,
-        "feedback_weight": 0.6,  # a strong match's session items about the same things
+        "feedback_weight": 0.9,  # a strong match's session items about the same things (was 0.6)
         "feedback_sources": 3,
         "feedback_span": 8,
         "items_rescored": 100,
-        "cjk_char_weight": 0.3,  # a Chinese query's single characters
-        "cjk_part_weight": 0.5,  # a word inside a longer query word
+        "cjk_char_weight": 0.15,  # a Chinese query's single characters (was 0.3)
+        "cjk_part_weight": 0.3,  # a word inside a longer query word (was 0.5)
         "fusion": "score",  # with item embeddings ([semantic]): "score", "rrf" or "none"
         "semantic_weight": 1.0,
         "rrf_k": 60,
