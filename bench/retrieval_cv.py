@@ -38,9 +38,9 @@ LEXICAL_RULES: dict[str, tuple[object, tuple]] = {
     "cjk_part_weight": (1.0, (1.0, 0.3, 0.5, 0.7)),
     "cjk_char_weight": (1.0, (1.0, 0.15, 0.3, 0.45)),
 }
+# the weight of the item vectors, chosen for each fusion rule in turn (reported side by side)
 SEMANTIC_RULES: dict[str, tuple[object, tuple]] = {
-    "fusion": ("none", ("none", "rrf", "score")),
-    "semantic_weight": (0.0, (0.0, 0.5, 1.0, 1.5)),
+    "semantic_weight": (0.0, (0.0, 0.1, 0.3, 0.5, 1.0, 1.5)),
 }
 
 
@@ -193,9 +193,9 @@ def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory
     scores = Scores(units)
     try:
         lexical = report("Lexical rules", scores, LEXICAL_RULES, Ranking(fusion="none"), datasets)
-        if semantic:
-            report("Semantic fusion (the lexical rules as chosen above)", scores, SEMANTIC_RULES,
-                   lexical._replace(fusion="rrf"), datasets)
+        for fusion in ("rrf", "score") if semantic else ():
+            report(f"Semantic fusion {fusion!r} (the lexical rules as chosen above)", scores, SEMANTIC_RULES,
+                   lexical._replace(fusion=fusion), datasets)
     finally:
         for unit in units:
             if unit.searcher is not None:

@@ -134,10 +134,10 @@ def test_a_paraphrase_finds_its_target(run, root, memctl_bin):
 
 
 @needs_semantic
-def test_reciprocal_rank_fusion_finds_the_paraphrase_too(run, root):
+def test_score_fusion_finds_the_paraphrase_too(run, root):
     memory_with_items(run, root)
     assert run("index", "embed", root=root).returncode == 0
-    (root / "memctl.toml").write_text('[ranking]\nfusion = "rrf"\n')  # the default is score fusion
+    (root / "memctl.toml").write_text('[ranking]\nfusion = "score"\nsemantic_weight = 1.0\n')  # default: rrf
     ids, _ = search_ids(run, root, PARAPHRASE)
     assert ids[0] == "pet"
 
