@@ -295,7 +295,8 @@ class Searcher:
         if not weighted:
             self._weigh_terms(candidates, terms)
         ordered = sorted(candidates, key=lambda c: -c.score)
-        session_scores = self._session_scores(terms, list(dict.fromkeys(c.session for c in ordered if c.session)))
+        session_scores = self._session_scores(terms, list(dict.fromkeys(c.session for c in ordered if c.session))
+                                              ) if self.ranking.session_weight else {}
         priority = {layer: 1.0 - LAYER_PRIORITY_STEP * i for i, layer in enumerate(layers)}
         best_item = max(c.score for c in candidates) or 1.0
         for hit in candidates:
