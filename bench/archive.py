@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from memctl import loggen  # noqa: E402
+from memctl.l4 import loggen  # noqa: E402
 
 MB = 1 << 20
 
@@ -178,7 +178,17 @@ def footprint(folder: Path) -> int:
         p.stat().st_size for p in folder.rglob("all_histories.txt"))
 
 
-def measure_memctl(memctl: str, corpus: Path, workdir: Path, level: int, keep_corpus: bool) -> dict:
+# `memctl` as a user without the zlib-ng package has it: its import fails, so the standard
+# library's zlib deflates (and inflates for the verify).
+WITHOUT_ZLIB_NG = ("import sys; sys.modules['zlib_ng'] = None; sys.argv[0] = 'memctl'; "
+                   "from memctl.entry import main; main()")
+
+
+def memctl_command(memctl: str, fast: bool) -> list[str]:
+    return [memctl] if fast else [sys.executable, "-c", WITHOUT_ZLIB_NG]
+
+
+def measure_memctl(memctl: list[str], corpus: Path, workdir: Path, level: int, keep_corpus: bool) -> dict:
     """One `memctl archive` over a GenericAgent-style copy of the corpus at a zip level."""
     (workdir / "memory").mkdir(parents=True)
     (workdir / "memory" / "memctl.toml").write_text(f"[archive]\nzip_level = {level}\n")
@@ -187,7 +197,7 @@ def measure_memctl(memctl: str, corpus: Path, workdir: Path, level: int, keep_co
         shutil.copytree(corpus, raw_dir)
     else:
         shutil.move(str(corpus), raw_dir)
-    secs, rss, rc, cpu = run_measured([memctl, "--root", str(workdir / "memory"), "archive", "--keep-newest", "0", "--quiet"])
+    secs, rss, rc, cpu = run_measured([*memctl, "--root", str(workdir / "memory"), "archive", "--keep-newest", "0", "--quiet"])
     result = {"secs": secs, "rss": rss, "rc": rc, "cpu": cpu, "foot": footprint(workdir / "memory"),
               "left": len(list(raw_dir.iterdir()))}
     shutil.rmtree(workdir)
@@ -199,7 +209,9 @@ def main() -> None:
     parser.add_argument("--total-mb", type=int, default=1100)
     parser.add_argument("--big-mb", type=int, default=520)
     parser.add_argument("--out", type=Path, default=Path("bench/out/archive"))
-    parser.add_argument("--levels", default="6,1", help="memctl zip levels to run, the default (6) first")
+    parser.add_argument("--levels", default="6", help="memctl zip levels to run, the default (6) first")
+    parser.add_argument("--no-fallback", action="store_true",
+                        help="skip the run with zlib-ng's import blocked (the standard zlib fallback)")
     parser.add_argument("--baseline-only", type=Path, nargs=2, metavar=("RAW", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.baseline_only:
@@ -222,10 +234,16 @@ def main() -> None:
     shutil.rmtree(base_raw)
 
     levels = [int(level) for level in args.levels.split(",")]
-    runs = [measure_memctl(memctl, corpus, args.out / f"memctl-{level}", level, keep_corpus=i < len(levels) - 1)
-            for i, level in enumerate(levels)]
-    columns = [(f"memctl (zip level {level})", run) for level, run in zip(levels, runs)]
+    setups = [(f"memctl (level {level}, zlib-ng)", level, True) for level in levels]
+    if not args.no_fallback:
+        setups.append((f"memctl (level {levels[0]}, stdlib zlib)", levels[0], False))
+    columns = []
+    for number, (name, level, fast) in enumerate(setups):
+        run = measure_memctl(memctl_command(memctl, fast), corpus, args.out / f"memctl-{number}", level,
+                             keep_corpus=number < len(setups) - 1)
+        columns.append((name, run))
     columns.append(("baseline (reference strategy)", baseline))
+    load_after = os.getloadavg()[0]
 
     def row(label, fmt):
         return (label, *[fmt(run) for _, run in columns])
@@ -237,6 +255,7 @@ def main() -> None:
         row("wall time s", lambda r: f"{r['secs']:.1f}"),
         row("CPU time s (user+sys)", lambda r: f"{r['cpu']:.1f}"),
         row("MB per CPU-second", lambda r: f"{raw_bytes / MB / r['cpu']:.1f}"),
+        row("cores busy (CPU / wall)", lambda r: f"{r['cpu'] / r['secs']:.2f}"),
         row("peak RSS MB", lambda r: f"{r['rss'] / MB:.0f}"),
         row("footprint (zip+history)/raw", lambda r: f"{r['foot'] / raw_bytes:.4f}"),
         row("archive bytes MB", lambda r: f"{r['foot'] / MB:.1f}"),
@@ -244,7 +263,7 @@ def main() -> None:
         row("lossless (show --raw)", lambda r: "no" if "left" not in r else "yes"),
     ]
     width = max(len(r[0]) for r in rows)
-    print(f"load average at start: {load_before:.2f} (2 cores)")
+    print(f"load average (1 min): {load_before:.2f} before the runs, {load_after:.2f} after ({os.cpu_count()} cores)")
     for label, *cells in rows:
         print(f"{label:<{width}}  " + "  ".join(f"{cell:>30}" for cell in cells))
     shutil.rmtree(args.out, ignore_errors=True)

@@ -6,8 +6,10 @@ For each size (default 100 MB, then 1 GB) it writes a memory folder with compres
 files (loose, in the compressed-session text format), an all_histories.txt, and 100,000 L5
 entries, then prints:
 
-- full index build (`memctl index rebuild` as a process): seconds and MB/s, and build MB/s on
-  pure-Chinese and pure-Latin samples measured separately;
+- full index build (`memctl index rebuild` as a process): seconds, MB/s wall and per CPU-second,
+  the load average, and beside it the floor: the same rows, with memctl's own tokens, inserted
+  into a bare SQLite FTS5 table in one transaction; the same on pure-Chinese and pure-Latin
+  samples measured separately (`--build-only`: these builds only, no queries);
 - incremental refresh after one new session, English and Chinese, as a process (`memctl index
   refresh`) and in-process;
 - p50/p95 wall time of `memctl search` as a whole process over 50 queries (25 zh, 25 en),
@@ -248,19 +250,70 @@ def python_scan(files: list[Path], query: str) -> int:
     return hits
 
 
-def measure_build_rates(workdir: Path, exe: str, env: dict) -> dict[str, float]:
-    """Index build MB/s on a pure-Chinese and a pure-Latin memory of ~8 MB each."""
+def load_average() -> float:
+    return os.getloadavg()[0]
+
+
+def fts5_floor_seconds(index_path: Path, workdir: Path) -> float:
+    """Seconds to insert the index's rows, with memctl's own tokens, into a bare SQLite FTS5
+    table in one transaction: what the index structure costs, the floor of a build."""
+    import sqlite3
+
+    from memctl.recall.store import FTS_TOKENIZE
+
+    source = sqlite3.connect(index_path)
+    rows = source.execute("SELECT rowid, body FROM fts").fetchall()
+    source.close()
+    floor_path = workdir / "fts5-floor.sqlite"
+    floor_path.unlink(missing_ok=True)
+    db = sqlite3.connect(floor_path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=OFF")
+    db.execute("PRAGMA synchronous=OFF")
+    db.execute(f"CREATE VIRTUAL TABLE fts USING fts5(body, tokenize=\"{FTS_TOKENIZE}\")")
+    started = time.perf_counter()
+    db.execute("BEGIN")
+    db.executemany("INSERT INTO fts(rowid, body) VALUES(?, ?)", rows)
+    db.execute("COMMIT")
+    elapsed = time.perf_counter() - started
+    db.close()
+    floor_path.unlink()
+    return elapsed
+
+
+def timed_build(root: Path, exe: str, env: dict, size: int, workdir: Path) -> dict:
+    """`memctl index rebuild` as a process (wall, CPU, RSS, load average), and the FTS5 floor."""
+    load_before = load_average()
+    seconds, code, rss, _, cpu = timed_process_cpu([exe, "--root", str(root), "index", "rebuild"], env)
+    assert code == 0, f"index rebuild failed in {root}"
+    load = (load_before + load_average()) / 2
+    floor = fts5_floor_seconds(root / ".memctl" / "index.sqlite", workdir)
+    return {"build_seconds": seconds, "build_mb_s": size / seconds / 1e6, "build_cpu_s": cpu,
+            "build_mb_cpu_s": size / cpu / 1e6, "build_rss_mb": rss / 1024, "build_load": load,
+            "floor_seconds": floor, "floor_mb_s": size / floor / 1e6, "floor_load": load_average()}
+
+
+def measure_build_rates(workdir: Path, exe: str, env: dict, sample_bytes: int = 8_000_000) -> dict[str, dict]:
+    """Index build on a pure-Chinese and a pure-Latin memory of ~8 MB each, beside the floor."""
     rates = {}
     for label, share in (("chinese", 1.0), ("latin", 0.0)):
         root = workdir / f"rate-{label}"
         shutil.rmtree(root, ignore_errors=True)
-        counts = build_memory(root, 8_000_000, share, seed=11, l5_entries=2000)
+        counts = build_memory(root, sample_bytes, share, seed=11, l5_entries=2000)
         size = counts["session_bytes"] + counts["history_bytes"] + counts["l5_bytes"]
-        seconds, code, _, _ = timed_process([exe, "--root", str(root), "index", "rebuild"], env)
-        assert code == 0, f"index rebuild failed for {label}"
-        rates[label] = size / seconds / 1e6
+        rates[label] = {"bytes": size, **timed_build(root, exe, env, size, workdir)}
         shutil.rmtree(root, ignore_errors=True)
     return rates
+
+
+def print_rates(rates: dict[str, dict]) -> None:
+    print("\nindex build on pure samples (memctl index rebuild as a process; FTS5 floor = the same rows "
+          "with memctl's tokens into a bare FTS5 table, one transaction):")
+    for label, r in rates.items():
+        if not r:
+            continue
+        print(f"  {label:<8} {r['bytes'] / 1e6:.1f} MB: build {r['build_seconds']:.2f} s = {r['build_mb_s']:.2f} MB/s wall, "
+              f"{r['build_mb_cpu_s']:.2f} MB/cpu-s ({r['build_cpu_s']:.2f} cpu-s, load {r['build_load']:.1f}); "
+              f"floor {r['floor_mb_s']:.1f} MB/s wall (load {r['floor_load']:.1f})")
 
 
 # the new sessions of the refresh measurement (dated 2027, after every generated session)
@@ -396,20 +449,23 @@ def build_and_index(label: str, total: int, root: Path, zh_share: float, exe: st
     size = counts["session_bytes"] + counts["history_bytes"] + counts["l5_bytes"]
     result: dict = {"size": label, "bytes": size, **counts}
     print(f"[{label}] building the index…", file=sys.stderr)
-    seconds, code, rss, _ = timed_process([exe, "--root", str(root), "index", "rebuild"], env)
-    assert code == 0, "index rebuild failed"
-    result.update(build_seconds=seconds, build_mb_s=size / seconds / 1e6, build_rss_mb=rss / 1024,
-                  index_mb=(root / ".memctl" / "index.sqlite").stat().st_size / 1e6)
+    result.update(timed_build(root, exe, env, size, root.parent))
+    result["index_mb"] = (root / ".memctl" / "index.sqlite").stat().st_size / 1e6
     return result
 
 
-def print_report(results: list[dict], rates: dict[str, float]) -> None:
-    print(f"\nindex build on pure samples: Chinese {rates['chinese']:.2f} MB/s, Latin {rates['latin']:.2f} MB/s")
+def print_build(r: dict) -> None:
+    print(f"full build: {r['build_seconds']:.1f} s = {r['build_mb_s']:.2f} MB/s wall, {r['build_mb_cpu_s']:.2f} MB/cpu-s "
+          f"(peak RSS {r['build_rss_mb']:.0f} MB, load {r['build_load']:.1f}); FTS5 floor {r['floor_seconds']:.1f} s = "
+          f"{r['floor_mb_s']:.1f} MB/s (load {r['floor_load']:.1f})")
+
+
+def print_report(results: list[dict]) -> None:
     for r in results:
         print(f"\n== {r['size']}: {r['bytes'] / 1e6:.0f} MB of history text ({r['sessions']} sessions, "
               f"histories {r['history_bytes'] / 1e6:.0f} MB, L5 {r['l5_bytes'] / 1e6:.0f} MB); "
               f"index {r['index_mb']:.0f} MB")
-        print(f"full build: {r['build_seconds']:.1f} s = {r['build_mb_s']:.2f} MB/s (peak RSS {r['build_rss_mb']:.0f} MB)")
+        print_build(r)
         print(f"refresh after one new session: English {r['refresh_en_process_s']:.2f} s as a process "
               f"({r['refresh_en_in_process_s']:.2f} s in-process), Chinese {r['refresh_zh_process_s']:.2f} s "
               f"(cut against the index's vocabulary, no jieba)")
@@ -452,6 +508,29 @@ def print_growth(results: list[dict]) -> None:
         print(f"  {lang}: " + ", ".join(parts))
 
 
+def builds_only(args, exe: str, env: dict) -> None:
+    """The pure samples, then each size: this memctl, then the baseline's on the same data."""
+    exes = [("this build", exe)] + ([("baseline", args.baseline)] if args.baseline else [])
+    for name, program in exes:
+        if not args.no_rates:
+            print(f"\n[{name}: {program}]")
+            print_rates(measure_build_rates(args.workdir, program, env, parse_size(args.rate_size)))
+    for size in filter(None, args.sizes.split(",")):
+        root = args.workdir / f"memory-{size}"
+        result = build_and_index(size, parse_size(size), root, args.zh_share, exe, env)
+        print(f"\n== {size}: {result['bytes'] / 1e6:.0f} MB of history text ({result['sessions']} sessions)")
+        print_build(result)
+        print(json.dumps(result), file=sys.stderr)
+        if args.baseline:
+            size_bytes = result["bytes"]
+            baseline = timed_build(root, args.baseline, env, size_bytes, args.workdir)
+            print("baseline ", end="")
+            print_build(baseline)
+            print(json.dumps(baseline), file=sys.stderr)
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+
 def parse_size(text: str) -> int:
     units = {"K": 10**3, "M": 10**6, "G": 10**9}
     return int(float(text[:-1]) * units[text[-1].upper()]) if text[-1].upper() in units else int(text)
@@ -468,6 +547,11 @@ def main() -> None:
     parser.add_argument("--semantic", action="store_true",
                         help="also embed the items ([semantic] extra) and time the fused searches beside lexical-only")
     parser.add_argument("--l5-entries", type=int, default=100_000, help="L5 entries in each memory")
+    parser.add_argument("--rate-size", default="8M", help="size of each pure-Chinese / pure-Latin sample")
+    parser.add_argument("--baseline", metavar="EXE",
+                        help="with --build-only: also time this memctl executable (an older commit) on the same data")
+    parser.add_argument("--build-only", action="store_true",
+                        help="time the builds only (the pure samples, then each size), no queries")
     parser.add_argument("--reuse", action="store_true",
                         help="with --keep from an earlier run: reuse its memory folder and index, time the queries only")
     args = parser.parse_args()
@@ -476,7 +560,11 @@ def main() -> None:
     args.workdir.mkdir(parents=True, exist_ok=True)
     exe = memctl_exe()
     env = child_env()
-    rates = {"chinese": float("nan"), "latin": float("nan")} if args.no_rates else measure_build_rates(args.workdir, exe, env)
+    if args.build_only:
+        builds_only(args, exe, env)
+        return
+    rates = {} if args.no_rates else measure_build_rates(args.workdir, exe, env, parse_size(args.rate_size))
+    print_rates(rates)
     sizes = [prepare_size(size, parse_size(size), args.workdir, args.zh_share, exe, env, reuse=args.reuse,
                           l5_entries=args.l5_entries) for size in args.sizes.split(",")]
     if args.semantic:
@@ -494,7 +582,7 @@ def main() -> None:
     for _, result in sizes:
         print(json.dumps(result), file=sys.stderr)
     results = [result for _, result in sizes]
-    print_report(results, rates)
+    print_report(results)
     print_growth(results)
     if not (args.keep or args.reuse):
         for root, _ in sizes:

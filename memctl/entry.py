@@ -14,10 +14,11 @@ import sys
 
 def main() -> None:
     os.umask(0o077)
-    args = sys.argv[1:]
-    if "search" in args[:4] or "refresh" in args[:4]:
-        from memctl.cli.lean import run
+    from memctl.cli.lean import run
+    from memctl.cli.startup import prepare_process
 
+    args = prepare_process(sys.argv[1:])
+    if "search" in args[:4] or "refresh" in args[:4]:
         code = run(args)
         if code is not None:
             sys.exit(code)

@@ -128,8 +128,9 @@ def test_genericagent_checkout_works_as_it_is(run, tmp_path):
     assert "[Agent] todo.txt 已更新" in history and "[Agent] Root cause: stale key after rotation" in history
     assert "D:\\notes\\weekly" in history
     with zipfile.ZipFile(l4 / "2026-04.zip") as archive_file:
-        assert sorted(archive_file.namelist()) == ["0403_2013-0403_2029.txt", "0405_0902-0405_0909.txt"]
-        member = archive_file.read("0405_0902-0405_0909.txt").decode()
+        # GenericAgent's names (first and last Prompt), as in its own L4_raw_sessions_example
+        assert sorted(archive_file.namelist()) == ["0403_2013-0403_2028.txt", "0405_0902-0405_0908.txt"]
+        member = archive_file.read("0405_0902-0405_0908.txt").decode()
     assert "=== Response === 2026-04-05 09:09:44 model=deepseek-chat" in member
     assert "=== ASSISTANT ===" not in member  # the empty echo is dropped, reversibly
     assert not list(raw_dir.iterdir())
@@ -144,7 +145,7 @@ def test_show_raw_and_compressed(run, tmp_path, sample_logs):
         assert raw_sha_from_show(run, folder.root, record["name"]) == record["sha256"]
         assert raw_sha_from_show(run, folder.root, record["sha256"][:12]) == record["sha256"]
     text = run("show", folder.manifest()[0]["name"], root=folder.root)
-    assert text.returncode == 0 and text.stdout.startswith("⟪memctl-session v1⟫".encode())
+    assert text.returncode == 0 and text.stdout.startswith("⟪memctl-session v2⟫".encode())
     missing = run("show", "0101_0000-0101_0001", root=folder.root)
     assert missing.returncode == 2 and b"no archived session" in missing.stderr
     hostile = run("show", "../../etc/passwd", root=folder.root)
@@ -217,6 +218,7 @@ def test_busy_lock_exits_75_at_once_and_wait_waits(run, tmp_path):
 
 
 def test_missing_raw_folder_is_a_clear_error(run, tmp_path):
+    assert run("init", root=tmp_path / "memory").returncode == 0
     result = run("archive", str(tmp_path / "nope"), root=tmp_path / "memory")
     assert result.returncode == 2
     assert b"does not exist" in result.stderr and b"Traceback" not in result.stderr

@@ -134,13 +134,13 @@ Notes/digest: notes_digest.py | Scheduling: scheduled_task_sop
 3. Files under memory/: patch only, never overwrite
 4. Never store secrets here; L2 holds non-secret pointers only
 ## Recent sessions
-- 0405_0902-0405_0909 (2026-04-05 09:02): asked: Check why the nightly backup job on host bk-02 failed and tell me if last night's archive is usable. | answer: The 2026-04-05 archive is **not usable**: parts 38-40 are missing (part-038 is a 0-byte .partial). Cause: credentials were rotated at 23:58 but backup-agent has been running since Apr 3 and still signs with the old key, so uploads after the cache expired got 403 SignatureDoesNotMatch. Fix: restart backup-agent, then re-run the job; the Apr 4 archive is the latest complete one.
-- 0403_2013-0403_2029 (2026-04-03 20:13): asked: 把 D:\notes\weekly 里上周的会议纪要整理成 "summary.md"，按项目分组 | answer: 两条待办已加入 todo.txt 的 Inbox。
+- 0405_0902-0405_0908 (2026-04-05 09:02): asked: Check why the nightly backup job on host bk-02 failed and tell me if last night's archive is usable. | answer: The 2026-04-05 archive is **not usable**: parts 38-40 are missing (part-038 is a 0-byte .partial). Cause: credentials were rotated at 23:58 but backup-agent has been running since Apr 3 and still signs with the old key, so uploads after the cache expired got 403 SignatureDoesNotMatch. Fix: restart backup-agent, then re-run the job; the Apr 4 archive is the latest complete one.
+- 0403_2013-0403_2028 (2026-04-03 20:13): asked: 把 D:\notes\weekly 里上周的会议纪要整理成 "summary.md"，按项目分组 | answer: 两条待办已加入 todo.txt 的 Inbox。
 ## Facts (L2)
 [BACKUP] host: bk-02 | log: /var/log/nightly-backup.log | archives: /backups/YYYY-MM-DD/ / creds: /etc/backup/creds.env (reference only, do not read or copy) / pitfall: backup-agent caches creds -> restart after rotation (see backup_restore_sop)
 ## Past sessions (L4)
-- 0405_0902-0405_0909 2026-04-05: [Agent] Inspect backup log tail on bk-02
-- 0405_0902-0405_0909 2026-04-05: …Protocol unchanged. === USER === <tool_result>Apr 05 02:00:01 bk-02 backup-agent[8812]: job nightly start (profile=data01, parts=40) Apr 05 02:00:02 bk-02 backu…
+- 0405_0902-0405_0908 2026-04-05: [Agent] Inspect backup log tail on bk-02
+- 0405_0902-0405_0908 2026-04-05: …Protocol unchanged. === USER === <tool_result>Apr 05 02:00:01 bk-02 backup-agent[8812]: job nightly start (profile=data01, parts=40) Apr 05 02:00:02 bk-02 backu…
 </recalled-memory>
 '''
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memctl.longterm import dream
+from memctl.longterm import dream, dream_apply
 from memctl.core.config import init_root, load_settings
 from memctl.longterm.entries import Entry, write_entries
 from memctl.longterm.refs import record_refs
@@ -207,8 +207,8 @@ def test_dry_run_plan_in_borg_style_and_json(run, root, settings):
 
 
 def test_undo_in_place_across_many_small_steps(settings, monkeypatch):
-    monkeypatch.setattr(dream, "STEP_CHANGES", 2)
-    monkeypatch.setattr(dream, "MAX_STEPS", 100)
+    monkeypatch.setattr(dream_apply, "STEP_CHANGES", 2)
+    monkeypatch.setattr(dream_apply, "MAX_STEPS", 100)
     layout = settings.layout
     entries = []
     for i in range(40):

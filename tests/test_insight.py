@@ -140,10 +140,13 @@ def test_rebuild_of_the_genericagent_example_keeps_rules_and_annotations(run, ro
     assert new.endswith(old[old.index(b"[RULES]"):])
     assert b"backup_restore_sop(bk-02 403)" in new  # a person's note survives
     assert b"memory_cleanup_sop" not in new  # it does not exist here
-    # hand-written scene lines stay while their files exist
-    assert b"Deploy/CI: deploy_sop(blue-green)" in new and b"Notes/digest: notes_digest.py" in new
-    assert b"scheduled_task_sop" not in new
-    assert run("insight", "check", root=root).returncode == 0
+    # hand-written scene lines stay as written, in place, even one whose file is gone: a person
+    # wrote it, so `insight check` (and verify, as a warning) reports it instead of dropping it
+    for line in old.decode().splitlines():
+        if line.startswith(("Deploy/CI", "Notes/digest", "# [Global")):
+            assert line.encode() + b"\n" in new
+    check = run("insight", "check", root=root)
+    assert check.returncode == 1 and b"scheduled_task_sop" in check.stdout and check.stdout.count(b"\n") == 1
 
 
 def test_check_flags_a_31_line_file(run, root):
@@ -197,13 +200,13 @@ def test_rebuild_redacts_a_secret_in_rules(run, root):
     assert run("insight", "check", root=root).returncode == 0
 
 
-def test_rules_too_long_is_an_error_not_a_truncation(run, root):
+def test_rules_too_long_are_kept_with_a_warning_not_truncated(run, root):
     run("init", root=root)
     rules = "[RULES]\n" + "".join(f"{n}. rule\n" for n in range(40))
     (root / "global_mem_insight.txt").write_text("# [Global Memory Insight]\n\n" + rules)
     result = run("insight", "rebuild", root=root)
-    assert result.returncode == 2
-    assert b"[RULES]" in result.stderr
+    assert result.returncode == 0
+    assert b"over its 30 lines" in result.stderr and b"they are kept" in result.stderr
     assert (root / "global_mem_insight.txt").read_text().endswith(rules)
 
 
@@ -216,5 +219,5 @@ def test_check_without_a_file_is_an_error(run, root):
 
 def test_rebuild_does_not_create_a_memory_where_there_is_none(run, root):
     result = run("insight", "rebuild", root=root)
-    assert result.returncode == 2 and b"memctl --root" in result.stderr
+    assert result.returncode == 2 and f"run memctl init {root}".encode() in result.stderr
     assert not root.exists()

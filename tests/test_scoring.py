@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memctl.recall import search
+from memctl.recall import tuning as search  # the ranking's numbers, read by every stage
 from memctl.core.config import Layout, init_root
 from memctl.recall.index import FTS_TOKENIZE
 from memctl.recall.ranking import Ranking

@@ -72,16 +72,16 @@ def test_unknown_key_rejected(tmp_path):
 def test_root_resolution_order(tmp_path, monkeypatch):
     monkeypatch.delenv("MEMCTL_HOME", raising=False)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    assert resolve_root(None, cwd=tmp_path) == tmp_path / "xdg" / "memctl"
+    assert resolve_root(None, cwd=tmp_path, for_init=True) == tmp_path / "xdg" / "memctl"
     (tmp_path / "memory").mkdir()
-    assert resolve_root(None, cwd=tmp_path) == tmp_path / "memory"
+    assert resolve_root(None, cwd=tmp_path, for_init=True) == tmp_path / "memory"
     monkeypatch.setenv("MEMCTL_HOME", str(tmp_path / "home"))
-    assert resolve_root(None, cwd=tmp_path) == tmp_path / "home"
-    assert resolve_root(str(tmp_path / "flag"), cwd=tmp_path) == tmp_path / "flag"
+    assert resolve_root(None, cwd=tmp_path, for_init=True) == tmp_path / "home"
+    assert resolve_root(str(tmp_path / "flag"), cwd=tmp_path, for_init=True) == tmp_path / "flag"
     monkeypatch.setenv("XDG_DATA_HOME", "relative/path")
     monkeypatch.delenv("MEMCTL_HOME")
     (tmp_path / "memory").rmdir()
-    assert resolve_root(None, cwd=tmp_path).is_absolute()
+    assert resolve_root(None, cwd=tmp_path, for_init=True).is_absolute()
 
 
 def test_lock_is_exclusive_and_released(tmp_path):
@@ -129,8 +129,8 @@ def test_a_piped_search_does_not_import_the_full_command_line(memctl_bin, tmp_pa
     root = tmp_path / "memory"
     subprocess.run([memctl_bin, "--root", str(root), "init"], check=True, capture_output=True, env=clean_env())
     (root / "notes.md").write_text("the proxy listens on port 7890\n")
-    heavy = ["typer", "rich", "jieba", "tomllib", "zipfile", "tempfile", "json", "typing", "dataclasses",
-             "memctl.longterm.entries", "numpy", "torch", "tokenizers", "memctl.recall.vectors"]
+    heavy = ["typer", "rich", "jieba", "rjieba", "multiprocessing", "tomllib", "zipfile", "tempfile", "json", "typing",
+             "dataclasses", "memctl.longterm.entries", "numpy", "torch", "tokenizers", "memctl.recall.vectors"]
     probe = ("import sys, runpy; sys.argv = ['memctl', '--root', %r, 'search', 'proxy']\n"
              "try:\n    runpy.run_module('memctl', run_name='__main__')\n"
              "except SystemExit as exit:\n"

@@ -133,7 +133,7 @@ def _record_references(settings: Settings, pieces: list[Piece]) -> None:
     from memctl.longterm.refs import record_refs
 
     ids = [p.ref.split(":", 1)[1] for p in pieces if p.section == "l5" and p.ref.startswith("L5:")]
-    if ids and settings.layout.state_dir.is_dir():
+    if ids and settings.layout.state_writable():
         try:
             record_refs(settings.layout.refs_log, ids, clock.iso())
         except OSError:

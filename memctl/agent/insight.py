@@ -15,10 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from memctl.core import clock
 from memctl.core.config import Layout
+from memctl.core.fsutil import atomic_write_bytes, ensure_private_dir
 from memctl.longterm.entries import iter_entries
-from memctl.core.errors import MemctlError, NotFound
+from memctl.core.errors import NotFound
 from memctl.core.redact import find_secrets, redact
+from memctl.agent.insight_merge import EMPTY_L2, is_generated_scene, merge, split_head
 
 TITLE = "# [Global Memory Insight]"
 RULES_HEADING = b"[RULES]"
@@ -30,10 +33,6 @@ _NOT_L3 = {"L4_raw_sessions", "working", "temp", "__pycache__"}
 _ANNOTATED = re.compile(r"^(?P<name>[^()]+?)\s*(?:\((?P<note>[^()]*)\))?$")
 _L2_HEADING = re.compile(r"^##\s*\[(?P<name>[^\]]+)\]\s*$")
 _FILE_LIKE = re.compile(r"^[\w.\-/]+$")
-
-
-class InsightTooBig(MemctlError):
-    """The fixed parts of L1 (title, pointers, [RULES]) alone exceed the limits."""
 
 
 @dataclass
@@ -53,9 +52,9 @@ class Inputs:
     has_l4: bool
     topics: list[Topic]
     notes: dict[str, str]  # L3 name -> annotation kept from the current L1
-    rules: bytes  # from the `[RULES]` line to the end of the current L1, exactly
     pointer: str
-    kept_scenes: list[str] = field(default_factory=list)  # hand-written scene items still true
+    written_labels: set[str] = field(default_factory=set)  # labels of scene items memctl did not write
+    current: str = ""  # the L1 being rebuilt ('' when there is none): its other lines are kept
 
 
 @dataclass
@@ -123,14 +122,6 @@ def top_topics(layout: Layout, limit: int = 50) -> list[Topic]:
     return [Topic(t, refs[t], counts[t]) for t in ranked[:limit]]
 
 
-def split_rules(data: bytes) -> bytes:
-    """The `[RULES]` block of an L1 file, from its heading line to the end, byte for byte."""
-    if data.startswith(RULES_HEADING):
-        return data
-    at = data.find(b"\n" + RULES_HEADING)
-    return data[at + 1 :] if at >= 0 else b""
-
-
 def _current_notes(text: str) -> dict[str, str]:
     """Annotations a person or agent wrote on L3 items (`backup_restore_sop(bk-02 403)`)."""
     notes = {}
@@ -161,29 +152,21 @@ def gather(layout: Layout) -> Inputs:
         has_l4=layout.l4_dir.is_dir(),
         topics=top_topics(layout),
         notes=_current_notes(current_text),
-        rules=split_rules(current),
         pointer=_pointer_line(layout),
-        kept_scenes=_kept_scenes(layout.root, current_text),
+        written_labels=_written_labels(current_text),
+        current=current.decode("utf-8", "surrogateescape"),
     )
 
 
-def _kept_scenes(root: Path, current_text: str) -> list[str]:
-    """Scene items a person or agent wrote (`Deploy/CI: deploy_sop(blue-green)`) whose file
-    still exists; the `L5(...)` items of an earlier rebuild are recomputed, not kept."""
-    kept = []
-    for number, item in _scene_items_of(current_text):
-        label, _, target = item.partition(":")
-        match = _ANNOTATED.match(target.strip())
-        name = match.group("name").strip() if match else target.strip()
-        if not label.strip() or not name or re.fullmatch(r"L\d", name) or find_secrets(item):
-            continue
-        if match and re.fullmatch(r"\d+ (?:refs|entries)", match.group("note") or ""):
-            continue  # written by an earlier rebuild from L5; recounted now
-        if _scene_target_missing(root, name):
-            continue
-        if item not in kept:
-            kept.append(item)
-    return kept
+def _written_labels(current_text: str) -> set[str]:
+    """Labels of the scene items a person or agent wrote (`Deploy/CI: deploy_sop(blue-green)`):
+    memctl adds no scene of its own under the same label."""
+    labels = set()
+    head, _ = split_head(current_text)
+    for line in head[1:]:
+        if ":" in line and not is_generated_scene(line) and not re.match(r"^(L\d|\||#)", line):
+            labels |= {item.partition(":")[0].strip().lower() for item in line.split("|") if ":" in item}
+    return labels
 
 
 def _curated_order(names: list[str], current_text: str) -> list[str]:
@@ -221,8 +204,9 @@ def _joined(label: str, items: list[str], total: int, hint: str) -> list[str]:
 
 
 def _scene_items(inputs: Inputs, l3: list[str], scrub: Callable[[str], str]) -> list[str]:
-    items = list(inputs.kept_scenes)
-    labels = {item.partition(":")[0].strip().lower() for item in items}
+    """Scene items memctl derives from the most referenced L5 topics."""
+    items: list[str] = []
+    labels = set(inputs.written_labels)
     for topic in inputs.topics:
         label = scrub(topic.name)[:32].replace("|", "/").replace(":", " ").strip()
         if not label or "[REDACTED" in label or label.lower() in labels:
@@ -243,30 +227,38 @@ def _l3_for_topic(topic: str, l3: list[str]) -> str | None:
     return None
 
 
-def render(inputs: Inputs, n_l2: int, n_l3: int, n_scenes: int, scrub: Callable[[str], str] = redact) -> str:
+def render_parts(inputs: Inputs, n_l2: int, n_l3: int, n_scenes: int,
+                 scrub: Callable[[str], str] = redact) -> dict[str, list[str]]:
+    """The lines memctl generates, by part: pointer, L0, L2, L3, L4, scenes."""
     l2 = _clean(inputs.l2)
     l3 = _clean(inputs.l3)
-    lines = [TITLE, inputs.pointer]
-    lines.append("L0(META-SOP): " + (" | ".join(inputs.l0) if inputs.l0 else "built in; `memctl rules` prints it"))
-    if l2:
-        lines += _joined("L2", l2[:n_l2], len(l2), " in global_mem.txt")
     shown = []
     for name in l3[:n_l3]:
         note = inputs.notes.get(name, "")
         note = "" if find_secrets(note) or "|" in note else note
         shown.append(f"{name}({note})" if note else name)
-    if l3:
-        lines += _joined("L3", shown, len(l3), " (ls)")
-    if inputs.has_l4:
-        lines.append("L4: L4_raw_sessions/ historical sessions (memctl search, memctl show)")
     scenes = _scene_items(inputs, l3, scrub)[:n_scenes]
-    if scenes:
-        lines.append("")
-        lines += [" | ".join(scenes[i : i + 2]) for i in range(0, len(scenes), 2)]
-    text = "\n".join(scrub(line) for line in lines) + "\n"
-    if inputs.rules:
-        text += "\n" + inputs.rules.decode("utf-8", "surrogateescape")
-    return text
+    parts = {
+        "title": [TITLE],
+        "pointer": [inputs.pointer],
+        "L0": ["L0(META-SOP): " + (" | ".join(inputs.l0) if inputs.l0 else "built in; `memctl rules` prints it")],
+        "L2": _joined("L2", l2[:n_l2], len(l2), " in global_mem.txt") if l2 else [],
+        "L3": _joined("L3", shown, len(l3), " (ls)") if l3 else [],
+        "L4": ["L4: L4_raw_sessions/ historical sessions (memctl search, memctl show)"] if inputs.has_l4 else [],
+        "scenes": [" | ".join(scenes[i : i + 2]) for i in range(0, len(scenes), 2)],
+    }
+    return {part: [scrub(line) for line in lines] for part, lines in parts.items()}
+
+
+def render(inputs: Inputs, n_l2: int, n_l3: int, n_scenes: int, scrub: Callable[[str], str] = redact) -> str:
+    """The new L1: the current one with memctl's parts merged in, or a fresh one."""
+    parts = render_parts(inputs, n_l2, n_l3, n_scenes, scrub)
+    if inputs.current.strip():
+        return merge(inputs.current, parts)
+    lines = [*parts["title"], *parts["pointer"], *parts["L0"], *parts["L2"], *parts["L3"], *parts["L4"]]
+    if parts["scenes"]:
+        lines += ["", *parts["scenes"]]
+    return "\n".join(lines) + "\n"
 
 
 def measure(text: str) -> tuple[int, int]:
@@ -276,12 +268,14 @@ def measure(text: str) -> tuple[int, int]:
 
 
 def build(inputs: Inputs, max_lines: int = 30, max_bytes: int = 1024, scrub: Callable[[str], str] = redact) -> Rebuild:
-    """The largest L1 that fits: scene lines give way first, then L3, then L2 names."""
+    """The largest L1 that fits: scene lines give way first, then L3, then L2 names. Lines
+    memctl did not write are never dropped: when they alone break the limits, L1 keeps them,
+    keeps its index whole, and the result says so in a warning."""
     warnings = []
-    if find_secrets(inputs.rules.decode("utf-8", "replace")):
-        # the rule "no secret in L1" outranks "rules byte for byte"
-        inputs.rules = scrub(inputs.rules.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
-        warnings.append("[RULES] held a secret; it was redacted")
+    if find_secrets(inputs.current):
+        # the rule "no secret in L1" outranks "every written line byte for byte"
+        inputs.current = scrub(inputs.current)
+        warnings.append("L1 held a secret; it was redacted")
     counts = {"l2": CAPS["l2"], "l3": CAPS["l3"], "scenes": CAPS["scenes"]}
     floors = [("scenes", 2), ("l3", 6), ("l2", 4), ("scenes", 0), ("l3", 0), ("l2", 0)]
     text = render(inputs, counts["l2"], counts["l3"], counts["scenes"], scrub)
@@ -290,13 +284,13 @@ def build(inputs: Inputs, max_lines: int = 30, max_bytes: int = 1024, scrub: Cal
             counts[part] -= 1
             text = render(inputs, counts["l2"], counts["l3"], counts["scenes"], scrub)
     if not _fits(text, max_lines, max_bytes):
+        counts = {"l2": CAPS["l2"], "l3": CAPS["l3"], "scenes": 0}
+        text = render(inputs, counts["l2"], counts["l3"], counts["scenes"], scrub)
         lines, size = measure(text)
-        raise InsightTooBig(
-            f"L1 cannot fit {max_lines} lines / {max_bytes} bytes even without pointers "
-            f"({lines} lines, {size} bytes); shorten the [RULES] block"
-        )
+        warnings.append(f"L1 is {lines} lines / {size} bytes, over its {max_lines} lines / {max_bytes} bytes, "
+                        f"because of lines memctl did not write; they are kept: shorten them by hand")
     lines, size = measure(text)
-    totals = {"l2": len(inputs.l2), "l3": len(inputs.l3), "scenes": len(inputs.kept_scenes) + len(inputs.topics)}
+    totals = {"l2": len(inputs.l2), "l3": len(inputs.l3), "scenes": len(inputs.topics)}
     shown = {k: min(counts[k], totals[k]) for k in counts}
     return Rebuild(text=text, lines=lines, bytes=size, counts=shown, totals=totals, warnings=warnings)
 
@@ -309,6 +303,54 @@ def _fits(text: str, max_lines: int, max_bytes: int) -> bool:
 def rebuild(layout: Layout, max_lines: int = 30, max_bytes: int = 1024, scrub: Callable[[str], str] = redact) -> Rebuild:
     """Compute the new L1 (the caller writes `result.text` to layout.insight under the lock)."""
     return build(gather(layout), max_lines, max_bytes, scrub)
+
+
+# ---------------------------------------------------------------- writing, with the previous file kept
+
+BACKUPS_KEPT = 20
+
+
+def backup_dir(layout: Layout) -> Path:
+    return layout.state_dir / "insight"
+
+
+def write_rebuilt(layout: Layout, text: str) -> Path | None:
+    """Replace L1 by `text`, after copying the current file into .memctl/insight/ (the caller
+    holds the lock). Returns the copy, or None when nothing changed (and nothing was written)."""
+    data = text.encode("utf-8", "surrogateescape")
+    current = layout.insight.read_bytes() if layout.insight.is_file() else None
+    if current == data:
+        return None
+    saved = _save_backup(layout, current) if current is not None else None
+    atomic_write_bytes(layout.insight, data)
+    return saved
+
+
+def restore_previous(layout: Layout) -> Path:
+    """Put back the L1 that the last change replaced (the current one is kept in turn)."""
+    backups = _backups(layout)
+    if not backups:
+        raise NotFound(f"no earlier L1 in {backup_dir(layout)}; `insight rebuild` keeps one each time it changes L1")
+    previous = backups[-1]
+    data = previous.read_bytes()
+    if layout.insight.is_file() and layout.insight.read_bytes() != data:
+        _save_backup(layout, layout.insight.read_bytes())
+    atomic_write_bytes(layout.insight, data)
+    return previous
+
+
+def _backups(layout: Layout) -> list[Path]:
+    folder = backup_dir(layout)
+    return sorted(folder.glob("global_mem_insight.*.txt")) if folder.is_dir() else []
+
+
+def _save_backup(layout: Layout, data: bytes) -> Path:
+    folder = ensure_private_dir(backup_dir(layout))
+    path = folder / f"global_mem_insight.{clock.now():%Y%m%dT%H%M%S%f}.txt"
+    atomic_write_bytes(path, data)
+    for old in _backups(layout)[:-BACKUPS_KEPT]:
+        old.unlink(missing_ok=True)
+    return path
 
 
 # ---------------------------------------------------------------- lint
@@ -341,7 +383,8 @@ def _exists_l3(root: Path, name: str) -> bool:
     if not name or name.startswith("/") or ".." in name.split("/"):
         return False
     path = root / name.rstrip("/")
-    return path.exists() or (root / f"{name}.md").is_file()
+    # GenericAgent names an L3 item without its suffix: `keychain` is keychain.py, .md or keychain/
+    return path.exists() or (root / f"{name}.md").is_file() or (root / f"{name}.py").is_file()
 
 
 def _pointer_violations(root: Path, layout: Layout, text: str) -> list[Violation]:
@@ -356,7 +399,7 @@ def _pointer_violations(root: Path, layout: Layout, text: str) -> list[Violation
                 found.append(Violation(number, "ghost", f"{label} points at {name!r}, which does not exist"))
     sections = set(l2_sections(layout))
     for number, item in _items_of(text, "L2"):
-        if _is_more(item):
+        if _is_more(item) or item.lower() in EMPTY_L2:
             continue
         if item not in sections:
             where = "global_mem.txt" if layout.global_mem.is_file() else "global_mem.txt (missing)"

@@ -73,12 +73,14 @@ def summarize(layout: Layout, record: ManifestRecord, history: list[str],
 
 
 def _final_answer(layout: Layout, record: ManifestRecord) -> str:
-    """The prose of the session's last Response that has any; '' if the session cannot be read."""
-    from memctl.l4.sessions import SessionRef, write_raw
+    """The prose of the session's last Response that has any; '' if the session cannot be read.
+    A session GenericAgent archived has no raw bytes, but its member keeps every Response."""
+    from memctl.l4.sessions import SessionRef, write_compressed, write_raw
 
+    write = write_compressed if record.origin else write_raw
     with tempfile.SpooledTemporaryFile(max_size=8 << 20) as raw:
         try:
-            write_raw(layout, SessionRef(record.name, record), raw.write)
+            write(layout, SessionRef(record.name, record), raw.write)
         except Exception:  # a damaged session (IntegrityError, BadZipFile, zlib.error): verify reports it
             return ""
         raw.seek(0)

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from memctl.core.config import Layout
-from memctl.longterm.entries import Entry, append_entries, iter_entries
+from memctl.longterm.entries import Entry
+from memctl.longterm.recovery import settle
+from memctl.longterm.store import open_store
 from memctl.core.errors import NotFound, UsageError
 from memctl.core.fsutil import atomic_write_text, ensure_private_dir, read_bytes_nofollow
 from memctl.core.redact import redact
@@ -202,7 +204,9 @@ def done(layout: Layout, task_id: str, now: str, topic: str | None = None) -> En
     """
     task = show(layout, task_id)
     entry = case_entry(task, now, topic)
-    if not any(e.id == entry.id for e in iter_entries(layout.long_term)):
-        append_entries(layout.long_term, [entry])
+    settle(layout)  # torn lines and cut-off operations first: the check below must see L5 whole
+    store = open_store(layout)
+    if entry.id not in store.active.ids():
+        store.active.append([entry])
     os.unlink(task.path)
     return entry

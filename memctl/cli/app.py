@@ -16,14 +16,16 @@ from memctl import __version__
 
 from memctl.cli import render
 from memctl.core.errors import EXIT_ERROR, EXIT_OK, MemctlError
+from memctl.cli.startup import os_error_text, prepare_process
 from memctl.cli.state import AppState
 
 app = typer.Typer(
     name="memctl",
     help=(
         "Layered, long-lived memory for AI agents, kept as plain files in one folder.\n\n"
-        "The root is --root, else $MEMCTL_HOME, else ./memory if it exists, "
-        "else $XDG_DATA_HOME/memctl (~/.local/share/memctl)."
+        "The root is --root (before or after the subcommand), else $MEMCTL_HOME, else ./memory "
+        "if it exists, else $XDG_DATA_HOME/memctl (~/.local/share/memctl). A GenericAgent "
+        "checkout given as the root means its memory/."
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -62,7 +64,7 @@ _register_commands()
 def main(argv: Optional[list[str]] = None) -> None:
     """Entry point: map every failure to one line on stderr and a documented exit code."""
     os.umask(0o077)
-    args = list(sys.argv[1:] if argv is None else argv)
+    args = prepare_process(list(sys.argv[1:] if argv is None else argv))
     debug = "--debug" in args or bool(os.environ.get("MEMCTL_DEBUG"))
     try:
         app(args=args, prog_name="memctl")
@@ -76,6 +78,12 @@ def main(argv: Optional[list[str]] = None) -> None:
     except BrokenPipeError:
         _silence_stdout()
         sys.exit(EXIT_OK)
+    except OSError as exc:  # permission denied, read-only file system, disk full: one line
+        if debug:
+            raise
+        _flush_stdout()
+        render.error(os_error_text(exc))
+        sys.exit(EXIT_ERROR)
     except KeyboardInterrupt:
         render.error("interrupted")
         sys.exit(130)

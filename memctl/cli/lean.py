@@ -12,6 +12,8 @@ from __future__ import annotations
 import sqlite3
 import sys
 
+from memctl.cli.startup import os_error_text, prepare_process
+from memctl.cli.tsv import tsv_line
 from memctl.core.errors import EXIT_NO_MATCH, EXIT_OK, MemctlError
 
 _VALUE_OPTIONS = {"-k": "k", "--layers": "layers", "--mode": "mode", "--since": "since", "--until": "until",
@@ -65,6 +67,9 @@ def _guarded(action) -> int:
     except (MemctlError, ValueError, sqlite3.DatabaseError) as exc:
         sys.stderr.write(f"memctl: error: {exc}\n")
         return getattr(exc, "exit_code", 2)
+    except OSError as exc:  # e.g. a cache folder that cannot be created
+        sys.stderr.write(f"memctl: error: {os_error_text(exc)}\n")
+        return 2
 
 
 def _settings(root):
@@ -90,7 +95,7 @@ def _search(root, options: dict) -> int:
 
             sys.stdout.writelines(json.dumps(hit.to_json(), ensure_ascii=False) + "\n" for hit in hits)
         else:
-            sys.stdout.writelines(hit.tsv_line() + "\n" for hit in hits)
+            sys.stdout.writelines(tsv_line(hit) + "\n" for hit in hits)
         sys.stdout.flush()
     except BrokenPipeError:  # `| head` closed the pipe: quiet, like grep
         import os
@@ -116,7 +121,7 @@ def _refresh(root) -> int:
 
 
 if __name__ == "__main__":
-    code = run(sys.argv[1:])
+    code = run(prepare_process(sys.argv[1:]))
     if code is None:
         from memctl.cli.app import main as full_main
 

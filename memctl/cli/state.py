@@ -22,7 +22,13 @@ class AppState:
 
     @property
     def root(self) -> Path:
+        """The memory root; an error naming the folder when it is not one (see resolve_root)."""
         return resolve_root(self.root_option)
+
+    @property
+    def root_to_create(self) -> Path:
+        """The root `init` (and `schedule install`) may create: resolved, but not required."""
+        return resolve_root(self.root_option, for_init=True)
 
     @property
     def settings(self) -> Settings:

@@ -12,8 +12,8 @@ import os
 from collections import namedtuple
 from pathlib import Path
 
-from memctl.core.errors import ConfigError
-from memctl.core.fsutil import ensure_private_dir, FILE_MODE
+from memctl.core.errors import ConfigError, NotAMemory
+from memctl.core.fsutil import FILE_MODE, NOFOLLOW, ensure_private_dir, set_mode
 
 TYPE_CHECKING = False  # typing costs ~7 ms to import; annotations here are never evaluated
 if TYPE_CHECKING:
@@ -98,6 +98,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "redaction": {
         "enabled": True,
         "extra_patterns": [],
+        "keep_secrets_at_rest": False,  # true: remember stores a secret as given (import and task save still redact)
+    },
+    "compose": {
+        "budget": 1500,  # tokens of the recalled-memory block (compose, the GenericAgent plugin)
     },
     "insight": {
         "max_lines": 30,
@@ -172,8 +176,20 @@ class Layout(namedtuple("Layout", "root")):
         return self.state_dir / "lock"
 
     @property
+    def derived_dir(self) -> Path:
+        """Where the derived index (and its lock) live: `.memctl/` when it exists and can be
+        written, else `$XDG_CACHE_HOME/memctl/<hash of the root>/` — so a read-only memory
+        (a mounted backup, another user's folder) or one never initialised (a GenericAgent
+        `memory/`) can be searched without anything being created inside it."""
+        return derived_dir_for(self.root)
+
+    def state_writable(self) -> bool:
+        """True when `.memctl/` exists and this process may write into it (refs.log etc.)."""
+        return self.state_dir.is_dir() and os.access(self.state_dir, os.W_OK)
+
+    @property
     def index(self) -> Path:
-        return self.state_dir / "index.sqlite"
+        return self.derived_dir / "index.sqlite"
 
     @property
     def refs_log(self) -> Path:
@@ -211,8 +227,20 @@ class Settings:
         return self.layout.default_raw_dir()
 
 
-def resolve_root(cli_root: str | os.PathLike | None = None, cwd: Path | None = None) -> Path:
-    """--root > $MEMCTL_HOME > ./memory if it exists > $XDG_DATA_HOME/memctl."""
+# Files and folders that make a folder a memory even without memctl.toml: GenericAgent
+# writes global_mem*.txt and L4_raw_sessions/ itself, and reads need no `init`.
+MEMORY_MARKERS = ("global_mem_insight.txt", "global_mem.txt", "L4_raw_sessions", "long_term.jsonl", STATE_DIR)
+
+
+def is_memory_root(folder: Path) -> bool:
+    """memctl.toml, a marker, or GenericAgent's place for it: a folder beside temp/model_responses/."""
+    if (folder / CONFIG_NAME).is_file() or any((folder / name).exists() for name in MEMORY_MARKERS):
+        return True
+    return folder.is_dir() and (folder.parent / "temp" / "model_responses").is_dir()
+
+
+def root_candidate(cli_root: str | os.PathLike | None = None, cwd: Path | None = None) -> Path:
+    """--root > $MEMCTL_HOME > ./memory if it exists > $XDG_DATA_HOME/memctl (not checked)."""
     if cli_root:
         return Path(cli_root).expanduser().absolute()
     env_home = os.environ.get("MEMCTL_HOME", "").strip()
@@ -224,6 +252,42 @@ def resolve_root(cli_root: str | os.PathLike | None = None, cwd: Path | None = N
     xdg = os.environ.get("XDG_DATA_HOME", "").strip()
     base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".local" / "share"
     return base / "memctl"
+
+
+def resolve_root(cli_root: str | os.PathLike | None = None, cwd: Path | None = None, for_init: bool = False) -> Path:
+    """The memory root a command works on, explained when there is none.
+
+    A folder with memctl.toml is the root. Else a folder holding `memory/` (a GenericAgent
+    checkout) resolves to that `memory/`. Else a folder that `is_memory_root` (GenericAgent's
+    files, no `init` needed to read them) is the root. Anything else is an error — except for
+    `init` (`for_init`), which may create the root.
+    """
+    candidate = root_candidate(cli_root, cwd)
+    if candidate.exists() and not candidate.is_dir():
+        raise NotAMemory(f"not a folder: {candidate}; --root names the memory folder")
+    if (candidate / CONFIG_NAME).is_file():
+        return candidate
+    if (candidate / "memory").is_dir():  # a GenericAgent checkout, even one with a stray .memctl/
+        return candidate / "memory"
+    if is_memory_root(candidate) or for_init:
+        return candidate
+    raise NotAMemory(f"not a memctl memory folder: {candidate} (no {CONFIG_NAME}, no memory/); "
+                     f"run memctl init {candidate}")
+
+
+def cache_home() -> Path:
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
+
+
+def derived_dir_for(root: Path) -> Path:
+    state_dir = Path(root) / STATE_DIR
+    if state_dir.is_dir() and os.access(state_dir, os.W_OK):
+        return state_dir
+    import hashlib  # here: an initialised, writable memory (the usual case) never needs it
+
+    digest = hashlib.sha256(os.fsencode(os.path.abspath(root))).hexdigest()[:16]
+    return cache_home() / "memctl" / digest
 
 
 def load_settings(root: Path) -> Settings:
@@ -343,7 +407,7 @@ def init_root(root: Path) -> list[Path]:
         if not folder.exists():
             created.append(folder)
         ensure_private_dir(folder)
-        os.chmod(folder, 0o700)
+        set_mode(folder, 0o700)
     if not layout.config_file.exists():
         _create_private_file(layout.config_file, DEFAULT_CONFIG_TEXT)
         created.append(layout.config_file)
@@ -355,7 +419,7 @@ def init_root(root: Path) -> list[Path]:
 
 
 def _create_private_file(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, FILE_MODE)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
 

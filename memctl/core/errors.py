@@ -41,3 +41,15 @@ class IntegrityError(MemctlError):
 
 class UnsafePath(MemctlError):
     """A name would escape its folder, or a path is a symlink where a file was expected."""
+
+
+class WriteFailed(MemctlError):
+    """The disk refused a write (full, quota, I/O error); the file was put back as it was."""
+
+
+class NotAMemory(MemctlError):
+    """The root names no memory folder (no memctl.toml, no GenericAgent layout)."""
+
+
+class ReadOnly(MemctlError):
+    """A writing command was pointed at a memory this process may not write."""

@@ -1,13 +1,24 @@
-"""Fault injection for crash-safety tests: `MEMCTL_FAULT_AFTER=N` kills the process with
-SIGKILL at the N-th file-operation checkpoint of a run (no cleanup, no atexit), so a test
-can prove that every intermediate state on disk is recoverable."""
+"""Fault injection for crash-safety tests; both hooks cost one environment lookup when unset.
+
+`MEMCTL_FAULT_AFTER=N` kills the process with SIGKILL at the N-th file-operation checkpoint
+of a run (no cleanup, no atexit), so a test can prove that every intermediate state on disk
+is recoverable.
+
+`MEMCTL_FAULT_WRITE=N:KIND` acts on the N-th data write of a run that goes through `write`
+(the JSON Lines append primitive and the atomic-write helper): `torn` writes half of the
+buffer and then SIGKILLs the process, `enospc` and `eio` raise that OSError instead, as a
+full or failing disk would.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 
 _count = 0
+_writes = 0
+_ERRORS = {"enospc": errno.ENOSPC, "eio": errno.EIO}
 
 
 def checkpoint(label: str) -> None:
@@ -18,3 +29,25 @@ def checkpoint(label: str) -> None:
     _count += 1
     if _count >= int(limit):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def write(fd: int, data: bytes | memoryview) -> int:
+    """`os.write`, unless MEMCTL_FAULT_WRITE says this is the write that fails."""
+    spec = os.environ.get("MEMCTL_FAULT_WRITE")
+    if spec:
+        _maybe_fail(fd, data, spec)
+    return os.write(fd, data)
+
+
+def _maybe_fail(fd: int, data: bytes | memoryview, spec: str) -> None:
+    global _writes
+    _writes += 1
+    number, _, kind = spec.partition(":")
+    if _writes != int(number):
+        return
+    if kind in _ERRORS:
+        code = _ERRORS[kind]
+        raise OSError(code, os.strerror(code))
+    os.write(fd, data[: len(data) // 2])
+    os.fsync(fd)
+    os.kill(os.getpid(), signal.SIGKILL)

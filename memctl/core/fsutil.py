@@ -2,20 +2,33 @@
 
 The recipes are borg's SaveFile and restic's local backend (conventions.md §6): a temp file
 in the destination folder, fsync, rename, fsync of the folder; the temp file is removed on
-any failure. The lock is a kernel `flock` on `.memctl/lock`, released by the kernel when the
-process dies, so a killed run never leaves a stale lock behind.
+any failure. The lock is a kernel lock on `.memctl/lock`, released by the kernel when the
+process dies, so a killed run never leaves a stale lock behind: `flock` on POSIX,
+`msvcrt.locking` of the file's first byte on Windows. This is the only module that imports
+`fcntl` or `msvcrt`.
+
+Portability: where a POSIX-only step does not exist it is skipped, never faked —
+`O_NOFOLLOW` (Windows: symlinks need privileges to create, and `is_symlink` checks remain),
+directory fsync (Windows cannot open a folder; NTFS journals the rename itself) and
+permission bits (Windows has ACLs; `set_mode` does nothing there).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import time
 from pathlib import Path
 
-from memctl.core.errors import LockBusy, UnsafePath
+from memctl.core import faults
+from memctl.core.errors import LockBusy, ReadOnly, UnsafePath, WriteFailed
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+
 
 TYPE_CHECKING = False  # typing costs ~7 ms to import, paid by every search
 if TYPE_CHECKING:
@@ -24,9 +37,19 @@ if TYPE_CHECKING:
 TMP_SUFFIX = ".tmp"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # 0 where it does not exist (Windows)
+POSIX_MODES = os.name != "nt"
+
+
+def set_mode(path: Path, mode: int) -> None:
+    """chmod on POSIX; nothing on Windows, where os.chmod can only toggle read-only."""
+    if POSIX_MODES:
+        os.chmod(path, mode)
 
 
 def fsync_dir(path: Path) -> None:
+    if not hasattr(os, "O_DIRECTORY"):  # Windows cannot open a folder to fsync it
+        return
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -46,9 +69,49 @@ def ensure_private_dir(path: Path) -> Path:
     return path
 
 
+class _GuardedFile:
+    """The write side of a temp file: every write goes through `faults.write` (all of it)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def write(self, data: bytes) -> int:
+        write_all(self._fd, data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        return self._fd
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write the whole buffer (a short write is continued, as the kernel allows)."""
+    view = memoryview(data)
+    while view:
+        written = faults.write(fd, view)
+        view = view[written:]
+
+
+_DISK_ERRORS = {errno.ENOSPC: "no space left on", getattr(errno, "EDQUOT", errno.ENOSPC): "disk quota exceeded on",
+                errno.EIO: "input/output error writing", errno.EROFS: "read-only file system:",
+                errno.EFBIG: "file too large:"}
+
+
+def is_disk_error(exc: OSError) -> bool:
+    return exc.errno in _DISK_ERRORS
+
+
+def write_failed(path: Path, exc: OSError) -> WriteFailed:
+    """The one-line error for a write the disk refused, after the file was put back."""
+    return WriteFailed(f"{_DISK_ERRORS.get(exc.errno, 'cannot write')} {path}: nothing was written")
+
+
 @contextlib.contextmanager
 def atomic_writer(dest: Path, mode: int = FILE_MODE) -> Iterator[object]:
-    """Yield a binary file object; on success it replaces `dest` atomically and durably."""
+    """Yield a binary writer; on success it replaces `dest` atomically and durably. A full or
+    failing disk raises WriteFailed with `dest` untouched."""
     dest = Path(dest)
     folder = dest.parent
     import tempfile  # here: a search never writes whole files, and the import costs ~5 ms
@@ -56,16 +119,19 @@ def atomic_writer(dest: Path, mode: int = FILE_MODE) -> Iterator[object]:
     fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{dest.name}.", suffix=TMP_SUFFIX)
     tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
+        try:
+            yield _GuardedFile(fd)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        set_mode(tmp, mode)
         os.replace(tmp, dest)
         fsync_dir(folder)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+        if isinstance(exc, OSError) and is_disk_error(exc):
+            raise write_failed(dest, exc) from None
         raise
 
 
@@ -79,28 +145,42 @@ def atomic_write_text(dest: Path, text: str, mode: int = FILE_MODE) -> None:
 
 
 def append_durably(dest: Path, data: bytes) -> None:
-    """Append one complete record with a single write(), then fsync (history, logs)."""
-    fd = os.open(dest, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+    """Append one complete record with a single write(), then fsync (history, logs); on a full
+    disk the file is cut back to its length and WriteFailed raised."""
+    fd = os.open(dest, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
     try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
+        start = os.fstat(fd).st_size
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        except OSError as exc:  # a full disk: cut back what part of the record went in
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, start)
+            if is_disk_error(exc):
+                raise write_failed(dest, exc) from None
+            raise
     finally:
         os.close(fd)
 
 
-def sweep_stale_temp_files(folder: Path) -> list[Path]:
-    """Remove temp files a killed run left behind (they never hold the only copy of anything)."""
+def sweep_stale_temp_files(folder: Path, before: float | None = None,
+                           owned: tuple[str, ...] = ()) -> list[Path]:
+    """Remove temp files a killed run left behind (they never hold the only copy of anything).
+    `before`: only those last changed before this time (a writer's own start); `owned`: only
+    temp files of these destination names (`.NAME.xxxx.tmp`)."""
     removed = []
     if not folder.is_dir():
         return removed
     for entry in os.scandir(folder):
-        if entry.name.startswith(".") and entry.name.endswith(TMP_SUFFIX) and entry.is_file(follow_symlinks=False):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(entry.path)
-                removed.append(Path(entry.path))
+        if not (entry.name.startswith(".") and entry.name.endswith(TMP_SUFFIX)) or not entry.is_file(follow_symlinks=False):
+            continue
+        if owned and not any(entry.name.startswith(f".{name}.") for name in owned):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            if before is not None and entry.stat(follow_symlinks=False).st_mtime >= before:
+                continue
+            os.unlink(entry.path)
+            removed.append(Path(entry.path))
     return removed
 
 
@@ -114,13 +194,67 @@ def safe_child(folder: Path, name: str) -> Path:
 def read_bytes_nofollow(path: Path) -> bytes:
     """Read a file's bytes, refusing to follow a symlink."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | NOFOLLOW)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise UnsafePath(f"{path} is a symlink; memctl does not follow links in the memory") from None
         raise
     with os.fdopen(fd, "rb") as handle:
         return handle.read()
+
+
+def try_lock(fd: int, wait: bool = False, poll: float = 0.05) -> bool:
+    """Take the exclusive lock on an open lock file; False if another process holds it."""
+    if fcntl is not None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            return True
+        except BlockingIOError:
+            return False
+    while True:
+        if _msvcrt_try_lock(fd):
+            return True
+        if not wait:
+            return False
+        time.sleep(poll)
+
+
+def unlock(fd: int) -> None:
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return
+    import msvcrt
+
+    os.lseek(fd, 0, os.SEEK_SET)
+    msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+
+
+def _msvcrt_try_lock(fd: int) -> bool:
+    try:
+        import msvcrt
+    except ImportError:
+        raise LockBusy("this platform offers neither fcntl nor msvcrt file locks; memctl cannot "
+                       "keep two writers apart here") from None
+    os.lseek(fd, 0, os.SEEK_SET)  # msvcrt locks bytes from the current position
+    try:
+        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        return True
+    except OSError:  # EACCES / EDEADLOCK: another process holds the byte
+        return False
+
+
+def open_lock_file(path: Path) -> int:
+    """Open (creating) a lock file; a folder this process may not write is one clear error."""
+    try:
+        ensure_private_dir(Path(path).parent)
+        return os.open(path, os.O_RDWR | os.O_CREAT | NOFOLLOW, FILE_MODE)
+    except PermissionError:
+        raise ReadOnly(f"cannot write to {Path(path).parent}: permission denied "
+                       "(a read-only memory can be searched, not changed)") from None
+    except OSError as exc:
+        if exc.errno == errno.EROFS:
+            raise ReadOnly(f"cannot write to {Path(path).parent}: read-only file system") from None
+        raise
 
 
 class WriterLock:
@@ -133,30 +267,26 @@ class WriterLock:
         self._fd: int | None = None
 
     def acquire(self) -> "WriterLock":
-        ensure_private_dir(self.lock_path.parent)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+        fd = open_lock_file(self.lock_path)
         deadline = time.monotonic() + max(self.wait_seconds, 0.0)
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    holder = _read_holder(fd)
-                    os.close(fd)
-                    raise LockBusy(
-                        f"lock busy: another memctl is writing to this memory{holder}; "
-                        "retry later or pass --wait SECONDS"
-                    ) from None
-                time.sleep(self.poll)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        while not try_lock(fd):
+            if time.monotonic() >= deadline:
+                holder = _read_holder(fd)
+                os.close(fd)
+                raise LockBusy(
+                    f"lock busy: another memctl is writing to this memory{holder}; "
+                    "retry later or pass --wait SECONDS"
+                )
+            time.sleep(self.poll)
+        if fcntl is not None:  # under msvcrt the locked byte cannot hold the pid
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
         return self
 
     def release(self) -> None:
         if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            unlock(self._fd)
             os.close(self._fd)
             self._fd = None
 
@@ -170,6 +300,6 @@ class WriterLock:
 def _read_holder(fd: int) -> str:
     try:
         text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-    except OSError:
+    except (OSError, AttributeError):  # no os.pread on Windows
         return ""
     return f" (pid {text})" if text.isdigit() else ""

@@ -292,19 +292,65 @@ def _extra_rules(extra_patterns: Sequence[str]) -> list[_Rule]:
     return [_Rule("custom", re.compile(p), (), 0, None) for p in extra_patterns]
 
 
-_GATES = tuple(re.compile(rule.gate()) for rule in RULES)
-# One scan for "could any rule fire here?": most text holds no trigger and costs only this.
-_PREFILTER = re.compile("|".join(f"(?:{rule.gate()})" for rule in RULES))
+# The prefilter, cheapest first, each step a condition a rule's match cannot do without:
+# 1. a character of the shape (`sk-…` has a `-`): one memchr-fast `in` each, once per text,
+#    picks the rules still possible (a table of them per set of characters present);
+# 2. a substring (the rule's keywords, sharper ones below), found with `in`;
+# 3. for the two shapes without a keyword, a regex that starts with a literal (fast scan);
+# 4. the rule's gate, then its pattern. One regex of all the gates cost ~0.4 µs a character
+#    (an alternation tries every branch at every position): a third of an index build.
+_PIVOTS = "-_:.=~："
+# kind -> (characters one of which the match holds, substrings one of which it holds)
+_NEEDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "private-key": ("-", ("private key",)),
+    "aws-secret-key": (":=", ("aws",)),
+    "github-token": ("_", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
+    "anthropic-key": ("-", ("sk-ant-",)), "openai-key": ("-", ("t3blbkfj",)), "sk-key": ("-", ("sk-",)),
+    "openrouter-key": ("-", ("sk-or-",)), "stripe-key": ("_", ("_test_", "_live_", "_prod_")),
+    "gitlab-token": ("-", ("glpat-", "glptt-", "gldt-", "glrt-", "glcbt-", "gloas-")),
+    "npm-token": ("_", ("npm_",)), "pypi-token": ("-", ("pypi-ag",)), "huggingface-token": ("_", ("hf_", "api_org_")),
+    "groq-key": ("_", ("gsk_",)), "slack-token": ("-", ("xox",)), "slack-config-token": ("-", ("xoxe",)),
+    "slack-app-token": ("-", ("xapp-",)), "slack-webhook": (".", ("hooks.slack.com",)), "sendgrid-key": (".", ("sg.",)),
+    "digitalocean-token": ("_", ("_v1_",)), "shopify-token": ("_", ("shpat_", "shpca_", "shppa_", "shpss_")),
+    "replicate-token": ("_", ("r8_",)), "telegram-bot-token": (":", (":aa",)), "discord-token": (".", (".",)),
+    "azure-client-secret": ("~", ("q~",)), "azure-storage-key": ("=", ("accountkey=",)),
+    "gcp-private-key-id": ("_", ("private_key_id",)), "pgpass-password": (":", (":",)), "jwt": (".", (".eyj",)),
+    "curl-user": ("-", ("curl",)), "url-password": (":", ("://",)), "password-assignment": (":=：", ()),
+}
+_HINTS = {"discord-token": re.compile(r"\.[a-z0-9_-]{6}\."), "pgpass-password": re.compile(r":(?:\d{1,5}|\*):")}
+
+
+def _check(rule: _Rule) -> tuple[_Rule, str, tuple[str, ...], re.Pattern[str] | None, re.Pattern[str]]:
+    pivots, needles = _NEEDS.get(rule.kind, ("", ()))
+    return rule, pivots, needles or rule.keywords, _HINTS.get(rule.kind), re.compile(rule.gate())
+
+
+_CHECKS = tuple(_check(rule) for rule in RULES)
+_CHECKS_BY_PIVOTS = {
+    present: tuple(check for check in _CHECKS if not check[1] or any(c in present for c in check[1]))
+    for present in ("".join(c for i, c in enumerate(_PIVOTS) if mask >> i & 1) for mask in range(1 << len(_PIVOTS)))
+}
+
+
+def _possible_rules(lowered: str) -> Iterable[_Rule]:
+    present = "".join(c for c in _PIVOTS if c in lowered)
+    for rule, _, needles, hint, gate in _CHECKS_BY_PIVOTS[present]:
+        for needle in needles:
+            if needle in lowered:
+                break
+        else:
+            if needles:
+                continue
+        if (hint is None or hint.search(lowered)) and gate.search(lowered):
+            yield rule
 
 
 def find_secrets(text: str, extra_patterns: Sequence[str] = ()) -> list[SecretFinding]:
     """Every secret in `text`, sorted, overlapping hits merged (the first kind wins)."""
     lowered = _lower_aligned(text)
     hits: list[SecretFinding] = []
-    if _PREFILTER.search(lowered):
-        for rule, gate in zip(RULES, _GATES):
-            if gate.search(lowered):
-                hits.extend(_rule_hits(rule, text, lowered))
+    for rule in _possible_rules(lowered):
+        hits.extend(_rule_hits(rule, text, lowered))
     for rule in _extra_rules(extra_patterns):
         hits.extend(_rule_hits(rule, text, lowered))
     return _merge(hits)

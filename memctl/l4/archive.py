@@ -18,33 +18,24 @@ zip member carries its manifest record and identity is the sha256 of the raw byt
 
 from __future__ import annotations
 
-import collections
-import concurrent.futures
 import os
 import shutil
 import tempfile
 import zipfile
-import zlib
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
-from memctl.core import clock
-
-from memctl.core import faults
-from memctl.l4.codec import decode_stream, encode_stream
+from memctl.core import clock, faults
 from memctl.core.config import Layout, Settings, parse_duration
 from memctl.core.errors import IntegrityError, UsageError
-from memctl.core.fsutil import (
-    append_durably,
-    ensure_private_dir,
-    fsync_dir,
-    sweep_stale_temp_files,
-)
-from memctl.l4.history import HistoryBuilder, history_block, sessions_in_history
-from memctl.l4.logs import RawEntry
-from memctl.l4.manifest import ManifestRecord, append_records, iter_manifest, monthly_zips, records_in_zip
+from memctl.core.fsutil import ensure_private_dir, sweep_stale_temp_files
+from memctl.l4.history import history_block, sessions_in_history
+from memctl.l4.manifest import (ManifestRecord, append_records, append_whole_lines, iter_manifest, monthly_zips,
+                                 records_in_zip)
+from memctl.l4.staging import Candidate, FileSignature, Staged, stage_ahead, unique_name
+from memctl.l4.zips import write_month_zip
 
 RAW_GLOB_PREFIX = "model_responses_"
 RAW_SUFFIX = ".txt"
@@ -98,23 +89,6 @@ class ArchiveReport:
 
     def to_json(self) -> dict:
         return {**self.summary(), "files": [asdict(d) for d in self.decisions]}
-
-
-@dataclass
-class FileSignature:
-    size: int
-    mtime_ns: int
-    inode: int
-
-    @classmethod
-    def of(cls, info: os.stat_result) -> "FileSignature":
-        return cls(info.st_size, info.st_mtime_ns, info.st_ino)
-
-
-@dataclass
-class Candidate:
-    path: Path
-    signature: FileSignature
 
 
 # ---------------------------------------------------------------- planning (pure: metadata only)
@@ -171,267 +145,6 @@ def _age_text(seconds: int) -> str:
     if seconds < 86400:
         return f"{seconds / 3600:.1f}h"
     return f"{seconds / 86400:.1f}d"
-
-
-# ---------------------------------------------------------------- staging (read + encode)
-
-
-class DeflatingSink:
-    """Deflates what it is given, in 1 MiB blocks on a thread pool, into a staging file.
-
-    Each block is deflated with the 32 KiB before it as a preset dictionary and ends with a
-    sync flush, so the blocks concatenate into one ordinary deflate stream (pigz's method)
-    while both cores work; zlib releases the GIL. At most a few blocks are in flight, so
-    memory stays flat whatever the size of the log.
-    """
-
-    BLOCK = 1 << 20
-    WINDOW = 32 << 10
-    IN_FLIGHT = 4
-
-    def __init__(self, handle, level: int):
-        self.handle = handle
-        self.level = level
-        self.crc = 0
-        self.size = 0
-        self.compressed = 0
-        self.buffer = bytearray()
-        self.window = b""
-        self.in_flight: collections.deque[concurrent.futures.Future] = collections.deque()
-
-    def write(self, data: bytes) -> None:
-        self.buffer += data
-        while len(self.buffer) >= self.BLOCK:
-            block = bytes(self.buffer[: self.BLOCK])
-            del self.buffer[: self.BLOCK]
-            self._submit(block, final=False)
-
-    def _submit(self, block: bytes, final: bool) -> None:
-        self.crc = zlib.crc32(block, self.crc)
-        self.size += len(block)
-        self.in_flight.append(_deflate_pool().submit(_deflate_block, block, self.window, self.level, final))
-        self.window = (self.window + block)[-self.WINDOW:]
-        while len(self.in_flight) > self.IN_FLIGHT:
-            self._write_out(self.in_flight.popleft().result())
-
-    def _write_out(self, data: bytes) -> None:
-        self.compressed += len(data)
-        self.handle.write(data)
-
-    def close(self) -> None:
-        self._submit(bytes(self.buffer), final=True)
-        self.buffer.clear()
-        while self.in_flight:
-            self._write_out(self.in_flight.popleft().result())
-
-
-def _deflate_block(block: bytes, window: bytes, level: int, final: bool) -> bytes:
-    if window:
-        compressor = zlib.compressobj(level, zlib.DEFLATED, -15, zdict=window)
-    else:
-        compressor = zlib.compressobj(level, zlib.DEFLATED, -15)
-    return compressor.compress(block) + compressor.flush(zlib.Z_FINISH if final else zlib.Z_SYNC_FLUSH)
-
-
-_POOL: concurrent.futures.ThreadPoolExecutor | None = None
-
-
-def _deflate_pool() -> concurrent.futures.ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2))
-    return _POOL
-
-
-class PlainSink:
-    """The same interface as DeflatingSink, writing the encoded text as it is."""
-
-    def __init__(self, handle):
-        self.handle = handle
-        self.crc = 0
-        self.compressed = 0
-
-    def write(self, data: bytes) -> None:
-        self.crc = zlib.crc32(data, self.crc)
-        self.compressed += len(data)
-        self.handle.write(data)
-
-    def close(self) -> None:
-        return None
-
-
-@dataclass
-class Staged:
-    candidate: Candidate
-    staging: Path  # the encoded session, already raw-deflated
-    crc: int
-    deflated_size: int
-    sha256: str
-    bytes_raw: int
-    bytes_compressed: int
-    entries: int
-    start: datetime
-    end: datetime
-    format: str
-    history: list[str]
-    name: str = ""
-    continues: str = ""
-
-    @property
-    def month(self) -> str:
-        return f"{self.start:%Y-%m}"
-
-
-def stage(candidate: Candidate, folder: Path, extra_patterns: Iterable[str] = (), level: int | None = 6) -> Staged:
-    """Encode one raw log into a hidden staging file in `folder` (raw-deflated at `level`, or
-    plain text when level is None); nothing else is touched."""
-    fd, staging_name = tempfile.mkstemp(dir=folder, prefix=".staging-", suffix=".tmp")
-    staging = Path(staging_name)
-    builder = HistoryBuilder()
-    stamps: list[datetime] = []
-    formats: set[str] = set()
-
-    def on_entry(entry: RawEntry) -> None:
-        if not stamps:
-            stamps.append(entry.timestamp)
-        stamps[1:] = [entry.timestamp]
-        formats.add(entry.format)
-        builder.feed(entry)
-
-    try:
-        with os.fdopen(fd, "wb") as out, _open_raw(candidate.path) as source:
-            sink = DeflatingSink(out, level) if level is not None else PlainSink(out)
-            try:
-                stats = encode_stream(source, sink.write, on_entry)
-            finally:
-                sink.close()
-            out.flush()
-            os.fsync(out.fileno())
-    except BaseException:
-        staging.unlink(missing_ok=True)
-        raise
-    fallback = datetime.fromtimestamp(candidate.signature.mtime_ns / 1e9).replace(microsecond=0)
-    start = stamps[0] if stamps else fallback
-    end = stamps[-1] if stamps else fallback
-    return Staged(
-        candidate=candidate,
-        staging=staging,
-        crc=sink.crc,
-        deflated_size=sink.compressed,
-        sha256=stats.sha256,
-        bytes_raw=stats.bytes_raw,
-        bytes_compressed=stats.bytes_encoded,
-        entries=stats.entries,
-        start=start,
-        end=end,
-        format="+".join(sorted(formats)) or "unparsed",
-        history=builder.result(tuple(extra_patterns)),
-    )
-
-
-def _open_raw(path: Path):
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    return os.fdopen(fd, "rb", buffering=1 << 20)
-
-
-def session_base_name(start: datetime, end: datetime) -> str:
-    """GenericAgent's `MMDD_HHMM-MMDD_HHMM`; uniqueness comes from a suffix, identity from sha256."""
-    return f"{start:%m%d_%H%M}-{end:%m%d_%H%M}"
-
-
-def unique_name(base: str, taken: set[str]) -> str:
-    if base not in taken:
-        return base
-    number = 2
-    while f"{base}_{number}" in taken:
-        number += 1
-    return f"{base}_{number}"
-
-
-# ---------------------------------------------------------------- monthly zips
-
-
-def _zip_date(stamp: datetime) -> tuple[int, int, int, int, int, int]:
-    year = min(max(stamp.year, 1980), 2107)
-    return (year, stamp.month, stamp.day, stamp.hour, stamp.minute, stamp.second)
-
-
-def write_month_zip(layout: Layout, month: str, items: list[tuple[Staged, ManifestRecord]]) -> Path:
-    """Write `<month>.zip` anew beside the old one, verify it, and rename it into place."""
-    zip_path = layout.l4_dir / f"{month}.zip"
-    fd, tmp_name = tempfile.mkstemp(dir=layout.l4_dir, prefix=f".{month}.zip.", suffix=".tmp")
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        old_members = _member_signatures(zip_path) if zip_path.exists() else []
-        if zip_path.exists():
-            shutil.copyfile(zip_path, tmp)
-        faults.checkpoint("zip-copied")
-        with zipfile.ZipFile(tmp, "a" if old_members else "w", allowZip64=True) as archive:
-            for staged, record in items:
-                _add_member(archive, staged, record)
-                faults.checkpoint("zip-member-written")
-        with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
-        faults.checkpoint("zip-fsynced")
-        verify_new_zip(tmp, old_members, [record for _, record in items])
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, zip_path)
-        fsync_dir(layout.l4_dir)
-        faults.checkpoint("zip-replaced")
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return zip_path
-
-
-def _add_member(archive: zipfile.ZipFile, staged: Staged, record: ManifestRecord) -> None:
-    info = zipfile.ZipInfo(record.member, date_time=_zip_date(staged.start))
-    info.compress_type = zipfile.ZIP_DEFLATED
-    info.external_attr = 0o600 << 16
-    info.comment = record.to_json().encode("utf-8")
-    with archive.open(info, "w", force_zip64=True) as member, open(staged.staging, "rb") as source:
-        # The staging file is already deflated: pass its bytes through, then state the CRC
-        # and size of the data they inflate to, which is what the zip headers record.
-        member._compressor = _PassThrough()
-        shutil.copyfileobj(source, member, 1 << 20)
-        member._crc, member._file_size = staged.crc, staged.bytes_compressed
-
-
-class _PassThrough:
-    def compress(self, data: bytes) -> bytes:
-        return data
-
-    def flush(self) -> bytes:
-        return b""
-
-
-def _member_signatures(zip_path: Path) -> list[tuple[str, int, int]]:
-    try:
-        with zipfile.ZipFile(zip_path) as archive:
-            return [(i.filename, i.CRC, i.file_size) for i in archive.infolist()]
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise IntegrityError(f"{zip_path} cannot be read ({exc}); it is left untouched, run `memctl verify`") from None
-
-
-def verify_new_zip(zip_path: Path, old_members: list[tuple[str, int, int]], new: list[ManifestRecord]) -> None:
-    """Old members unchanged; every new member decodes (CRC checked) to its raw sha256."""
-    try:
-        with zipfile.ZipFile(zip_path) as archive:
-            signatures = [(i.filename, i.CRC, i.file_size) for i in archive.infolist()]
-            if signatures[: len(old_members)] != old_members:
-                raise IntegrityError(f"{zip_path.name}: existing members changed while adding new ones")
-            for record in new:
-                with archive.open(record.member) as member:
-                    sha, size = decode_stream(member, _discard)
-                if sha != record.sha256 or size != record.bytes_raw:
-                    raise IntegrityError(f"{zip_path.name}:{record.member} does not match the raw log")
-    except zipfile.BadZipFile as exc:
-        raise IntegrityError(f"{zip_path.name}: written zip does not read back ({exc})") from None
-
-
-def _discard(_: bytes) -> None:
-    return None
 
 
 # ---------------------------------------------------------------- the run
@@ -507,11 +220,12 @@ def _run_candidates(layout, options, candidates, staging_dir, now, report, progr
     new_by_month: dict[str, list[tuple[Staged, ManifestRecord]]] = {}
     finishing: list[tuple[Staged, ManifestRecord, FileDecision]] = []
     archived_at = clock.iso(now)
-    for number, candidate in enumerate(candidates, start=1):
+    staging = stage_ahead(candidates, staging_dir, options.redact_patterns, options.zip_level)
+    for number, (candidate, pending) in enumerate(staging, start=1):
         if progress:
             progress(f"[{number}/{len(candidates)}] reading {candidate.path.name}")
         try:
-            staged = stage(candidate, staging_dir, options.redact_patterns, options.zip_level)
+            staged = pending.result()
         except (OSError, IntegrityError) as exc:
             report.decisions.append(FileDecision(str(candidate.path), "error", f"cannot read: {exc}"))
             continue
@@ -527,7 +241,7 @@ def _run_candidates(layout, options, candidates, staging_dir, now, report, progr
             decision.reason = f"already archived as {existing.name} in {existing.zip}"
             finishing.append((staged, existing, decision))
             continue
-        staged.name = unique_name(session_base_name(staged.start, staged.end), names_taken)
+        staged.name = unique_name(staged.base_name, names_taken)
         names_taken.add(staged.name)
         staged.continues = _continued_session(known, candidate.path.name, staged.start)
         record = _record_for(staged, candidate.path.name, archived_at)
@@ -622,7 +336,7 @@ def _append_missing_history(layout: Layout, finishing, history_names: set[str]) 
         history_names.add(record.name)
         blocks.append(history_block(record.name, staged.history))
     if blocks:
-        append_durably(layout.histories, "".join(blocks).encode("utf-8", "surrogateescape"))
+        append_whole_lines(layout, layout.histories, "".join(blocks).encode("utf-8", "surrogateescape"))
         faults.checkpoint("history-appended")
 
 

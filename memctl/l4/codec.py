@@ -22,7 +22,8 @@ from typing import BinaryIO, Callable, Iterator
 from memctl.core.errors import IntegrityError
 from memctl.l4.logs import CHUNK, USER_SECTION, Preamble, RawEntry, iter_log, parse_marker
 
-HEADER = "⟪memctl-session v1⟫\n".encode()
+HEADER_V1 = "⟪memctl-session v1⟫\n".encode()  # window tokens glued to the next line
+HEADER = "⟪memctl-session v2⟫\n".encode()  # window tokens on a line of their own
 TRAILER_PREFIX = "⟪memctl-end ".encode()
 DIRECTIVE = "⟪memctl".encode()
 ESCAPE = "⟪memctl:esc⟫".encode()
@@ -33,6 +34,11 @@ _ECHO_AT_END = b"\n" + ECHO + b"\n\n"  # GenericAgent's empty slot, then the ent
 MIN_SHARED_HEAD = 200
 
 _BODY_DIRECTIVE = re.compile(re.escape(DIRECTIVE) + "(?::esc⟫|:same-as (\\d+)⟫\n)".encode())
+
+
+def is_session_header(data: bytes) -> bool:
+    """Whether `data` starts with the header line of a memctl compressed session (any version)."""
+    return data[: len(HEADER)] in (HEADER, HEADER_V1)
 
 
 def prompt_head(body: bytes) -> bytes | None:
@@ -81,6 +87,7 @@ class SharedHeads:
     by_number: dict[int, bytes] = field(default_factory=dict)
     by_content: dict[bytes, int] = field(default_factory=dict)
     window: tuple[bytes, list[bytes]] | None = None
+    token_lines: bool = True  # False for a v1 session, whose window token is glued to the next line
 
     def note(self, number: int, entry_kind: str, body: bytes) -> None:
         if entry_kind != "Prompt":
@@ -166,8 +173,10 @@ def _shorten_window(kind: str, encoded: bytes, heads: SharedHeads) -> bytes:
         if shared < MIN_SHARED_WINDOW_LINES:
             break
         if lines[:shared] == previous[first:]:
-            rest = separator.join(lines[shared:]) + separator if len(lines) > shared else b""
-            return encoded[:start] + f"⟪memctl:window {first}⟫".encode() + rest + encoded[end:]
+            # The token gets a line of its own, so GenericAgent's readers (which keep the lines
+            # that start with [USER] / [Agent]) still see every new line of the window.
+            rest = b"".join(line + separator for line in lines[shared:])
+            return encoded[:start] + f"⟪memctl:window {first}⟫".encode() + separator + rest + encoded[end:]
     return encoded
 
 
@@ -179,7 +188,10 @@ def _expand_window(encoded: bytes, heads: SharedHeads) -> bytes:
         raise IntegrityError("compressed session refers to a history window it does not hold")
     separator, previous = heads.window
     lines = previous[int(match.group(1)):]
-    return encoded[: match.start()] + b"".join(line + separator for line in lines) + encoded[match.end():]
+    after = match.end()
+    if heads.token_lines and encoded.startswith(separator, after):
+        after += len(separator)
+    return encoded[: match.start()] + b"".join(line + separator for line in lines) + encoded[after:]
 
 
 def decode_body(kind: str, encoded: bytes, heads: SharedHeads) -> bytes:
@@ -277,11 +289,12 @@ class _Counter:
 def decode_stream(encoded: BinaryIO, write: Callable[[bytes], None]) -> tuple[str, int]:
     """Rebuild the raw log from its compressed form; verifies the trailer's sha256 and size."""
     first = encoded.read(len(HEADER))
-    if first != HEADER:
+    if not is_session_header(first):
         raise IntegrityError("not a memctl compressed session (missing header line)")
     digest = hashlib.sha256()
     size = 0
     decoder = _Decoder()
+    decoder.heads.token_lines = first != HEADER_V1
     trailer = None
     while trailer is None:
         chunk = encoded.read(CHUNK)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import zipfile
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from memctl.core.config import Layout
-from memctl.core.fsutil import append_durably, atomic_write_bytes
+from memctl.core.fsutil import atomic_write_bytes
+from memctl.core.jsonl import append_lines, torn_dir
 
 
 @dataclass
@@ -33,9 +34,11 @@ class ManifestRecord:
     entries: int = 0
     continues: str = ""
     purged: str = ""  # when `forget --purge` rewrote the session (its sha256 is then the new bytes')
+    origin: str = ""  # "genericagent": adopted from GenericAgent's own archive (adopt.py), no raw bytes
 
     def to_json(self) -> str:
-        data = {k: v for k, v in asdict(self).items() if v != "" or k in ("start", "end")}
+        optional = {f.name for f in fields(self) if f.default is not MISSING}
+        data = {k: v for k, v in asdict(self).items() if v != "" or k not in optional}
         return json.dumps(data, ensure_ascii=False, sort_keys=False)
 
     @classmethod
@@ -60,18 +63,13 @@ def iter_manifest(layout: Layout) -> Iterator[ManifestRecord]:
 def append_records(layout: Layout, records: Iterable[ManifestRecord]) -> None:
     payload = "".join(r.to_json() + "\n" for r in records).encode("utf-8")
     if payload:
-        _ensure_ends_with_newline(layout.manifest)
-        append_durably(layout.manifest, payload)
+        append_whole_lines(layout, layout.manifest, payload)
 
 
-def _ensure_ends_with_newline(path: Path) -> None:
-    """A crash mid-append can leave a torn last line; start the next record on a fresh line."""
-    if not path.exists() or path.stat().st_size == 0:
-        return
-    with open(path, "rb") as handle:
-        handle.seek(-1, 2)
-        if handle.read(1) != b"\n":
-            append_durably(path, b"\n")
+def append_whole_lines(layout: Layout, path: Path, payload: bytes) -> None:
+    """Append to an L4 file line by line: a torn last line a killed run left (no newline) goes
+    to `.memctl/torn/` first, so the new lines never glue onto it (core.jsonl's primitive)."""
+    append_lines(path, payload if payload.endswith(b"\n") else payload + b"\n", torn_dir(layout.state_dir))
 
 
 def records_in_zip(zip_path: Path) -> list[ManifestRecord]:

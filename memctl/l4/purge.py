@@ -10,31 +10,36 @@ then rebuilt from the zips. The caller holds the writer lock.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import struct
 import tempfile
 import zipfile
-from dataclasses import replace
+import zlib
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable
 
-from memctl.core import clock
-from memctl.l4.archive import Candidate, FileSignature, _PassThrough, stage, verify_new_zip
-from memctl.l4.codec import HEADER, decode_stream
+from memctl.core import clock, faults
+from memctl.l4.adopt import member_record
+from memctl.l4.staging import Candidate, FileSignature, stage
+from memctl.l4.zips import PassThrough, verify_new_zip
+from memctl.l4.codec import HEADER, decode_stream, is_session_header
 from memctl.core.config import Layout
 from memctl.core.errors import IntegrityError
 from memctl.core.fsutil import atomic_write_bytes, fsync_dir
-from memctl.l4.manifest import ManifestRecord, monthly_zips, rebuild_from_zips
+from memctl.l4.manifest import ManifestRecord, append_records, iter_manifest, monthly_zips, rebuild_from_zips
 
 MARK = b"[PURGED]"
 _CHUNK = 4 << 20
 
 
-def purge_l4(layout: Layout, needles: Iterable[bytes], mark: bytes = MARK) -> list[str]:
+def purge_l4(layout: Layout, needles: Iterable[bytes], mark: bytes = MARK, pending: list[str] | None = None) -> list[str]:
     """Remove every needle from all_histories.txt, the monthly zips and loose sessions.
-    Returns one line per file rewritten."""
+    Returns one line per file rewritten. With `pending`, a zip that cannot be read is noted
+    there (`path: why`) and the others are still scrubbed; the manifest is then not rebuilt."""
     needles = sorted({n for n in needles if n}, key=len, reverse=True)
     if not needles or not layout.l4_dir.is_dir():
         return []
@@ -42,19 +47,30 @@ def purge_l4(layout: Layout, needles: Iterable[bytes], mark: bytes = MARK) -> li
     if layout.histories.exists() and _replace_in_file(layout.histories, needles, mark):
         done.append(f"{layout.histories}: history lines scrubbed")
     zips_changed = False
+    adopted = [r for r in iter_manifest(layout) if r.origin]
+    faults.checkpoint("purge-history")
     for zip_path in monthly_zips(layout):
-        changed = _purge_zip(layout, zip_path, needles, mark)
+        try:
+            changed = _purge_zip(layout, zip_path, needles, mark, {(r.zip, r.member): r for r in adopted})
+        except Exception as exc:  # one damaged zip must not keep the string in all the others
+            if pending is None:
+                raise
+            pending.append(f"{zip_path}: {str(exc) or type(exc).__name__}")
+            continue
+        faults.checkpoint("purge-zip")
         if changed:
             zips_changed = True
             done.append(f"{zip_path}: {len(changed)} sessions rewritten ({', '.join(changed)})")
-    if zips_changed:
-        rebuild_from_zips(layout)
+    if zips_changed and not pending:
+        rebuild_manifest(layout, adopted)
+        faults.checkpoint("purge-manifest")
         done.append(f"{layout.manifest}: rebuilt from the zips")
     for loose in sorted(layout.l4_dir.glob("*.txt")):
         if loose == layout.histories or loose.is_symlink():
             continue
         if _purge_loose_session(layout, loose, needles, mark):
             done.append(f"{loose}: session rewritten")
+            faults.checkpoint("purge-loose")
     return done
 
 
@@ -116,11 +132,32 @@ def _raw_with_needles_replaced(source: BinaryIO, needles: list[bytes], mark: byt
     return None
 
 
-def _purge_zip(layout: Layout, zip_path: Path, needles: list[bytes], mark: bytes) -> list[str]:
+def rebuild_manifest(layout: Layout, adopted: list[ManifestRecord] | None = None) -> None:
+    """The manifest rebuilt from the zips, adopted sessions kept (how a purge, or a resumed one, ends)."""
+    if adopted is None:
+        adopted = [r for r in iter_manifest(layout) if r.origin]
+    _keep_adopted(adopted, rebuild_from_zips(layout), layout)
+
+
+def _keep_adopted(adopted: list[ManifestRecord], rebuilt: list[ManifestRecord], layout: Layout) -> None:
+    """Sessions adopted from GenericAgent carry no record in a member comment unless a purge
+    rewrote them: the manifest rebuilt from the comments gets the others back from before."""
+    present = {(r.zip, r.member) for r in rebuilt}
+    append_records(layout, [r for r in adopted if not r.zip or (r.zip, r.member) not in present])
+
+
+def _purge_zip(layout: Layout, zip_path: Path, needles: list[bytes], mark: bytes,
+               adopted: dict[tuple[str, str], ManifestRecord]) -> list[str]:
     rewritten: dict[str, tuple[object, ManifestRecord]] = {}
     with zipfile.ZipFile(zip_path) as archive:
         infos = archive.infolist()
         for info in infos:
+            if not info.comment:  # GenericAgent's member: its own text, no raw bytes to rebuild
+                scrubbed = _scrub_text_member(archive, info, needles, mark, layout.l4_dir,
+                                              adopted.get((zip_path.name, info.filename)))
+                if scrubbed is not None:
+                    rewritten[info.filename] = scrubbed
+                continue
             record = _record_of(info)
             with archive.open(info) as member:
                 raw = _raw_with_needles_replaced(member, needles, mark, layout.l4_dir)
@@ -140,6 +177,33 @@ def _purge_zip(layout: Layout, zip_path: Path, needles: list[bytes], mark: bytes
             for staged, _ in rewritten.values():
                 staged.staging.unlink(missing_ok=True)
     return [record.name for _, record in rewritten.values()]
+
+
+@dataclass
+class _TextMember:
+    """A rewritten GenericAgent member, deflated into a staging file like a staged session."""
+
+    staging: Path
+    crc: int
+    bytes_compressed: int  # its size inflated, as Staged names it
+
+
+def _scrub_text_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, needles: list[bytes], mark: bytes,
+                       folder: Path, record: ManifestRecord | None) -> tuple[_TextMember, ManifestRecord] | None:
+    data = archive.read(info)
+    new = data
+    for needle in needles:
+        new = new.replace(needle, mark)
+    if new == data:
+        return None
+    if record is None:  # not adopted yet: adopt it now, so that the rewrite is recorded
+        record = member_record(Path(archive.filename), info, data, set())
+    fd, name = tempfile.mkstemp(dir=folder, prefix=".purge-", suffix=".tmp")
+    compressor = zlib.compressobj(6, zlib.DEFLATED, -15)
+    with os.fdopen(fd, "wb") as out:
+        out.write(compressor.compress(new) + compressor.flush())
+    member = _TextMember(Path(name), zlib.crc32(new), len(new))
+    return member, replace(record, sha256=hashlib.sha256(new).hexdigest(), bytes_compressed=len(new), purged=clock.iso())
 
 
 def _record_of(info: zipfile.ZipInfo) -> ManifestRecord:
@@ -180,7 +244,7 @@ def _write_member(archive: zipfile.ZipFile, old: zipfile.ZipInfo, comment: bytes
     info.external_attr = 0o600 << 16
     info.comment = comment
     with archive.open(info, "w", force_zip64=True) as member:
-        member._compressor = _PassThrough()  # the bytes copied in are deflated already
+        member._compressor = PassThrough()  # the bytes copied in are deflated already
         copy_compressed(member)
         member._crc, member._file_size = crc, size
 
@@ -213,7 +277,7 @@ def _verify_rebuilt(zip_path: Path, kept: list[tuple[str, int, int]], new: list[
 
 def _purge_loose_session(layout: Layout, path: Path, needles: list[bytes], mark: bytes) -> bool:
     with open(path, "rb") as handle:
-        if handle.read(len(HEADER)) != HEADER:
+        if not is_session_header(handle.read(len(HEADER))):
             return False
         handle.seek(0)
         raw = _raw_with_needles_replaced(handle, needles, mark, layout.l4_dir)

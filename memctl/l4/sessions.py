@@ -11,11 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
-from memctl.l4.archive import Candidate, FileSignature, known_sessions, session_base_name, stage, unique_name
-from memctl.l4.codec import decode_stream, read_trailer, HEADER
+from memctl.l4.archive import known_sessions
+from memctl.l4.staging import Candidate, FileSignature, stage, unique_name
+from memctl.l4.codec import decode_stream, is_session_header, read_trailer
 from memctl.core.config import Layout
 from memctl.core.errors import NotFound, UsageError
 from memctl.core.fsutil import ensure_private_dir, safe_child
+from memctl.l4.adopt import GENERICAGENT
+from memctl.l4.history import history_block, iter_history_blocks
 from memctl.l4.manifest import ManifestRecord, iter_manifest
 
 
@@ -65,14 +68,27 @@ def open_compressed(layout: Layout, session: SessionRef) -> Iterator[BinaryIO]:
 
 def write_raw(layout: Layout, session: SessionRef, write: Callable[[bytes], None]) -> tuple[str, int]:
     """Rebuild the original raw log byte for byte (its sha256 is checked on the way)."""
+    if session.record is not None and session.record.origin == GENERICAGENT:
+        raise NotFound(f"{session.name} was archived by GenericAgent, which keeps no raw bytes (it drops system "
+                       f"prompts and echoes); `memctl show {session.name}` prints what it kept")
     with open_compressed(layout, session) as stream:
         return decode_stream(stream, write)
 
 
 def write_compressed(layout: Layout, session: SessionRef, write: Callable[[bytes], None]) -> None:
+    if session.record is not None and not session.record.zip:  # known from all_histories.txt alone
+        write(_history_text(layout, session.record.name).encode("utf-8", "surrogateescape"))
+        return
     with open_compressed(layout, session) as stream:
         while chunk := stream.read(1 << 20):
             write(chunk)
+
+
+def _history_text(layout: Layout, name: str) -> str:
+    for block_name, lines in iter_history_blocks(layout.histories):
+        if block_name == name:
+            return history_block(name, lines).lstrip("\n")
+    raise NotFound(f"{name} is known only from all_histories.txt, which no longer has its block; run `memctl verify`")
 
 
 # ---------------------------------------------------------------- `compress FILE…`
@@ -106,12 +122,12 @@ def compress_file(layout: Layout, path: Path, extra_patterns: tuple[str, ...] = 
         if archived is not None:
             return CompressResult(str(path), f"{archived.zip}:{archived.member}", staged.bytes_raw,
                                   archived.bytes_compressed, "already-archived", archived.name)
-        base = session_base_name(staged.start, staged.end)
+        base = staged.base_name
         taken = set()
         name = base
         while (layout.l4_dir / f"{name}.txt").exists():
             existing = (layout.l4_dir / f"{name}.txt").read_bytes()
-            trailer = read_trailer(existing) if existing.startswith(HEADER) else None
+            trailer = read_trailer(existing) if is_session_header(existing) else None
             if trailer and trailer[0] == staged.sha256:
                 return CompressResult(str(path), str(layout.l4_dir / f"{name}.txt"), staged.bytes_raw,
                                       len(existing), "unchanged", name)

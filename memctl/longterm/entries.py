@@ -1,8 +1,9 @@
 """The L5 and L6 entry stores: `long_term.jsonl` and `archive.jsonl`, one JSON entry a line.
 
-This module owns the entry format (design.md §6) and reading/writing the two files. Write
-policies, remember/forget and the dream pass build on it; `import` uses it to bulk-load.
-Unknown fields are kept as they are, so a newer memctl's entries survive an older one.
+This module owns the entry format (design.md §6) and the JSON Lines primitives: a line per
+entry, raw-line rows and snapshots, the cheap byte-level reads. `memctl.longterm.store` is
+built on them and is the one interface the rest of memctl reaches L5, L6 and the dream log
+through. Unknown fields are kept as they are, so a newer memctl's entries survive an older one.
 
 L6 is append-only: an entry that leaves L5 gets a new L6 line (with `left_at`, `reason`,
 `run`); `restore` puts it back in L5 without touching L6. An id's state is therefore: active
@@ -24,7 +25,9 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from memctl.core.fsutil import append_durably, atomic_write_bytes
+from memctl.core.fsutil import atomic_write_bytes
+from memctl.core.config import STATE_DIR
+from memctl.core.jsonl import append_lines, split_torn, torn_dir
 
 
 @dataclass
@@ -88,11 +91,14 @@ def entry_line(entry: Entry) -> bytes:
 
 
 def iter_entries(path: Path) -> Iterator[Entry]:
-    """Entries of a store; a line that does not parse is skipped (the file is never rewritten here)."""
+    """Entries of a store; a line that does not parse is skipped (the file is never rewritten
+    here), and so is a torn last line (no newline): it is not an entry, `verify` reports it."""
     if not Path(path).exists():
         return
     with open(path, "rb") as handle:
         for raw in handle:
+            if not raw.endswith(b"\n"):
+                return
             raw = raw.strip()
             if not raw:
                 continue
@@ -106,11 +112,12 @@ def load_entries(path: Path) -> list[Entry]:
     return list(iter_entries(path))
 
 
-def append_entries(path: Path, entries: Iterable[Entry]) -> int:
-    """Append entries with one durable write (the caller holds the writer lock)."""
+def append_entries(path: Path, entries: Iterable[Entry], quarantine: Path | None = None) -> int:
+    """Append entries with one durable write (the caller holds the writer lock); a torn last
+    line is moved to `quarantine` first (memctl.core.jsonl; default: the root's .memctl/torn/)."""
     payload = b"".join(entry_line(e) for e in entries)
     if payload:
-        append_durably(Path(path), payload)
+        append_lines(Path(path), payload, quarantine or torn_dir(Path(path).parent / STATE_DIR))
     return payload.count(b"\n")
 
 
@@ -148,7 +155,16 @@ class Snapshot:
 
 def parse_rows(data: bytes, wanted: bytes | None = None) -> list[Row]:
     """Rows of a store. With `wanted`, only lines containing those bytes are parsed; the others
-    keep entry None and are written back as they are (a cheap read for one type)."""
+    keep entry None and are written back as they are (a cheap read for one type). A torn last
+    line (no newline) is never parsed: it is kept as a row without an entry."""
+    data, torn = split_torn(data)
+    rows = _parse_lines(data, wanted)
+    if torn.strip():
+        rows.append(Row(torn + b"\n", None))
+    return rows
+
+
+def _parse_lines(data: bytes, wanted: bytes | None) -> list[Row]:
     if wanted is None:
         fast = _parse_all(data)
         if fast is not None:
@@ -266,20 +282,6 @@ def write_rows(path: Path, rows: list[Row]) -> Snapshot:
     data = rows_bytes(rows)
     atomic_write_bytes(Path(path), data)
     return Snapshot(Path(path), data, list(rows))
-
-
-def active_ids(l5: Path) -> set[str]:
-    return {e.id for e in iter_entries(l5)}
-
-
-def departed(l5: Path, l6: Path) -> dict[str, Entry]:
-    """Ids not in L5, each with its last L6 line (why and when it left)."""
-    active = active_ids(l5)
-    last: dict[str, Entry] = {}
-    for entry in iter_entries(l6):
-        if entry.id not in active:
-            last[entry.id] = entry
-    return last
 
 
 def content_hash(text: str) -> str:

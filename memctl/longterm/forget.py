@@ -10,33 +10,21 @@ scrubbed from L4 by `memctl.l4.purge`. Planning is pure; applying takes the writ
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from pathlib import Path
-from typing import Any
-
 from memctl.core.clock import iso
 from memctl.core.config import Settings
-from memctl.longterm.entries import (
-    Entry,
-    Row,
-    append_entries,
-    content_hash,
-    departed,
-    new_id,
-    read_snapshot,
-    write_rows,
-)
-from memctl.core.errors import NotFound, UsageError
-from memctl.core.fsutil import WriterLock, append_durably, atomic_write_bytes
+from memctl.longterm.entries import Entry, content_hash, new_id
+from memctl.core.errors import NotFound, UsageError, WriteFailed
+from memctl.longterm import journal, purge_steps
 from memctl.longterm.policies import merge_key
+from memctl.longterm.recovery import journaled_rewrite, writing
+from memctl.longterm.store import open_store, refuse_duplicates
 
 FORGOTTEN = "forgotten"
-PURGED = "purged"
-PURGE_MARK = "[PURGED]"
-MIN_L4_NEEDLE = 4  # a shorter string would scrub ordinary words out of every session
+PURGED = purge_steps.PURGED
+PURGE_MARK = purge_steps.PURGE_MARK
+MIN_L4_NEEDLE = purge_steps.MIN_L4_NEEDLE
 
 
 @dataclass
@@ -84,32 +72,37 @@ def matching(entries: list[Entry], query: str) -> list[Entry]:
 
 def apply_forget(settings: Settings, plan: ForgetPlan, now: datetime, lock_wait: float) -> ForgetResult:
     layout = settings.layout
+    store = open_store(layout)
     run = "f-" + new_id("")
     stamp = iso(now)
-    with WriterLock(layout.lock, wait_seconds=lock_wait):
-        snapshot = read_snapshot(layout.long_term)
+    with writing(layout, lock_wait):
+        snapshot = store.active.snapshot()
         current = snapshot.by_id()
         wanted = {e.id for e in plan.entries}
+        refuse_duplicates(snapshot.rows, wanted, "L5")
         moving = [current[i].entry for i in wanted if i in current]
         moving.sort(key=lambda e: [x.id for x in plan.entries].index(e.id))
         gone = [replace(e, left_at=stamp, reason=FORGOTTEN, note=plan.reason, run=run) for e in moving]
         if gone:
-            append_entries(layout.cold_archive, gone)
             ids = {e.id for e in gone}
-            write_rows(layout.long_term, [r for r in snapshot.rows if r.entry is None or r.entry.id not in ids])
-            audit(layout.dream_log, [{"run": run, "at": stamp, "op": "forget", "ids": [e.id],
-                                       "before": e.to_dict(), "after": None, "reason": plan.reason or FORGOTTEN}
-                                      for e in moving])
+            kept = [r for r in snapshot.rows if r.entry is None or r.entry.id not in ids]
+            with journaled_rewrite(layout, store, "forget", run, kept):
+                store.archive.append(gone)
+                store.append_log([{"run": run, "at": stamp, "op": "forget", "ids": [e.id],
+                                  "before": e.to_dict(), "after": None, "reason": plan.reason or FORGOTTEN}
+                                 for e in moving])
+                store.active.rewrite(kept)
     return ForgetResult(run, [e.id for e in moving], sorted(wanted - {e.id for e in moving}))
 
 
 def restore(settings: Settings, entry_id: str, now: datetime, lock_wait: float) -> Entry:
     """Put a forgotten (or archived, superseded, merged) entry back in L5."""
     layout = settings.layout
-    with WriterLock(layout.lock, wait_seconds=lock_wait):
-        gone = departed(layout.long_term, layout.cold_archive)
+    store = open_store(layout)
+    with writing(layout, lock_wait):
+        gone = store.departed()
         if entry_id not in gone:
-            snapshot = read_snapshot(layout.long_term)
+            snapshot = store.active.snapshot()
             if entry_id in snapshot.by_id():
                 raise UsageError(f"{entry_id} is already active in L5; nothing to restore")
             raise NotFound(f"no entry {entry_id} in L6 (archive.jsonl); check the id with `memctl search --layers L6`")
@@ -117,7 +110,7 @@ def restore(settings: Settings, entry_id: str, now: datetime, lock_wait: float) 
         if last.reason == PURGED or not last.text:
             raise UsageError(f"{entry_id} was purged; its text no longer exists anywhere, so it cannot be restored")
         entry = replace(last, left_at="", reason="", run="", note="", extra=dict(last.extra))
-        snapshot = read_snapshot(layout.long_term)
+        snapshot = store.active.snapshot()
         types = settings.types
         if entry.type in types and types[entry.type].get("policy") == "merge":
             clash = next((e for e in snapshot.entries if merge_key(e) == merge_key(entry)), None)
@@ -126,15 +119,15 @@ def restore(settings: Settings, entry_id: str, now: datetime, lock_wait: float) 
                     f"{clash.id} is the active {entry.type} for topic {entry.topic!r}; "
                     f"forget it first, then restore {entry_id}"
                 )
-        append_entries(layout.long_term, [entry])
-        audit(layout.dream_log, [{"run": "r-" + new_id(""), "at": iso(now), "op": "restore", "ids": [entry_id],
-                                  "before": None, "after": entry.to_dict(), "reason": f"restored from {last.reason}"}])
+        log_length = store.log_length()
+        store.append_log([{"run": "r-" + new_id(""), "at": iso(now), "op": "restore", "ids": [entry_id],
+                           "before": None, "after": entry.to_dict(), "reason": f"restored from {last.reason}"}])
+        try:
+            store.active.append([entry])
+        except WriteFailed:
+            store.cut_log_back(log_length)  # nothing was restored: the log must not say so
+            raise
     return entry
-
-
-def audit(path: Path, records: list[dict[str, Any]]) -> None:
-    if records:
-        append_durably(Path(path), b"".join((json.dumps(r, ensure_ascii=False) + "\n").encode() for r in records))
 
 
 # --- purge
@@ -147,144 +140,59 @@ class PurgeResult:
     hashes: dict[str, str]
     files: list[str]  # files that were rewritten
     l4: list[str]  # what the L4 purge did, or why it could not
+    pending: list[str] = field(default_factory=list)  # files still holding the text (path: why)
+    settled: list[str] = field(default_factory=list)  # cut-off operations finished first
 
 
 def purge(settings: Settings, ids: list[str], strings: list[str], reason: str, now: datetime,
           lock_wait: float) -> PurgeResult:
-    """Erase entries (and any string given) from every file memctl keeps. Irreversible."""
+    """Erase entries (and any string given) from every file memctl keeps. Irreversible.
+    A purge cut off earlier (or waiting on a damaged zip) is finished first."""
     layout = settings.layout
+    store = open_store(layout)
     run = "p-" + new_id("")
-    stamp = iso(now)
-    with WriterLock(layout.lock, wait_seconds=lock_wait):
-        l5 = read_snapshot(layout.long_term)
-        l6 = read_snapshot(layout.cold_archive)
-        targets = {i for i in ids}
-        known = {r.entry.id for r in l5.rows + l6.rows if r.entry is not None}
-        unknown = sorted(targets - known)
-        if unknown:
-            raise NotFound(f"no entry {', '.join(unknown)} in L5 or L6; nothing was purged")
-        texts = [r.entry.text for r in l5.rows + l6.rows if r.entry is not None and r.entry.id in targets]
-        needles = _needles(texts + list(strings))
-        # other lines holding the text (an older superseded version, a consolidation) go too
-        for row in l5.rows + l6.rows:
-            if row.entry is not None and _contains(row.raw, needles):
-                targets.add(row.entry.id)
-        hashes = {}
-        for row in l5.rows + l6.rows:
-            if row.entry is not None and row.entry.id in targets:
-                hashes.setdefault(row.entry.id, content_hash(row.entry.text))
-        files = []
-        keep5 = [r for r in l5.rows if (r.entry is None and not _contains(r.raw, needles))
-                 or (r.entry is not None and r.entry.id not in targets)]
-        if len(keep5) != len(l5.rows):
-            write_rows(layout.long_term, keep5)
-            files.append(str(layout.long_term))
-        keep6 = [r for r in l6.rows if (r.entry is None and not _contains(r.raw, needles))
-                 or (r.entry is not None and r.entry.id not in targets)]
-        # the audit keeps only id, hash and reason
-        tombstones = [{"id": i, "text": "", "type": "purged", "left_at": stamp, "reason": PURGED, "note": reason,
-                       "run": run, "sha256": h} for i, h in sorted(hashes.items())]
-        write_rows(layout.cold_archive, keep6 + [Row((json.dumps(t, ensure_ascii=False) + "\n").encode(),
-                                                     Entry.from_dict(t)) for t in tombstones])
-        files.append(str(layout.cold_archive))
-        if _scrub_audit(layout.dream_log, targets, needles):
-            files.append(str(layout.dream_log))
-        audit(layout.dream_log, [{"run": run, "at": stamp, "op": "purge", "ids": [i], "before": {"id": i, "sha256": h},
-                                  "after": None, "reason": reason or PURGED} for i, h in sorted(hashes.items())])
-        l4 = _purge_l4(layout, needles)
-        files += _drop_index(layout)
-        files += _scrub_other_files(layout, needles)
-    return PurgeResult(run, sorted(hashes), hashes, files, l4)
+    with writing(layout, lock_wait, retry_pending=True) as settled:
+        plan = _plan_purge(store, ids, strings)
+        if plan is None:
+            return PurgeResult(run, [], {}, [], [], _still_pending(layout), settled)
+        hashes, needles = plan
+        record = purge_steps.journal_record(run, iso(now), reason, hashes, needles)
+        path = journal.begin(layout, "purge", run, record)
+        outcome = purge_steps.run(layout, {**record, "kind": "purge"}, path, resumed=False)
+    return PurgeResult(run, sorted(hashes), hashes, outcome.files, outcome.l4, outcome.pending, settled)
 
 
-def _needles(texts: list[str]) -> list[bytes]:
-    found = {t.strip() for t in texts if t and t.strip()}
-    # JSON files hold the text escaped; match both spellings
-    out = set()
-    for text in found:
-        out.add(text.encode("utf-8", "surrogateescape"))
-        out.add(json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8", "surrogateescape"))
-        out.add(json.dumps(text)[1:-1].encode("ascii"))
-    return sorted(out, key=len, reverse=True)
+def _plan_purge(store, ids: list[str], strings: list[str]) -> tuple[dict[str, str], list[bytes]] | None:
+    """The ids to erase with their content hashes, and the strings; None: nothing left to do
+    (every id is already a tombstone and no string was given)."""
+    rows = store.active.snapshot().rows + store.archive.snapshot().rows
+    targets = set(ids)
+    unknown = sorted(targets - {r.entry.id for r in rows if r.entry is not None})
+    if unknown:
+        raise NotFound(f"no entry {', '.join(unknown)} in L5 or L6; nothing was purged")
+    live = [r for r in rows if r.entry is not None and not purge_steps.is_tombstone(r)]
+    if not strings and not any(r.entry.id in targets for r in live):
+        return None
+    needles = purge_steps.needles_of([r.entry.text for r in live if r.entry.id in targets] + list(strings))
+    # other lines holding the text (an older superseded version, a consolidation) go too
+    targets |= {r.entry.id for r in live if any(n in r.raw for n in needles)}
+    hashes: dict[str, str] = {}
+    for row in live:
+        if row.entry.id in targets:
+            hashes.setdefault(row.entry.id, content_hash(row.entry.text))
+    return hashes, needles
 
 
-def _contains(data: bytes, needles: list[bytes]) -> bool:
-    return any(n in data for n in needles)
+def files_a_purge_would_scrub(settings: Settings, ids: list[str], strings: list[str]) -> list[str]:
+    """The files (and archived sessions) `purge` of these entries and strings would rewrite."""
+    from memctl.l4.purge_preview import files_holding
+
+    store = open_store(settings.layout)
+    wanted = set(ids)
+    texts = [e.text for part in (store.active, store.archive) for e in part.iter() if e.id in wanted]
+    needles = [n for n in purge_steps.needles_of(texts + strings) if len(n) >= MIN_L4_NEEDLE]
+    return files_holding(settings.layout, needles)
 
 
-def _scrub_audit(path: Path, targets: set[str], needles: list[bytes]) -> bool:
-    """Replace every entry body about a purged id by {id, sha256}, and the strings by a mark."""
-    if not path.exists():
-        return False
-    data = path.read_bytes()
-    if not any(t.encode() in data for t in targets) and not _contains(data, needles):
-        return False
-    text_needles = [n.decode("utf-8", "surrogateescape") for n in needles]
-    out = []
-    for raw in data.splitlines(keepends=True):
-        try:
-            record = json.loads(raw)
-        except ValueError:
-            if not _contains(raw, needles):
-                out.append(raw)
-            continue
-        out.append((json.dumps(_scrub(record, targets, text_needles), ensure_ascii=False) + "\n").encode())
-    atomic_write_bytes(path, b"".join(out))
-    return True
-
-
-def _scrub(value: Any, targets: set[str], needles: list[str]) -> Any:
-    if isinstance(value, dict):
-        if value.get("id") in targets and "text" in value:
-            return {"id": value["id"], "sha256": content_hash(str(value.get("text", "")))}
-        return {k: _scrub(v, targets, needles) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrub(v, targets, needles) for v in value]
-    if isinstance(value, str):
-        for needle in needles:
-            value = value.replace(needle, PURGE_MARK)
-        return value
-    return value
-
-
-def _drop_index(layout) -> list[str]:
-    """The index is derived: deleting it is the only way to be sure no page still holds the text."""
-    dropped = []
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        path = Path(str(layout.index) + suffix)
-        if path.exists():
-            path.unlink()
-            dropped.append(str(path))
-    return dropped
-
-
-def _purge_l4(layout, needles: list[bytes]) -> list[str]:
-    """History, archived sessions (zips rebuilt, verified, renamed; manifest rebuilt), loose
-    sessions: memctl.l4.purge, the L4 module's own purge."""
-    from memctl.l4.purge import MARK, purge_l4
-
-    return purge_l4(layout, [n for n in needles if len(n) >= MIN_L4_NEEDLE], MARK)
-
-
-_SKIP_SUFFIXES = (".zip", ".sqlite", ".sqlite-wal", ".sqlite-shm", ".tmp")
-
-
-def _scrub_other_files(layout, needles: list[bytes]) -> list[str]:
-    """Every other file under the root that still holds a needle (L1, L2, L3, task state,
-    logs in .memctl/): replaced atomically, permissions kept. L4 was done by the L4 module."""
-    done = []
-    wanted = [n for n in needles if len(n) >= MIN_L4_NEEDLE]
-    for folder, dirs, names in os.walk(layout.root):
-        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
-        for name in names:
-            path = Path(folder) / name
-            if name.endswith(_SKIP_SUFFIXES) or path.is_symlink() or not path.is_file():
-                continue
-            data = path.read_bytes()
-            new = data
-            for needle in wanted:
-                new = new.replace(needle, PURGE_MARK.encode())
-            if new != data:
-                atomic_write_bytes(path, new, mode=path.stat().st_mode & 0o777)
-                done.append(str(path))
-    return done
+def _still_pending(layout) -> list[str]:
+    return [line for _, record in journal.pending(layout, "purge") for line in record.get("pending", [])]

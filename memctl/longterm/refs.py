@@ -8,8 +8,9 @@ search, which only appends, does not import the entry store.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from memctl.core.jsonl import append_unlocked
 
 TYPE_CHECKING = False  # typing costs ~7 ms to import, paid by every search
 if TYPE_CHECKING:
@@ -20,16 +21,12 @@ REFS_FIELD_SEP = "\t"
 
 def record_refs(refs_log: Path, ids: Iterable[str], when: str) -> None:
     """Append one `<when>\t<id>` line per id in a single O_APPEND write (lock-free, no fsync:
-    a lost reference only delays forgetting)."""
+    a lost reference only delays forgetting); after a torn tail it starts on a fresh line."""
     payload = "".join(f"{when}{REFS_FIELD_SEP}{i}\n" for i in ids if i and "\t" not in i and "\n" not in i)
     if not payload:
         return
     Path(refs_log).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(refs_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    try:
-        os.write(fd, payload.encode("utf-8"))
-    finally:
-        os.close(fd)
+    append_unlocked(Path(refs_log), payload.encode("utf-8"))
 
 
 def read_refs(refs_log: Path, offset: int = 0) -> tuple[list[tuple[str, str]], int]:

@@ -15,23 +15,14 @@ from datetime import datetime
 
 from memctl.core.clock import iso
 from memctl.core.config import Settings
-from memctl.longterm.entries import (
-    Entry,
-    append_entries,
-    content_hash,
-    entries_with,
-    field_bytes,
-    new_id,
-    parse_rows,
-    row_for,
-    texts_of_type,
-    write_rows,
-)
+from memctl.longterm.entries import Entry, content_hash, new_id
 from memctl.core.errors import MemctlError, UsageError
-from memctl.core.fsutil import WriterLock
 from memctl.longterm.policies import best_match, merge_key, near_duplicate, normalize, policy_for, similarity_threshold
+from memctl.longterm.recovery import journaled_rewrite, writing
+from memctl.longterm.store import StoreRead, JsonlEntryStore, open_store, refuse_duplicates
 
 ADDED = "added"
+GONE_FOR_GOOD = ("forgotten", "purged")  # L6 reasons a remember must not silently undo
 SUPERSEDED = "superseded"
 SEEN = "seen"
 
@@ -85,40 +76,37 @@ def validate(settings: Settings, request: RememberRequest) -> None:
 
 def remember(settings: Settings, request: RememberRequest, now: datetime, lock_wait: float) -> RememberResult:
     validate(settings, request)
+    request = replace(request, text=at_rest(settings, request.text))
     layout = settings.layout
-    with WriterLock(layout.lock, wait_seconds=lock_wait):
-        data = _read(layout.long_term)
+    store = open_store(layout)
+    with writing(layout, lock_wait):
+        active = store.active.read()
         if not request.force:
-            check_not_forgotten(settings, request.text, data)
-        result = _write(settings, request, data, now)
+            check_not_forgotten(settings, store, request.text, active)
+        result = _write(settings, store, request, active, now)
     return result
 
 
-def _read(path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return b""
+def at_rest(settings: Settings, text: str) -> str:
+    """The text as L5 keeps it: secrets redacted, as `import` and `task save` do, unless
+    `[redaction] keep_secrets_at_rest` is set."""
+    if settings.get("redaction", "keep_secrets_at_rest"):
+        return text
+    from memctl.core.redact import redactor_for
+
+    return redactor_for(settings)(text)
 
 
-def check_not_forgotten(settings: Settings, text: str, l5_data: bytes) -> None:
+def check_not_forgotten(settings: Settings, store: JsonlEntryStore, text: str, active: StoreRead) -> None:
     """Refuse a fact whose last L6 line says forgotten or purged, unless it is active again."""
-    l6 = _read(settings.layout.cold_archive)
-    last: dict[str, Entry] = {}
-    for marker in (field_bytes("reason", "forgotten"), field_bytes("reason", "purged")):
-        for entry in entries_with(l6, marker):
-            if entry.reason in ("forgotten", "purged"):
-                last[entry.id] = entry
+    archive = store.archive.read()
+    last = archive.last_left_as(GONE_FOR_GOOD)
     if not last:
         return
 
     def still_gone(entry: Entry) -> bool:
         """Not restored to L5, and no later L6 line says it left for another reason (checked for hits only)."""
-        if field_bytes("id", entry.id) in l5_data:
-            return False
-        final = l6.rfind(field_bytes("id", entry.id))
-        line = l6[l6.rfind(b"\n", 0, final) + 1: l6.find(b"\n", final) if l6.find(b"\n", final) >= 0 else len(l6)]
-        return field_bytes("reason", "forgotten") in line or field_bytes("reason", "purged") in line
+        return not active.holds(entry.id) and archive.last_line_gives(entry.id, GONE_FOR_GOOD)
 
     digest = content_hash(text)
     for entry in last.values():
@@ -139,8 +127,8 @@ def check_not_forgotten(settings: Settings, text: str, l5_data: bytes) -> None:
         candidates = [e for e in candidates if e.id != old.id]
 
 
-def _write(settings: Settings, request: RememberRequest, data: bytes, now: datetime) -> RememberResult:
-    layout = settings.layout
+def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest, active: StoreRead,
+           now: datetime) -> RememberResult:
     policy = policy_for(settings, request.type)
     stamp = iso(now)
     entry = Entry(
@@ -150,37 +138,41 @@ def _write(settings: Settings, request: RememberRequest, data: bytes, now: datet
     if request.contradicts:
         entry.extra["contradicts"] = list(request.contradicts)
     threshold = auto_trigger(settings)
-    count = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+    count = active.count()
     if policy.merges:
         # only entries of the same type matter: parse just those lines (short lock holds on a big L5)
-        rows = parse_rows(data, field_bytes("type", request.type))
-        active = [r.entry for r in rows if r.entry is not None and r.entry.type == request.type]
+        rows = active.rows_of_type(request.type)
+        same_type = [r.entry for r in rows if r.entry is not None and r.entry.type == request.type]
         key = merge_key(entry)
-        current = next((e for e in reversed(active) if merge_key(e) == key), None)
+        current = next((e for e in reversed(same_type) if merge_key(e) == key), None)
+        if current is not None:
+            refuse_duplicates(rows, [current.id], "L5")
         if current is not None and normalize(current.text) == normalize(entry.text):
-            return _raise_seen(layout, rows, current, stamp, None, threshold)
+            return _raise_seen(store, rows, current, stamp, None, threshold)
         if current is not None:
             entry.supersedes = [current.id]
             gone = replace(current, left_at=stamp, reason=SUPERSEDED, note=f"superseded by {entry.id}", run="")
-            append_entries(layout.cold_archive, [gone])
-            kept = [r for r in rows if r.entry is None or r.entry.id != current.id] + [row_for(entry)]
-            write_rows(layout.long_term, kept)
+            kept = [r for r in rows if r.entry is None or r.entry.id != current.id] + [store.row_for(entry)]
+            with journaled_rewrite(settings.layout, store, "supersede", entry.id, kept):
+                store.archive.append([gone])
+                store.active.rewrite(kept)
             return RememberResult(SUPERSEDED, entry, current, None, len(kept), len(kept) >= threshold)
     else:
-        pairs = texts_of_type(data, request.type)
+        pairs = active.texts_of_type(request.type)
         found = best_match(entry.text, [text for _, text in pairs], similarity_threshold(settings))
         if found is not None:
-            rows = parse_rows(data, field_bytes("id", pairs[found[0]][0]))
+            rows = active.rows_around(pairs[found[0]][0])
+            refuse_duplicates(rows, [pairs[found[0]][0]], "L5")
             existing = next(r.entry for r in rows if r.entry is not None and r.entry.id == pairs[found[0]][0])
-            return _raise_seen(layout, rows, existing, stamp, found[1], threshold)
-    append_entries(layout.long_term, [entry])
+            return _raise_seen(store, rows, existing, stamp, found[1], threshold)
+    store.active.append([entry])
     return RememberResult(ADDED, entry, None, None, count + 1, count + 1 >= threshold)
 
 
-def _raise_seen(layout, rows, existing: Entry, stamp: str, score: float | None, threshold: int) -> RememberResult:
+def _raise_seen(store: JsonlEntryStore, rows, existing: Entry, stamp: str, score: float | None, threshold: int) -> RememberResult:
     bumped = replace(existing, seen=existing.seen + 1, updated=stamp, extra=dict(existing.extra))
-    kept = [row_for(bumped) if r.entry is not None and r.entry.id == existing.id else r for r in rows]
-    write_rows(layout.long_term, kept)
+    kept = [store.row_for(bumped) if r.entry is not None and r.entry.id == existing.id else r for r in rows]
+    store.active.rewrite(kept)
     return RememberResult(SEEN, bumped, existing, score, len(kept), len(kept) >= threshold)
 
 

@@ -19,8 +19,21 @@ from memctl.l4.sessions import find_session, write_raw
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 
 
-def run_demo(folder: Path | None = None) -> Iterator[str]:
-    base = Path(folder) if folder else Path(tempfile.mkdtemp(prefix="memctl-demo-"))
+def run_demo(folder: Path | None = None, command: str = "memctl") -> Iterator[str]:
+    """The demo's report, line by line. A folder given is kept for exploring; the default
+    temporary one is removed when the demo ends (also when it fails)."""
+    if folder is not None:
+        yield from _demo_in(Path(folder), command, kept=True)
+        return
+    base = Path(tempfile.mkdtemp(prefix="memctl-demo-"))
+    try:
+        yield from _demo_in(base, command, kept=False)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    yield f"# removed {base}; `{command} demo --dir DIR` keeps the folder to explore"
+
+
+def _demo_in(base: Path, command: str, kept: bool) -> Iterator[str]:
     raw_dir = base / "temp" / "model_responses"
     raw_dir.mkdir(parents=True, exist_ok=True)
     root = base / "memory"
@@ -51,7 +64,8 @@ def run_demo(folder: Path | None = None) -> Iterator[str]:
         write_raw(layout, find_session(layout, source), hasher.update)
         same = "identical" if hasher.hexdigest() == digest else "DIFFERENT"
         yield f"# memctl show --raw {source}: sha256 {hasher.hexdigest()[:16]}… {same} to the original"
-    yield f"# try: memctl --root {root} show {next(iter(_names(layout)), '')}"
+    if kept:
+        yield f"# try: {command} --root {root} show {next(iter(_names(layout)), '')}"
 
 
 def _names(layout: Layout) -> list[str]:

@@ -13,6 +13,11 @@ point of the check):
 - no secrets in L2 and L3 (L1 is covered by its own lint);
 - every line of L5, L6, the manifest and the dream log parses.
 
+Sessions adopted from GenericAgent's own archive (`l4.adopt`) have no raw bytes: their
+member must read back with a clean CRC and still be the bytes adopted, and their history
+block must be there. Each finding is an error (integrity: `verify` exits 3) or a warning
+(hygiene: shown, exit 0 unless --strict); see `Finding`.
+
 verify takes no lock: it only reads. A zip member that appears while an archive run is
 committing may have no manifest record yet, so orphans are confirmed against a second read
 of the manifest before they are reported.
@@ -20,6 +25,7 @@ of the manifest before they are reported.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -29,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from memctl.l4.codec import HEADER, decode_stream
+from memctl.l4.codec import HEADER, decode_stream, is_session_header
 from memctl.core.config import Layout
 from memctl.core.errors import IntegrityError
 from memctl.l4.manifest import ManifestRecord, iter_manifest, monthly_zips
@@ -37,17 +43,27 @@ from memctl.l4.manifest import ManifestRecord, iter_manifest, monthly_zips
 PRIVATE_BITS = 0o077  # any permission for group or others
 
 
+ERROR, WARNING = "error", "warning"
+
+
 @dataclass
 class Finding:
+    """One problem. An error is damage to what memctl keeps (a member that does not decode to
+    its sha256, a torn line, a missing session); a warning is hygiene (permissions, L1 limits
+    and pointers, a secret in plain text, a repeated history block, GenericAgent's archive
+    not yet adopted), which needs a person but loses nothing."""
+
     path: str
-    kind: str  # zip, member, orphan, manifest, history, insight-<kind>, permissions, secret, l5, l6, dream-log
+    kind: str  # zip, member, orphan, unadopted, manifest, history, insight-<kind>, permissions, secret, l5, l6, dream-log
     message: str
+    severity: str = ERROR
 
     def line(self) -> str:
-        return f"{self.path}: {self.kind}: {self.message}"
+        return f"{self.path}: {self.kind}: {self.message}" + (" [warning]" if self.severity == WARNING else "")
 
     def to_json(self) -> dict:
-        return {"type": "finding", "path": self.path, "kind": self.kind, "message": self.message}
+        return {"type": "finding", "path": self.path, "kind": self.kind, "message": self.message,
+                "severity": self.severity}
 
 
 @dataclass
@@ -61,17 +77,26 @@ class VerifyReport:
     def ok(self) -> bool:
         return not self.findings
 
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == ERROR]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == WARNING]
+
     def summary(self) -> dict:
         kinds: dict[str, int] = {}
         for finding in self.findings:
             kinds[finding.kind] = kinds.get(finding.kind, 0) + 1
-        return {"type": "summary", "ok": self.ok, "findings": len(self.findings), "by_kind": kinds,
-                "checked": dict(self.checked)}
+        return {"type": "summary", "ok": self.ok, "findings": len(self.findings), "errors": len(self.errors),
+                "warnings": len(self.warnings), "by_kind": kinds, "checked": dict(self.checked)}
 
 
 def verify(layout: Layout, max_lines: int = 30, max_bytes: int = 1024,
            extra_patterns: Sequence[str] = ()) -> VerifyReport:
     report = _check_l4(layout)
+    _check_archiver(layout, report)
     _check_insight(layout, max_lines, max_bytes, report)
     _check_permissions(layout, report)
     _check_secrets(layout, extra_patterns, report)
@@ -130,7 +155,8 @@ def _check_manifest_lines(layout: Layout, report: VerifyReport) -> list[Manifest
 def _check_zips(layout: Layout, records: list[ManifestRecord], report: VerifyReport) -> None:
     by_zip: dict[str, list[ManifestRecord]] = {}
     for record in records:
-        by_zip.setdefault(record.zip, []).append(record)
+        if record.zip or not record.origin:  # a GenericAgent session known from all_histories.txt alone has none
+            by_zip.setdefault(record.zip, []).append(record)
     names = sorted(set(by_zip) | {p.name for p in monthly_zips(layout)})
     for zip_name in names:
         if not zip_name or "/" in zip_name or "\\" in zip_name or zip_name.startswith("."):
@@ -162,7 +188,7 @@ def _check_members(layout: Layout, zip_path: Path, archive: zipfile.ZipFile,
         if record.member not in present:
             report.findings.append(Finding(where, "member", f"{record.name} is in the manifest but not in the zip"))
             continue
-        problem = _member_problem(archive, present[record.member], record)
+        problem = (_adopted_member_problem if record.origin else _member_problem)(archive, present[record.member], record)
         if problem:
             report.findings.append(Finding(where, "member", f"{record.name}: {problem}"))
     recorded = {r.member for r in wanted}
@@ -170,9 +196,39 @@ def _check_members(layout: Layout, zip_path: Path, archive: zipfile.ZipFile,
     if orphans:
         again = {r.member for r in iter_manifest(layout) if r.zip == zip_path.name}
         for name in orphans:
-            if name not in again:
+            if name in again:
+                continue
+            if _written_by_genericagent(archive, present[name]):
+                report.findings.append(Finding(f"{zip_path}:{name}", "unadopted", "archived by GenericAgent and "
+                                               "not yet in the manifest; `memctl init` adopts it", WARNING))
+            else:
                 report.findings.append(Finding(f"{zip_path}:{name}", "orphan",
                                                f"zip member has no manifest record{_comment_hint(present[name])}"))
+
+
+def _written_by_genericagent(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bool:
+    """No record in its comment and not memctl's encoding: GenericAgent's own archiver wrote it."""
+    if info.comment or not info.filename.endswith(".txt"):
+        return False
+    try:
+        with archive.open(info) as member:
+            return not is_session_header(member.read(len(HEADER)))
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, NotImplementedError):
+        return False
+
+
+def _adopted_member_problem(archive: zipfile.ZipFile, info: zipfile.ZipInfo, record: ManifestRecord) -> str:
+    """'' when a member GenericAgent wrote reads with a clean CRC and is still the bytes adopted."""
+    digest = hashlib.sha256()
+    try:
+        with archive.open(info) as member:
+            while chunk := member.read(1 << 20):
+                digest.update(chunk)
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, NotImplementedError) as exc:
+        return f"does not read back ({exc})"
+    if digest.hexdigest() != record.sha256:
+        return f"is not the member adopted from GenericAgent (sha256 {digest.hexdigest()[:12]}…, the manifest says {record.sha256[:12]}…)"
+    return ""
 
 
 def _member_problem(archive: zipfile.ZipFile, info: zipfile.ZipInfo, record: ManifestRecord) -> str:
@@ -214,7 +270,7 @@ def _check_loose_sessions(layout: Layout, report: VerifyReport) -> None:
             continue
         try:
             with open(path, "rb") as handle:
-                if handle.read(len(HEADER)) != HEADER:
+                if not is_session_header(handle.read(len(HEADER))):
                     continue  # not memctl's (a GenericAgent checkout keeps its own files here)
                 handle.seek(0)
                 report.checked["loose_sessions"] += 1
@@ -223,6 +279,17 @@ def _check_loose_sessions(layout: Layout, report: VerifyReport) -> None:
             report.findings.append(Finding(str(path), "session", str(exc)))
         except OSError as exc:
             report.findings.append(Finding(str(path), "session", f"cannot be read ({exc})"))
+
+
+def _check_archiver(layout: Layout, report: VerifyReport) -> None:
+    """GenericAgent's own archiver beside memctl's sessions deletes logs memctl has not seen
+    (a `git pull` in the checkout can bring it back after `memctl init` replaced it)."""
+    from memctl.ops.genericagent import archiver_active
+
+    if archiver_active(layout.root) and any(not r.origin for r in iter_manifest(layout)):
+        report.findings.append(Finding(str(layout.l4_dir / "compress_session.py"), "archiver",
+                                       "GenericAgent's own archiver is active beside memctl's archive and may delete "
+                                       "logs memctl has not archived; `memctl init` hands it over", WARNING))
 
 
 # ---------------------------------------------------------------- L4: the history file
@@ -254,7 +321,7 @@ def _check_history(layout: Layout, records: list[ManifestRecord], report: Verify
             report.checked["history_blocks"] += 1
             if name in seen:
                 report.findings.append(Finding(f"{path}:{number}", "history",
-                                               f"second block for session {name} (first at line {seen[name]})"))
+                                               f"second block for session {name} (first at line {seen[name]})", WARNING))
             else:
                 seen[name] = number
         previous = line
@@ -279,7 +346,7 @@ def _check_insight(layout: Layout, max_lines: int, max_bytes: int, report: Verif
         return
     for v in violations:
         where = f"{path}:{v.line}" if v.line else str(path)
-        report.findings.append(Finding(where, f"insight-{v.kind}", v.message))
+        report.findings.append(Finding(where, f"insight-{v.kind}", v.message, WARNING))
 
 
 # ---------------------------------------------------------------- permissions
@@ -300,7 +367,7 @@ def _check_permissions(layout: Layout, report: VerifyReport) -> None:
         if mode & PRIVATE_BITS:
             who = _who(mode)
             report.findings.append(Finding(str(path), "permissions",
-                                           f"mode {mode:04o} gives {who} access; run chmod {wanted:o} {path}"))
+                                           f"mode {mode:04o} gives {who} access; run chmod {wanted:o} {path}", WARNING))
 
 
 def _walk(root: Path) -> Iterator[tuple[Path, os.stat_result]]:
@@ -349,7 +416,8 @@ def _check_secrets(layout: Layout, extra_patterns: Sequence[str], report: Verify
         for finding in find_secrets(text, extra_patterns):
             number = text.count("\n", 0, finding.start) + 1
             report.findings.append(Finding(f"{path}:{number}", "secret",
-                                           f"holds what looks like a {finding.kind}; remove it or `memctl forget --purge`"))
+                                           f"holds what looks like a {finding.kind}; remove it or `memctl forget --purge`",
+                                           WARNING))
 
 
 # ---------------------------------------------------------------- JSON Lines stores

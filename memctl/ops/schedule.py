@@ -1,4 +1,6 @@
-"""Timers for the maintenance cycles: systemd user units and crontab lines (design.md §10).
+"""Timers for the maintenance cycles: systemd user units, crontab lines, macOS LaunchAgents
+and Windows Task Scheduler tasks (design.md §10). Every format is rendered from the same
+`JOBS` (the command and its times), so the four cannot name different runs.
 
 Pure rendering plus one small installer. The same functions produce the generic files in
 `contrib/` (with `%h` / `$HOME` paths) and the files `memctl schedule install` writes with
@@ -36,6 +38,7 @@ class Job:
     timeout: str  # TimeoutStartSec
     cron_flock: str  # flock(1) options: -n skips a run that finds the previous one busy
     address_families: str  # archive needs no network; a dream may call a configured model
+    times: tuple[tuple[int, int], ...]  # (hour, minute) each day: launchd and Task Scheduler
 
 
 JOBS: tuple[Job, ...] = (
@@ -48,6 +51,7 @@ JOBS: tuple[Job, ...] = (
         timeout="2h",
         cron_flock="-n -E 75",
         address_families="AF_UNIX",
+        times=((0, 0), (12, 0)),
     ),
     Job(
         name="dream",
@@ -59,6 +63,7 @@ JOBS: tuple[Job, ...] = (
         # wait up to 15 min for an archive run that overran, rather than skip a night
         cron_flock="-w 900 -E 75",
         address_families="AF_UNIX AF_INET AF_INET6",
+        times=((4, 0),),
     ),
 )
 
@@ -261,6 +266,127 @@ def cron_install_hint(root: Path) -> list[str]:
         f"  (crontab -l 2>/dev/null; memctl --root {shlex.quote(str(root))} schedule install --cron) | crontab -",
         "cron does not catch up on runs missed while the machine was off; systemd timers do (--systemd)",
     ]
+
+
+# ---------------------------------------------------------------- launchd (macOS)
+
+LAUNCHD_PREFIX = "io.memctl"
+
+
+def launchd_plist(job: Job, memctl_cmd: Sequence[str], root: str, log_dir: str) -> str:
+    """A LaunchAgent: StartCalendarInterval fires a run missed while asleep at wake-up."""
+    import plistlib
+
+    spec = {
+        "Label": f"{LAUNCHD_PREFIX}.{job.name}",
+        "ProgramArguments": [*map(str, memctl_cmd), *job.args],
+        "EnvironmentVariables": {"MEMCTL_HOME": root, "LANG": "en_US.UTF-8", "PYTHONUTF8": "1"},
+        "StartCalendarInterval": [{"Hour": hour, "Minute": minute} for hour, minute in job.times],
+        "StandardOutPath": f"{log_dir}/memctl-{job.name}.log",
+        "StandardErrorPath": f"{log_dir}/memctl-{job.name}.log",
+        "ProcessType": "Background",
+        "LowPriorityIO": True,
+        "Nice": 19,
+        "Umask": 0o077,
+        "RunAtLoad": False,
+    }
+    text = plistlib.dumps(spec, sort_keys=False).decode("utf-8")
+    mark = f"<!-- {MANAGED_MARK}: {job.name}. written by memctl schedule install; a reinstall replaces it -->\n"
+    head, _, body = text.partition("<plist")
+    return head + mark + "<plist" + body
+
+
+def launchd_units_for(memctl_cmd: Sequence[str], root: Path, home: Path | None = None) -> list[UnitFile]:
+    logs = str((home or Path.home()) / "Library" / "Logs")
+    return [UnitFile(f"{LAUNCHD_PREFIX}.{job.name}.plist", launchd_plist(job, memctl_cmd, str(root), logs))
+            for job in JOBS]
+
+
+def default_launchd_dir(home: Path | None = None) -> Path:
+    return (home or Path.home()) / "Library" / "LaunchAgents"
+
+
+def launchd_enable_commands(unit_dir: Path) -> list[str]:
+    lines = [f'launchctl bootstrap gui/"$(id -u)" {shlex.quote(str(unit_dir / f"{LAUNCHD_PREFIX}.{job.name}.plist"))}'
+             for job in JOBS]
+    return lines + [f"launchctl print gui/\"$(id -u)\"/{LAUNCHD_PREFIX}.{JOBS[0].name}   # state and last exit"]
+
+
+# ---------------------------------------------------------------- Windows Task Scheduler
+
+TASK_NS = "http://schemas.microsoft.com/windows/2004/02/mit/task"
+TASK_FOLDER = "memctl"
+_ISO_TIMEOUT = {"h": "H", "m": "M"}
+
+
+def _iso_duration(timeout: str) -> str:
+    """systemd's '2h' -> Task Scheduler's 'PT2H'."""
+    return f"PT{timeout[:-1]}{_ISO_TIMEOUT[timeout[-1]]}"
+
+
+def task_xml(job: Job, memctl_cmd: Sequence[str], root: str) -> str:
+    """A Task Scheduler 1.2 task: one daily CalendarTrigger per time, StartWhenAvailable so a
+    run missed while the machine was off happens at the next chance (like Persistent=)."""
+    import subprocess
+    from xml.sax.saxutils import escape
+
+    command, *lead = [str(word) for word in memctl_cmd]
+    arguments = subprocess.list2cmdline([*lead, "--root", root, *job.args])
+    triggers = "".join(
+        f"""
+    <CalendarTrigger>
+      <StartBoundary>2026-01-01T{hour:02d}:{minute:02d}:00</StartBoundary>
+      <RandomDelay>PT10M</RandomDelay>
+      <ScheduleByDay><DaysInterval>1</DaysInterval></ScheduleByDay>
+    </CalendarTrigger>""" for hour, minute in job.times)
+    return f"""<?xml version="1.0" encoding="UTF-8"?>
+<!-- {MANAGED_MARK}: {job.name}. written by memctl schedule install; a reinstall replaces it -->
+<Task version="1.2" xmlns="{TASK_NS}">
+  <RegistrationInfo>
+    <Description>memctl {escape(job.description)}</Description>
+    <URI>\\{TASK_FOLDER}\\{job.name}</URI>
+  </RegistrationInfo>
+  <Triggers>{triggers}
+  </Triggers>
+  <Principals>
+    <Principal id="Author">
+      <LogonType>InteractiveToken</LogonType>
+      <RunLevel>LeastPrivilege</RunLevel>
+    </Principal>
+  </Principals>
+  <Settings>
+    <MultipleInstancesPolicy>IgnoreNew</MultipleInstancesPolicy>
+    <DisallowStartIfOnBatteries>false</DisallowStartIfOnBatteries>
+    <StopIfGoingOnBatteries>false</StopIfGoingOnBatteries>
+    <StartWhenAvailable>true</StartWhenAvailable>
+    <ExecutionTimeLimit>{_iso_duration(job.timeout)}</ExecutionTimeLimit>
+    <Priority>7</Priority>
+    <Enabled>true</Enabled>
+  </Settings>
+  <Actions Context="Author">
+    <Exec>
+      <Command>{escape(command)}</Command>
+      <Arguments>{escape(arguments)}</Arguments>
+    </Exec>
+  </Actions>
+</Task>
+"""
+
+
+def windows_tasks_for(memctl_cmd: Sequence[str], root: Path) -> list[UnitFile]:
+    return [UnitFile(f"memctl-{job.name}.xml", task_xml(job, memctl_cmd, str(root))) for job in JOBS]
+
+
+def default_windows_dir(env: dict[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    base = env.get("LOCALAPPDATA", "").strip()
+    return (Path(base) if base else Path(env.get("HOME", str(Path.home()))) / ".config") / "memctl" / "tasks"
+
+
+def windows_enable_commands(unit_dir: Path) -> list[str]:
+    lines = [f'schtasks /Create /TN "{TASK_FOLDER}\\{job.name}" /XML "{unit_dir / f"memctl-{job.name}.xml"}" /F'
+             for job in JOBS]
+    return lines + [f'schtasks /Query /TN "{TASK_FOLDER}\\{JOBS[0].name}" /V /FO LIST   # next and last run']
 
 
 # ---------------------------------------------------------------- contrib/

@@ -39,6 +39,7 @@ class Status:
     last_archive: str  # ISO time, '' if never
     last_dream: dict = field(default_factory=dict)  # run, at, op of the dream log's last line
     index: dict = field(default_factory=dict)  # exists, fresh, built, newest_layer_file
+    l4_sessions: dict = field(default_factory=dict)  # archived by: memctl, genericagent (adopted, lossy)
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -62,6 +63,7 @@ def collect(settings: Settings) -> Status:
         last_archive=max((r.archived_at for r in iter_manifest(layout)), default=""),
         last_dream=_last_dream(layout.dream_log),
         index=index_freshness(settings),
+        l4_sessions=_sessions_by_origin(layout),
     )
 
 
@@ -106,6 +108,14 @@ def _l4(layout) -> LayerStatus:
     names = {r.name for r in iter_manifest(layout)}
     loose = [p for p in files if p.suffix == ".txt" and p.name != layout.histories.name and p.stem not in names]
     return LayerStatus("L4", len(files), len(names) + len(loose), sum(_size(p) for p in files), ENTRY_UNITS["L4"])
+
+
+def _sessions_by_origin(layout) -> dict:
+    origin_of = {r.name: r.origin or "memctl" for r in iter_manifest(layout)}
+    counts = {"memctl": 0, "genericagent": 0}
+    for origin in origin_of.values():
+        counts[origin] = counts.get(origin, 0) + 1
+    return counts
 
 
 def _jsonl(layer: str, path: Path) -> LayerStatus:

@@ -3,22 +3,32 @@
 Bulk history goes straight to L6 (SharpAgent: it skips the layers) or, with `--layer L5`, to
 L5. A line that cannot be used is reported with its number; every good line is kept. Ids
 given by the source are kept so that search results can be matched back to them; an id
-already present in the target store is reported as a bad line rather than duplicated.
+already present in the target store is reported as a bad line rather than duplicated, unless
+it holds the same text (the line was imported before). A line without an id gets one derived
+from its content and fields (and which repeat of them it is), so importing the same file again
+adds nothing. The import is journaled (`memctl.longterm.journal`) and recorded, with the
+input's sha256, in `.memctl/imports.jsonl`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
 from memctl.core import clock
 from memctl.core.config import Layout
-from memctl.longterm.entries import Entry, append_entries, iter_entries, new_id
-from memctl.core.errors import UsageError
-from memctl.core.fsutil import WriterLock
+from memctl.core.errors import UsageError, WriteFailed
+from memctl.core.jsonl import append_lines, torn_dir
 from memctl.core.redact import redact
+from memctl.longterm import journal
+from memctl.longterm.entries import Entry
+from memctl.longterm.recovery import writing
+from memctl.longterm.store import open_store
 
 LAYERS = ("L5", "L6")
 OPTIONAL_FIELDS = ("date", "session", "type", "speaker")
@@ -36,13 +46,16 @@ class ImportReport:
     imported: int = 0
     bad: list[BadLine] = field(default_factory=list)
     ids: list[str] = field(default_factory=list)
+    already: int = 0  # lines imported before (same id, same text)
 
     def to_json(self) -> dict:
-        return {"type": "summary", "layer": self.layer, "imported": self.imported, "bad_lines": len(self.bad),
+        return {"type": "summary", "layer": self.layer, "imported": self.imported, "already": self.already,
+                "bad_lines": len(self.bad),
                 "bad": [{"line": b.number, "reason": b.reason} for b in self.bad]}
 
 
-def parse_line(raw: bytes, default_type: str, known_types: Iterable[str] | None = None) -> Entry:
+def parse_line(raw: bytes, default_type: str, known_types: Iterable[str] | None = None,
+               repeats: Counter | None = None) -> Entry:
     """One JSON line -> an Entry, or ValueError saying what is wrong with it."""
     try:
         data = json.loads(raw)
@@ -65,7 +78,18 @@ def parse_line(raw: bytes, default_type: str, known_types: Iterable[str] | None 
     entry_type = values.pop("type") or default_type
     if known_types is not None and entry_type not in known_types:
         raise ValueError(f"unknown type {entry_type!r}")
-    return Entry(id=str(entry_id) if entry_id is not None else new_id("i"), text=text, type=entry_type, **values)
+    if entry_id is None:
+        entry_id = derived_id(text, entry_type, values, repeats if repeats is not None else Counter())
+    return Entry(id=str(entry_id), text=text, type=entry_type, **values)
+
+
+def derived_id(text: str, entry_type: str, values: dict[str, str], repeats: Counter) -> str:
+    """The id of an id-less line: its content, its fields and which repeat of them it is, so
+    the same file imported twice gives the same ids."""
+    key = json.dumps([text, entry_type, values], ensure_ascii=False, sort_keys=True)
+    repeats[key] += 1
+    digest = hashlib.sha256(f"{key}\0{repeats[key]}".encode("utf-8", "surrogateescape")).hexdigest()
+    return f"i{digest[:12]}"
 
 
 def import_lines(layout: Layout, lines: Iterable[bytes], layer: str = "L6", default_type: str = "event",
@@ -74,14 +98,42 @@ def import_lines(layout: Layout, lines: Iterable[bytes], layer: str = "L6", defa
     if layer not in LAYERS:
         raise UsageError(f"--layer must be L5 or L6, not {layer!r}")
     report = ImportReport(layer=layer)
+    lines = list(lines)
+    parsed = _parse_all(lines, default_type, known_types, extra_patterns, source, layer, report)
+    store = open_store(layout)
+    target = store.active if layer == "L5" else store.archive
+    with writing(layout, lock_wait):
+        fresh = _fresh(target, parsed, layer, report)
+        name = _input_digest(lines)
+        intent = journal.begin(layout, "import", name[:16], {"layer": layer, "ids": len(fresh)})
+        target.append(fresh)
+        record = {"sha256": name, "layer": layer, "at": clock.iso(), "imported": len(fresh), "already": report.already}
+        with contextlib.suppress(WriteFailed):  # the entries are in: a full disk only costs this note
+            append_lines(imports_journal(layout), (json.dumps(record) + "\n").encode("ascii"),
+                         torn_dir(layout.state_dir))
+        journal.end(intent)
+    report.imported = len(fresh)
+    report.ids = [e.id for e in fresh]
+    report.bad.sort(key=lambda b: b.number)
+    return report
+
+
+def imports_journal(layout: Layout):
+    """One line per import run: the input's sha256, the layer, how many lines it added."""
+    return layout.state_dir / "imports.jsonl"
+
+
+def _parse_all(lines: list[bytes], default_type: str, known_types, extra_patterns: tuple[str, ...],
+               source: str, layer: str, report: ImportReport) -> list[tuple[int, Entry]]:
     stamp = clock.iso()
     parsed: list[tuple[int, Entry]] = []
     types = set(known_types) if known_types is not None else None
+    repeats: Counter = Counter()
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         try:
-            entry = parse_line(raw, default_type, types)
+            entry = parse_line(raw, default_type, types, repeats)
         except ValueError as exc:
             report.bad.append(BadLine(number, str(exc)))
             continue
@@ -91,21 +143,31 @@ def import_lines(layout: Layout, lines: Iterable[bytes], layer: str = "L6", defa
         if layer == "L6":
             entry.left_at, entry.reason = stamp, "imported"
         parsed.append((number, entry))
-    target = layout.long_term if layer == "L5" else layout.cold_archive
-    with WriterLock(layout.lock, wait_seconds=lock_wait):
-        taken = {e.id for e in iter_entries(target)}
-        fresh: list[Entry] = []
-        for number, entry in parsed:
-            if entry.id in taken:
+    return parsed
+
+
+def _fresh(target, parsed: list[tuple[int, Entry]], layer: str, report: ImportReport) -> list[Entry]:
+    """The entries not in the target yet; a line already imported (same id, same text) is
+    counted, another line with a taken id is a bad line."""
+    taken = {e.id: e.text for e in target.iter()}
+    fresh: list[Entry] = []
+    for number, entry in parsed:
+        if entry.id in taken:
+            if taken[entry.id] == entry.text:
+                report.already += 1
+            else:
                 report.bad.append(BadLine(number, f"id {entry.id!r} is already in {layer}"))
-                continue
-            taken.add(entry.id)
-            fresh.append(entry)
-        append_entries(target, fresh)
-    report.imported = len(fresh)
-    report.ids = [e.id for e in fresh]
-    report.bad.sort(key=lambda b: b.number)
-    return report
+            continue
+        taken[entry.id] = entry.text
+        fresh.append(entry)
+    return fresh
+
+
+def _input_digest(lines: list[bytes]) -> str:
+    digest = hashlib.sha256()
+    for line in lines:
+        digest.update(line + b"\n")
+    return digest.hexdigest()
 
 
 def read_input(path: str) -> list[bytes]:

@@ -44,5 +44,11 @@ class Ranking(namedtuple("Ranking", (*_WEIGHTS, "semantic"),
 
         return cls.from_settings(load_settings(root))
 
+    def term_weights(self, terms) -> dict[str, float]:
+        """memctl.recall.text.query_term_weights with this search's Chinese piece weights."""
+        from memctl.recall.text import query_term_weights
+
+        return query_term_weights(terms, self.cjk_char_weight, self.cjk_part_weight)
+
     def semantic_option(self, key: str):
         return dict(self.semantic).get(key, DEFAULTS["semantic"][key])

@@ -74,7 +74,7 @@ def embed_missing(layout, ranking, batch_size: int | None = None) -> EmbedReport
     when the extra or its model is missing."""
     import time
 
-    from memctl.recall.index import connect
+    from memctl.recall.store import SQLiteStore
     from memctl.recall.vectors import VectorStore
 
     started = time.monotonic()
@@ -83,13 +83,13 @@ def embed_missing(layout, ranking, batch_size: int | None = None) -> EmbedReport
     report.model = encoder.name
     if not layout.index.exists():
         raise MemctlError("no search index yet: run `memctl index rebuild` first")
-    index = connect(layout.index)
+    index = SQLiteStore.at(layout.index)
     store = VectorStore(vectors_path(layout))
     batch = int(batch_size or ranking.semantic_option("batch_size"))
     cjk_model = bool(ranking.semantic_option("cjk_queries"))
     try:
         store.reset_for(str(encoder.model_dir), encoder.dim)
-        top = index.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0
+        top = index.last_item_id()
         stored_top = store.db.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0
         for low in range(1, max(top, stored_top) + 1, EMBED_RANGE):
             _embed_range(index, store, encoder, low, low + EMBED_RANGE - 1, batch, report, cjk_model)
@@ -124,7 +124,7 @@ def _embed_range(index, store, encoder, low: int, high: int, batch: int, report:
     """One range of index rows: drop the vectors of rows gone, embed the texts never seen."""
     from memctl.recall.vectors import text_hash
 
-    rows = index.execute("SELECT rowid, text FROM items WHERE rowid BETWEEN ? AND ?", (low, high)).fetchall()
+    rows = index.item_texts_between(low, high)
     if not cjk_model:  # a model that does not read Chinese is never asked about mostly-Chinese text
         rows = [(rowid, text) for rowid, text in rows if not _mostly_cjk(text or "")]
     current = {rowid: text_hash(text or "") for rowid, text in rows}
@@ -161,7 +161,7 @@ class SemanticSignal:
 
     def __init__(self, layout, ranking):
         self.layout, self.ranking = layout, ranking  # the Searcher's; fuse() is handed the current one
-        self.store = None
+        self.vectors = None  # memctl.recall.vectors.VectorStore, opened on the first fused query
         self.encoder = None
         self.warning = ""  # set once when the signal had to be given up; the CLI prints it
 
@@ -177,28 +177,28 @@ class SemanticSignal:
             return False
         return bool(self.ranking.semantic_option("cjk_queries")) or not _cjk(query)
 
-    def fuse(self, candidates: list, query: str, ranking, db, hydrate, keep) -> list:
+    def fuse(self, candidates: list, query: str, ranking, store, hydrate, keep) -> list:
         """candidates (lexical scores) -> candidates with fused scores, semantic matches added;
-        `db` is the open index, `hydrate(rows)` makes hits of its rows, `keep(hit)` applies the
+        `store` is the open index (memctl.recall.store.SQLiteStore), `hydrate(rows)` makes hits of its rows, `keep(hit)` applies the
         search's layer, date and type filters."""
         self.ranking = ranking
         if not self.wanted(query):
             return candidates
         try:
-            return self._fuse(candidates, query, db, hydrate, keep)
+            return self._fuse(candidates, query, store, hydrate, keep)
         except Exception as exc:  # a missing or broken model or store must never fail a search
             self.warning = f"semantic search skipped: {_one_line(exc)}"
         return candidates
 
-    def _fuse(self, candidates: list, query: str, db, hydrate, keep) -> list:
+    def _fuse(self, candidates: list, query: str, store, hydrate, keep) -> list:
         vector = self._query_vector(query)
         if vector is None:
             return candidates
         probe = int(self.ranking.semantic_option("probe_lists"))
-        nearest = self.store.nearest(vector, int(self.ranking.semantic_candidates), probe)
+        nearest = self.vectors.nearest(vector, int(self.ranking.semantic_candidates), probe)
         lexical = sorted(candidates, key=lambda h: -h.score)
-        compared = self.store.similarities([h.rowid for h in lexical[:LEXICAL_COMPARED]], vector)
-        cosine = _verified(db, {r: (h, c) for r, h, c in [*compared, *nearest]})
+        compared = self.vectors.similarities([h.rowid for h in lexical[:LEXICAL_COMPARED]], vector)
+        cosine = _verified(store, {r: (h, c) for r, h, c in [*compared, *nearest]})
         by_rowid = {h.rowid: h for h in candidates}
         for hit in hydrate([(r, 0.0) for r in cosine if r not in by_rowid]):
             if keep(hit):
@@ -215,19 +215,19 @@ class SemanticSignal:
         _single_threaded_blas()
         from memctl.recall.vectors import VectorStore
 
-        if self.store is None:
-            self.store = VectorStore(vectors_path(self.layout), readonly=True)
-            if not self.store.dim:
+        if self.vectors is None:
+            self.vectors = VectorStore(vectors_path(self.layout), readonly=True)
+            if not self.vectors.dim:
                 return None
         if self.encoder is None:
             self.encoder = _encoder(self.ranking)  # loaded here, on the first query that is fused
-            if str(self.encoder.model_dir) != self.store.meta("model"):
+            if str(self.encoder.model_dir) != self.vectors.meta("model"):
                 raise MemctlError("the vectors come from another model: run `memctl index embed`")
         return self.encoder.encode([query])[0]
 
     def close(self) -> None:
-        if self.store is not None:
-            self.store.close()
+        if self.vectors is not None:
+            self.vectors.close()
 
 
 def _single_threaded_blas() -> None:
@@ -242,15 +242,14 @@ def _single_threaded_blas() -> None:
             os.environ.setdefault(name, "1")
 
 
-def _verified(db, found: dict) -> dict[int, float]:
+def _verified(store, found: dict) -> dict[int, float]:
     """rowid -> cosine, for the rows whose text is still the one embedded (rowids can be reused)."""
     from memctl.recall.vectors import text_hash
 
     texts: dict[int, str] = {}
     rowids = list(found)
     for start in range(0, len(rowids), 900):
-        part = rowids[start:start + 900]
-        texts.update(db.execute(f"SELECT rowid, text FROM items WHERE rowid IN ({','.join('?' * len(part))})", part))
+        texts.update(store.item_texts(rowids[start:start + 900]))
     return {r: c for r, (h, c) in found.items() if r in texts and text_hash(texts[r]) == h}
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
 from memctl.cli import render
 from memctl.cli.state import state
-from memctl.core.errors import EXIT_ERROR, NotFound
+from memctl.core.errors import EXIT_PARTIAL, NotFound
 
 
 def register(app: typer.Typer) -> None:
@@ -26,14 +27,21 @@ def _require_root(root: Path) -> None:
 def verify(
     ctx: typer.Context,
     json_out: bool = typer.Option(False, "--json", help="JSON Lines: one finding a line, then a summary record."),
+    repair: bool = typer.Option(False, "--repair", help="First move torn and unparseable lines to .memctl/torn/, "
+                                "finish cut-off operations, sweep temp files of killed runs; print what was done."),
+    wait: float = typer.Option(10.0, "--wait", help="With --repair: seconds to wait for the writer lock."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 3 on warnings too."),
 ) -> None:
     """Read everything back: zips against the manifest (CRC, sha256), the history file, L1
     limits, permissions, secrets in L1-L3, L5/L6 lines. One line per finding
-    (`path: kind: message`); exit 0 when clean, 2 on any finding."""
+    (`path: kind: message`, `[warning]` for hygiene). Exit 0 when there is no error
+    (warnings are shown), 3 on an integrity error (or any warning with --strict)."""
     from memctl.ops.integrity import verify as run_verify
 
     settings = state(ctx).settings
     _require_root(settings.layout.root)
+    if repair:
+        _repair(settings.layout, wait)
     report = run_verify(settings.layout, settings.get("insight", "max_lines"), settings.get("insight", "max_bytes"),
                         tuple(settings.get("redaction", "extra_patterns")))
     for finding in report.findings:
@@ -42,13 +50,26 @@ def verify(
     if json_out:
         render.json_line(summary)
     checked = summary["checked"]
+    failed = bool(report.errors or (strict and report.warnings))
     if report.ok and not render.stderr_is_terminal():
         return  # silent on success, for cron
-    render.message(f"verify: {summary['findings']} findings; checked {checked['sessions']} sessions in "
-                   f"{checked['zips']} zips, {checked['history_blocks']} history blocks, "
+    render.message(f"verify: {summary['errors']} errors, {summary['warnings']} warnings; checked {checked['sessions']} "
+                   f"sessions in {checked['zips']} zips, {checked['history_blocks']} history blocks, "
                    f"{checked['files']} files, {checked['entries']} entries")
-    if not report.ok:
-        raise typer.Exit(EXIT_ERROR)
+    if failed:
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+def _repair(layout, wait: float) -> None:
+    from memctl.ops.repair import repair
+
+    report = repair(layout, wait)
+    for line in report.actions:
+        render.message(f"repair: {line}")
+    for line in report.problems:
+        render.warning(line)
+    if not report.actions and not report.problems:
+        render.message("repair: nothing to repair")
 
 
 def status(
@@ -102,7 +123,9 @@ def recent(
 def compose(
     ctx: typer.Context,
     query: list[str] = typer.Argument(..., metavar="QUERY", help="What the next turn is about."),
-    budget: int = typer.Option(1500, "--budget", help="Token budget of the whole block (estimated; see README)."),
+    budget: Optional[int] = typer.Option(None, "--budget", min=0,
+                                         help="Token budget of the whole block (estimated; see README); "
+                                              "default [compose] budget, 1500."),
     json_out: bool = typer.Option(False, "--json", help="JSON Lines: one line per item used, then a summary with the text."),
 ) -> None:
     """The memory block an agent injects before a turn: L1, the active task, recent sessions,
@@ -112,6 +135,8 @@ def compose(
 
     settings = state(ctx).settings
     _require_root(settings.layout.root)
+    if budget is None:
+        budget = int(settings.get("compose", "budget"))
     result = run_compose(settings, " ".join(query), budget)
     if json_out:
         for item in result.items:

@@ -88,6 +88,11 @@ def archive(
         with app_state.writer_lock(wait):
             report = run_archive(settings.layout, options, progress)
     _render_archive(report, json_out, quiet)
+    if not dry_run:  # outside the lock, after the raw logs are gone: the next search finds it done
+        from memctl.recall.index import refresh_after_write
+
+        for warning in refresh_after_write(settings):
+            render.warning(warning)
     if report.errors:
         processed = report.summary()["processed"]
         raise typer.Exit(EXIT_PARTIAL if processed else EXIT_ERROR)
@@ -148,11 +153,26 @@ def show(
 
 def demo(
     ctx: typer.Context,
-    folder: Optional[Path] = typer.Option(None, "--dir", help="Where to build the demo (default: a new temp folder)."),
+    folder: Optional[Path] = typer.Option(None, "--dir", help="Build the demo here and keep it (default: a temp folder, removed at the end)."),
 ) -> None:
     """Build a throw-away GenericAgent-style folder from the bundled sample logs, archive it,
     and show the result: history, zip, and a byte-for-byte restore."""
     from memctl.ops.demo import run_demo
 
-    for line in run_demo(folder):
+    for line in run_demo(folder, command=invoked_as()):
         render.line(line)
+
+
+def invoked_as() -> str:
+    """How to call memctl again in a hint: `memctl` when that is what PATH finds, else the
+    path this run was started by (e.g. `.venv/bin/memctl` before the venv is activated)."""
+    import os
+    import shutil
+
+    argv0 = sys.argv[0]
+    if os.path.basename(argv0) != "memctl":
+        return "memctl"
+    on_path = shutil.which("memctl")
+    if on_path and os.path.samefile(on_path, argv0):
+        return "memctl"
+    return os.path.relpath(argv0) if not os.path.relpath(argv0).startswith("..") else os.path.abspath(argv0)

@@ -114,15 +114,15 @@ def forget_cmd(
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
     """Soft-forget entries (L5 -> L6, undo with `restore`), or erase them with --purge."""
-    from memctl.longterm.entries import load_entries
     from memctl.longterm.forget import apply_forget, plan_forget, purge as purge_fn
+    from memctl.longterm.store import open_store
 
     settings = _settings(ctx)
     ids = list(ids or [])
     if purge:
         _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn)
         return
-    plan = plan_forget(load_entries(settings.layout.long_term), ids, match, reason)
+    plan = plan_forget(open_store(settings.layout).active.entries(), ids, match, reason)
     if dry_run or (match and not yes):
         _print_forget_plan(plan, json_out)
         if match and not yes and not dry_run:
@@ -153,8 +153,8 @@ def _print_forget_plan(plan, json_out: bool) -> None:
 
 
 def _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn) -> None:
-    from memctl.longterm.entries import load_entries
-    from memctl.longterm.forget import matching
+    from memctl.longterm.forget import files_a_purge_would_scrub, matching
+    from memctl.longterm.store import open_store
 
     if not ids and not match:
         raise UsageError("nothing to purge: give entry ids or --match STRING")
@@ -164,28 +164,47 @@ def _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn)
     strings = [match] if match else []
     targets = list(ids)
     if match:
-        targets += [e.id for e in matching(load_entries(settings.layout.long_term), match)]
-        targets += [e.id for e in matching(load_entries(settings.layout.cold_archive), match)]
+        store = open_store(settings.layout)
+        targets += [e.id for e in matching(store.active.entries(), match)]
+        targets += [e.id for e in matching(store.archive.entries(), match)]
         targets = list(dict.fromkeys(targets))
     if dry_run or not yes:
+        scrub = files_a_purge_would_scrub(settings, targets, strings)
         if json_out:
-            render.json_line({"would_purge": targets, "strings": len(strings)})
+            render.json_line({"would_purge": targets, "strings": len(strings), "would_scrub": scrub})
         else:
             for entry_id in targets:
                 render.line(f"would purge: {entry_id}")
+            for where in scrub:
+                render.line(f"would scrub: {where}")
             if not dry_run:
                 render.message("purge is irreversible; rerun with --yes to erase the text everywhere")
         return
     result = purge_fn(settings, targets, strings, reason, clock.now(), wait)
     if json_out:
         render.json_line({"run": result.run, "purged": result.ids, "hashes": result.hashes,
-                          "files": result.files, "l4": result.l4})
-        return
+                          "files": result.files, "l4": result.l4, "pending": result.pending,
+                          "settled": result.settled})
+    else:
+        _print_purge(result)
+    if result.pending:
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+def _print_purge(result) -> None:
+    for note in result.settled:
+        render.message(note)
     for entry_id in result.ids:
         render.line(entry_id)
-    render.message(f"purged {len(result.ids)} entries (run {result.run}); rewrote {len(result.files)} files")
+    if result.ids or result.files:
+        render.message(f"purged {len(result.ids)} entries (run {result.run}); rewrote {len(result.files)} files")
+    elif not result.settled:
+        render.message("nothing left to purge: already purged")
     for note in result.l4:
         render.message(note)
+    for note in result.pending:
+        render.warning(f"purge pending: {note}; everything else was scrubbed. Repair or remove that file, "
+                       "then rerun the purge (or `memctl verify --repair`) to finish it")
 
 
 def restore_cmd(

@@ -20,10 +20,10 @@ from memctl.ops import schedule
 from memctl.agent import tasks
 from memctl.cli.state import state
 from memctl.core.errors import EXIT_NO_MATCH, NotFound, UsageError
-from memctl.core.fsutil import atomic_write_text
 from memctl.core.redact import redactor_for
 
-schedule_app = typer.Typer(help="Install the 12-hourly archive and the 04:00 dream as timers.", no_args_is_help=True)
+schedule_app = typer.Typer(help="Install the 12-hourly archive and the 04:00 dream as timers "
+                            "(systemd, cron, launchd, Windows Task Scheduler).", no_args_is_help=True)
 insight_app = typer.Typer(help="L1, the insight index an agent reads every turn.", no_args_is_help=True)
 task_app = typer.Typer(help="The working layer: an agent's active task state (working/<id>.json).", no_args_is_help=True)
 
@@ -57,15 +57,17 @@ def schedule_install(
     ctx: typer.Context,
     systemd: bool = typer.Option(False, "--systemd", help="Write systemd user units (timers)."),
     cron: bool = typer.Option(False, "--cron", help="Print crontab lines to add (nothing is changed)."),
+    launchd: bool = typer.Option(False, "--launchd", help="macOS: write LaunchAgent plists [~/Library/LaunchAgents]."),
+    windows: bool = typer.Option(False, "--windows", help="Windows: write Task Scheduler XML and print the schtasks commands."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would be written; change nothing."),
-    unit_dir: Optional[Path] = typer.Option(None, "--unit-dir", help="Where to write units [~/.config/systemd/user]."),
+    unit_dir: Optional[Path] = typer.Option(None, "--unit-dir", help="Where to write the files [the platform's place]."),
     memctl_path: Optional[str] = typer.Option(None, "--memctl", help="memctl executable the timers run [this one]."),
-    force: bool = typer.Option(False, "--force", help="Replace unit files memctl did not write."),
+    force: bool = typer.Option(False, "--force", help="Replace files memctl did not write."),
 ) -> None:
-    """Write the archive (every 12 h) and dream (04:00) schedules with this machine's paths."""
-    if systemd == cron:
-        raise UsageError("choose one of --systemd or --cron")
-    root = state(ctx).root
+    """Write the archive (00:00 and 12:00) and dream (04:00) schedules with this machine's paths."""
+    if [systemd, cron, launchd, windows].count(True) != 1:
+        raise UsageError("choose one of --systemd, --cron, --launchd or --windows")
+    root = state(ctx).root_to_create
     command = _memctl_command(memctl_path)
     if not (root / ".memctl").is_dir():
         render.warning(f"{root} is not initialised yet; run `memctl --root {root} init` before the first run")
@@ -74,8 +76,19 @@ def schedule_install(
         for hint in schedule.cron_install_hint(root):
             render.message(hint)
         return
-    units = schedule.systemd_units_for(command, root)
-    target = unit_dir or schedule.default_unit_dir()
+    if launchd:
+        target = unit_dir or schedule.default_launchd_dir()
+        units, enable = schedule.launchd_units_for(command, root), schedule.launchd_enable_commands(target)
+    elif windows:
+        target = unit_dir or schedule.default_windows_dir()
+        units, enable = schedule.windows_tasks_for(command, root), schedule.windows_enable_commands(target)
+    else:
+        target = unit_dir or schedule.default_unit_dir()
+        units, enable = schedule.systemd_units_for(command, root), schedule.enable_commands()
+    _install_and_report(units, target, enable, dry_run, force)
+
+
+def _install_and_report(units, target: Path, enable: list[str], dry_run: bool, force: bool) -> None:
     results = schedule.install_units(units, target, dry_run=dry_run, force=force)
     if dry_run:
         for unit, result in zip(units, results):
@@ -86,7 +99,7 @@ def schedule_install(
         for result in results:
             render.line(f"{result.action}\t{result.path}")
     render.message("to enable:" if not dry_run else "after installing, enable with:")
-    for command_line in schedule.enable_commands():
+    for command_line in enable:
         render.message(f"  {command_line}")
 
 
@@ -96,7 +109,8 @@ def insight_rebuild(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the new L1 instead of writing it."),
     json_out: bool = typer.Option(False, "--json", help="Report as one JSON object."),
 ) -> None:
-    """Regenerate global_mem_insight.txt from the layers; [RULES] is kept byte for byte."""
+    """Regenerate memctl's lines of global_mem_insight.txt (pointers, L0-L4 index, L5 scenes);
+    every other line stays byte for byte. The previous file goes to .memctl/insight/."""
     app_state = state(ctx)
     settings = app_state.settings
     layout = settings.layout
@@ -107,7 +121,9 @@ def insight_rebuild(
     else:
         with app_state.writer_lock():
             result = insight.rebuild(layout, *limits, scrub=redactor_for(settings))
-            atomic_write_text(layout.insight, result.text)
+            saved = insight.write_rebuilt(layout, result.text)
+            if saved:
+                render.message(f"previous L1 kept as {saved}; `memctl insight restore` puts it back")
     for warning in result.warnings:
         render.warning(warning)
     report = {
@@ -124,6 +140,17 @@ def insight_rebuild(
         render.raw_bytes(result.text.encode("utf-8", "surrogateescape"))
     else:
         render.line(f"{layout.insight}\t{result.lines} lines\t{result.bytes} bytes")
+
+
+@insight_app.command("restore")
+def insight_restore(ctx: typer.Context) -> None:
+    """Put back the L1 the last `insight rebuild` (or restore) replaced; the current one is kept."""
+    app_state = state(ctx)
+    layout = app_state.settings.layout
+    _require_memory(layout.root)
+    with app_state.writer_lock():
+        restored = insight.restore_previous(layout)
+    render.message(f"restored {layout.insight} from {restored}")
 
 
 @insight_app.command("check")

@@ -48,10 +48,12 @@ def search(
     json_out: bool = typer.Option(False, "--json", help="JSON Lines: ref, layer, score, date, type, text, id."),
     queries: Optional[Path] = typer.Option(None, "--queries", help='Batch: JSON Lines {"qid", "query"} in ("-" for stdin); one JSON line per hit with qid out.'),
     no_refresh: bool = typer.Option(False, "--no-refresh", help="Search the index as it is, without refreshing it first."),
+    wide: bool = typer.Option(False, "--wide", help="Terminal table: let snippets wrap instead of one line a hit."),
 ) -> None:
     """Ranked search over the layers. Exit 0 when something matched, 1 when nothing did, 2 on error.
 
-    Output: a table on a terminal; piped, one hit a line `ref<TAB>layer<TAB>score<TAB>snippet`;
+    Output: a table on a terminal (one line a hit, the ref whole; "no matches" on stderr when
+    nothing matched); piped, one hit a line `ref<TAB>layer<TAB>score<TAB>snippet`;
     --json, one JSON object a line.
     """
     query = " ".join(words) if words else None
@@ -71,7 +73,7 @@ def search(
             hits = _search(searcher, base)
             record_references(settings.layout, hits)
             found = bool(hits)
-            _print_hits(hits, base.query, json_out)
+            _print_hits(hits, base.query, json_out, wide)
     finally:
         if searcher.semantic is not None and searcher.semantic.warning:
             render.warning(searcher.semantic.warning)
@@ -121,35 +123,52 @@ def _run_batch(searcher: "Searcher", base, path: Path, settings: Settings) -> bo
     return found
 
 
-def _plain(text: str) -> str:
-    return " ".join(text.split())
+def _print_hits(hits: "list[Hit]", query: str, json_out: bool, wide: bool = False) -> None:
+    from memctl.cli.tsv import tsv_line
 
-
-def _print_hits(hits: "list[Hit]", query: str, json_out: bool) -> None:
     if json_out:
         for hit in hits:
             render.json_line(hit.to_json())
     elif render.stdout_is_terminal():
-        _print_table(hits, query)
+        if hits:
+            _print_table(hits, query, wide)
+        else:
+            render.message("no matches")
     else:
         for hit in hits:
-            render.line(hit.tsv_line())
+            render.line(tsv_line(hit))
     sys.stdout.flush()
 
 
-def _print_table(hits: "list[Hit]", query: str) -> None:
+def _print_table(hits: "list[Hit]", query: str, wide: bool) -> None:
+    """One line a hit; the ref (what `show` takes) is never cut: the snippet gives way first.
+    --wide lets the snippet wrap instead."""
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(show_lines=False)
-    for column in ("#", "score", "layer", "date", "ref", "snippet"):
-        table.add_column(column, overflow="fold" if column == "snippet" else "ellipsis")
+    from memctl.cli.tsv import readable_snippet
+
+    console = render.out_console()
+    refs = max(len(hit.ref) for hit in hits)
+    table = Table(box=None, padding=(0, 1), pad_edge=False, expand=False, header_style="bold")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("score", no_wrap=True)
+    table.add_column("layer", no_wrap=True)
+    table.add_column("date", no_wrap=True)
+    table.add_column("ref", no_wrap=True, min_width=refs)
+    layers = max(5, *(len(hit.layer) for hit in hits))
+    fixed = len(str(len(hits))) + 5 + layers + 10 + refs + 5 * 2  # the other cells and the gaps between
+    room = max(console.width - fixed - 1, 8)
+    table.add_column("snippet", no_wrap=not wide, overflow="fold" if wide else "ellipsis",
+                     max_width=None if wide else room)
     words = [w for w in query.replace(",", " ").split() if len(w) > 1]
     for rank, hit in enumerate(hits, start=1):
-        snippet = Text(_plain(hit.snippet))
+        snippet = Text(readable_snippet(hit.snippet), no_wrap=not wide, overflow="fold" if wide else "ellipsis")
         snippet.highlight_words(words, style="bold yellow", case_sensitive=False)
-        table.add_row(str(rank), f"{hit.score:.3f}", hit.layer, hit.date[:16], hit.ref, snippet)
-    render.out_console().print(table)
+        if not wide:
+            snippet.truncate(room, overflow="ellipsis")
+        table.add_row(str(rank), f"{hit.score:.3f}", hit.layer, hit.date[:10], hit.ref, snippet)
+    console.print(table)
 
 
 def import_command(
@@ -178,6 +197,11 @@ def import_command(
         render.json_line(report.to_json())
     else:
         render.message(f"imported {report.imported} item(s) into {report.layer}; {len(report.bad)} bad line(s)")
+    if report.imported:  # the next search finds them indexed (a failure here is a warning)
+        from memctl.recall.index import refresh_after_write
+
+        for warning in refresh_after_write(settings):
+            render.warning(warning)
     if report.bad:
         raise typer.Exit(3 if report.imported else 2)
 
@@ -262,6 +286,8 @@ def show(
 
     layout = state(ctx).settings.layout
     item = find_item(layout, ref)
+    if item is None:
+        item = _find_unprefixed(layout, ref)
     if item is None or item.layer == "L4-session":
         session = item.key if item is not None else ref
         l4.show(ctx, session, raw)
@@ -269,3 +295,24 @@ def show(
     if raw:
         raise UsageError("--raw is only for L4 sessions")
     render.line(item.text.rstrip("\n"))
+
+
+LAYER_PREFIXES = ("L2:", "L3:", "L4:", "L5:", "L6:")
+
+
+def _find_unprefixed(layout, ref: str):
+    """`show` takes the `id` of --json as well as the `ref`: an id may itself hold a colon
+    (`conv:s1:3`) or be a history line without its layer (`0403_2013-0403_2021#h7`)."""
+    from memctl.core.errors import NotFound
+    from memctl.recall.search import find_item
+
+    if ref.startswith(LAYER_PREFIXES):
+        return None
+    for prefix in ("L5:", "L6:", "L4:") if "#h" in ref or ":" in ref else ():
+        try:
+            item = find_item(layout, prefix + ref)
+        except NotFound:
+            continue
+        if item is not None and item.layer != "L4-session":
+            return item
+    return None

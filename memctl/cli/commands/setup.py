@@ -7,6 +7,7 @@ import typer
 from memctl.cli import render
 from memctl.cli.state import state
 from memctl.core.config import META_RULES, effective_settings, init_root
+from memctl.core.errors import UsageError
 
 
 def register(app: typer.Typer) -> None:
@@ -17,16 +18,43 @@ def register(app: typer.Typer) -> None:
 def init(
     ctx: typer.Context,
     json_out: bool = typer.Option(False, "--json", help="Report as one JSON object."),
+    no_plugin: bool = typer.Option(False, "--no-plugin", help="GenericAgent checkout: no recall plugin."),
+    undo_genericagent: bool = typer.Option(False, "--undo-genericagent",
+                                           help="GenericAgent checkout: restore its archiver, remove the plugin."),
 ) -> None:
-    """Create the memory layout in the root (idempotent; folders 0700, files 0600)."""
+    """Create the memory layout in the root (idempotent; folders 0700, files 0600). In a
+    GenericAgent checkout (or --root at it) also adopt its archive, hand its 12-hour archiver
+    to memctl and install the recall plugin; see README, "GenericAgent users"."""
+    from memctl.ops import genericagent
+
     app_state = state(ctx)
-    root = app_state.root
+    root = app_state.root_to_create
+    found = genericagent.find_checkout(root)
+    if undo_genericagent:
+        if found is None:
+            raise UsageError(f"{root} is not a GenericAgent checkout (memory/ and temp/model_responses/)")
+        _report_changes(genericagent.undo(found[0]).done, found[1], None, json_out)
+        return
+    root = found[1] if found else root
     created = init_root(root)
+    done = []
+    if found:
+        app_state.root_option = str(root)
+        with app_state.writer_lock():
+            done = genericagent.set_up_checkout(found[0], root, plugin=not no_plugin).done
+    _report_changes(done, root, created, json_out)
+
+
+def _report_changes(done: list[str], root, created: list | None, json_out: bool) -> None:
+    """`created` is None for an undo, which creates nothing."""
     if json_out:
-        render.json_line({"root": str(root), "created": [str(p) for p in created]})
+        render.json_line({"root": str(root), "created": [str(p) for p in created or []], "genericagent": done})
         return
     render.line(str(root))
-    render.message(f"initialised {root} ({len(created)} new)" if created else f"{root} is already initialised")
+    if created is not None:
+        render.message(f"initialised {root} ({len(created)} new)" if created else f"{root} is already initialised")
+    for sentence in done:
+        render.message(sentence)
 
 
 def rules(

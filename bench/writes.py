@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""Cost of the writes an agent makes after every turn, as the memory grows.
+
+Builds memories of 10k, 100k and 300k items (15% active L5 entries, 85% L6 lines, 1% of L5
+preferences with a topic), then times, as whole `memctl` processes and in-process through the
+command line's own entry point: `remember` (append), `remember` (supersede a preference),
+`forget ID`, `restore ID`. Then 8 concurrent writer processes, each running `memctl remember
+--wait 10` in a loop for 30 s: acknowledged writes per second, refusals (exit 75), and lost
+writes (acknowledged ids missing from L5 afterwards).
+
+    .venv/bin/python bench/writes.py                          # 10k, 100k, 300k
+    .venv/bin/python bench/writes.py --sizes 10000 --seconds 10 --runs 9
+
+Targets (issue #13): p50 of a `remember` process at 300k <= 1.3x its value at 10k and
+<= 150 ms; 8 writers >= 50 acknowledged writes/s, 0 refusals, 0 lost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+NOW = "2026-06-01T04:00:00"
+L5_SHARE = 0.15
+PREFERENCE_SHARE = 0.01
+
+
+def _dream_bench():
+    spec = importlib.util.spec_from_file_location("bench_dream", HERE / "dream.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def memctl_bin() -> str:
+    return _dream_bench().memctl_bin()
+
+
+def env() -> dict[str, str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MEMCTL_")}
+    base.update({"MEMCTL_NOW": NOW, "LANG": "C.UTF-8", "NO_COLOR": "1"})
+    return base
+
+
+def build(root: Path, n: int) -> dict[str, list[str]]:
+    """A memory of n items; returns the ids the timed commands work on."""
+    entries, _ = _dream_bench().make_entries(n, seed=13)
+    subprocess.run([memctl_bin(), "--root", str(root), "init"], check=True, capture_output=True, env=env())
+    # the writes alone are timed: no background dream started by a large L5
+    (root / "memctl.toml").write_text("[dream]\nauto_trigger_entries = 100000000\n", encoding="utf-8")
+    active = int(n * L5_SHARE)
+    preferences = max(1, int(active * PREFERENCE_SHARE))
+    with open(root / "long_term.jsonl", "w", encoding="utf-8") as l5:
+        for index, entry in enumerate(entries[:active]):
+            if index < preferences:
+                entry.update(type="preference", topic=f"topic-{index}")
+            l5.write(json.dumps(entry, ensure_ascii=False) + "\n")
+    with open(root / "archive.jsonl", "w", encoding="utf-8") as l6:
+        for entry in entries[active:]:
+            entry.update(left_at=entry["updated"], reason="archived", note="bench")
+            l6.write(json.dumps(entry, ensure_ascii=False) + "\n")
+    return {"forget": [e["id"] for e in entries[preferences:active]][-200:],
+            "topics": [f"topic-{i}" for i in range(preferences)]}
+
+
+def _percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return {"p50_ms": round(statistics.median(ordered) * 1000, 1), "p95_ms": round(p95 * 1000, 1)}
+
+
+def _commands(targets: dict[str, list[str]], runs: int, tag: str):
+    """(name, argv list) for each timed operation, `runs` distinct calls each."""
+    forget_ids = targets["forget"][:runs]
+    topics = targets["topics"]
+    return {
+        "remember": [["remember", f"bench note {tag} {i}: rotated the cache on host w{i:03d}", "--type", "event"]
+                     for i in range(runs)],
+        "remember-supersede": [["remember", f"prefers editor v{tag}{i}", "--type", "preference",
+                                "--topic", topics[i % len(topics)]] for i in range(runs)],
+        "forget": [["forget", entry_id, "--reason", "bench"] for entry_id in forget_ids],
+        "restore": [["restore", entry_id] for entry_id in forget_ids],
+    }
+
+
+def time_processes(root: Path, targets, runs: int) -> dict:
+    results = {}
+    for name, calls in _commands(targets, runs, "p").items():
+        samples = []
+        for argv in calls:
+            start = time.perf_counter()
+            done = subprocess.run([memctl_bin(), "--root", str(root), *argv], capture_output=True, env=env())
+            samples.append(time.perf_counter() - start)
+            if done.returncode != 0:
+                raise SystemExit(f"{name} failed: {done.stderr.decode()}")
+        results[name] = _percentiles(samples)
+    return results
+
+
+def time_in_process(root: Path, targets, runs: int) -> dict:
+    from memctl.cli.app import main
+
+    os.environ.update({"MEMCTL_NOW": NOW})
+    results = {}
+    for name, calls in _commands(targets, runs, "i").items():
+        samples = []
+        for argv in calls:
+            start = time.perf_counter()
+            code = 0
+            with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+                try:
+                    main(["--root", str(root), *argv])
+                except SystemExit as exit_:
+                    code = exit_.code or 0
+            samples.append(time.perf_counter() - start)
+            if code != 0:
+                raise SystemExit(f"in-process {name} exited {code}")
+        results[name] = _percentiles(samples)
+    return results
+
+
+WRITER = r"""
+import subprocess, sys, time
+memctl, root, seconds, worker = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+end = time.monotonic() + seconds
+acked, refused, failed, i = [], 0, 0, 0
+while time.monotonic() < end:
+    i += 1
+    done = subprocess.run([memctl, "--root", root, "remember", f"writer {worker} fact {i} about node n{i:05d}",
+                           "--type", "event", "--wait", "10"], capture_output=True, text=True)
+    if done.returncode == 0:
+        acked.append(done.stdout.strip())
+    elif done.returncode == 75:
+        refused += 1
+    else:
+        failed += 1
+print(repr((acked, refused, failed)))
+"""
+
+
+def concurrent_writers(root: Path, writers: int, seconds: float) -> dict:
+    start = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, memctl_bin(), str(root), str(seconds), str(w)],
+                              stdout=subprocess.PIPE, text=True, env=env()) for w in range(writers)]
+    outputs = [eval(p.communicate()[0]) for p in procs]  # our own child's repr(): trusted
+    elapsed = time.perf_counter() - start
+    acked = [entry_id for ids, _, _ in outputs for entry_id in ids]
+    present = set()
+    with open(root / "long_term.jsonl", encoding="utf-8") as l5:
+        for line in l5:
+            try:
+                present.add(json.loads(line)["id"])
+            except (ValueError, KeyError):
+                pass
+    lost = [entry_id for entry_id in acked if entry_id not in present]
+    return {"writers": writers, "seconds": round(elapsed, 1), "acknowledged": len(acked),
+            "acked_per_s": round(len(acked) / elapsed, 1), "refusals": sum(o[1] for o in outputs),
+            "failures": sum(o[2] for o in outputs), "lost": len(lost)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000,300000")
+    parser.add_argument("--runs", type=int, default=15, help="timed calls per operation and size")
+    parser.add_argument("--writers", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=30.0, help="length of the concurrent-writer run")
+    parser.add_argument("--no-concurrency", action="store_true")
+    args = parser.parse_args()
+    rows = []
+    for n in (int(x) for x in args.sizes.split(",")):
+        with tempfile.TemporaryDirectory(prefix="memctl-writes-") as tmp:
+            root = Path(tmp) / "memory"
+            targets = build(root, n)
+            row = {"items": n, "l5": int(n * L5_SHARE), "jsonl_mb": round(sum(
+                (root / f).stat().st_size for f in ("long_term.jsonl", "archive.jsonl")) / 1e6, 1),
+                "process": time_processes(root, targets, args.runs),
+                "in_process": time_in_process(root, targets, args.runs)}
+            if not args.no_concurrency:
+                row["concurrent"] = concurrent_writers(root, args.writers, args.seconds)
+            row["load_avg_1m"] = round(os.getloadavg()[0], 2)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    if len(rows) > 1:
+        first, last = rows[0]["process"]["remember"]["p50_ms"], rows[-1]["process"]["remember"]["p50_ms"]
+        print(json.dumps({"remember_p50_growth": round(last / first, 2),
+                          "from_items": rows[0]["items"], "to_items": rows[-1]["items"]}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""The one append primitive of every JSON Lines file memctl keeps, and the torn-tail rules.
+
+A record is acknowledged only once it is whole on disk: `append_lines` (the caller holds the
+writer lock) takes the file's length, moves a torn last line — bytes after the last newline,
+left by a writer killed mid-append or stopped by a full disk — to `.memctl/torn/` and cuts
+it off, then writes the records with one write, fsyncs, and only then returns. If the disk
+refuses the write, the file is cut back to the length it had and `WriteFailed` says that
+nothing was written (SQLite's and PostgreSQL's WAL: a torn tail is detected, never glued
+onto). `append_unlocked` is the lock-free variant for search's reference log: it cannot cut
+the file safely, so it starts on a fresh line instead.
+
+Readers use `split_torn`: a last line without its newline is torn, never parsed as a record.
+Kept free of json, typing and dataclasses: the search path appends references through it.
+
+Callers: the entry store (L5, L6, the dream log), the import journal, the reference log
+(`append_unlocked`). Not yet the L4 manifest: `memctl.l4.manifest.append_records` should call
+`append_lines(layout.manifest, payload, torn_dir(layout.state_dir))` in place of its
+`_ensure_ends_with_newline` + `append_durably` (which keeps the torn line in the file, as an
+unparseable line, rather than aside); left to the L4 rewrite, as is `all_histories.txt`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+
+from memctl.core.fsutil import FILE_MODE, NOFOLLOW, ensure_private_dir, is_disk_error, write_all, write_failed
+
+TORN_DIR = "torn"
+_TAIL_CHUNK = 1 << 16
+
+
+def torn_dir(state_dir: Path) -> Path:
+    """Where torn and unparseable lines are kept (`.memctl/torn/`)."""
+    return Path(state_dir) / TORN_DIR
+
+
+def split_torn(data: bytes) -> tuple[bytes, bytes]:
+    """(the complete lines, the torn last line or b"")."""
+    end = data.rfind(b"\n") + 1
+    return data[:end], data[end:]
+
+
+def append_lines(path: Path, payload: bytes, quarantine: Path) -> int:
+    """Append whole lines durably; returns the file's length before them (for a rollback).
+    A torn last line is first moved to `quarantine`. Raises WriteFailed, the file as it was."""
+    if payload and not payload.endswith(b"\n"):
+        raise ValueError("append_lines takes whole lines")
+    path = Path(path)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
+    try:
+        start = _cut_torn_tail(fd, path, quarantine)
+        if payload:
+            _write_or_restore(fd, path, payload, start)
+        return start
+    finally:
+        os.close(fd)
+
+
+def append_unlocked(path: Path, payload: bytes) -> None:
+    """Append whole lines in one O_APPEND write without the lock and without fsync (a lost
+    line only delays something); after a torn tail the lines start on a fresh line."""
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | NOFOLLOW, FILE_MODE)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            payload = b"\n" + payload
+        write_all(fd, payload)
+    finally:
+        os.close(fd)
+
+
+def quarantine_torn_tail(path: Path, quarantine: Path) -> int:
+    """Move a torn last line of `path` to `quarantine` (writer lock held); its length, 0 if none."""
+    try:
+        fd = os.open(path, os.O_RDWR | NOFOLLOW)
+    except FileNotFoundError:
+        return 0
+    try:
+        size = os.fstat(fd).st_size
+        return size - _cut_torn_tail(fd, Path(path), quarantine)
+    finally:
+        os.close(fd)
+
+
+def keep_aside(quarantine: Path, source: Path, offset: int, data: bytes) -> Path:
+    """Write bytes taken out of `source` at `offset` to a file of their own in `quarantine`."""
+    from memctl.core.fsutil import atomic_write_bytes
+
+    ensure_private_dir(quarantine)
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    name = f"{source.name}.{offset}.{stamp}.{os.getpid()}.torn"
+    target = quarantine / name
+    atomic_write_bytes(target, data)
+    return target
+
+
+def _cut_torn_tail(fd: int, path: Path, quarantine: Path) -> int:
+    """The length of the complete lines; a torn tail after them is kept aside, then cut off."""
+    size = os.fstat(fd).st_size
+    if not size or os.pread(fd, 1, size - 1) == b"\n":
+        return size
+    start = _last_line_start(fd, size)
+    keep_aside(quarantine, path, start, os.pread(fd, size - start, start))
+    try:
+        os.ftruncate(fd, start)
+        os.fsync(fd)
+    except OSError as exc:
+        if is_disk_error(exc):
+            raise write_failed(path, exc) from None
+        raise
+    return start
+
+
+def _last_line_start(fd: int, size: int) -> int:
+    end = size
+    while end > 0:
+        begin = max(0, end - _TAIL_CHUNK)
+        found = os.pread(fd, end - begin, begin).rfind(b"\n")
+        if found >= 0:
+            return begin + found + 1
+        end = begin
+    return 0
+
+
+def _write_or_restore(fd: int, path: Path, payload: bytes, start: int) -> None:
+    try:
+        write_all(fd, payload)
+        os.fsync(fd)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, start)
+            os.fsync(fd)
+        if is_disk_error(exc):
+            raise write_failed(path, exc) from None
+        raise

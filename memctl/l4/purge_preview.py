@@ -1,0 +1,75 @@
+"""What `forget --purge` would rewrite, found without changing anything (its --dry-run).
+
+The same places `memctl.l4.purge` and the entry store's purge scrub: the history file,
+every session inside the monthly zips (decoded, so a string the codec split across a
+back-reference is still found), loose sessions, and any other file under the root.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from pathlib import Path
+from typing import Iterable
+
+from memctl.core.config import Layout
+from memctl.l4.codec import HEADER, decode_stream
+from memctl.l4.manifest import monthly_zips
+from memctl.l4.purge import _StreamingReplacer
+
+_NOT_SCANNED = (".zip", ".sqlite", ".sqlite-wal", ".sqlite-shm", ".tmp")
+
+
+def files_holding(layout: Layout, needles: Iterable[bytes]) -> list[str]:
+    """One line per file (and, for zips, the sessions inside) that holds a needle."""
+    needles = sorted({n for n in needles if n}, key=len, reverse=True)
+    if not needles:
+        return []
+    found = [f"{zip_path}: sessions {', '.join(names)}"
+             for zip_path in monthly_zips(layout) if (names := _sessions_holding(zip_path, needles))]
+    for loose in sorted(layout.l4_dir.glob("*.txt")) if layout.l4_dir.is_dir() else ():
+        if loose != layout.histories and not loose.is_symlink() and _loose_session_holds(loose, needles):
+            found.append(f"{loose}: session")
+    return found + [str(path) for path in _plain_files_holding(layout, needles)]
+
+
+def _holds(stream, needles: list[bytes]) -> bool:
+    detector = _StreamingReplacer(needles, b"", lambda _chunk: None)
+    decode_stream(stream, detector.feed)
+    detector.close()
+    return bool(detector.replaced)
+
+
+def _sessions_holding(zip_path: Path, needles: list[bytes]) -> list[str]:
+    names = []
+    with zipfile.ZipFile(zip_path) as archive:
+        for info in archive.infolist():
+            with archive.open(info) as member:
+                if _holds(member, needles):
+                    names.append(Path(info.filename).stem)
+    return names
+
+
+def _loose_session_holds(path: Path, needles: list[bytes]) -> bool:
+    with open(path, "rb") as handle:
+        if handle.read(len(HEADER)) != HEADER:
+            return False
+        handle.seek(0)
+        return _holds(handle, needles)
+
+
+def _plain_files_holding(layout: Layout, needles: list[bytes]) -> list[Path]:
+    """all_histories.txt, L1-L3, task state, L5/L6, logs in .memctl/ (not zips, not the index)."""
+    found = []
+    for folder, dirs, names in os.walk(layout.root):
+        dirs[:] = sorted(d for d in dirs if not os.path.islink(os.path.join(folder, d)))
+        for name in sorted(names):
+            path = Path(folder) / name
+            if name.endswith(_NOT_SCANNED) or path.is_symlink() or not path.is_file():
+                continue
+            if path.parent == layout.l4_dir and path != layout.histories and name.endswith(".txt"):
+                continue  # loose sessions: compressed, decoded above
+            data = path.read_bytes()
+            if any(needle in data for needle in needles):
+                found.append(path)
+    return found

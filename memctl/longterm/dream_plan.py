@@ -1,0 +1,285 @@
+"""The dream planner (design.md §7): (entries, references, settings, now) -> `Plan`.
+
+Pure: no files, no clock, no lock. Every change carries its reason, and each entry left
+alone the rule that kept it (restic's ApplyPolicy). One function per rule, applied in this
+order, an entry taken by one rule being out of reach of the next: supersede/contradict
+(`_plan_superseded`), consolidate (`_plan_consolidate`, near-duplicates found by
+`memctl.longterm.dream_similar`), archive (`_archive_rule`), forget (`_forget_rule`), merge
+(`_plan_merge`). Reference counts are folded first (a `refs` change).
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Iterable, Iterator, Sequence
+
+from memctl.core.clock import iso
+from memctl.core.config import Settings
+from memctl.longterm.dream_refs import Refs, fold, parse_time
+from memctl.longterm.dream_similar import similar_groups
+from memctl.longterm.entries import Entry, new_id
+from memctl.longterm.policies import TypePolicy, known_types, lifespan_of, merge_key
+
+OPS = ("consolidate", "archive", "forget", "merge")
+
+
+@dataclass
+class Change:
+    op: str  # consolidate | archive | forget | merge | refs
+    before: list[Entry]  # entries as they are in L5 now (removed, or updated in place)
+    after: list[Entry]  # new entries, or the updated versions (same ids as `before`)
+    reason: str  # why, for people: "superseded by m1234", "3× verified", ...
+
+    @property
+    def removed(self) -> list[Entry]:
+        after = {e.id for e in self.after}
+        return [e for e in self.before if e.id not in after]
+
+    @property
+    def added(self) -> list[Entry]:
+        before = {e.id for e in self.before}
+        return [e for e in self.after if e.id not in before]
+
+    @property
+    def net_removed(self) -> int:
+        return len(self.removed) - len(self.added)
+
+    def describe(self) -> list[str]:
+        if self.op == "refs":
+            return [f"would fold references: {len(self.after)} entries ({self.reason})"]
+        if self.added:
+            new = self.added[0]
+            head = [f"would {self.op}: {len(self.removed)} entries -> new entry {new.id} ({self.reason}): {_short(new.text)}"]
+            return head + [f"  from {e.id}: {_short(e.text)}" for e in self.removed]
+        return [f"would {self.op}: {e.id} ({self.reason}): {_short(e.text)}" for e in self.removed]
+
+    def to_dict(self) -> dict:
+        return {"op": self.op, "reason": self.reason, "remove": [e.id for e in self.removed],
+                "add": [e.to_dict() for e in self.added],
+                "update": [e.id for e in self.after if e.id in {b.id for b in self.before}]}
+
+
+@dataclass
+class Plan:
+    now: str
+    l5_count: int
+    changes: list[Change]
+    kept: list[tuple[str, str]]  # (id, the rule that kept it)
+    refs: Refs = field(default_factory=Refs)
+
+    @property
+    def net_removed(self) -> int:
+        return sum(c.net_removed for c in self.changes)
+
+    def counts(self) -> dict[str, int]:
+        counts: Counter = Counter()
+        for change in self.changes:
+            counts[change.op] += len(change.removed) if change.op != "refs" else len(change.after)
+        return dict(counts)
+
+    def totals_text(self) -> str:
+        counts = self.counts()
+        ops = ", ".join(f"{op} {counts.get(op, 0)}" for op in OPS)
+        return (f"plan: {ops}; L5 {self.l5_count} -> {self.l5_count - self.net_removed} "
+                f"({len(self.kept)} kept)")
+
+    def to_dict(self) -> dict:
+        return {"now": self.now, "l5_entries": self.l5_count, "counts": self.counts(),
+                "net_removed": self.net_removed, "changes": [c.to_dict() for c in self.changes],
+                "kept": len(self.kept)}
+
+
+def last_written(entry: Entry) -> datetime | None:
+    stamps = [t for t in (parse_time(entry.updated), parse_time(entry.created), parse_time(entry.date)) if t]
+    return max(stamps) if stamps else None
+
+
+def plan(entries: Sequence[Entry], refs: Refs, settings: Settings, now: datetime,
+         ops: Iterable[str] = OPS, history: Sequence[tuple[str, str]] = (),
+         summarizer: str | None = None) -> Plan:
+    """Every change one dream run would make, with its reason. Pure: no files, no clock."""
+    ops = tuple(ops)
+    cfg = settings.values["dream"]
+    types = known_types(settings)
+    changes: list[Change] = []
+    folded = [fold(e, refs) for e in entries]
+    updated = [(b, a) for b, a in zip(entries, folded) if a is not b]
+    if updated:
+        changes.append(Change("refs", [b for b, _ in updated], [a for _, a in updated],
+                              f"{sum(refs.new[a.id][0] for _, a in updated)} new references"))
+    taken: set[str] = set()
+    kept: dict[str, str] = {}
+    stamp = iso(now)
+
+    def take(change: Change) -> None:
+        changes.append(change)
+        taken.update(e.id for e in change.before)
+
+    if "forget" in ops:
+        for change in _plan_superseded(folded, types):
+            if not taken.intersection(e.id for e in change.before):
+                take(change)
+    if "consolidate" in ops:
+        appendable = [e for e in folded if e.id not in taken and not (e.type in types and types[e.type].merges)]
+        for change in _plan_consolidate(appendable, history, cfg, stamp):
+            take(change)
+    archive_cut = now - timedelta(days=float(cfg["archive_after_days"]))
+    forget_cut = now - timedelta(days=float(cfg["forget_after_days"]))
+    for entry in folded:
+        if entry.id in taken:
+            continue
+        written = last_written(entry)
+        change = _archive_rule(entry, written, refs, archive_cut, types, cfg) if "archive" in ops else None
+        if change is None and "forget" in ops:
+            change = _forget_rule(entry, written, refs, forget_cut, cfg)
+        if change is not None:
+            take(change)
+        else:
+            kept[entry.id] = _keep_rule(entry, written, archive_cut, types)
+    if "merge" in ops:
+        for change in _plan_merge([e for e in folded if e.id not in taken], cfg, stamp, summarizer):
+            take(change)
+            for e in change.before:
+                kept.pop(e.id, None)
+    return Plan(stamp, len(entries), changes, [(i, r) for i, r in kept.items() if i not in taken], refs)
+
+
+def _archive_rule(entry: Entry, written: datetime | None, refs: Refs, cut: datetime,
+                  types: dict[str, TypePolicy], cfg: dict) -> Change | None:
+    """Archive a contextual entry last written before the cut and not referenced since."""
+    if lifespan_of(types, entry.type) != "contextual" or written is None or written >= cut:
+        return None
+    if refs.count_since(entry.id, cut) or _ref_after(entry, cut):
+        return None
+    return Change("archive", [entry], [], f"contextual, no reference in {cfg['archive_after_days']} days")
+
+
+def _forget_rule(entry: Entry, written: datetime | None, refs: Refs, cut: datetime, cfg: dict) -> Change | None:
+    """Forget an entry last written before the cut with fewer references since than the floor."""
+    if written is None or written >= cut:
+        return None
+    recent = max(refs.count_since(entry.id, cut), _ref_after(entry, cut))
+    if recent >= int(cfg["forget_min_refs"]):
+        return None
+    return Change("forget", [entry], [],
+                  f"{recent} references in {cfg['forget_after_days']} days (< {cfg['forget_min_refs']})")
+
+
+def _ref_after(entry: Entry, cut: datetime) -> int:
+    last = parse_time(entry.last_ref)
+    return 1 if last is not None and last >= cut else 0
+
+
+def _keep_rule(entry: Entry, written: datetime | None, archive_cut: datetime, types) -> str:
+    if written is None:
+        return "no date"
+    if written >= archive_cut:
+        return f"written {written.date()}"
+    return f"{entry.refs} references, last {entry.last_ref[:10] or 'never'}; lifespan {lifespan_of(types, entry.type)}"
+
+
+def _plan_superseded(entries: Sequence[Entry], types: dict[str, TypePolicy]) -> Iterator[Change]:
+    """Forget entries a newer one supersedes or contradicts, and older versions of a merge key."""
+    by_id = {e.id: e for e in entries}
+    for entry in entries:
+        contradicts = entry.extra.get("contradicts") or []
+        for word, targets in (("superseded", entry.supersedes),
+                              ("contradicted", contradicts if isinstance(contradicts, list) else [contradicts])):
+            for target in targets:
+                if target in by_id and target != entry.id:
+                    yield Change("forget", [by_id[target]], [], f"{word} by {entry.id}")
+    groups: dict[tuple[str, str], list[tuple[int, Entry]]] = defaultdict(list)
+    for order, entry in enumerate(entries):
+        policy = types.get(entry.type)
+        if entry.topic and policy is not None and policy.merges:
+            groups[merge_key(entry)].append((order, entry))
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        _, keep = max(members, key=lambda m: (m[1].updated or m[1].created or "", m[0]))
+        for _, entry in members:
+            if entry is not keep:
+                yield Change("forget", [entry], [], f"superseded by newer {keep.id}")
+
+
+def _plan_merge(entries: Sequence[Entry], cfg: dict, stamp: str, summarizer: str | None) -> Iterator[Change]:
+    floor = float(cfg["merge_min_confidence"])
+    groups: dict[tuple[str, str], list[Entry]] = defaultdict(list)
+    for entry in entries:
+        if entry.topic and _number(entry.confidence) >= floor:
+            groups[merge_key(entry)].append(entry)
+    for (type_name, _), members in sorted(groups.items()):
+        if len(members) < 2:
+            continue
+        members = sorted(members, key=lambda e: (e.created or "", e.id))
+        texts = list(dict.fromkeys(e.text.strip() for e in members))
+        text = _summarize(summarizer, texts) if summarizer else "; ".join(texts)
+        merged = Entry(
+            id=new_id(), text=text, type=type_name, topic=members[-1].topic,
+            confidence=max(_number(e.confidence) for e in members),
+            refs=sum(e.refs for e in members), last_ref=max((e.last_ref for e in members), default=""),
+            created=min((e.created for e in members if e.created), default=stamp), updated=stamp,
+            source="; ".join(dict.fromkeys(e.source for e in members if e.source)),
+            seen=sum(e.seen for e in members), merged_from=[e.id for e in members],
+        )
+        yield Change("merge", list(members), [merged],
+                     f"{len(members)} {type_name} entries on {members[-1].topic!r} with confidence >= {floor:g}")
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _summarize(command: str, texts: list[str]) -> str:
+    """Pipe the texts (one a line) through an external command; fall back to joining them."""
+    try:
+        done = subprocess.run(shlex.split(command), input="\n".join(texts), capture_output=True, text=True,
+                              timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return "; ".join(texts)
+    out = done.stdout.strip()
+    return out if done.returncode == 0 and out else "; ".join(texts)
+
+
+def _plan_consolidate(entries: Sequence[Entry], history: Sequence[tuple[str, str]], cfg: dict,
+                      stamp: str) -> Iterator[Change]:
+    minimum = int(cfg["consolidate_min"])
+    texts = [e.text for e in entries] + [text for _, text in history]
+    for group in similar_groups(texts, float(cfg["similarity"])):
+        members = [entries[i] for i in group if i < len(entries)]
+        lines = [history[i - len(entries)] for i in group if i >= len(entries)]
+        if not members:
+            continue
+        by_type: dict[str, list[Entry]] = defaultdict(list)
+        for entry in members:
+            by_type[entry.type].append(entry)
+        type_name, same = max(by_type.items(), key=lambda kv: (len(kv[1]), kv[0]))
+        count = sum(max(int(e.seen or 1), 1) for e in same) + len(lines)
+        if count < minimum:
+            continue
+        centre = max(same, key=lambda e: (e.seen, _number(e.confidence), len(e.text), e.created or ""))
+        sources = list(dict.fromkeys([e.source for e in same if e.source] + [f"L4:{s}" for s, _ in lines]))
+        merged = Entry(
+            id=new_id(), text=centre.text, type=type_name,
+            topic=centre.topic or next((e.topic for e in same if e.topic), ""),
+            confidence=max(_number(e.confidence) for e in same), refs=sum(e.refs for e in same),
+            last_ref=max((e.last_ref for e in same), default=""),
+            created=min((e.created for e in same if e.created), default=stamp), updated=stamp,
+            source="; ".join(sources), seen=count, consolidated_from=[e.id for e in same],
+            note=f"{count}× verified",
+        )
+        if lines:
+            merged.extra["history"] = [s for s, _ in lines]
+        yield Change("consolidate", same, [merged], f"{count}× verified")
+
+
+def _short(text: str, limit: int = 70) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -1,0 +1,161 @@
+"""memctl in a GenericAgent checkout: find it, take over its 12-hour archiver, offer recall.
+
+A checkout is a folder holding `memory/` and `temp/model_responses/`. `memctl init` there:
+
+- adopts GenericAgent's archive (`l4.adopt`);
+- replaces `memory/L4_raw_sessions/compress_session.py`, which GenericAgent's scheduler
+  imports every 12 hours, by a shim whose `batch_process` runs `memctl archive` (so
+  GenericAgent can no longer delete or rewrite logs behind memctl's back); the original is
+  kept beside it as `compress_session.genericagent.py`;
+- writes `plugins/memctl_recall.py` (unless declined), an `agent_before` hook that appends
+  `memctl compose` for the user's request to the last user message.
+
+`undo` puts the original archiver back and removes the plugin. Files are recognised as
+memctl's by a marker line, so a person's own files are never overwritten or removed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memctl.core.errors import UsageError
+from memctl.core.fsutil import atomic_write_bytes
+
+SHIM_MARKER = b"# memctl-genericagent-shim v"
+PLUGIN_MARKER = b"# memctl-genericagent-plugin v"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+ARCHIVER = Path("memory/L4_raw_sessions/compress_session.py")
+ORIGINAL = Path("memory/L4_raw_sessions/compress_session.genericagent.py")
+PLUGIN = Path("plugins/memctl_recall.py")
+
+
+@dataclass
+class CheckoutChanges:
+    """What init or undo did in the checkout, one sentence each, for stderr."""
+
+    checkout: Path
+    done: list[str] = field(default_factory=list)
+
+
+def find_checkout(root: Path) -> tuple[Path, Path] | None:
+    """(checkout, memory root) when `root` is a GenericAgent checkout or its memory/ folder."""
+    root = Path(root)
+    for checkout in (root, root.parent):
+        memory = checkout / "memory"
+        if memory.is_dir() and (checkout / "temp" / "model_responses").is_dir() and root in (checkout, memory):
+            return checkout, memory
+    return None
+
+
+def archiver_active(memory: Path) -> bool:
+    """Whether GenericAgent's own archiver (not memctl's shim) is what its scheduler will run."""
+    archiver = memory / "L4_raw_sessions" / ARCHIVER.name
+    return archiver.is_file() and not _is_ours(archiver, SHIM_MARKER)
+
+
+def memctl_command() -> list[str]:
+    """How GenericAgent's code runs this memctl: its own interpreter, `-m memctl`."""
+    return [sys.executable, "-m", "memctl"]
+
+
+def _render(template: str) -> bytes:
+    text = (TEMPLATES / template).read_text(encoding="utf-8")
+    return text.replace("__MEMCTL_COMMAND__", repr(memctl_command())).encode("utf-8")
+
+
+def _is_ours(path: Path, marker: bytes) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return marker in handle.read(4096)
+    except OSError:
+        return False
+
+
+def _write_if_changed(path: Path, data: bytes) -> bool:
+    if path.is_file() and path.read_bytes() == data:
+        return False
+    atomic_write_bytes(path, data)
+    os.chmod(path, 0o600)
+    return True
+
+
+def take_over_archiver(checkout: Path, changes: CheckoutChanges) -> None:
+    archiver, original = checkout / ARCHIVER, checkout / ORIGINAL
+    if not archiver.exists() and not original.exists():
+        changes.done.append(f"no GenericAgent archiver at {archiver}: nothing to take over")
+        return
+    if archiver.exists() and not _is_ours(archiver, SHIM_MARKER):
+        if original.exists() and original.read_bytes() != archiver.read_bytes():
+            # e.g. a `git pull` in the checkout put GenericAgent's archiver back, and it differs
+            raise UsageError(f"{archiver} is GenericAgent's again and differs from the copy kept as {original}; "
+                             f"move one of them away, then run `memctl init` again")
+        os.replace(archiver, original)
+        changes.done.append(f"kept GenericAgent's archiver as {original}")
+    archiver.parent.mkdir(parents=True, exist_ok=True)
+    if _write_if_changed(archiver, _render("compress_session_shim.py")):
+        changes.done.append(f"wrote {archiver}: GenericAgent's 12-hour job now runs `memctl archive`")
+
+
+def offer_plugin(checkout: Path, wanted: bool, changes: CheckoutChanges) -> None:
+    plugin = checkout / PLUGIN
+    if not wanted:
+        if _is_ours(plugin, PLUGIN_MARKER):
+            plugin.unlink()
+            changes.done.append(f"removed {plugin} (--no-plugin)")
+        return
+    if not (checkout / "plugins").is_dir():
+        changes.done.append(f"no plugins/ folder in {checkout}: recall plugin not installed")
+        return
+    if plugin.exists() and not _is_ours(plugin, PLUGIN_MARKER):
+        changes.done.append(f"{plugin} exists and is not memctl's: left alone, recall plugin not installed")
+        return
+    if _write_if_changed(plugin, _render("memctl_recall.py")):
+        changes.done.append(f"wrote {plugin}: each user task gets `memctl compose` for its request")
+
+
+def undo(checkout: Path) -> CheckoutChanges:
+    """Put GenericAgent's archiver back and remove the recall plugin (memctl's files only)."""
+    changes = CheckoutChanges(checkout)
+    archiver, original = checkout / ARCHIVER, checkout / ORIGINAL
+    if _is_ours(archiver, SHIM_MARKER):
+        if original.exists():
+            os.replace(original, archiver)
+            changes.done.append(f"restored GenericAgent's archiver {archiver}")
+        else:
+            archiver.unlink()
+            changes.done.append(f"removed memctl's {archiver} (there was no original to restore)")
+    plugin = checkout / PLUGIN
+    if _is_ours(plugin, PLUGIN_MARKER):
+        plugin.unlink()
+        changes.done.append(f"removed {plugin}")
+    if not changes.done:
+        changes.done.append(f"nothing of memctl's to undo in {checkout}")
+    return changes
+
+
+def adoption_sentences(report) -> list[str]:
+    """What adopting GenericAgent's archive did (an `l4.adopt.AdoptReport`), for stderr."""
+    done = []
+    if report.adopted:
+        done.append(f"adopted {report.adopted} sessions GenericAgent archived ({len(report.members)} zip members, "
+                    f"{len(report.history_only)} known only from all_histories.txt): lossy, GenericAgent kept no "
+                    f"raw bytes, so `show` prints what it kept and `show --raw` cannot rebuild them")
+    if report.blocks_added:
+        done.append(f"added {len(report.blocks_added)} history blocks GenericAgent had not written")
+    done += [f"could not read {problem}; not adopted, see `memctl verify`" for problem in report.unreadable]
+    return done
+
+
+def set_up_checkout(checkout: Path, memory: Path, plugin: bool) -> CheckoutChanges:
+    """Adopt the archive, take over the archiver, offer the plugin (the caller holds the lock)."""
+    from memctl.core.config import Layout
+    from memctl.l4.adopt import adopt_genericagent_archive
+
+    changes = CheckoutChanges(checkout)
+    changes.done += adoption_sentences(adopt_genericagent_archive(Layout(memory)))
+    take_over_archiver(checkout, changes)
+    offer_plugin(checkout, plugin, changes)
+    return changes

@@ -1,0 +1,52 @@
+"""A ranked item as the stages pass it along, and how one is read from the store."""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing costs ~20 ms to import, paid by every search
+if TYPE_CHECKING:
+    from typing import Sequence
+
+    from memctl.recall.store import SQLiteStore
+
+
+class Hit:
+    """One ranked item (text and snippet are loaded for the hits shown only)."""
+
+    __slots__ = ("ref", "layer", "score", "date", "type", "text", "item_id", "session", "snippet", "rowid",
+                 "in_context")
+
+    def __init__(self, ref: str, layer: str, score: float, date: str, type: str, text: str, item_id: str,
+                 session: str, snippet: str = "", rowid: int = 0, in_context: bool = True):
+        self.ref, self.layer, self.score, self.date, self.type = ref, layer, score, date, type
+        self.text, self.item_id, self.session, self.snippet = text, item_id, session, snippet
+        self.rowid = rowid
+        self.in_context = in_context  # part of its session's context document
+
+    def __repr__(self) -> str:
+        return f"Hit({self.ref!r}, {self.layer!r}, score={self.score:.4f})"
+
+    def tsv_line(self) -> str:
+        """The plain output line (stdout not a terminal): ref, layer, score, snippet on one line."""
+        return f"{self.ref}\t{self.layer}\t{self.score:.3f}\t{' '.join(self.snippet.split())}"
+
+    def to_json(self) -> dict:
+        data = {"ref": self.ref, "layer": self.layer, "score": round(self.score, 4), "date": self.date,
+                "type": self.type, "text": self.text}
+        if self.item_id:
+            data["id"] = self.item_id
+        if self.session:
+            data["session"] = self.session
+        return data
+
+
+
+def hydrate(store: SQLiteStore, rows: Sequence[tuple[int, float]], context_only: bool = False) -> list[Hit]:
+    """Hits for (rowid, rank) rows, scored -rank, without their texts (loaded for the hits shown
+    only); with context_only, only the items that are part of a session's context document."""
+    if not rows:
+        return []
+    scores = {rowid: -rank for rowid, rank in rows}
+    return [Hit(ref, layer, scores[rowid], date or "", type_ or "", "", item_id or "", session or "",
+                rowid=rowid, in_context=bool(ctx))
+            for rowid, ref, layer, date, type_, item_id, session, ctx in
+            store.item_rows(list(scores), context_only=context_only)]

@@ -1,0 +1,150 @@
+"""Documents made ready for the index: redacted, then tokenized, in batches, on every core
+when the work is big enough to pay for a process pool (an `index rebuild`, a first build),
+in this process otherwise (a refresh after a few sessions).
+
+Either way a batch goes through the same function (`prepare_batch`), and the writer inserts
+the batches in the order they were given, so an index built in parallel has the same rows,
+rowids and terms as one built serially (tests/test_index_build.py).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter, deque
+
+from memctl.recall.text import Tokenizer
+
+TYPE_CHECKING = False  # typing costs ~20 ms to import, paid by every search
+if TYPE_CHECKING:
+    from typing import Sequence
+
+    from memctl.recall.documents import IndexOptions
+
+BATCH_CHARS = 256_000  # text per batch: big enough that a worker's round trip is noise
+# a pool costs ~0.1 s to start (fork, each worker's segmenter): below this much text, one core
+PARALLEL_AFTER_CHARS = 2_000_000
+IN_FLIGHT_PER_WORKER = 2
+
+
+class Prepared:
+    """One batch's results, in the batch's order: the redacted text of each document (None
+    where redaction changed nothing), its index body (terms joined by spaces), how many of
+    the batch's documents hold each term, and the surface words seen first in it."""
+
+    __slots__ = ("texts", "bodies", "document_frequencies", "words")
+
+    def __init__(self, texts: list[str | None], bodies: list[str], document_frequencies: dict[str, int],
+                 words: set[str]):
+        self.texts, self.bodies = texts, bodies
+        self.document_frequencies, self.words = document_frequencies, words
+
+
+def prepare_batch(tokenizer: Tokenizer, options: IndexOptions, texts: Sequence[str]) -> Prepared:
+    """Redact and tokenize `texts` (the one definition of a document's terms)."""
+    from memctl.core.redact import redact  # here, not at the top: a search never needs its patterns
+
+    shown: list[str | None] = []
+    bodies: list[str] = []
+    frequencies: Counter[str] = Counter()
+    for text in texts:
+        redacted = redact(text, options.extra_patterns) if options.redact_enabled else text
+        terms = tokenizer.tokens(redacted)
+        frequencies.update(set(terms))
+        shown.append(None if redacted == text else redacted)
+        bodies.append(" ".join(terms))
+    words = set(tokenizer.words)
+    tokenizer.words.clear()
+    return Prepared(shown, bodies, dict(frequencies), words)
+
+
+# ---------------------------------------------------------------- the pool's side
+
+# Set just before the fork: each worker starts with this process's tokenizer as it is, its
+# segmenter's dictionary already loaded and its caches warm (copy-on-write), not a new one.
+_WORKER: tuple[Tokenizer, IndexOptions] | None = None
+
+
+def _prepare_in_worker(texts: list[str]) -> Prepared:
+    tokenizer, options = _WORKER
+    return prepare_batch(tokenizer, options, texts)
+
+
+# ---------------------------------------------------------------- the writer's side
+
+class Preparer:
+    """Takes batches in order, gives back (batch, Prepared) in the same order: at once when it
+    works in this process, a few batches later when a pool works on them."""
+
+    def __init__(self, tokenizer: Tokenizer, options: IndexOptions, workers: int | None = None):
+        self.tokenizer = tokenizer
+        self.options = options
+        self.workers = usable_cores() if workers is None else workers
+        self.chars_seen = 0
+        self._pool = None
+        self._in_flight: deque = deque()
+
+    def submit(self, batch: list, texts: list[str]) -> list[tuple[list, Prepared]]:
+        """Hand over one batch (anything: it comes back untouched) and its texts; returns the
+        batches that are ready, oldest first."""
+        self.chars_seen += sum(map(len, texts))
+        pool = self._pool_if_worth_it()
+        if pool is None:
+            return [(batch, prepare_batch(self.tokenizer, self.options, texts))]
+        self._in_flight.append((batch, pool.apply_async(_prepare_in_worker, (texts,))))
+        ready = []
+        while len(self._in_flight) > self.workers * IN_FLIGHT_PER_WORKER:
+            ready.append(self._collect_oldest())
+        return ready
+
+    def drain(self) -> list[tuple[list, Prepared]]:
+        """The batches still in the pool's hands, oldest first."""
+        return [self._collect_oldest() for _ in range(len(self._in_flight))]
+
+    def close(self) -> None:
+        """Stop the pool (at once when a batch failed: its results are of no use)."""
+        if self._pool is not None:
+            if self._in_flight:
+                self._pool.terminate()
+            else:
+                self._pool.close()
+            self._pool.join()
+            self._pool = None
+            self._in_flight.clear()
+
+    def _collect_oldest(self) -> tuple[list, Prepared]:
+        batch, result = self._in_flight.popleft()
+        return batch, result.get()
+
+    def _pool_if_worth_it(self):
+        if self._pool is not None:
+            return self._pool
+        if self.workers < 2 or not self.tokenizer.portable() or self.chars_seen < PARALLEL_AFTER_CHARS:
+            return None
+        import multiprocessing
+
+        if "fork" not in multiprocessing.get_all_start_methods():
+            self.workers = 0  # a spawned worker re-imports everything and reloads the dictionary
+            return None
+        global _WORKER
+        _WORKER = (self.tokenizer, self.options)
+        self._pool = multiprocessing.get_context("fork").Pool(self.workers)
+        return self._pool
+
+
+def usable_cores() -> int:
+    """The cores a pool would find free: this process's own, plus those the load average says
+    nobody else is using (MEMCTL_INDEX_WORKERS overrides; 1 = no pool). On a machine already
+    busy, a pool only adds its own costs (fork, pickling, pages copied on write): measured on
+    2 shared cores at load 5-8, serial builds finished sooner (bench/RESULTS.md)."""
+    override = os.environ.get("MEMCTL_INDEX_WORKERS", "")
+    if override.isdigit():
+        return int(override)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        others = os.getloadavg()[0]
+    except OSError:
+        others = 0.0
+    return max(1, min(cores, round(cores - others + 1)))

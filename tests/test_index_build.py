@@ -1,0 +1,209 @@
+"""The faster index build gives the same index: rjieba's tokens are jieba's on the MemDaily dev
+set, a custom dictionary keeps jieba, a parallel build has the rows, rowids and terms of a
+serial one with jieba (today's path), and `archive` / `import` leave the index current."""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+from datetime import datetime
+from itertools import chain
+from pathlib import Path
+
+import pytest
+
+from conftest import find_shared
+from l4_helpers import make_folder
+from memctl.core.config import Layout
+from memctl.l4 import loggen
+from memctl.recall import prepare
+from memctl.recall.index import SearchIndex
+from memctl.recall.text import (CHINESE_STOP_WORDS, CJK_RUN, JiebaSegmenter, RJiebaSegmenter, Tokenizer, _WORD,
+                                _WORD_CACHE, segmenter_for_root)
+
+SHARED = find_shared()
+needs_dev_sets = pytest.mark.skipif(SHARED is None, reason="the shared dev sets are not beside the checkout")
+
+
+def dev_texts(name: str) -> list[str]:
+    """Every string of a dev set's JSON (messages, questions, names, dates)."""
+    data = json.loads((SHARED / "bench" / name).read_text(encoding="utf-8"))
+    texts: list[str] = []
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            texts.append(value)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return texts
+
+
+def tokens_as_before(segmenter, text: str) -> list[str]:
+    """Tokenizer.tokens as it was before the faster build (frozen here as the reference)."""
+    out: list[str] = []
+    for number, part in enumerate(CJK_RUN.split(text)):
+        if number % 2:
+            words = [w for w in segmenter(part) if w.strip() and w not in CHINESE_STOP_WORDS]
+            words += [c for c in dict.fromkeys(part) if c not in CHINESE_STOP_WORDS and c not in words]
+            out.extend(words)
+            continue
+        out.extend(chain.from_iterable(_WORD_CACHE[word] for word in _WORD.findall(part)))
+    return out
+
+
+@needs_dev_sets
+def test_rjieba_gives_jieba_tokens_on_the_memdaily_dev_set():
+    texts = dev_texts("memdaily/memdaily_dev.json")
+    runs = {run for text in texts for run in CJK_RUN.findall(text)}
+    assert len(runs) > 10_000  # the test looks at the real dev set, not an empty one
+    fast, reference = Tokenizer.for_root(None), JiebaSegmenter(None)
+    assert isinstance(fast.cjk_segmenter, RJiebaSegmenter)
+    differing = [text for text in texts if fast.tokens(text) != tokens_as_before(reference, text)]
+    assert differing == []
+
+
+def test_characters_outside_jiebas_han_range_come_out_as_jieba_gives_them():
+    text = "㐀㐁我们鿐鿿北京大学𠀀𠀁清华 豈更車 中华人民共和国"
+    assert Tokenizer.for_root(None).tokens(text) == tokens_as_before(JiebaSegmenter(None), text)
+
+
+def test_a_custom_dictionary_keeps_jieba_and_its_words(tmp_path):
+    custom = tmp_path / "custom_dict.txt"
+    custom.write_text("绿洲家园 20 n\n亚瑟士跑鞋\n", encoding="utf-8")
+    tokenizer = Tokenizer.for_root(custom)
+    assert isinstance(tokenizer.cjk_segmenter, JiebaSegmenter)
+    text = "我住的小区叫绿洲家园，穿亚瑟士跑鞋。"
+    terms = tokenizer.tokens(text)
+    assert "绿洲家园" in terms and "亚瑟士跑鞋" in terms
+    assert terms == tokens_as_before(JiebaSegmenter(custom), text)
+    assert isinstance(segmenter_for_root(tmp_path / "missing.txt"), RJiebaSegmenter)
+
+
+def write_dev_memory(root: Path) -> None:
+    """Both dev sets' texts as L5 entries and a history file: Chinese, English, mixed."""
+    texts = [t for t in dev_texts("memdaily/memdaily_dev.json") + dev_texts("locomo/locomo_dev.json") if len(t) > 3]
+    (root / ".memctl").mkdir(parents=True)  # a memory root: its index lives in .memctl/
+    with open(root / "long_term.jsonl", "w", encoding="utf-8") as handle:
+        for number, text in enumerate(texts[: len(texts) // 2]):
+            handle.write(json.dumps({"id": f"e{number}", "type": "event", "text": text,
+                                     "session": f"s{number // 50}"}, ensure_ascii=False) + "\n")
+    history = root / "L4_raw_sessions" / "all_histories.txt"
+    history.parent.mkdir()
+    lines = []
+    for number, text in enumerate(texts[len(texts) // 2:]):
+        if number % 40 == 0:
+            lines += ["=" * 60, f"SESSION: 0101_{number % 10000:04d}-0101_0000", "=" * 60]
+        lines.append("[USER]: " + " ".join(text.split()))
+    history.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def index_contents(path: Path) -> dict[str, list]:
+    db = sqlite3.connect(path)
+    try:
+        return {
+            "items": db.execute("SELECT * FROM items ORDER BY rowid").fetchall(),
+            "bodies": db.execute("SELECT rowid, body FROM fts ORDER BY rowid").fetchall(),
+            "vocab": db.execute("SELECT term, df FROM vocab ORDER BY term").fetchall(),
+            "surface": db.execute("SELECT word, term FROM surface ORDER BY word").fetchall(),
+            "sessions": db.execute("SELECT sessions.key, sfts.body FROM sessions JOIN sfts ON sfts.rowid = "
+                                   "sessions.rowid ORDER BY sessions.key").fetchall(),
+        }
+    finally:
+        db.close()
+
+
+@needs_dev_sets
+def test_a_parallel_build_with_rjieba_equals_a_serial_build_with_jieba(tmp_path, monkeypatch):
+    reference_root, fast_root = tmp_path / "reference", tmp_path / "fast"
+    write_dev_memory(reference_root)
+    write_dev_memory(fast_root)
+    monkeypatch.setenv("MEMCTL_INDEX_WORKERS", "1")
+    SearchIndex(Layout(reference_root), tokenizer_factory=Tokenizer.reference).rebuild()
+    monkeypatch.setenv("MEMCTL_INDEX_WORKERS", "2")
+    monkeypatch.setattr(prepare, "PARALLEL_AFTER_CHARS", 100_000)  # the dev sets are ~2 MB: a pool anyway
+    pools = []
+    real_pool = prepare.Preparer._pool_if_worth_it
+    monkeypatch.setattr(prepare.Preparer, "_pool_if_worth_it", lambda self: pools.append(real_pool(self)) or pools[-1])
+    SearchIndex(Layout(fast_root)).rebuild()
+    assert any(pool is not None for pool in pools)  # the build did run in a pool
+    reference, fast = index_contents(reference_root / ".memctl" / "index.sqlite"), \
+        index_contents(fast_root / ".memctl" / "index.sqlite")
+    assert len(reference["items"]) > 20_000
+    for table in reference:
+        assert fast[table] == reference[table], table
+
+
+def test_a_build_in_a_pool_equals_one_in_this_process(tmp_path, monkeypatch):
+    """Same rows with the pool on and off, and a refresh that removes and adds sources in between."""
+    roots = [tmp_path / "serial", tmp_path / "pool"]
+    for root in roots:
+        (root / ".memctl").mkdir(parents=True)
+        rng = random.Random(5)
+        words = ["deploy", "server", "密码", "数据库", "token=abcdef123456XYZ", "bk-02", "v3.11", "会议", "日程"]
+        with open(root / "long_term.jsonl", "w", encoding="utf-8") as handle:
+            for number in range(3000):
+                text = " ".join(rng.choice(words) for _ in range(rng.randint(3, 30)))
+                handle.write(json.dumps({"id": f"e{number}", "type": "fact", "text": text}, ensure_ascii=False) + "\n")
+    monkeypatch.setattr(prepare, "PARALLEL_AFTER_CHARS", 0)
+    monkeypatch.setattr(prepare, "BATCH_CHARS", 5_000)
+    contents = []
+    for root, workers in zip(roots, ("1", "2")):
+        monkeypatch.setenv("MEMCTL_INDEX_WORKERS", workers)
+        index = SearchIndex(Layout(root))
+        index.rebuild()
+        (root / "global_mem.txt").write_text("## [deploy]\nthe server token=abcdef123456XYZ\n", encoding="utf-8")
+        (root / "long_term.jsonl").write_text("", encoding="utf-8")
+        index.ensure_fresh(wait=True)
+        contents.append(index_contents(root / ".memctl" / "index.sqlite"))
+    assert contents[0] == contents[1] and contents[0]["items"]
+    assert "[REDACTED" in contents[1]["items"][0][-1]
+
+
+def archive_folder(tmp_path):
+    folder = make_folder(tmp_path)
+    (folder.root / ".memctl").mkdir()  # set up: the index lives in .memctl/ before and after the archive
+    rng = random.Random(3)
+    for number in range(3):
+        folder.add_log(f"model_responses_{number}.txt", loggen.format_a(datetime(2026, 4, 5 + number, 9, 0), 4, rng))
+    (folder.root / "global_mem.txt").write_text("## [deploy]\nthe canary goes first\n", encoding="utf-8")
+    return folder
+
+
+def test_archive_leaves_the_index_current(run, tmp_path):
+    folder = archive_folder(tmp_path)
+    assert run("index", "rebuild", root=folder.root).returncode == 0
+    result = run("archive", folder.raw_dir, "--keep-newest", "0", "--json", root=folder.root)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["new_sessions"] == 3
+    after = run("index", "refresh", root=folder.root)
+    assert b"+0 -0 item(s) from 0 changed source(s)" in after.stderr + after.stdout
+
+
+def test_a_failed_refresh_after_archive_is_only_a_warning(run, tmp_path):
+    folder = archive_folder(tmp_path)
+    assert run("index", "rebuild", root=folder.root).returncode == 0
+    lock = folder.root / ".memctl" / "index.lock"
+    lock.unlink(missing_ok=True)
+    lock.mkdir()  # the index lock cannot be opened: the refresh fails
+    result = run("archive", folder.raw_dir, "--keep-newest", "0", "--json", root=folder.root)
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["new_sessions"] == 3
+    assert b"warning" in result.stderr and b"not refreshed" in result.stderr
+    assert b"Error" not in result.stderr  # one clear line, no exception name
+    assert not list(folder.raw_dir.glob("model_responses_*.txt"))
+
+
+def test_import_leaves_the_index_current(run, tmp_path):
+    root = tmp_path / "memory"
+    assert run("init", root=root).returncode == 0
+    (root / "global_mem.txt").write_text("## [deploy]\nthe canary goes first\n", encoding="utf-8")
+    assert run("index", "rebuild", root=root).returncode == 0
+    lines = "".join(json.dumps({"text": f"the gazebo number {n} was painted"}) + "\n" for n in range(20))
+    assert run("import", "-", "--layer", "L5", root=root, input=lines.encode()).returncode == 0
+    after = run("index", "refresh", root=root)
+    assert b"+0 -0 item(s) from 0 changed source(s)" in after.stderr + after.stdout
+    assert run("search", "gazebo", root=root).returncode == 0
