@@ -7,7 +7,11 @@ then one `memctl search --queries` per folder. Beside it, in the same run, the b
 benchmark README describes: plain BM25 over lowercase words (English) and character-bigram
 BM25 (Chinese), k1 = 1.5, b = 0.75.
 
-    .venv/bin/python bench/retrieval.py [--bench-dir ../shared/bench] [--only locomo|memdaily]
+    .venv/bin/python bench/retrieval.py [--cv] [--no-semantic] [--bench-dir ../shared/bench] [--only locomo|memdaily]
+
+With the [semantic] extra installed, each memory also gets `memctl index embed` and is searched
+twice: lexical (`[ranking] fusion = "none"`) and fused (the defaults). `--cv` first runs the
+leave-one-out cross-validation of the ranking rules (bench/retrieval_cv.py) in the same run.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_BENCH = HERE.parent.parent / "shared" / "bench"
+# shared/ beside the checkout (as CI lays it), else /work/shared (a worktree lies deeper)
+DEFAULT_BENCH = next((p for p in (HERE.parent.parent / "shared" / "bench", Path("/work/shared/bench")) if p.is_dir()),
+                     HERE.parent.parent / "shared" / "bench")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (5, 10)
 
@@ -101,7 +107,8 @@ def memdaily_sets(path: Path):
 
 # ---------------------------------------------------------------- memctl through its command line
 
-def run_memctl(docs: list[dict], questions: list[dict], workdir: Path, k: int) -> dict[str, list[str]]:
+def import_memory(docs: list[dict], workdir: Path) -> Path:
+    """A memory folder holding the documents as L6 entries (`memctl init`, `memctl import`)."""
     root = workdir / "memory"
     cmd = memctl_command()
     subprocess.run([*cmd, "--root", str(root), "init"], check=True, capture_output=True)
@@ -110,6 +117,22 @@ def run_memctl(docs: list[dict], questions: list[dict], workdir: Path, k: int) -
     imported = subprocess.run([*cmd, "--root", str(root), "import", str(items)], capture_output=True)
     if imported.returncode != 0:
         sys.exit(f"memctl import failed: {imported.stderr.decode()}")
+    return root
+
+
+def embed_memory(root: Path) -> bool:
+    """`memctl index embed`: True when the memory now has item vectors ([semantic] installed)."""
+    done = subprocess.run([*memctl_command(), "--root", str(root), "index", "embed"], capture_output=True)
+    return done.returncode == 0
+
+
+def search_memory(root: Path, questions: list[dict], workdir: Path, k: int, fusion: str | None = None
+                  ) -> dict[str, list[str]]:
+    """One `memctl search --queries` over the questions; `fusion` set in the folder's memctl.toml."""
+    cmd = memctl_command()
+    config = root / "memctl.toml"
+    if fusion is not None:
+        config.write_text(f'[ranking]\nfusion = "{fusion}"\n', encoding="utf-8")
     queries = workdir / "queries.jsonl"
     queries.write_text("".join(json.dumps({"qid": q["qid"], "query": q["query"]}, ensure_ascii=False) + "\n"
                                for q in questions), encoding="utf-8")
@@ -117,6 +140,8 @@ def run_memctl(docs: list[dict], questions: list[dict], workdir: Path, k: int) -
                             "-k", str(k), "--json"], capture_output=True)
     if found.returncode not in (0, 1):
         sys.exit(f"memctl search failed: {found.stderr.decode()}")
+    for line in found.stderr.decode("utf-8", "replace").splitlines():
+        print(f"  memctl: {line}", file=sys.stderr)
     ranked: dict[str, list[str]] = defaultdict(list)
     for line in found.stdout.decode("utf-8").splitlines():
         hit = json.loads(line)
@@ -187,24 +212,33 @@ class Tally:
         return self.sums[(system, group, k)] / max(self.counts[(system, group)], 1)
 
 
-def evaluate(name: str, sets, analyzer, baseline_name: str, keep: bool) -> Tally:
+def evaluate(name: str, sets, analyzer, baseline_name: str, keep: bool, semantic: bool) -> tuple[Tally, list[str]]:
+    """memctl lexical (`[ranking] fusion = "none"`), memctl fused (the defaults, with item vectors
+    when the [semantic] extra is installed) and the baseline, over every set. A set is
+    (name, docs, questions) or (name, docs, questions, root) with its memory built already."""
     tally = Tally()
+    systems = ["memctl-lexical"]
     started = time.monotonic()
-    for set_name, docs, questions in sets:
+    for set_name, docs, questions, *built in sets:
         workdir = Path(tempfile.mkdtemp(prefix="memctl-bench-"))
         try:
-            ours = run_memctl(docs, questions, workdir, max(KS))
+            root = built[0] if built else import_memory(docs, workdir)
+            runs = {"memctl-lexical": search_memory(root, questions, workdir, max(KS), fusion="none")}
+            if semantic and (built or embed_memory(root)):
+                (root / "memctl.toml").unlink()
+                runs["memctl-fused"] = search_memory(root, questions, workdir, max(KS))
         finally:
             if not keep:
                 shutil.rmtree(workdir, ignore_errors=True)
-        theirs = run_baseline(docs, questions, analyzer, max(KS))
+        runs[baseline_name] = run_baseline(docs, questions, analyzer, max(KS))
+        systems = list(runs)
         for q in questions:
-            for system, ranked in (("memctl", ours.get(q["qid"], [])), (baseline_name, theirs[q["qid"]])):
-                tally.add(system, "overall", ranked, q["relevant"])
-                tally.add(system, q["category"], ranked, q["relevant"])
+            for system, ranked in runs.items():
+                tally.add(system, "overall", ranked.get(q["qid"], []), q["relevant"])
+                tally.add(system, q["category"], ranked.get(q["qid"], []), q["relevant"])
         print(f"  {set_name}: {len(docs)} items, {len(questions)} questions", file=sys.stderr)
     print(f"{name}: {time.monotonic() - started:.1f}s", file=sys.stderr)
-    return tally
+    return tally, systems
 
 
 def print_table(title: str, tally: Tally, systems: list[str], groups: list[str]) -> None:
@@ -222,20 +256,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bench-dir", type=Path, default=DEFAULT_BENCH)
     parser.add_argument("--only", choices=("locomo", "memdaily"))
+    parser.add_argument("--cv", action="store_true",
+                        help="first choose each ranking rule by leave-one-out cross-validation (bench/retrieval_cv.py)")
+    parser.add_argument("--no-semantic", action="store_true", help="lexical only, even with the [semantic] extra")
     parser.add_argument("--keep", action="store_true", help="keep the temporary memory folders")
     args = parser.parse_args()
     os.environ.pop("MEMCTL_HOME", None)
-    if args.only in (None, "locomo"):
-        tally = evaluate("LoCoMo", locomo_sets(args.bench_dir / "locomo" / "locomo_dev.json"), words, "bm25-words",
-                         args.keep)
-        print_table("LoCoMo, turn level (dev: 5 conversations)", tally, ["memctl", "bm25-words"],
-                    ["overall", *CATEGORIES.values()])
-    if args.only in (None, "memdaily"):
-        sets = memdaily_sets(args.bench_dir / "memdaily" / "memdaily_dev.json")
-        tally = evaluate("MemDaily", sets, char_bigrams, "bm25-bigram", args.keep)
-        groups = ["overall", "simple", "conditional", "comparative", "aggregative", "post_processing", "noisy"]
-        print_table("MemDaily, pooled per qa_type x scenario", tally, ["memctl", "bm25-bigram"], groups)
+    semantic = not args.no_semantic
+    locomo = list(locomo_sets(args.bench_dir / "locomo" / "locomo_dev.json"))
+    memdaily = list(memdaily_sets(args.bench_dir / "memdaily" / "memdaily_dev.json"))
+    if args.cv:  # the memories are built (and embedded) once, for the cross-validation and the tables
+        from retrieval_cv import build_and_validate
 
+        locomo, memdaily, semantic = build_and_validate(locomo, memdaily, import_memory,
+                                                        embed_memory if semantic else None, args.keep)
+    if args.only in (None, "locomo"):
+        tally, systems = evaluate("LoCoMo", locomo, words, "bm25-words", args.keep, semantic)
+        print_table("LoCoMo, turn level (dev: 5 conversations)", tally, systems, ["overall", *CATEGORIES.values()])
+    if args.only in (None, "memdaily"):
+        tally, systems = evaluate("MemDaily", memdaily, char_bigrams, "bm25-bigram", args.keep, semantic)
+        groups = ["overall", "simple", "conditional", "comparative", "aggregative", "post_processing", "noisy"]
+        print_table("MemDaily, pooled per qa_type x scenario", tally, systems, groups)
 
 if __name__ == "__main__":
     main()

@@ -20,7 +20,13 @@ entries, then prints:
   each query runs against every size in turn, so that load from elsewhere on a shared machine
   weighs on all sizes alike.
 
-    .venv/bin/python bench/search_scale.py [--sizes 100M,1G] [--workdir /tmp/memctl-scale]
+    .venv/bin/python bench/search_scale.py [--sizes 100M,1G] [--workdir /tmp/memctl-scale] [--semantic]
+
+--semantic (needs `pip install 'memctl[semantic]'`): after the build, `memctl index embed` is
+timed (seconds per MB of history text, peak RSS), and the searches run twice: lexical only
+(`[ranking] fusion = "none"` in the memory's memctl.toml) and fused (the defaults). The
+embedding runs at a few hundred items a second at best on 2 CPU cores: start small
+(`--sizes 20M --l5-entries 5000`); a 1 GB memory takes hours.
 
 Needs ripgrep (`apt-get install ripgrep`). The 1 GB build takes a long time on a small machine.
 """
@@ -316,7 +322,7 @@ ADDED_SESSIONS = {"en": "0101_0000-0101_0001.txt", "zh": "0101_0200-0101_0201.tx
 
 
 def prepare_size(label: str, total: int, workdir: Path, zh_share: float, exe: str, env: dict,
-                 reuse: bool = False) -> tuple[Path, dict]:
+                 reuse: bool = False, l5_entries: int = 100_000) -> tuple[Path, dict]:
     """The memory folder and its index (built, or reused with --reuse), and the refresh timings."""
     root = workdir / f"memory-{label}"
     built = root / ".memctl" / "bench-build.json"
@@ -327,7 +333,7 @@ def prepare_size(label: str, total: int, workdir: Path, zh_share: float, exe: st
         for name in ADDED_SESSIONS.values():  # the refresh measurement's sessions, from the earlier run
             (root / "L4_raw_sessions" / name).unlink(missing_ok=True)
     else:
-        result = build_and_index(label, total, root, zh_share, exe, env)
+        result = build_and_index(label, total, root, zh_share, exe, env, l5_entries)
         built.write_text(json.dumps(result))
 
     from memctl.core.config import Layout
@@ -348,7 +354,26 @@ def prepare_size(label: str, total: int, workdir: Path, zh_share: float, exe: st
     return root, result
 
 
-def time_search_processes(sizes: list[tuple[Path, dict]], exe: str, env: dict) -> None:
+def embed_size(root: Path, result: dict, exe: str, env: dict) -> None:
+    """`memctl index embed` as a process: the embeddings' own build cost, apart from the index's."""
+    print(f"[{result['size']}] embedding the items…", file=sys.stderr)
+    seconds, code, rss, out = timed_process([exe, "--root", str(root), "index", "embed", "--json"], env)
+    assert code == 0, "memctl index embed failed (is the [semantic] extra installed?)"
+    report = json.loads(out)
+    result.update(embed_seconds=seconds, embed_rss_mb=rss / 1024, embed_rows=report["rows"],
+                  embed_s_per_mb=seconds / (result["bytes"] / 1e6), embed_items_s=report["embedded"] / seconds)
+
+
+def set_fusion(sizes: list[tuple[Path, dict]], fusion: str | None) -> None:
+    for root, _ in sizes:
+        config = root / "memctl.toml"
+        if fusion is None:
+            config.unlink(missing_ok=True)
+        else:
+            config.write_text(f'[ranking]\nfusion = "{fusion}"\n', encoding="utf-8")
+
+
+def time_search_processes(sizes: list[tuple[Path, dict]], exe: str, env: dict, prefix: str = "") -> None:
     """`memctl search` as a process, each query run against every size in turn: a change in the
     machine's load during the run then weighs on all sizes alike, not on the one being timed."""
     en, zh = make_queries(7)
@@ -362,26 +387,43 @@ def time_search_processes(sizes: list[tuple[Path, dict]], exe: str, env: dict) -
                 rss_peak[0] = max(rss_peak[0], rss)
                 hits[0] += code == 0
         for (_, result), (walls, cpus, rss_peak, hits) in zip(sizes, samples):
-            result[f"e2e_{lang}_p50_ms"] = pct(walls, 0.5) * 1000
-            result[f"e2e_{lang}_p95_ms"] = pct(walls, 0.95) * 1000
-            result[f"e2e_{lang}_cpu_p50_ms"] = pct(cpus, 0.5) * 1000
-            result[f"e2e_{lang}_rss_mb"] = rss_peak[0] / 1024
-            result[f"e2e_{lang}_found"] = hits[0]
+            result[f"{prefix}e2e_{lang}_p50_ms"] = pct(walls, 0.5) * 1000
+            result[f"{prefix}e2e_{lang}_p95_ms"] = pct(walls, 0.95) * 1000
+            result[f"{prefix}e2e_{lang}_cpu_p50_ms"] = pct(cpus, 0.5) * 1000
+            result[f"{prefix}e2e_{lang}_rss_mb"] = rss_peak[0] / 1024
+            result[f"{prefix}e2e_{lang}_found"] = hits[0]
 
 
-def time_in_process_and_baselines(root: Path, result: dict, python_scan_queries: int) -> None:
+def in_process_times(root: Path, queries: list[str], warm: bool = False) -> list[float]:
+    """Each query's time with the index open (`warm`: one query first, which loads the model)."""
     from memctl.core.config import Layout
     from memctl.recall.search import SearchRequest, Searcher
 
+    searcher = Searcher(Layout(root), refresh=False)
+    if warm:
+        searcher.search(SearchRequest(queries[0]))
+    times = []
+    for query in queries:
+        started = time.perf_counter()
+        searcher.search(SearchRequest(query))
+        times.append(time.perf_counter() - started)
+    searcher.close()
+    return times
+
+
+def time_in_process_fused(root: Path, result: dict) -> None:
+    """In-process query time with the item vectors fused (the model loaded before the timing)."""
     en, zh = make_queries(7)
     for lang, queries in (("en", en), ("zh", zh)):
-        searcher = Searcher(Layout(root), refresh=False)
-        inproc = []
-        for query in queries:
-            started = time.perf_counter()
-            searcher.search(SearchRequest(query))
-            inproc.append(time.perf_counter() - started)
-        searcher.close()
+        times = in_process_times(root, queries, warm=True)
+        result[f"sem_inproc_{lang}_p50_ms"] = pct(times, 0.5) * 1000
+        result[f"sem_inproc_{lang}_p95_ms"] = pct(times, 0.95) * 1000
+
+
+def time_in_process_and_baselines(root: Path, result: dict, python_scan_queries: int) -> None:
+    en, zh = make_queries(7)
+    for lang, queries in (("en", en), ("zh", zh)):
+        inproc = in_process_times(root, queries)
         result[f"inproc_{lang}_p50_ms"] = pct(inproc, 0.5) * 1000
         result[f"inproc_{lang}_p95_ms"] = pct(inproc, 0.95) * 1000
 
@@ -399,10 +441,11 @@ def time_in_process_and_baselines(root: Path, result: dict, python_scan_queries:
         result[f"pyscan_{lang}_p50_ms"] = pct(scans, 0.5) * 1000
 
 
-def build_and_index(label: str, total: int, root: Path, zh_share: float, exe: str, env: dict) -> dict:
+def build_and_index(label: str, total: int, root: Path, zh_share: float, exe: str, env: dict,
+                    l5_entries: int = 100_000) -> dict:
     shutil.rmtree(root, ignore_errors=True)
     print(f"[{label}] writing the memory folder…", file=sys.stderr)
-    counts = build_memory(root, total, zh_share)
+    counts = build_memory(root, total, zh_share, l5_entries=l5_entries)
     size = counts["session_bytes"] + counts["history_bytes"] + counts["l5_bytes"]
     result: dict = {"size": label, "bytes": size, **counts}
     print(f"[{label}] building the index…", file=sys.stderr)
@@ -428,6 +471,10 @@ def print_report(results: list[dict]) -> None:
               f"(cut against the index's vocabulary, no jieba)")
         if r.get("reused"):
             print("(memory folder and index reused from an earlier run: build numbers are that run's)")
+        if "embed_seconds" in r:
+            print(f"embeddings (memctl index embed): {r['embed_rows']} items in {r['embed_seconds']:.1f} s = "
+                  f"{r['embed_s_per_mb']:.1f} s per MB of history text, {r['embed_items_s']:.0f} items/s "
+                  f"(peak RSS {r['embed_rss_mb']:.0f} MB)")
         print(f"{'queries':<9}{'memctl p50':>12}{'p95':>8}{'CPU p50':>9}{'in-proc p50':>13}{'p95':>8}"
               f"{'RSS MB':>8}{'rg p50':>9}{'p95':>8}{'py scan p50':>13}")
         for lang in ("en", "zh"):
@@ -437,6 +484,12 @@ def print_report(results: list[dict]) -> None:
                   f"{r[f'e2e_{lang}_rss_mb']:>8.0f}"
                   f"{r.get(f'rg_{lang}_p50_ms', float('nan')):>7.0f}ms{r.get(f'rg_{lang}_p95_ms', float('nan')):>6.0f}ms"
                   f"{r[f'pyscan_{lang}_p50_ms']:>11.0f}ms")
+        for lang in ("en", "zh"):
+            if f"sem_e2e_{lang}_p50_ms" in r:
+                print(f"{lang + '+sem':<9}{r[f'sem_e2e_{lang}_p50_ms']:>10.0f}ms{r[f'sem_e2e_{lang}_p95_ms']:>6.0f}ms"
+                      f"{r[f'sem_e2e_{lang}_cpu_p50_ms']:>7.0f}ms"
+                      f"{r[f'sem_inproc_{lang}_p50_ms']:>11.1f}ms{r[f'sem_inproc_{lang}_p95_ms']:>6.1f}ms"
+                      f"{r[f'sem_e2e_{lang}_rss_mb']:>8.0f}   (fused; the rows above: lexical only)")
 
 
 def print_growth(results: list[dict]) -> None:
@@ -491,6 +544,9 @@ def main() -> None:
     parser.add_argument("--python-scan-queries", type=int, default=5, help="queries timed with the Python scan")
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--no-rates", action="store_true", help="skip the pure-Chinese / pure-Latin build rates")
+    parser.add_argument("--semantic", action="store_true",
+                        help="also embed the items ([semantic] extra) and time the fused searches beside lexical-only")
+    parser.add_argument("--l5-entries", type=int, default=100_000, help="L5 entries in each memory")
     parser.add_argument("--rate-size", default="8M", help="size of each pure-Chinese / pure-Latin sample")
     parser.add_argument("--baseline", metavar="EXE",
                         help="with --build-only: also time this memctl executable (an older commit) on the same data")
@@ -509,11 +565,21 @@ def main() -> None:
         return
     rates = {} if args.no_rates else measure_build_rates(args.workdir, exe, env, parse_size(args.rate_size))
     print_rates(rates)
-    sizes = [prepare_size(size, parse_size(size), args.workdir, args.zh_share, exe, env, reuse=args.reuse)
-             for size in args.sizes.split(",")]
+    sizes = [prepare_size(size, parse_size(size), args.workdir, args.zh_share, exe, env, reuse=args.reuse,
+                          l5_entries=args.l5_entries) for size in args.sizes.split(",")]
+    if args.semantic:
+        for root, result in sizes:
+            embed_size(root, result, exe, env)
+        set_fusion(sizes, "none")  # first lexical only, on the same memories
     time_search_processes(sizes, exe, env)
     for root, result in sizes:
         time_in_process_and_baselines(root, result, args.python_scan_queries)
+    if args.semantic:
+        set_fusion(sizes, None)
+        time_search_processes(sizes, exe, env, prefix="sem_")
+        for root, result in sizes:
+            time_in_process_fused(root, result)
+    for _, result in sizes:
         print(json.dumps(result), file=sys.stderr)
     results = [result for _, result in sizes]
     print_report(results)

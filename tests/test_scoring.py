@@ -13,6 +13,7 @@ import pytest
 from memctl.recall import tuning as search  # the ranking's numbers, read by every stage
 from memctl.core.config import Layout, init_root
 from memctl.recall.index import FTS_TOKENIZE
+from memctl.recall.ranking import Ranking
 from memctl.recall.scoring import fts_totals, idf_weights, score_bodies
 from memctl.recall.search import SearchRequest, Searcher
 
@@ -78,8 +79,8 @@ def memory(tmp_path: Path) -> Layout:
     return layout
 
 
-def ranked(layout: Layout, query: str, k: int = 10) -> list[tuple[str, float]]:
-    searcher = Searcher(layout)
+def ranked(layout: Layout, query: str, k: int = 10, **weights: float) -> list[tuple[str, float]]:
+    searcher = Searcher(layout, ranking=Ranking(**weights))
     try:
         return [(h.item_id, h.score) for h in searcher.search(SearchRequest(query, k=k, layers=("L5",)))]
     finally:
@@ -96,22 +97,19 @@ def large_memory_path(monkeypatch, newest: int = 10_000) -> None:
 
 @pytest.mark.parametrize("query", ["zanzibar", "deploy zanzibar", "backup restore proxy", "filler7 cache"])
 def test_large_memory_path_ranks_items_as_the_small_path(memory, monkeypatch, query):
-    monkeypatch.setattr(search, "SESSION_WEIGHT", 0.0)  # sessions are scored differently at scale
-    monkeypatch.setattr(search, "NEIGHBOUR_WEIGHT", 0.0)
-    monkeypatch.setattr(search, "FEEDBACK_WEIGHT", 0.0)
-    small = ranked(memory, query)
+    items_only = {"session_weight": 0.0, "neighbour_weight": 0.0, "feedback_weight": 0.0}  # sessions differ at scale
+    small = ranked(memory, query, **items_only)
     large_memory_path(monkeypatch)
-    large = ranked(memory, query)
+    large = ranked(memory, query, **items_only)
     assert small and [i for i, _ in large] == [i for i, _ in small]
     assert all(abs(a[1] - b[1]) < 1e-9 for a, b in zip(large, small))
 
 
 def test_large_memory_path_finds_every_rare_match_and_the_newest_common_ones(memory, monkeypatch):
     large_memory_path(monkeypatch, newest=3)
-    monkeypatch.setattr(search, "NEIGHBOUR_WEIGHT", 0.0)  # only the candidates: no neighbouring turns,
-    monkeypatch.setattr(search, "FEEDBACK_WEIGHT", 0.0)  # no items lifted by their session's best match
     rare = {f"e{i:03d}" for i in range(600) if i % 97 == 5}
-    found = [i for i, _ in ranked(memory, "deploy zanzibar", k=50)]
+    # only the candidates: no neighbouring turns, no items lifted by their session's best match
+    found = [i for i, _ in ranked(memory, "deploy zanzibar", k=50, neighbour_weight=0.0, feedback_weight=0.0)]
     assert set(found[:len(rare)]) == rare  # every item with the rare word, ranked first
     others = found[len(rare):]
     assert others and len(others) <= 3 and all(int(i[1:]) >= 550 for i in others)  # the newest common matches

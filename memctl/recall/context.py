@@ -2,13 +2,14 @@
 
 - session scores: each candidate's session as one document (all its items' terms), scored
   by bm25 relative to the best session, so an item whose session as a whole matches the
-  query ranks higher (`blend` adds SESSION_WEIGHT of it to the item's own score);
+  query ranks higher (`blend` adds session_weight of it to the item's own score);
 - session feedback: items of a strong match's session that share what the match holds
   beyond the query share in its score;
 - neighbours: the turns right before and after a strong match share in its score (the answer
   often follows the turn that asks).
 
-Items brought in by the last two pass the same filters as the candidates."""
+Items brought in by the last two pass the same filters as the candidates. The weights are the
+search's `[ranking]` (memctl.recall.ranking.Ranking); a weight of 0 turns its stage off."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from memctl.recall import tuning
 from memctl.recall.hits import hydrate
 from memctl.recall.rescoring import python_bm25
 from memctl.recall.scoring import idf_weights
-from memctl.recall.text import query_term_weights
 
 TYPE_CHECKING = False  # typing costs ~20 ms to import, paid by every search
 if TYPE_CHECKING:
@@ -24,31 +24,32 @@ if TYPE_CHECKING:
 
     from memctl.recall.filters import Filters
     from memctl.recall.hits import Hit
+    from memctl.recall.ranking import Ranking
     from memctl.recall.store import SQLiteStore
 
 
-def session_scores(store: SQLiteStore, terms: list[str], sessions: list[str]) -> dict[str, float]:
+def session_scores(store: SQLiteStore, terms: list[str], sessions: list[str], ranking: Ranking) -> dict[str, float]:
     """bm25 of each candidate's session as one document, relative to the best session."""
-    if not sessions:
+    if not sessions or not ranking.session_weight:  # 0: no session-document statements
         return {}
     if store.session_document_count() <= tuning.SMALL_SESSION_DOCS:
-        rows = weighted_session_rows(store, terms)
+        rows = weighted_session_rows(store, terms, ranking)
     else:  # many sessions: score only the candidates' own, in Python (see bounded_candidates)
         wanted = list(sessions)[:tuning.SESSIONS_SCORED]
         keys = store.session_keys(wanted)
         rows = [(keys[rowid], score) for rowid, score in
-                python_bm25(store, terms, sorted(keys), query_term_weights(terms), sessions=True).items()]
+                python_bm25(store, terms, sorted(keys), ranking.term_weights(terms), sessions=True).items()]
     if not rows:
         return {}
     best = max(score for _, score in rows) or 1.0
     return {key: score / best for key, score in rows}
 
 
-def weighted_session_rows(store: SQLiteStore, terms: list[str]) -> list[tuple[str, float]]:
+def weighted_session_rows(store: SQLiteStore, terms: list[str], ranking: Ranking) -> list[tuple[str, float]]:
     """The best session documents' bm25, each query term weighted as for items
     (query_term_weights). FTS5's bm25 is a sum over the query's terms, so one statement per
     weight (one for an English query, up to three for a Chinese one) adds up to it."""
-    weights = query_term_weights(terms)
+    weights = ranking.term_weights(terms)
     groups: dict[float, list[str]] = {}
     for term in terms:
         groups.setdefault(weights[term], []).append(term)
@@ -59,8 +60,8 @@ def weighted_session_rows(store: SQLiteStore, terms: list[str]) -> list[tuple[st
     return list(totals.items())
 
 
-def blend(candidates: list[Hit], sessions: dict[str, float], layers: Sequence[str]) -> None:
-    """Score = item bm25 (relative to the best candidate) + SESSION_WEIGHT × its session's,
+def blend(candidates: list[Hit], sessions: dict[str, float], layers: Sequence[str], ranking: Ranking) -> None:
+    """Score = item bm25 (relative to the best candidate) + session_weight × its session's,
     times the mode's layer priority (its first layer wins ties over its second, and so on)."""
     priority = {layer: 1.0 - tuning.LAYER_PRIORITY_STEP * i for i, layer in enumerate(layers)}
     best_item = max(c.score for c in candidates) or 1.0
@@ -69,23 +70,23 @@ def blend(candidates: list[Hit], sessions: dict[str, float], layers: Sequence[st
         session_part = sessions.get(hit.session, 0.0)
         if not hit.session or not hit.in_context:  # it is (also) its own one-item session
             session_part = max(session_part, item_part)
-        hit.score = (item_part + tuning.SESSION_WEIGHT * session_part) * priority.get(hit.layer, 1.0)
+        hit.score = (item_part + ranking.session_weight * session_part) * priority.get(hit.layer, 1.0)
 
 
 def with_session_feedback(store: SQLiteStore, candidates: list[Hit], terms: Sequence[str],
-                          filters: Filters) -> list[Hit]:
+                          filters: Filters, ranking: Ranking) -> list[Hit]:
     """Items of a strong match's session that share what the match holds beyond the query
     share in its score: asked "the one whose phone is 136…, what are their hobbies?", the
     match "我上司的电话是136…" lends its score to "我的上司喜欢攀岩" (both about 我上司), which
     holds no query word, and not to the rest of the session. The share is the IDF-weighted
-    part of the match's other terms the item also has. Only the best FEEDBACK_SOURCES
-    matches lend, to the items within FEEDBACK_SPAN rows of them: bounded work."""
-    if tuning.FEEDBACK_WEIGHT <= 0:
+    part of the match's other terms the item also has. Only the best feedback_sources
+    matches lend, to the items within feedback_span rows of them: bounded work."""
+    if ranking.feedback_weight <= 0:
         return candidates
     by_rowid = {h.rowid: h for h in candidates}
     sources = sorted((h for h in candidates if h.session and h.in_context), key=lambda h: -h.score)
-    sources = sources[:tuning.FEEDBACK_SOURCES]
-    related = _near_in_session(store, sources)
+    sources = sources[:ranking.feedback_sources]
+    related = _near_in_session(store, sources, ranking.feedback_span)
     if not related:
         return candidates
     for hit in hydrate(store, [(r, 0.0) for r in related if r not in by_rowid], context_only=True):
@@ -108,14 +109,13 @@ def with_session_feedback(store: SQLiteStore, candidates: list[Hit], terms: Sequ
             if whole > 0:
                 shared = sum(idf.get(t, 0.0) for t in own & bodies.get(rowid, set()))
                 best = max(best, lent[source.rowid] * shared / whole)
-        hit.score += tuning.FEEDBACK_WEIGHT * best
+        hit.score += ranking.feedback_weight * best
     return [h for h in by_rowid.values() if h.score > 0]
 
 
-def _near_in_session(store: SQLiteStore, sources: list[Hit]) -> dict[int, list[Hit]]:
-    """rowid -> the sources it lies within FEEDBACK_SPAN rows of, in the source's session."""
+def _near_in_session(store: SQLiteStore, sources: list[Hit], span: int) -> dict[int, list[Hit]]:
+    """rowid -> the sources it lies within `span` rows of, in the source's session."""
     related: dict[int, list[Hit]] = {}
-    span = tuning.FEEDBACK_SPAN
     for source in sources:
         for rowid in store.context_item_ids_near(source.session, source.rowid - span, source.rowid + span):
             if rowid != source.rowid:
@@ -123,13 +123,13 @@ def _near_in_session(store: SQLiteStore, sources: list[Hit]) -> dict[int, list[H
     return related
 
 
-def with_neighbours(store: SQLiteStore, candidates: list[Hit], filters: Filters) -> list[Hit]:
+def with_neighbours(store: SQLiteStore, candidates: list[Hit], filters: Filters, ranking: Ranking) -> list[Hit]:
     """Conversation turns next to a strong match share in its score (the answer often
     follows the turn that asks); adjacent means the next or previous item of the same session."""
-    if tuning.NEIGHBOUR_WEIGHT <= 0:
+    if ranking.neighbour_weight <= 0:
         return candidates
     by_rowid = {h.rowid: h for h in candidates}
-    top = sorted((h for h in candidates if h.session), key=lambda h: -h.score)[:tuning.NEIGHBOUR_SOURCES]
+    top = sorted((h for h in candidates if h.session), key=lambda h: -h.score)[:ranking.neighbour_sources]
     wanted = {r: h.session for h in top for r in (h.rowid - 1, h.rowid + 1)}
     missing = [(r, 0.0) for r in wanted if r not in by_rowid]
     for hit in hydrate(store, missing, context_only=True):
@@ -142,5 +142,5 @@ def with_neighbours(store: SQLiteStore, candidates: list[Hit], filters: Filters)
             continue
         near = [base[r] for r in (rowid - 1, rowid + 1) if r in by_rowid and by_rowid[r].session == hit.session]
         if near:
-            hit.score += tuning.NEIGHBOUR_WEIGHT * max(near)
+            hit.score += ranking.neighbour_weight * max(near)
     return [h for h in by_rowid.values() if h.score > 0]

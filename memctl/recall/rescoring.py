@@ -7,24 +7,24 @@ from __future__ import annotations
 
 from memctl.recall import tuning
 from memctl.recall.scoring import idf_weights, score_bodies
-from memctl.recall.text import query_term_weights
 
 TYPE_CHECKING = False  # typing costs ~20 ms to import, paid by every search
 if TYPE_CHECKING:
     from typing import Sequence
 
     from memctl.recall.hits import Hit
+    from memctl.recall.ranking import Ranking
     from memctl.recall.store import SQLiteStore
 
 
-def weigh_terms(store: SQLiteStore, candidates: list[Hit], terms: Sequence[str]) -> None:
+def weigh_terms(store: SQLiteStore, candidates: list[Hit], terms: Sequence[str], ranking: Ranking) -> None:
     """The best candidates' bm25 again, in Python, each query term's IDF scaled by its weight
-    (query_term_weights); the others keep their order below them. Nothing to do when every
-    weight is 1 (an English query)."""
-    weights = query_term_weights(terms)
+    (query_term_weights, with the search's [ranking] piece weights); the others keep their order
+    below them. Nothing to do when every weight is 1 (an English query)."""
+    weights = ranking.term_weights(terms)
     if all(w == 1.0 for w in weights.values()):
         return
-    top = sorted(candidates, key=lambda h: -h.score)[:tuning.ITEMS_RESCORED]
+    top = sorted(candidates, key=lambda h: -h.score)[:ranking.items_rescored]
     bodies = store.item_bodies([h.rowid for h in top])
     rows, total_terms = store.item_totals()
     if not rows or len(bodies) < len(top):

@@ -14,13 +14,16 @@ the store (memctl.recall.store.SQLiteStore):
    their pieces and their characters: memctl.recall.text.query_term_weights) the best
    candidates are scored again so that each piece counts for less than its word;
 3. session context (memctl.recall.context): score = bm25 of the item (normalised to the best
-   candidate) + SESSION_WEIGHT × bm25 of the item's session as one document (normalised
+   candidate) + session_weight × bm25 of the item's session as one document (normalised
    likewise), times a small per-layer priority from the mode;
 4. session feedback and neighbours (memctl.recall.context): items of a strong match's session
    that speak of the same things (what the match holds beyond the query, say the person 我上司
-   of "我上司的电话是…") and the turns right before and after it share in its score.
+   of "我上司的电话是…") and the turns right before and after it share in its score;
+5. semantic fusion (memctl.recall.semantic), only for a memory with item vectors: the closest
+   items by embedding join the lexical ranking (reciprocal-rank or score fusion).
 
-The numbers each stage uses are in memctl.recall.tuning.
+The weights each stage uses are the search's `[ranking]` (memctl.recall.ranking.Ranking,
+defaults in memctl.core.config.DEFAULTS); the internal bounds are in memctl.recall.tuning.
 """
 
 from __future__ import annotations
@@ -38,9 +41,11 @@ from memctl.recall.candidates import candidates
 from memctl.recall.context import blend, session_scores, with_neighbours, with_session_feedback
 from memctl.recall.filters import Filters, parse_when
 from memctl.recall.fuzzy import closest_term
-from memctl.recall.hits import Hit
+from memctl.recall.hits import Hit, hydrate
 from memctl.recall.index import IndexOptions, RefreshReport, SearchIndex
+from memctl.recall.ranking import Ranking
 from memctl.recall.rescoring import weigh_terms
+from memctl.recall.semantic import SemanticSignal
 from memctl.recall.show import Item, find_item
 from memctl.recall.store import SQLiteStore
 from memctl.recall.text import Alias, Tokenizer, expand_aliases, has_cjk, parse_aliases
@@ -106,8 +111,11 @@ def load_aliases(layout: Layout, tokenizer: Tokenizer) -> list[Alias]:
 class Searcher:
     """One open index, ready for many queries (a `--queries` batch reuses it)."""
 
-    def __init__(self, layout: Layout, options: IndexOptions | None = None, refresh: bool = True):
+    def __init__(self, layout: Layout, options: IndexOptions | None = None, refresh: bool = True,
+                 ranking: Ranking | None = None):
         self.layout = layout
+        self.ranking = ranking or Ranking.for_root(layout.root)
+        self.semantic = SemanticSignal.open(layout, self.ranking)  # None without item vectors
         self.index = SearchIndex(layout, options)
         self.refresh_report: RefreshReport | None = None
         if refresh or not self.index.path.exists():
@@ -134,6 +142,8 @@ class Searcher:
 
     def close(self) -> None:
         self.store.close()
+        if self.semantic is not None:
+            self.semantic.close()
 
     # -- planning
 
@@ -169,24 +179,30 @@ class Searcher:
     def search(self, request: SearchRequest) -> list[Hit]:
         layers, k = resolve_layers(request)
         plan = self.plan(request.query, request.fuzzy_threshold)
-        if not plan.terms:
-            return []
         filters = Filters(layers, parse_when(request.since), parse_when(request.until, end_of_day=True), request.type)
-        found, weighted = candidates(self.store, plan.terms, filters, k)
-        if not found:
-            return []
-        if not weighted:
-            weigh_terms(self.store, found, plan.terms)
-        ordered = sorted(found, key=lambda c: -c.score)
-        blend(found, session_scores(self.store, plan.terms, list(dict.fromkeys(c.session for c in ordered if c.session))),
-              layers)
-        found = with_session_feedback(self.store, found, plan.terms, filters)
-        found = with_neighbours(self.store, found, filters)
+        found = self._lexical(plan.terms, filters, k) if plan.terms else []
+        if self.semantic is not None:  # item embeddings ([semantic] extra): memctl.recall.semantic
+            found = self.semantic.fuse(found, request.query, self.ranking, self.store,
+                                       lambda rows: hydrate(self.store, rows), filters.admits)
         hits = _best_per_ref(found)[:k]
         self._load_texts(hits)
         for hit in hits:
             hit.snippet = make_snippet(hit.text, request.query, plan.terms)
         return hits
+
+    def _lexical(self, terms: list[str], filters: Filters, k: int) -> list[Hit]:
+        """The lexical stages in order (candidates, weighted BM25, session context, feedback, neighbours)."""
+        ranking = self.ranking
+        found, weighted = candidates(self.store, terms, filters, k, ranking)
+        if not found:
+            return []
+        if not weighted:
+            weigh_terms(self.store, found, terms, ranking)
+        ordered = sorted(found, key=lambda c: -c.score)
+        sessions = list(dict.fromkeys(c.session for c in ordered if c.session))
+        blend(found, session_scores(self.store, terms, sessions, ranking), filters.layers, ranking)
+        found = with_session_feedback(self.store, found, terms, filters, ranking)
+        return with_neighbours(self.store, found, filters, ranking)
 
     def _load_texts(self, hits: list[Hit]) -> None:
         """Texts only for the hits shown: candidates are ranked on their metadata alone."""
@@ -261,12 +277,15 @@ def record_references(layout: Layout, hits: Iterable[Hit]) -> None:
 
 
 def search_once(layout: Layout, request: SearchRequest, options: IndexOptions | None = None,
-                refresh: bool = True) -> list[Hit]:
-    """One search with the index opened and closed around it; L5 hits are recorded as references."""
+                refresh: bool = True, on_warning=None) -> list[Hit]:
+    """One search with the index opened and closed around it; L5 hits are recorded as references.
+    `on_warning(text)` hears of a semantic signal given up (a missing model: lexical results)."""
     searcher = Searcher(layout, options, refresh=refresh)
     try:
         hits = searcher.search(request)
     finally:
+        if on_warning and searcher.semantic is not None and searcher.semantic.warning:
+            on_warning(searcher.semantic.warning)
         searcher.close()
     record_references(layout, hits)
     return hits

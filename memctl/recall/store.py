@@ -69,6 +69,7 @@ class SQLiteStore:
         ranked_item_scores, matching_item_ids, newest_matching_item_ids, item_rows, item_texts,
         item_bodies, item_totals, context_item_ids_near, session_document_count, session_keys,
         best_session_scores, session_bodies, session_totals;
+      embedding (memctl.recall.semantic): last_item_id, item_texts_between;
       refresh: meta, set_meta, has_vocabulary, tracked_sources, sources_of_kinds,
         member_signatures, record_source, drop_source, upgrade_schema, optimize, writer (adds
         and removes documents: memctl.recall.writer, this backend's own).
@@ -246,6 +247,14 @@ class SQLiteStore:
             return {}
         marks = ",".join("?" * len(rowids))
         return dict(self.db.execute(f"SELECT rowid, text FROM items WHERE rowid IN ({marks})", list(rowids)).fetchall())
+
+    def last_item_id(self) -> int:
+        """The highest item rowid (0 for an empty index)."""
+        return self.db.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0
+
+    def item_texts_between(self, low: int, high: int) -> list[tuple[int, str]]:
+        """(rowid, text) of the items with rowids in [low, high], for the embedding pass."""
+        return self.db.execute("SELECT rowid, text FROM items WHERE rowid BETWEEN ? AND ?", (low, high)).fetchall()
 
     def item_bodies(self, rowids: Sequence[int]) -> dict[int, str]:
         """rowid -> the item's indexed body: the layer token, then its terms, space-separated."""

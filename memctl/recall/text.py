@@ -22,6 +22,8 @@ from itertools import chain
 from functools import lru_cache
 from pathlib import Path
 
+from memctl.core.config import DEFAULTS
+
 TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import, paid by every search
 if TYPE_CHECKING:
     from typing import Callable, Iterable, Iterator, Sequence
@@ -78,8 +80,8 @@ IRREGULAR = dict(pair.split(":") for pair in _IRREGULAR.split())
 StopWords = frozenset[str]
 CJK_CHAR_TERMS = True
 # how much a query term counts in an item's score (query_term_weights); words count 1
-CJK_CHAR_WEIGHT = 0.3
-CJK_PART_WEIGHT = 0.5
+CJK_CHAR_WEIGHT = DEFAULTS["ranking"]["cjk_char_weight"]
+CJK_PART_WEIGHT = DEFAULTS["ranking"]["cjk_part_weight"]
 
 
 def has_cjk(text: str) -> bool:
@@ -373,20 +375,21 @@ class Tokenizer:
         return terms
 
 
-def query_term_weights(terms: Sequence[str]) -> dict[str, float]:
+def query_term_weights(terms: Sequence[str], char_weight: float = CJK_CHAR_WEIGHT,
+                       part_weight: float = CJK_PART_WEIGHT) -> dict[str, float]:
     """How much each query term counts when an item is scored. A Chinese query's terms overlap:
     search-mode segmentation yields 电话号码 and also 电话 and 号码, and every character is a term
     of its own (CJK_CHAR_TERMS), so one word of the question would count three or four times
     over, and a stray character (美 of 美妆, found in the brand 美的) as much as a word. The
-    pieces keep a share: a word inside a longer query word CJK_PART_WEIGHT, a single character
-    CJK_CHAR_WEIGHT. Latin terms do not overlap that way and keep 1."""
+    pieces keep a share: a word inside a longer query word `part_weight`, a single character
+    `char_weight` ([ranking] in memctl.toml). Latin terms do not overlap that way and keep 1."""
     cjk = {t for t in terms if has_cjk(t)}
     weights = {}
     for term in terms:
         if term in cjk and len(term) == 1:
-            weights[term] = CJK_CHAR_WEIGHT
+            weights[term] = char_weight
         elif term in cjk and any(len(other) > len(term) and term in other for other in cjk):
-            weights[term] = CJK_PART_WEIGHT
+            weights[term] = part_weight
         else:
             weights[term] = 1.0
     return weights

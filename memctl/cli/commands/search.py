@@ -1,4 +1,4 @@
-"""Recall subcommands: `search`, `import`, `index rebuild` (design.md §5, §6)."""
+"""Recall subcommands: `search`, `import`, `index rebuild|refresh|embed` (design.md §5, §6)."""
 
 from __future__ import annotations
 
@@ -75,6 +75,8 @@ def search(
             found = bool(hits)
             _print_hits(hits, base.query, json_out, wide)
     finally:
+        if searcher.semantic is not None and searcher.semantic.warning:
+            render.warning(searcher.semantic.warning)
         searcher.close()
     raise typer.Exit(EXIT_OK if found else EXIT_NO_MATCH)
 
@@ -223,6 +225,7 @@ def index_rebuild(
                        f"in {report.seconds:.2f}s")
     for error in report.errors:
         render.warning(error)
+    _embed_if_opted_in(settings)
 
 
 @index_app.command("refresh")
@@ -235,6 +238,39 @@ def index_refresh(ctx: typer.Context) -> None:
     render.message(report.summary())
     for error in report.errors:
         render.warning(error)
+    _embed_if_opted_in(settings)
+
+
+def _embed_if_opted_in(settings: Settings) -> None:
+    """A memory with item vectors gets the new items' vectors after a refresh or rebuild."""
+    from memctl.recall.semantic import embed_if_opted_in
+
+    message = embed_if_opted_in(settings)
+    if message:
+        render.message(message)
+
+
+@index_app.command("embed")
+def index_embed(
+    ctx: typer.Context,
+    json_out: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
+) -> None:
+    """Item vectors for the [semantic] extra (.memctl/vectors.sqlite): only texts never embedded
+    before go through the model. Searches use the vectors that exist; run this after an import."""
+    from memctl.recall.index import SearchIndex
+    from memctl.recall.ranking import Ranking
+    from memctl.recall.semantic import embed_missing, locked
+
+    settings = state(ctx).settings
+    SearchIndex(settings.layout, index_options(settings)).ensure_fresh(wait=True)
+    with locked(settings.layout):
+        report = embed_missing(settings.layout, Ranking.from_settings(settings))
+    if json_out:
+        render.json_line({"rows": report.rows, "embedded": report.embedded, "reused": report.reused,
+                          "dropped": report.dropped, "ivf_trained": report.trained,
+                          "seconds": round(report.seconds, 3), "model": report.model})
+    else:
+        render.message(report.summary())
 
 
 def show(

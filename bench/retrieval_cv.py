@@ -1,0 +1,204 @@
+"""Leave-one-out cross-validation of memctl's ranking rules (bench/retrieval.py --cv).
+
+Folds: each LoCoMo conversation, each MemDaily scenario (roles, items, places: all of its
+qa_type pools). Each fold's memories are built once through the real command line (`memctl
+import`, and `memctl index embed` when the [semantic] extra is installed); the ranking variants
+are then run in-process (memctl.recall.search.Searcher with a memctl.recall.ranking.Ranking),
+so that a variant costs the queries alone.
+
+Selection, for each held-out fold: start from the defaults and, one rule at a time, take the
+value with the best mean R@10 over the other folds (each fold weighing the same) among the
+values that hurt none of those folds by more than TOLERANCE against the rule turned off — a rule
+that helps one fold and hurts another is not kept. The held-out fold is then scored with what
+was chosen without it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+from memctl.core.config import Layout
+from memctl.recall.ranking import Ranking
+from memctl.recall.search import SearchRequest, Searcher
+
+K = 10
+# Less than one question's worth in the smallest fold (LoCoMo conv-30: 81 questions, 1/81 = 0.012)
+# is not taken as a rule hurting a fold: it is the noise of the measure.
+TOLERANCE = 0.01
+
+# rule -> (value meaning "off", candidate values); the order is the order of selection
+LEXICAL_RULES: dict[str, tuple[object, tuple]] = {
+    "session_weight": (0.0, (0.0, 0.3, 0.5, 0.7)),
+    "neighbour_weight": (0.0, (0.0, 0.15, 0.3, 0.45)),
+    "feedback_weight": (0.0, (0.0, 0.3, 0.6, 0.9)),
+    "cjk_part_weight": (1.0, (1.0, 0.3, 0.5, 0.7)),
+    "cjk_char_weight": (1.0, (1.0, 0.15, 0.3, 0.45)),
+}
+# the weight of the item vectors, chosen for each fusion rule in turn (reported side by side)
+SEMANTIC_RULES: dict[str, tuple[object, tuple]] = {
+    "semantic_weight": (0.0, (0.0, 0.1, 0.3, 0.5, 1.0, 1.5)),
+}
+
+
+class Unit:
+    """One memory folder: its questions and the fold it belongs to."""
+
+    def __init__(self, name: str, fold: str, dataset: str, root: Path, questions: list[dict]):
+        self.name, self.fold, self.dataset, self.root, self.questions = name, fold, dataset, root, questions
+        self.searcher: Searcher | None = None
+
+    def open(self) -> Searcher:
+        if self.searcher is None:
+            self.searcher = Searcher(Layout(self.root), refresh=False)
+        return self.searcher
+
+
+def build_units(sets, dataset: str, fold_of, workdir: Path, import_memory) -> list[Unit]:
+    units = []
+    for number, (name, docs, questions) in enumerate(sets):
+        folder = workdir / f"{dataset}-{number}"
+        folder.mkdir(parents=True)
+        root = import_memory(docs, folder)
+        units.append(Unit(name, fold_of(name), dataset, root, questions))
+        print(f"  built {name}: {len(docs)} items", file=sys.stderr)
+    return units
+
+
+def embed(units: list[Unit], embed_memory) -> bool:
+    """Item vectors in every memory (`memctl index embed`); False without the [semantic] extra."""
+    if embed_memory is None:
+        return False
+    for unit in units:
+        if not embed_memory(unit.root):
+            print("  no item vectors: the [semantic] extra is not installed (or its model failed)", file=sys.stderr)
+            return False
+    return True
+
+
+class Scores:
+    """Per-fold mean R@10 of each ranking variant, computed once per variant."""
+
+    def __init__(self, units: list[Unit]):
+        self.units = units
+        self.folds = list(dict.fromkeys(u.fold for u in units))
+        self.cache: dict[Ranking, dict[str, tuple[float, int]]] = {}
+
+    def of(self, ranking: Ranking) -> dict[str, tuple[float, int]]:
+        """fold -> (sum of R@10, questions)."""
+        if ranking not in self.cache:
+            import time
+
+            started = time.monotonic()
+            sums: dict[str, list] = defaultdict(lambda: [0.0, 0])
+            for unit in self.units:
+                searcher = unit.open()
+                searcher.ranking = ranking
+                for q in unit.questions:
+                    hits = searcher.search(SearchRequest(q["query"], k=K, layers=("L6",)))
+                    found = {h.item_id for h in hits}
+                    sums[unit.fold][0] += len(found & q["relevant"]) / len(q["relevant"])
+                    sums[unit.fold][1] += 1
+            self.cache[ranking] = {fold: (s, n) for fold, (s, n) in sums.items()}
+            print(f"  variant {len(self.cache)} scored in {time.monotonic() - started:.0f}s", file=sys.stderr)
+        return self.cache[ranking]
+
+    def fold_value(self, ranking: Ranking, fold: str) -> float:
+        s, n = self.of(ranking)[fold]
+        return s / n if n else 0.0
+
+    def pooled(self, pairs: list[tuple[str, Ranking]]) -> float:
+        """Question-weighted R@10 of each fold under its own ranking."""
+        total = count = 0.0
+        for fold, ranking in pairs:
+            s, n = self.of(ranking)[fold]
+            total, count = total + s, count + n
+        return total / count if count else 0.0
+
+
+def select(scores: Scores, rules: dict, train: list[str], start: Ranking) -> Ranking:
+    """Coordinate-wise choice of each rule's value on the training folds (see the docstring)."""
+    chosen = start
+    for rule, (off, values) in rules.items():
+        without = chosen._replace(**{rule: off})
+        floor = {fold: scores.fold_value(without, fold) - TOLERANCE for fold in train}
+        best, best_mean = without, sum(scores.fold_value(without, f) for f in train) / len(train)
+        for value in values:
+            variant = chosen._replace(**{rule: value})
+            per_fold = {fold: scores.fold_value(variant, fold) for fold in train}
+            mean = sum(per_fold.values()) / len(train)
+            if all(per_fold[f] >= floor[f] for f in train) and mean > best_mean + 1e-12:
+                best, best_mean = variant, mean
+        chosen = best
+    return chosen
+
+
+def cross_validate(scores: Scores, rules: dict, start: Ranking) -> dict[str, Ranking]:
+    """held-out fold -> the ranking chosen without it."""
+    return {fold: select(scores, rules, [f for f in scores.folds if f != fold], start) for fold in scores.folds}
+
+
+def describe(ranking: Ranking, rules: dict) -> str:
+    return " ".join(f"{rule}={getattr(ranking, rule)}" for rule in rules)
+
+
+def report(title: str, scores: Scores, rules: dict, start: Ranking, datasets: dict[str, list[str]]) -> Ranking:
+    """Print the folds, the choice made without each, its ablations; return the all-folds choice."""
+    chosen = cross_validate(scores, rules, start)
+    final = select(scores, rules, scores.folds, start)
+    print(f"\n{title}: cross-validated R@{K} (each fold scored with the rules chosen without it)")
+    print(f"{'fold':<14}{'n':>5}  {'defaults':>9}{'cv':>9}  " + "".join(f"{'-' + r[:10]:>12}" for r in rules)
+          + "   chosen without the fold")
+    for fold in scores.folds:
+        ranking = chosen[fold]
+        n = scores.of(ranking)[fold][1]
+        ablations = "".join(f"{scores.fold_value(ranking._replace(**{r: off}), fold):>12.3f}"
+                            for r, (off, _) in rules.items())
+        print(f"{fold:<14}{n:>5}  {scores.fold_value(start, fold):>9.3f}{scores.fold_value(ranking, fold):>9.3f}  "
+              f"{ablations}   {describe(ranking, rules)}")
+    for dataset, folds in datasets.items():
+        cv = scores.pooled([(f, chosen[f]) for f in folds])
+        defaults = scores.pooled([(f, start) for f in folds])
+        worst = min(folds, key=lambda f: scores.fold_value(chosen[f], f))
+        print(f"{dataset}: cv R@{K} {cv:.3f} (defaults {defaults:.3f}); worst fold {worst} "
+              f"{scores.fold_value(chosen[worst], worst):.3f}")
+    print("per rule, R@10 with minus without it (all-folds choice), per fold:")
+    for rule, (off, _) in rules.items():
+        deltas = " ".join(f"{f}:{scores.fold_value(final, f) - scores.fold_value(final._replace(**{rule: off}), f):+.3f}"
+                          for f in scores.folds)
+        print(f"  {rule}={getattr(final, rule)}: {deltas}")
+    print(f"chosen on all folds: {describe(final, rules)}")
+    return final
+
+
+def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory, keep: bool):
+    """Build every memory once, cross-validate the lexical rules, then (with item vectors) the
+    fusion; returns the sets with their memories, as (name, docs, questions, root), and whether
+    they have vectors. The memories are removed at exit unless `keep`."""
+    import atexit
+
+    workdir = Path(tempfile.mkdtemp(prefix="memctl-cv-"))
+    if keep:
+        print(f"memories kept in {workdir}", file=sys.stderr)
+    else:
+        atexit.register(shutil.rmtree, workdir, ignore_errors=True)
+    units = build_units(locomo, "locomo", lambda n: n, workdir, import_memory)
+    units += build_units(memdaily, "memdaily", lambda n: n.split("/")[1], workdir, import_memory)
+    semantic = embed(units, embed_memory)
+    datasets = {"LoCoMo": list(dict.fromkeys(u.fold for u in units if u.dataset == "locomo")),
+                "MemDaily": list(dict.fromkeys(u.fold for u in units if u.dataset == "memdaily"))}
+    scores = Scores(units)
+    try:
+        lexical = report("Lexical rules", scores, LEXICAL_RULES, Ranking(fusion="none"), datasets)
+        for fusion in ("rrf", "score") if semantic else ():
+            report(f"Semantic fusion {fusion!r} (the lexical rules as chosen above)", scores, SEMANTIC_RULES,
+                   lexical._replace(fusion=fusion), datasets)
+    finally:
+        for unit in units:
+            if unit.searcher is not None:
+                unit.searcher.close()
+    with_roots = [(u.name, docs, u.questions, u.root) for u, (_, docs, _) in zip(units, [*locomo, *memdaily])]
+    return with_roots[:len(locomo)], with_roots[len(locomo):], semantic

@@ -1,0 +1,54 @@
+"""The ranking weights of a search, read once per search from `[ranking]` in memctl.toml.
+
+Every weight has its default in `memctl.core.config.DEFAULTS["ranking"]`, chosen by
+leave-one-out cross-validation over the development sets (bench/retrieval.py --cv; results in
+bench/RESULTS.md). A weight of 0 turns its rule off. `[semantic]` (the optional item embeddings)
+travels with it, because a search that fuses them needs the model too. `Ranking.for_root` is
+what a Searcher uses when it is not handed one; the benchmark's cross-validation hands it
+variants directly.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+from memctl.core.config import DEFAULTS
+from memctl.core.errors import ConfigError
+
+FUSIONS = ("rrf", "score", "none")
+_WEIGHTS = DEFAULTS["ranking"]
+
+
+class Ranking(namedtuple("Ranking", (*_WEIGHTS, "semantic"),
+                         defaults=(*_WEIGHTS.values(), tuple(DEFAULTS["semantic"].items())))):
+    """session_weight: the item's session as one document; neighbour_weight: the turns before
+    and after a strong match; feedback_weight: its session's items about the same things;
+    cjk_char_weight / cjk_part_weight: a Chinese query's single characters and the words inside
+    a longer query word; fusion / semantic_weight / rrf_k / semantic_candidates: how item
+    embeddings join the lexical ranking; semantic: the [semantic] table as (key, value) pairs."""
+
+    __slots__ = ()
+
+    @classmethod
+    def from_settings(cls, settings) -> "Ranking":
+        table = settings.values.get("ranking", {})
+        ranking = cls(**{name: table.get(name, default) for name, default in _WEIGHTS.items()},
+                      semantic=tuple(settings.values.get("semantic", DEFAULTS["semantic"]).items()))
+        if ranking.fusion not in FUSIONS:
+            raise ConfigError(f"ranking.fusion must be one of {', '.join(FUSIONS)}, got {ranking.fusion!r}")
+        return ranking
+
+    @classmethod
+    def for_root(cls, root) -> "Ranking":
+        from memctl.core.config import load_settings
+
+        return cls.from_settings(load_settings(root))
+
+    def term_weights(self, terms) -> dict[str, float]:
+        """memctl.recall.text.query_term_weights with this search's Chinese piece weights."""
+        from memctl.recall.text import query_term_weights
+
+        return query_term_weights(terms, self.cjk_char_weight, self.cjk_part_weight)
+
+    def semantic_option(self, key: str):
+        return dict(self.semantic).get(key, DEFAULTS["semantic"][key])

