@@ -5,7 +5,6 @@ formula, agreeing with it, is memctl.recall.scoring."""
 
 from __future__ import annotations
 
-from memctl.recall import tuning
 from memctl.recall.scoring import idf_weights, score_bodies
 
 TYPE_CHECKING = False  # typing costs ~20 ms to import, paid by every search

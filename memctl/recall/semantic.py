@@ -75,10 +75,11 @@ def embed_missing(layout, ranking, batch_size: int | None = None) -> EmbedReport
     import time
 
     from memctl.recall.store import SQLiteStore
-    from memctl.recall.vectors import VectorStore
 
     started = time.monotonic()
-    encoder = _encoder(ranking)
+    encoder = _encoder(ranking)  # first: without the extra this is the one clear error
+    from memctl.recall.vectors import VectorStore
+
     report = EmbedReport()
     report.model = encoder.name
     if not layout.index.exists():
