@@ -10,7 +10,7 @@ point of the check):
   session has one;
 - L1 keeps its limits (the same lint as `insight check`);
 - files under the root are 0600 and folders 0700 (nothing readable by group or others);
-- no secrets in L2 and L3 (L1 is covered by its own lint);
+- no secrets in L2, L3, L5 and L6 (L1 is covered by its own lint);
 - every line of L5, L6, the manifest and the dream log parses.
 
 Sessions adopted from GenericAgent's own archive (`l4.adopt`) have no raw bytes: their
@@ -407,14 +407,16 @@ def _who(mode: int) -> str:
     return " and ".join(parts)
 
 
-# ---------------------------------------------------------------- secrets in L2 and L3
+# ---------------------------------------------------------------- secrets in L2, L3, L5 and L6
 
 
 def secret_scan_files(layout: Layout) -> list[Path]:
-    """The L2 and L3 files: the same set the search index reads."""
+    """The L2 and L3 files the search index reads, and L5/L6 (a secret kept at rest, by
+    `[redaction] keep_secrets_at_rest` or written by another program, is reported too)."""
     from memctl.recall.index import IndexOptions, scan_sources
 
-    return [s.path for s in scan_sources(layout, IndexOptions(), include_l4_sessions=False) if s.kind in ("l2", "l3")]
+    sources = scan_sources(layout, IndexOptions(include_l6=True), include_l4_sessions=False)
+    return [s.path for s in sources if s.kind in ("l2", "l3", "l5", "l6")]
 
 
 def _check_secrets(layout: Layout, extra_patterns: Sequence[str], report: VerifyReport) -> None:
