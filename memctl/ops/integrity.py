@@ -410,13 +410,18 @@ def _who(mode: int) -> str:
 # ---------------------------------------------------------------- secrets in L2, L3, L5 and L6
 
 
-def secret_scan_files(layout: Layout) -> list[Path]:
-    """The L2 and L3 files the search index reads, and L5/L6 (a secret kept at rest, by
-    `[redaction] keep_secrets_at_rest` or written by another program, is reported too)."""
+def layer_files(layout: Layout, kinds: tuple[str, ...]) -> list[Path]:
+    """The files of these layers (`l2`, `l3`, `l5`, `l6`): the same set the search index reads."""
     from memctl.recall.index import IndexOptions, scan_sources
 
     sources = scan_sources(layout, IndexOptions(include_l6=True), include_l4_sessions=False)
-    return [s.path for s in sources if s.kind in ("l2", "l3", "l5", "l6")]
+    return [s.path for s in sources if s.kind in kinds]
+
+
+def secret_scan_files(layout: Layout) -> list[Path]:
+    """L2, L3, and L5/L6 (a secret kept at rest, by `[redaction] keep_secrets_at_rest` or
+    written by another program, is reported too)."""
+    return layer_files(layout, ("l2", "l3", "l5", "l6"))
 
 
 def _check_secrets(layout: Layout, extra_patterns: Sequence[str], report: VerifyReport) -> None:

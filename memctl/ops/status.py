@@ -95,9 +95,9 @@ def _l2(layout) -> LayerStatus:
 
 
 def _l3(layout) -> LayerStatus:
-    from memctl.ops.integrity import secret_scan_files
+    from memctl.ops.integrity import layer_files
 
-    files = [p for p in secret_scan_files(layout) if p != layout.global_mem]
+    files = layer_files(layout, ("l3",))
     return LayerStatus("L3", len(files), len(files), sum(_size(p) for p in files), ENTRY_UNITS["L3"])
 
 
