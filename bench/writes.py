@@ -131,7 +131,7 @@ def time_in_process(root: Path, targets, runs: int) -> dict:
 
 
 WRITER = r"""
-import subprocess, sys, time
+import json, subprocess, sys, time
 memctl, root, seconds, worker = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 end = time.monotonic() + seconds
 acked, refused, failed, i = [], 0, 0, 0
@@ -145,7 +145,7 @@ while time.monotonic() < end:
         refused += 1
     else:
         failed += 1
-print(repr((acked, refused, failed)))
+print(json.dumps([acked, refused, failed]))
 """
 
 
@@ -153,7 +153,7 @@ def concurrent_writers(root: Path, writers: int, seconds: float) -> dict:
     start = time.perf_counter()
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, memctl_bin(), str(root), str(seconds), str(w)],
                               stdout=subprocess.PIPE, text=True, env=env()) for w in range(writers)]
-    outputs = [eval(p.communicate()[0]) for p in procs]  # our own child's repr(): trusted
+    outputs = [json.loads(p.communicate()[0]) for p in procs]
     elapsed = time.perf_counter() - start
     acked = [entry_id for ids, _, _ in outputs for entry_id in ids]
     present = set()
