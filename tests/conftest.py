@@ -71,3 +71,37 @@ def root(tmp_path: Path) -> Path:
 @pytest.fixture
 def sample_logs() -> list[Path]:
     return sorted(SAMPLES.glob("model_responses_*.txt"))
+
+
+# --- PostgreSQL (issue #14): one throwaway cluster for the whole run, started on first use
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A real PostgreSQL on 127.0.0.1 (tests/pgcluster.py), or a skip saying why there is none.
+    $MEMCTL_TEST_PG_DSN points the suite at a server started elsewhere instead."""
+    import tempfile
+
+    from pgcluster import start_cluster, why_unavailable
+
+    given = os.environ.get("MEMCTL_TEST_PG_DSN")
+    if given:
+        yield given
+        return
+    reason = why_unavailable()
+    if reason:
+        pytest.skip(f"PostgreSQL half skipped: {reason}")
+    folder = Path(tempfile.mkdtemp(prefix="memctl-pg-"))
+    cluster = start_cluster(folder)
+    try:
+        yield cluster.dsn
+    finally:
+        cluster.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_memory_name(request) -> str:
+    """A schema of its own for each test: `[store] memory` names it."""
+    import uuid
+
+    return "t" + uuid.uuid4().hex[:12]

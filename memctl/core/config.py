@@ -110,8 +110,17 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_lines": 30,
         "max_bytes": 1024,
     },
+    # where L5, L6, the dream log and the index live (memctl.core.pg, issue #14): "files" (the
+    # folder + .memctl/index.sqlite) or "postgres" (one schema per memory on the server named by
+    # $MEMCTL_PG_DSN, which memctl never writes to a file)
+    "store": {
+        "backend": "files",
+        "memory": "default",
+    },
     "types": copy.deepcopy(DEFAULT_TYPES),
 }
+
+BACKENDS = ("files", "postgres")
 
 
 class Layout(namedtuple("Layout", "root")):
@@ -378,6 +387,17 @@ def _check_value(section: str, key: str, value: Any, path: Path) -> None:
             raise ConfigError(f"{path}: {name} must not be negative, got {value!r}")
     elif name == "redaction.extra_patterns":
         _check_patterns(value, name, path)
+    elif name == "store.backend" and value not in BACKENDS:
+        raise ConfigError(f"{path}: {name} must be one of {', '.join(BACKENDS)}, got {value!r}")
+    elif name == "store.memory" and not _is_memory_name(value):
+        raise ConfigError(f"{path}: {name} must be 1-40 lower-case letters, digits or _, "
+                          f"starting with a letter, got {value!r}")
+
+
+def _is_memory_name(value: str) -> bool:
+    """A name that is safe as a PostgreSQL schema name without quoting."""
+    return 0 < len(value) <= 40 and value[0].isascii() and value[0].isalpha() and value.islower() \
+        and all(c.isascii() and (c.isalnum() or c == "_") for c in value)
 
 
 def _check_patterns(patterns: list, name: str, path: Path) -> None:

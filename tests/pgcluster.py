@@ -1,0 +1,92 @@
+"""A throwaway PostgreSQL cluster for the suite, from the machine's own binaries.
+
+`start_cluster(folder)` runs `initdb --no-sync` into a private folder, starts the server on
+127.0.0.1 at a free port with its socket in that folder, and returns a `Cluster` (its DSN,
+and `stop()`). As root, the server runs as the `postgres` user (PostgreSQL refuses root).
+Where no server binaries or no psycopg can be found, `why_unavailable()` says why, so the
+PostgreSQL half of the suite skips with that reason instead of silently.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def server_bin_dir() -> Path | None:
+    """Where initdb, pg_ctl and postgres are: $MEMCTL_TEST_PG_BIN, PATH, or Debian's folders."""
+    wanted = os.environ.get("MEMCTL_TEST_PG_BIN")
+    candidates = [Path(wanted)] if wanted else []
+    found = shutil.which("pg_ctl")
+    if found:
+        candidates.append(Path(os.path.realpath(found)).parent)
+    candidates += [Path(p) for p in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)]
+    for folder in candidates:
+        if all((folder / name).exists() for name in ("initdb", "pg_ctl", "postgres")):
+            return folder
+    return None
+
+
+def why_unavailable() -> str | None:
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return "psycopg is not installed (pip install -e '.[test]' installs it)"
+    if server_bin_dir() is None:
+        return "no PostgreSQL server binaries (initdb, pg_ctl, postgres): apt-get install postgresql"
+    if os.name == "posix" and os.geteuid() == 0 and shutil.which("runuser") is None:
+        return "running as root without runuser: PostgreSQL will not start as root"
+    return None
+
+
+@dataclass
+class Cluster:
+    dsn: str
+    data_dir: Path
+    bin_dir: Path
+
+    def stop(self) -> None:
+        _as_server_user([str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), "-m", "immediate", "stop"],
+                        check=False)
+
+
+def start_cluster(folder: Path) -> Cluster:
+    bin_dir = server_bin_dir()
+    assert bin_dir is not None, why_unavailable()
+    folder.mkdir(parents=True, exist_ok=True)
+    data_dir = folder / "data"
+    _give_to_server_user(folder)
+    _as_server_user([str(bin_dir / "initdb"), "--no-sync", "-A", "trust", "-U", "postgres", "-E", "UTF8",
+                     "--locale", "C", "-D", str(data_dir)])
+    port = _free_port()
+    options = f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={folder} " \
+              "-c fsync=off -c max_connections=200 -c shared_buffers=64MB"
+    _as_server_user([str(bin_dir / "pg_ctl"), "-D", str(data_dir), "-o", options, "-l", str(folder / "server.log"),
+                     "-w", "-t", "60", "start"])
+    return Cluster(f"postgresql://postgres@127.0.0.1:{port}/postgres", data_dir, bin_dir)
+
+
+def _server_user_prefix() -> list[str]:
+    if os.name == "posix" and os.geteuid() == 0:
+        return ["runuser", "-u", "postgres", "--"]
+    return []
+
+
+def _give_to_server_user(folder: Path) -> None:
+    if _server_user_prefix():
+        shutil.chown(folder, "postgres", "postgres")  # its parent must be traversable (the suite uses /tmp)
+
+
+def _as_server_user(cmd: list[str], check: bool = True) -> None:
+    subprocess.run(_server_user_prefix() + cmd, check=check, capture_output=True, timeout=120)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
