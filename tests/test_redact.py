@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import string
 from pathlib import Path
 
@@ -313,3 +314,15 @@ def test_token_glued_to_a_word_is_not_a_token_but_after_a_json_escape_it_is():
     body = "a1B2" * 9
     assert find_secrets("xgh" + "p_" + body) == []
     assert redact("\\ngh" + "p_" + body) == "\\n[REDACTED:github-token]"
+
+
+@pytest.mark.parametrize("word", ["密码", "口令", "密钥"])
+def test_chinese_keywords_escaped_by_json_still_hide_the_value(word):
+    secret = "Zq8xP2mv9Lk3"
+    escaped = json.dumps({word: secret})  # ensure_ascii: "\u5bc6\u7801": "Zq8x..."
+    assert "\\u" in escaped and secret not in redact(escaped)
+    upper_hex = re.sub(r"\\u([0-9a-f]{4})", lambda m: "\\u" + m.group(1).upper(), escaped)
+    assert upper_hex != escaped and secret not in redact(upper_hex)  # \u5BC6: JSON allows either case
+    assert secret not in redact(json.dumps({word: secret}, ensure_ascii=False))
+    lone = json.dumps(word[0])[1:-1] + " then " + secret  # one character of the word is no keyword
+    assert secret in redact(lone)

@@ -127,10 +127,16 @@ _LB = r"(?:(?<![a-z0-9_])|(?<=\\[nrt]))"
 _SEP = r"(?:\s|\\[nrt])"
 _VAL = r"(?:(?!\\[nrt])\S)"
 
+# The Chinese keywords also as JSON writes them with ensure_ascii (`"\u5bc6\u7801": "..."`, lowered):
+# GenericAgent's logs and other programs' JSON carry them that way.
+_CJK_KEYWORDS = ("密码", "口令", "密钥")
+_CJK_ESCAPED = tuple("".join(f"\\u{ord(c):04x}" for c in word) for word in _CJK_KEYWORDS)
+_CJK_ALTERNATIVES = "|".join(_CJK_KEYWORDS + tuple(re.escape(e) for e in _CJK_ESCAPED))
+
 _KEYWORDS = (
     r"api[_-]?key|apikey|access[_-]?key|auth[_-]?key|secret[_-]?key|client[_-]?secret|secret|"
     r"access[_-]?token|auth[_-]?token|refresh[_-]?token|token|passw(?:or)?d|passphrase|pass|pwd|"
-    r"priv(?:ate)?[_-]?key|credentials?|密码|口令|密钥"
+    r"priv(?:ate)?[_-]?key|credentials?|" + _CJK_ALTERNATIVES
 )
 
 RULES: tuple[_Rule, ...] = (
@@ -281,9 +287,9 @@ RULES: tuple[_Rule, ...] = (
         "password-assignment",
         r"(?P<kw>" + _KEYWORDS + r")(?:\\?[\"'])?\s{0,4}(?::=|=>|=|:|：)\s{0,4}(?:\\?[\"'])?"
         r"([^\s\"'`,;()\[\]{}<>\\]{6,200})",
-        ["key", "secret", "token", "pass", "pwd", "credential", "密码", "口令", "密钥"],
+        ["key", "secret", "token", "pass", "pwd", "credential", *_CJK_KEYWORDS, *_CJK_ESCAPED],
         group=2,
-        trigger=r"(?:key|secret|token|pass|pwd|passwd|password|phrase|credentials?|密码|口令|密钥)"
+        trigger=r"(?:key|secret|token|pass|pwd|passwd|password|phrase|credentials?|" + _CJK_ALTERNATIVES + ")"
         r"(?:\\?[\"'])?\s{0,4}(?::=|=>|=|:|：)",
         check=_secretish,
         lowered=True,
