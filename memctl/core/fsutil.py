@@ -155,6 +155,59 @@ def atomic_writer(dest: Path, mode: int = FILE_MODE) -> Iterator[object]:
         raise
 
 
+class StagedFile:
+    """A file's next contents, written and fsynced beside it ahead of time — before a lock is
+    taken — so that the moment of replacing it is short: `put_in_place(tail)` appends `tail`
+    (what was added to the file meanwhile), fsyncs and renames over the file, then fsyncs the
+    folder; `discard()` removes it. A full disk raises WriteFailed with the file untouched.
+    Left behind by a kill, it is a stale temp file (with TMP_SUFFIX, `sweep_stale_temp_files`
+    removes it; with another suffix, its owner must)."""
+
+    def __init__(self, dest: Path, data: bytes, suffix: str = TMP_SUFFIX, mode: int = FILE_MODE) -> None:
+        self.dest = Path(dest)
+        self._mode = mode
+        refuse_symlink(self.dest)
+        import tempfile
+
+        fd, name = tempfile.mkstemp(dir=self.dest.parent, prefix=f".{self.dest.name}.", suffix=suffix)
+        self._tmp = Path(name)
+        self._guarded(fd, data)
+
+    def present(self) -> bool:
+        return os.path.isfile(self._tmp)
+
+    def put_in_place(self, tail: bytes = b"") -> None:
+        if tail:
+            self._guarded(open_nofollow(self._tmp, os.O_WRONLY | os.O_APPEND), tail)
+        try:
+            set_mode(self._tmp, self._mode)
+            os.replace(self._tmp, self.dest)
+            fsync_dir(self.dest.parent)
+        except BaseException as exc:
+            self._failed(exc)
+            raise
+
+    def discard(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._tmp.unlink()
+
+    def _guarded(self, fd: int, data: bytes) -> None:
+        try:
+            try:
+                write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except BaseException as exc:
+            self._failed(exc)
+            raise
+
+    def _failed(self, exc: BaseException) -> None:
+        self.discard()
+        if isinstance(exc, OSError) and is_disk_error(exc):
+            raise write_failed(self.dest, exc) from None
+
+
 def atomic_write_bytes(dest: Path, data: bytes, mode: int = FILE_MODE) -> None:
     with atomic_writer(dest, mode) as handle:
         handle.write(data)

@@ -24,12 +24,13 @@ from memctl.core.errors import LockBusy, MemctlError
 from memctl.core.fsutil import open_lock_file, try_lock
 from memctl.longterm.dream_plan import OPS, Change, Plan
 from memctl.longterm.dream_refs import Refs, fold
-from memctl.longterm.entries import Row, Snapshot
+from memctl.longterm.entries import Row, Snapshot, parse_rows
 from memctl.longterm.recovery import journaled_rewrite, writing
-from memctl.longterm.store import JsonlEntryStore, duplicate_ids, open_store
+from memctl.longterm.store import JsonlEntryStore, StagedRewrite, duplicate_ids, open_store
 
 STEP_CHANGES = 1000  # changes applied per locked step (at least): keeps each lock hold short
 MAX_STEPS = 6
+STAGED_TRIES = 3  # a step planned again when L5 was rewritten under it, then done under the lock
 STEP_POLL = 0.002  # flock is not fair: poll often, or a stream of remembers starves the dream
 REASONS = {"consolidate": "consolidated", "archive": "archived", "forget": "forgotten", "merge": "merged"}
 
@@ -59,6 +60,7 @@ def dream_lock(layout: Layout) -> Iterator[None]:
     try:
         if not try_lock(fd):
             raise LockBusy("another memctl dream is running on this memory; retry later")
+        open_store(layout).active.remove_staged()  # a killed dream's: only a dream stages them
         yield
     finally:
         os.close(fd)
@@ -70,30 +72,93 @@ def apply_steps(layout: Layout, plan_: Plan, planned: Snapshot, run_id: str, now
     Returns the changes applied, how many were skipped, L5 as last written, and how long
     each step held the writer lock."""
     store = open_store(layout)
-    expected = {row.entry.id: row.raw for row in planned.rows if row.entry is not None}
+    run = _Run(layout, store, plan_, run_id, iso(now), wait,
+               {row.entry.id: row.raw for row in planned.rows if row.entry is not None})
     applied: list[Change] = []
     skipped = 0
     snapshot = planned
     held: list[float] = []
     for batch in _batches(plan_):
-        with writing(layout, wait, STEP_POLL):
-            locked_at = time.monotonic()
-            snapshot = store.active.snapshot(previous=snapshot)
-            position = {row.entry.id: k for k, row in enumerate(snapshot.rows) if row.entry is not None}
-            good, stale = _still_planned(batch, snapshot.rows, position, expected, plan_.refs,
-                                         duplicate_ids(snapshot.rows))
-            skipped += stale
-            if not good:
-                continue
-            offset = None
-            if batch[0].op == "refs" and plan_.refs.offset_after != plan_.refs.offset_before:
-                offset = plan_.refs.offset_after
-            step = Step(layout, store, run_id, first_step + len(held), offset)
-            snapshot = step.write(snapshot.rows, position, good, iso(now))
-            held.append(time.monotonic() - locked_at)
+        number = first_step + len(held)
+        outcome = None
+        for _ in range(STAGED_TRIES):
+            outcome = run.staged_step(batch, snapshot, number)
+            if outcome is not None:
+                break
+        if outcome is None:  # L5 kept changing under the staged steps: do this one under the lock
+            outcome = run.locked_step(batch, snapshot, number)
+        good, stale, snapshot, hold = outcome
+        skipped += stale
+        if hold is not None:
+            held.append(hold)
         applied.extend(good)
-        expected.update((e.id, store.stored_form(e)) for c in good for e in c.after)
+        run.expected.update((e.id, store.stored_form(e)) for c in good for e in c.after)
     return applied, skipped, snapshot, held
+
+
+class _Run:
+    """One dream's steps. A step is planned and its new L5 written beside L5 outside the lock
+    (`staged_step`); under the lock only what was appended meanwhile is added and the files
+    put in place, so a lock hold costs a few fsyncs whatever the size of L5. When L5 was
+    changed otherwise meanwhile (a supersede, a person's edit), the step is planned again."""
+
+    def __init__(self, layout: Layout, store: JsonlEntryStore, plan_: Plan, run_id: str, stamp: str,
+                 wait: float, expected: dict[str, bytes]) -> None:
+        self.layout, self.store, self.plan, self.run_id = layout, store, plan_, run_id
+        self.stamp, self.wait, self.expected = stamp, wait, expected
+
+    def _prepare(self, batch: list[Change], snapshot: Snapshot) -> tuple[list[Change], int, dict[str, int]]:
+        position = {row.entry.id: k for k, row in enumerate(snapshot.rows) if row.entry is not None}
+        good, stale = _still_planned(batch, snapshot.rows, position, self.expected, self.plan.refs,
+                                     duplicate_ids(snapshot.rows))
+        return good, stale, position
+
+    def _step(self, batch: list[Change], number: int) -> Step:
+        offset = None
+        if batch[0].op == "refs" and self.plan.refs.offset_after != self.plan.refs.offset_before:
+            offset = self.plan.refs.offset_after
+        return Step(self.layout, self.store, self.run_id, number, offset)
+
+    def staged_step(self, batch: list[Change], snapshot: Snapshot, number: int):
+        """(applied, stale, L5 now, lock hold), or None when L5 changed other than by appends."""
+        snapshot = self.store.active.snapshot(previous=snapshot)
+        good, stale, position = self._prepare(batch, snapshot)
+        if not good:
+            return [], stale, snapshot, None
+        new_rows, to_l6, records = _step_contents(self.store, snapshot.rows, position, good, self.run_id,
+                                                  self.stamp, number)
+        known = set(position) | {e.id for c in good for e in c.added}
+        step = self._step(batch, number)
+        payloads = step.encoded(to_l6, records)
+        staged = self.store.active.stage_rewrite(new_rows)
+        try:
+            with writing(self.layout, self.wait, STEP_POLL):
+                locked_at = time.monotonic()
+                tail = self.store.active.appended_since(snapshot)
+                if tail is None or not _new_ids_only(tail, known) or not staged.present():
+                    return None
+                written = step.commit(staged, tail, payloads)
+                return good, stale, written, time.monotonic() - locked_at
+        finally:
+            staged.discard()
+
+    def locked_step(self, batch: list[Change], snapshot: Snapshot, number: int):
+        with writing(self.layout, self.wait, STEP_POLL):
+            locked_at = time.monotonic()
+            snapshot = self.store.active.snapshot(previous=snapshot)
+            good, stale, position = self._prepare(batch, snapshot)
+            if not good:
+                return [], stale, snapshot, None
+            written = self._step(batch, number).write(snapshot.rows, position, good, self.stamp)
+            return good, stale, written, time.monotonic() - locked_at
+
+
+def _new_ids_only(tail: bytes, known: set[str]) -> bool:
+    """Whether the lines appended meanwhile are all entries the step does not know (a line
+    that does not parse, or an id on two lines, is for the locked path to weigh)."""
+    rows = parse_rows(tail)
+    ids = [row.entry.id for row in rows if row.entry is not None]
+    return len(ids) == len(rows) and len(set(ids)) == len(ids) and known.isdisjoint(ids)
 
 
 def _batches(plan_: Plan) -> list[list[Change]]:
@@ -138,12 +203,28 @@ class Step:
         """The L6 copies and the audit records first, L5 last — a crash leaves duplicates,
         never a loss — then the offset."""
         new_rows, to_l6, records = _step_contents(self.store, rows, position, good, self.run_id, stamp, self.number)
+        with self._journaled(self.encoded(to_l6, records), new_rows=new_rows):
+            return self.store.active.rewrite(new_rows)
+
+    def encoded(self, to_l6: list, records: list[dict]) -> tuple[bytes, bytes]:
+        """The L6 copies and the audit records as bytes (thousands of entries encode in tenths
+        of a second: a staged step does it before the lock)."""
+        return self.store.archive.encode(to_l6), self.store.encode_log(records)
+
+    def commit(self, staged: StagedRewrite, tail: bytes, payloads: tuple[bytes, bytes]) -> Snapshot:
+        """The same writes, L5 being a staged rewrite plus what was appended since it was read."""
+        with self._journaled(payloads, l5_after=staged.digest_with(tail)):
+            return staged.commit(tail)
+
+    @contextlib.contextmanager
+    def _journaled(self, payloads: tuple[bytes, bytes], new_rows: list[Row] | None = None,
+                   l5_after: str = "") -> Iterator[None]:
         then = [] if self.offset is None else [{"do": "offset", "value": self.offset}]
-        with journaled_rewrite(self.layout, self.store, "dream", f"{self.run_id}-{self.number}", new_rows, then):
-            self.store.archive.append(to_l6)
-            self.store.append_log(records)
-            snapshot = self.store.active.rewrite(new_rows)
-        return snapshot
+        with journaled_rewrite(self.layout, self.store, "dream", f"{self.run_id}-{self.number}", new_rows, then,
+                               l5_after):
+            self.store.archive.append_encoded(payloads[0])
+            self.store.append_log_encoded(payloads[1])
+            yield
 
 
 def _step_contents(store: JsonlEntryStore, rows: list[Row], position: dict[str, int], good: list[Change],

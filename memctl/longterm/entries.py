@@ -20,6 +20,7 @@ far it read in `.memctl/refs.offset`; it counts lines inside a window for the fo
 from __future__ import annotations
 
 import json
+import os
 import secrets
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -199,6 +200,7 @@ class Snapshot:
     path: Path
     data: bytes
     rows: list[Row]
+    stamp: tuple | None = None  # (inode, size, mtime_ns) of what was read: unchanged since, without reading
 
     @property
     def entries(self) -> list[Entry]:
@@ -312,16 +314,38 @@ def field_bytes(name: str, value: str) -> bytes:
 def read_snapshot(path: Path, previous: Snapshot | None = None) -> Snapshot:
     """Read a store; when it only grew since `previous`, parse just the appended lines."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        data = b""
+    data, stamp = read_stamped(path)
     grew = previous is not None and data.startswith(previous.data) and previous.data[-1:] in (b"", b"\n")
     if grew:
         rows = list(previous.rows) + parse_rows(data[len(previous.data):])
     else:
         rows = parse_rows(data)
-    return Snapshot(path, data, rows)
+    return Snapshot(path, data, rows, stamp)
+
+
+def file_stamp(path: Path) -> tuple | None:
+    """(inode, size, mtime_ns) of a store now; None when missing. A rewrite is a new inode."""
+    try:
+        info = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+def read_stamped(path: Path) -> tuple[bytes, tuple | None]:
+    """The bytes of a store and the stamp they match (None when they may not: read again)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        return b"", None
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read()
+        info = os.fstat(fd)
+    finally:
+        os.close(fd)
+    stamp = (info.st_ino, info.st_size, info.st_mtime_ns) if info.st_size == len(data) else None
+    return data, stamp
 
 
 def row_for(entry: Entry) -> Row:

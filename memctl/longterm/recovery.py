@@ -73,13 +73,14 @@ def _finish(layout: Layout, store: JsonlEntryStore, path, record: dict, retry_pe
 
 
 @contextlib.contextmanager
-def journaled_rewrite(layout: Layout, store: JsonlEntryStore, kind: str, name: str, new_rows: list[Row],
-                      then: list[dict] | None = None) -> Iterator[None]:
-    """Around a change that appends to L6 and the log and then rewrites L5 as `new_rows`: its
-    intent is journaled first, the `then` steps run after it, and the journal goes last. A full
-    disk before L5 was rewritten cuts the appends back (nothing was written); after, the
-    journal stays for the next writer to finish."""
-    record = {"l5_after": bytes_digest(rows_bytes(new_rows)), "l6_length": store.archive.length(),
+def journaled_rewrite(layout: Layout, store: JsonlEntryStore, kind: str, name: str, new_rows: list[Row] | None,
+                      then: list[dict] | None = None, l5_after: str = "") -> Iterator[None]:
+    """Around a change that appends to L6 and the log and then rewrites L5 as `new_rows` (or
+    to the contents whose sha256 is `l5_after`): its intent is journaled first, the `then`
+    steps run after it, and the journal goes last. A full disk before L5 was rewritten cuts
+    the appends back (nothing was written); after, the journal stays for the next writer to
+    finish."""
+    record = {"l5_after": l5_after or bytes_digest(rows_bytes(new_rows)), "l6_length": store.archive.length(),
               "log_length": store.log_length(), "then": list(then or [])}
     path = journal.begin(layout, kind, name, record)
     try:

@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Iterator
 
 from memctl.core.config import Layout
 from memctl.core.errors import UsageError
-from memctl.core.fsutil import atomic_write_bytes
+from memctl.core.fsutil import StagedFile, atomic_write_bytes
 from memctl.core.jsonl import append_lines, quarantine_torn_tail, split_torn, torn_dir
 from memctl.longterm.entries import (
     Entry,
@@ -34,13 +34,18 @@ from memctl.longterm.entries import (
     entries_with,
     entry_line,
     field_bytes,
+    file_stamp,
     iter_entries,
     parse_rows,
     read_snapshot,
     row_for,
+    rows_bytes,
     texts_of_type,
     write_rows,
 )
+
+
+STAGED_SUFFIX = ".staged"
 
 
 class StoreRead:
@@ -126,6 +131,14 @@ class EntryFile:
         """Add entries at the end with one durable write; how many."""
         return append_entries(self._path, entries, self._quarantine)
 
+    def encode(self, entries: Iterable[Entry]) -> bytes:
+        """Entries as `append_encoded` takes them: encoded ahead of a lock hold."""
+        return b"".join(entry_line(e) for e in entries)
+
+    def append_encoded(self, payload: bytes) -> None:
+        if payload:
+            append_lines(self._path, payload, self._quarantine)
+
     def rewrite(self, rows: list[Row]) -> Snapshot:
         """Replace the store with these rows, atomically."""
         return write_rows(self._path, rows)
@@ -145,6 +158,68 @@ class EntryFile:
     def digest(self) -> str:
         """sha256 of the bytes now: whether a journaled rewrite happened."""
         return bytes_digest(_read_bytes(self._path))
+
+    def appended_since(self, snapshot: Snapshot) -> bytes | None:
+        """What was appended since `snapshot` was read (b"": nothing changed), or None when the
+        store changed otherwise (rewritten, cut, edited) — told apart without reading it all."""
+        now = file_stamp(self._path)
+        before = snapshot.stamp
+        if before is None or now is None:
+            return None
+        if now == before:
+            return b""
+        if now[0] != before[0] or now[1] <= before[1]:
+            return None
+        data = _read_bytes(self._path)
+        if not data.startswith(snapshot.data):  # an edit in place that also grew it (a few ms to tell)
+            return None
+        tail = data[before[1]:]
+        return tail if tail.endswith(b"\n") else None
+
+    def stage_rewrite(self, rows: list[Row]) -> StagedRewrite:
+        """The store's next contents written beside it now, put in place later (`commit`)."""
+        return StagedRewrite(self._path, rows)
+
+    def remove_staged(self) -> int:
+        """Remove staged rewrites a killed run left (their owner holds the dream lock); how many."""
+        removed = 0
+        for leftover in self._path.parent.glob(f".{self._path.name}.*{STAGED_SUFFIX}"):
+            if leftover.is_file() and not leftover.is_symlink():
+                leftover.unlink(missing_ok=True)
+                removed += 1
+        return removed
+
+
+class StagedRewrite:
+    """A rewrite of L5 or L6 prepared outside the writer lock: its bytes are on disk beside the
+    store and hashed, so that under the lock only what was appended meanwhile is added."""
+
+    def __init__(self, path: Path, rows: list[Row]) -> None:
+        import hashlib
+
+        self.rows = rows
+        self.data = rows_bytes(rows)
+        self._hash = hashlib.sha256(self.data)
+        # not `.tmp`: every writer sweeps those at its start, and this one outlives a lock hold
+        self._staged = StagedFile(path, self.data, suffix=STAGED_SUFFIX)
+        self._path = path
+
+    def present(self) -> bool:
+        """Still on disk (nobody removed it meanwhile)."""
+        return self._staged.present()
+
+    def digest_with(self, tail: bytes) -> str:
+        """sha256 of the store once committed with `tail` appended."""
+        digest = self._hash.copy()
+        digest.update(tail)
+        return digest.hexdigest()
+
+    def commit(self, tail: bytes) -> Snapshot:
+        self._staged.put_in_place(tail)
+        return Snapshot(self._path, self.data + tail, self.rows + parse_rows(tail), file_stamp(self._path))
+
+    def discard(self) -> None:
+        self._staged.discard()
 
 
 def bytes_digest(data: bytes) -> str:
@@ -226,8 +301,13 @@ class JsonlEntryStore:
         return self._log.name
 
     def append_log(self, records: list[dict]) -> None:
-        if records:
-            payload = b"".join((json.dumps(r, ensure_ascii=False) + "\n").encode() for r in records)
+        self.append_log_encoded(self.encode_log(records))
+
+    def encode_log(self, records: list[dict]) -> bytes:
+        return b"".join((json.dumps(r, ensure_ascii=False) + "\n").encode() for r in records)
+
+    def append_log_encoded(self, payload: bytes) -> None:
+        if payload:
             append_lines(self._log, payload, self._quarantine)
 
     def log_length(self) -> int:
