@@ -533,3 +533,29 @@ def test_readme_quick_start_runs_as_written(tmp_path):
     assert result.returncode == 0, (out[-3000:], result.stderr.decode()[-3000:])
     assert out.count("### block") == len(blocks)
     assert "backups of bk-02 run at 02:00" in out and "凌晨两点" in out
+
+
+def test_the_terminal_table_is_drawn_without_rich_and_as_the_full_command_line_draws_it(run, memctl_bin, tmp_path):
+    """Issue #13: a search on a terminal takes the lean path (no typer, no rich) and prints the
+    same table as the full command line."""
+    root = tmp_path / "memory"
+    run("init", root=root)
+    (root / "notes.md").write_text("the proxy listens on port 7890; 代理 端口 7890 在 notes 里\n"
+                                   "another proxy line, long enough to be cut at eighty columns " * 3 + "\n")
+    python = str(Path(memctl_bin).with_name("python"))
+    args = ["--root", str(root), "search", "proxy", "7890"]
+    lean = ("import sys, runpy; sys.argv = ['memctl'] + %r\n"
+            "try:\n    runpy.run_module('memctl', run_name='__main__')\n"
+            "except SystemExit as exit:\n"
+            "    sys.stdout.flush(); print('loaded=%%s' %% [m for m in ('typer', 'rich') if m in sys.modules])\n" % args)
+    full = ("import sys\nfrom memctl.cli.app import main\n"
+            "try:\n    main(%r)\nexcept SystemExit:\n    sys.stdout.flush(); print('loaded=')\n" % args)
+    env = clean_env(PYTHONUTF8="1")
+    status, lean_screen = in_terminal([python, "-c", lean], env)
+    assert status == 0 and "loaded=[]" in lean_screen, lean_screen
+    status, full_screen = in_terminal([python, "-c", full], env)
+    assert status == 0, full_screen
+    table = lean_screen.split("loaded=")[0]
+    assert table == full_screen.split("loaded=")[0]
+    assert "notes.md" in table and "…" in table
+    assert all(cells(line) <= 80 for line in table.splitlines())

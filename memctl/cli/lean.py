@@ -2,8 +2,9 @@
 
 The console script (memctl.entry) tries these first: agents, hooks and timers run them many
 times a day, and the full command line's imports cost ~0.3 s, more than a search itself.
-Only the plain forms are handled here — a piped or --json search, a bare `index refresh`.
-Anything else (a terminal table, --help, --queries, an unknown option) returns None and the
+Only the plain forms are handled here — a search (piped, --json, or the table on a terminal,
+drawn by memctl.cli.table without rich), a bare `index refresh`.
+Anything else (--wide, --help, --queries, an unknown option) returns None and the
 full command line runs, so behaviour is defined in one place: the modules both call.
 """
 
@@ -31,7 +32,7 @@ def run(argv: list[str]) -> int | None:
             root = args.pop(0)
     if args[:1] == ["search"]:
         options = parse_search_args(args[1:])
-        if options is None or (not options["json"] and sys.stdout.isatty()):
+        if options is None:
             return None
         return _guarded(lambda: _search(root, options))
     if args == ["index", "refresh"]:
@@ -102,6 +103,8 @@ def _search(root, options: dict) -> int:
     try:
         if options["json"]:
             render.lines(render.json_text(hit.to_json()) for hit in hits)
+        elif sys.stdout.isatty():
+            _terminal_table(hits, options)
         else:
             render.lines(tsv_line(hit) for hit in hits)
         sys.stdout.flush()
@@ -110,6 +113,16 @@ def _search(root, options: dict) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK if hits else EXIT_NO_MATCH
+
+
+def _terminal_table(hits, options: dict) -> None:
+    from memctl.cli import render
+    from memctl.cli.table import table_lines
+
+    if hits:
+        render.lines(table_lines(hits, " ".join(options["words"])))
+    else:
+        sys.stderr.write("no matches\n")
 
 
 def _whole_number(option: str, text: str) -> int:

@@ -141,34 +141,9 @@ def _print_hits(hits: "list[Hit]", query: str, json_out: bool, wide: bool = Fals
 
 
 def _print_table(hits: "list[Hit]", query: str, wide: bool) -> None:
-    """One line a hit; the ref (what `show` takes) is never cut: the snippet gives way first.
-    --wide lets the snippet wrap instead."""
-    from rich.table import Table
-    from rich.text import Text
+    from memctl.cli.table import table_lines
 
-    from memctl.cli.tsv import readable_snippet
-
-    console = render.out_console()
-    refs = max(len(hit.ref) for hit in hits)
-    table = Table(box=None, padding=(0, 1), pad_edge=False, expand=False, header_style="bold")
-    table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("score", no_wrap=True)
-    table.add_column("layer", no_wrap=True)
-    table.add_column("date", no_wrap=True)
-    table.add_column("ref", no_wrap=True, min_width=refs)
-    layers = max(5, *(len(hit.layer) for hit in hits))
-    fixed = len(str(len(hits))) + 5 + layers + 10 + refs + 5 * 2  # the other cells and the gaps between
-    room = max(console.width - fixed - 1, 8)
-    table.add_column("snippet", no_wrap=not wide, overflow="fold" if wide else "ellipsis",
-                     max_width=None if wide else room)
-    words = [w for w in query.replace(",", " ").split() if len(w) > 1]
-    for rank, hit in enumerate(hits, start=1):
-        snippet = Text(readable_snippet(hit.snippet), no_wrap=not wide, overflow="fold" if wide else "ellipsis")
-        snippet.highlight_words(words, style="bold yellow", case_sensitive=False)
-        if not wide:
-            snippet.truncate(room, overflow="ellipsis")
-        table.add_row(str(rank), f"{hit.score:.3f}", hit.layer, hit.date[:10], hit.ref, snippet)
-    console.print(table)
+    render.lines(table_lines(hits, query, wide))
 
 
 def import_command(
