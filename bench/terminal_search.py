@@ -2,8 +2,8 @@
 pseudo-terminal beside the same search piped, and beside the full command line (typer + rich,
 what a terminal search ran before the lean table), in one run.
 
-    .venv/bin/python bench/search_scale.py --sizes 1G --keep --no-rates   # once: builds /tmp/memctl-scale/1G
-    .venv/bin/python bench/terminal_search.py --root /tmp/memctl-scale/1G/memory
+    .venv/bin/python bench/search_scale.py --sizes 1G --keep --no-rates   # once: builds /tmp/memctl-scale/memory-1G
+    .venv/bin/python bench/terminal_search.py --root /tmp/memctl-scale/memory-1G
 
 Each search is a whole process (`memctl --root R search QUERY`), queries from search_scale's
 generator (English and Chinese); the table's width is 120 columns.
@@ -65,17 +65,24 @@ def main() -> None:
     python = str(Path(exe).with_name("python"))
     env = child_env()
     env.pop("NO_COLOR", None)  # a terminal gets its colours
-    subprocess.run([exe, "--root", str(args.root), "index", "refresh"], capture_output=True, env=env)
+    ready = subprocess.run([exe, "--root", str(args.root), "index", "refresh"], capture_output=True, env=env)
+    if ready.returncode != 0:
+        raise SystemExit(f"{args.root}: {ready.stderr.decode(errors='replace').strip()}")
     print(f"root {args.root} (load {os.getloadavg()[0]:.1f})")
     print(f"{'queries':<9}{'terminal p50':>14}{'p95':>8}{'piped p50':>11}{'p95':>8}{'full CLI on a terminal p50':>28}{'p95':>8}")
     for lang, queries in zip(("en", "zh"), make_queries(7)):
         times: dict[str, list[float]] = {"tty": [], "pipe": [], "full": []}
+        failed = 0
         for _ in range(args.rounds):
             for query in queries:
                 command = ["--root", str(args.root), "search", query]
-                times["tty"].append(under_pty([exe, *command], env)[0])
-                times["pipe"].append(piped([exe, *command], env)[0])
-                times["full"].append(under_pty([python, "-c", FULL, *command], env)[0])
+                for mode, runner, cmd in (("tty", under_pty, [exe, *command]), ("pipe", piped, [exe, *command]),
+                                          ("full", under_pty, [python, "-c", FULL, *command])):
+                    seconds, status, _ = runner(cmd, env)
+                    times[mode].append(seconds)
+                    failed += status not in (0, 1)
+        if failed:
+            raise SystemExit(f"{failed} searches failed")
         cells = "".join(f"{pct(times[m], 0.5) * 1000:>{w}.0f}ms{pct(times[m], 0.95) * 1000:>6.0f}ms"
                         for m, w in (("tty", 12), ("pipe", 9), ("full", 26)))
         print(f"{lang:<9}{cells}")
