@@ -272,6 +272,15 @@ def open_lock_file(path: Path) -> int:
         raise
 
 
+_held: set[str] = set()  # the lock files this process holds
+
+
+def holds_writer_lock(lock_path: Path) -> bool:
+    """Whether this process holds the writer lock of that memory (derived state written only
+    under it, such as the write lookups, is kept current only then)."""
+    return os.path.abspath(lock_path) in _held
+
+
 class WriterLock:
     """The one exclusive lock every writing command takes (`.memctl/lock`)."""
 
@@ -297,10 +306,12 @@ class WriterLock:
             os.ftruncate(fd, 0)
             os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
+        _held.add(os.path.abspath(self.lock_path))
         return self
 
     def release(self) -> None:
         if self._fd is not None:
+            _held.discard(os.path.abspath(self.lock_path))
             unlock(self._fd)
             os.close(self._fd)
             self._fd = None

@@ -191,6 +191,10 @@ class Row:
     raw: bytes
     entry: Entry | None  # None: a line that does not parse, kept as it is
 
+    @property
+    def text(self) -> str:
+        return self.entry.text if self.entry is not None else ""
+
 
 @dataclass
 class Snapshot:

@@ -151,3 +151,22 @@ def near_duplicate(text: str, entries: Iterable[Entry], cutoff: float) -> tuple[
     if found is None:
         return None
     return pool[found[0]], found[1]
+
+
+def match_key(text: str) -> str:
+    """What `token_sort_ratio` compares: the normalized words, sorted, one space apart."""
+    return " ".join(sorted(normalize(text).split()))
+
+
+def reachable_lengths(text: str, cutoff: float) -> tuple[int, int]:
+    """The `match_key` lengths a candidate needs to possibly score `cutoff` against `text`.
+
+    The score is 100 * (1 - indel / (a + b)) over key lengths a and b, and indel >= |a - b|,
+    so a candidate scores at most 200 * min(a, b) / (a + b): a pure length bound (exact, no
+    guess), widened by one character each side against float rounding."""
+    a = len(match_key(text))
+    if cutoff <= 0:
+        return 0, 1 << 62
+    low = int(cutoff * a / (200 - cutoff)) - 1 if cutoff < 200 else a
+    high = int(a * (200 - cutoff) / cutoff) + 2
+    return max(0, low), high

@@ -10,8 +10,15 @@ the same methods and be what `open_store` returns; its callers would not change.
 
 Rows carry each entry's stored form (`Row.raw`), so that a rewrite leaves the entries it
 did not change exactly as they were (what `dream --undo` relies on) and a locked step can
-see whether an entry is still what was planned. A `StoreRead` is one read of L5 or L6,
-queried several times under one lock hold (remember's short path).
+see whether an entry is still what was planned.
+
+The write path — remember, forget, restore, `task done`, import — asks only the queries
+`count`, `holds`, `row`, `current`, `candidates` and the changes `append`, `replace`, `remove`
+of `store.active`, `row` of `store.archive`, and `gone_for_good` and `departed_entry` of the
+store, so that a write never reads the whole of L5 or L6 under the lock: the JSON Lines backend
+answers them from derived lookups under `.memctl/` (`memctl.longterm.lookups`), validated before
+each use and rebuilt from the files when they are stale, and from a scan of the file
+(`memctl.longterm.store_scan`, the reference answers) when they cannot answer.
 The caller holds the writer lock for every write.
 """
 
@@ -22,88 +29,35 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from memctl.core.config import Layout
-from memctl.core.errors import UsageError
 from memctl.core.fsutil import atomic_write_bytes
 from memctl.core.jsonl import append_lines, quarantine_torn_tail, split_torn, torn_dir
+from memctl.longterm import store_scan
 from memctl.longterm.entries import (
     Entry,
     Row,
     Snapshot,
     append_entries,
     bad_lines,
-    entries_with,
     entry_line,
-    field_bytes,
     iter_entries,
-    parse_rows,
     read_snapshot,
     row_for,
-    texts_of_type,
     write_rows,
 )
-
-
-class StoreRead:
-    """One read of L5 or L6, queried several times under one lock hold (remember's short path)."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data = split_torn(data)[0]  # a torn last line is not an entry
-
-    def count(self) -> int:
-        data = self._data
-        return data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
-
-    def holds(self, entry_id: str) -> bool:
-        return field_bytes("id", entry_id) in self._data
-
-    def rows_of_type(self, type_name: str) -> list[Row]:
-        """Every row; only those of this type are parsed (the others keep entry None)."""
-        return parse_rows(self._data, field_bytes("type", type_name))
-
-    def rows_around(self, entry_id: str) -> list[Row]:
-        """Every row; only the one holding this id is parsed."""
-        return parse_rows(self._data, field_bytes("id", entry_id))
-
-    def texts_of_type(self, type_name: str) -> list[tuple[str, str]]:
-        """(id, text) of every entry of one type."""
-        return texts_of_type(self._data, type_name)
-
-    def last_left_as(self, reasons: tuple[str, ...]) -> dict[str, Entry]:
-        """For each id with a line giving one of these reasons, the last such line (a later
-        reason in `reasons` wins over an earlier one)."""
-        last: dict[str, Entry] = {}
-        for reason in reasons:
-            for entry in entries_with(self._data, field_bytes("reason", reason)):
-                if entry.reason in reasons:
-                    last[entry.id] = entry
-        return last
-
-    def last_line_gives(self, entry_id: str, reasons: tuple[str, ...]) -> bool:
-        """Whether the last line about this id gives one of these reasons."""
-        data = self._data
-        final = data.rfind(field_bytes("id", entry_id))
-        end = data.find(b"\n", final)
-        line = data[data.rfind(b"\n", 0, final) + 1: end if end >= 0 else len(data)]
-        return any(field_bytes("reason", reason) in line for reason in reasons)
 
 
 class EntryFile:
     """One store of entries, L5 or L6, as a JSON Lines file."""
 
-    def __init__(self, path: Path, quarantine: Path) -> None:
+    def __init__(self, path: Path, quarantine: Path, unique_ids: bool) -> None:
         self._path = path
         self._quarantine = quarantine
+        self._unique = unique_ids  # L5: one line an id; L6: one line each time it left L5
 
     @property
     def location(self) -> str:
         """Where it is, for the purge report."""
         return str(self._path)
-
-    def read(self) -> StoreRead:
-        try:
-            return StoreRead(self._path.read_bytes())
-        except FileNotFoundError:
-            return StoreRead(b"")
 
     def snapshot(self, previous: Snapshot | None = None) -> Snapshot:
         """Every row now; when the store only grew since `previous`, only the new ones are parsed."""
@@ -125,6 +79,56 @@ class EntryFile:
     def append(self, entries: Iterable[Entry]) -> int:
         """Add entries at the end with one durable write; how many."""
         return append_entries(self._path, entries, self._quarantine)
+
+    # --- the write path's queries (writer lock held)
+
+    def _data(self) -> bytes:
+        return _read_bytes(self._path)
+
+    def count(self) -> int:
+        """How many lines hold an entry or are kept as they are (blank lines aside): what L5's
+        size is measured in (the auto-dream trigger)."""
+        return store_scan.count(self._data())
+
+    def holds(self, entry_id: str) -> bool:
+        """Whether an entry with this id is in the store."""
+        return bool(store_scan.rows_of(self._data(), entry_id))
+
+    def row(self, entry_id: str) -> Row | None:
+        """The row of this id, or None. L5: its one line (UsageError naming the id when it is
+        on more than one line: a duplicate is never resolved by guessing); L6, where an id has
+        one line per time it left L5: the last one, which says why and when it last left."""
+        data = self._data()
+        return store_scan.active_row(data, entry_id) if self._unique else store_scan.last_row(data, entry_id)
+
+    def current(self, type_name: str, topic: str) -> Row | None:
+        """L5: the active row with this merge key (type, normalized topic), the last one in
+        file order if several; UsageError when its id is on more than one line."""
+        return store_scan.current(self._data(), type_name, topic)
+
+    def candidates(self, type_name: str, text: str, cutoff: float = 0.0) -> list[Row]:
+        """L5: the rows of this type that could be near-duplicates of `text`, in file order
+        (ties in the similarity ranking go to the earlier row). `cutoff` (the similarity the
+        caller will require, 0-100) lets the store leave out rows that cannot reach it: only a
+        length bound is applied (`policies.reachable_lengths`), never a guess, so the caller's
+        rapidfuzz check over these rows finds what it would find over every row of the type.
+        The rows' `text` is always there; `raw` and `entry` may be read only when asked for.
+        (The brief named `candidates(type, text)`; `cutoff` is the one addition: without it
+        the store cannot bound anything.)"""
+        return store_scan.candidates(self._data(), type_name, text, cutoff)
+
+    def replace(self, entry_id: str, new_row: Row, at_end: bool = False) -> None:
+        """L5: this id's one line replaced by `new_row`, in one atomic write, every other line
+        byte for byte as it was. `at_end`: the old line goes and the new row becomes the last
+        one (a supersede: the newest version is last, as an append would put it). UsageError if
+        the id is not on exactly one line."""
+        atomic_write_bytes(self._path, store_scan.replaced(self._data(), entry_id, new_row, at_end))
+
+    def remove(self, entry_ids: Iterable[str]) -> None:
+        """L5: the lines of these ids dropped, in one atomic write (a forget); every other line
+        byte for byte as it was. (Not in the brief's list: a forget of several ids must be one
+        write, or a crash between two would leave half of it.)"""
+        atomic_write_bytes(self._path, store_scan.without(self._data(), set(entry_ids)))
 
     def rewrite(self, rows: list[Row]) -> Snapshot:
         """Replace the store with these rows, atomically."""
@@ -160,8 +164,7 @@ def refuse_duplicates(rows: list[Row], ids: Iterable[str], what: str) -> None:
     for row in rows:
         if row.entry is not None and row.entry.id in wanted:
             if row.entry.id in seen:
-                raise UsageError(f"{row.entry.id} is on more than one line of {what}; nothing was changed "
-                                 "(give one of the lines a new id, then rerun)")
+                raise store_scan.duplicate_error(row.entry.id, what)
             seen.add(row.entry.id)
 
 
@@ -179,8 +182,8 @@ class JsonlEntryStore:
 
     def __init__(self, layout: Layout) -> None:
         self._quarantine = torn_dir(layout.state_dir)
-        self.active = EntryFile(layout.long_term, self._quarantine)
-        self.archive = EntryFile(layout.cold_archive, self._quarantine)
+        self.active = EntryFile(layout.long_term, self._quarantine, unique_ids=True)
+        self.archive = EntryFile(layout.cold_archive, self._quarantine, unique_ids=False)
         self._log = layout.dream_log
 
     def settle(self) -> list[str]:
@@ -214,6 +217,25 @@ class JsonlEntryStore:
             if entry.id not in active:
                 last[entry.id] = entry
         return last
+
+    def gone_for_good(self, text: str, cutoff: float = 0.0) -> list[Entry]:
+        """L6 entries whose last line says forgotten or purged and which are not active
+        again, among them every one that carries the fingerprint of `text` (a purge keeps
+        `sha256` = `content_hash(text)`) and every one whose text could be a near-duplicate of
+        `text` (the length bound of `candidates`, with the same `cutoff`). For each id the line
+        returned is its last forgotten or purged line (a purged line wins: its text is gone).
+        Order: ids with a forgotten line by their first one, then ids only purged."""
+        from memctl.longterm.entries import content_hash
+
+        return store_scan.gone_for_good(self.active._data(), self.archive._data(), text, content_hash(text), cutoff)
+
+    def departed_entry(self, entry_id: str) -> Entry | None:
+        """The last L6 line of an id that is not in L5 (why and when it left), or None: it is
+        active, or it was never in L6. What `restore` puts back."""
+        if self.active.holds(entry_id):
+            return None
+        row = self.archive.row(entry_id)
+        return row.entry if row is not None else None
 
     # --- the dream log: one JSON record a change
 

@@ -137,7 +137,7 @@ def forget_cmd(
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
     """Soft-forget entries (L5 -> L6, undo with `restore`), or erase them with --purge."""
-    from memctl.longterm.forget import apply_forget, plan_forget, purge as purge_fn
+    from memctl.longterm.forget import apply_forget, forget_ids, plan_forget, purge as purge_fn
     from memctl.longterm.store import open_store
 
     settings = _settings(ctx)
@@ -145,15 +145,20 @@ def forget_cmd(
     if purge:
         _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn)
         return
-    plan = plan_forget(open_store(settings.layout).active.entries(), ids, match, reason)
-    if dry_run or (match and not yes):
-        _print_forget_plan(plan, json_out)
-        if match and not yes and not dry_run:
-            render.message(f"{len(plan.entries)} entries match; rerun with --yes to forget them")
-        return
-    if plan.missing:
-        render.warning(f"not active in L5: {', '.join(plan.missing)}")
-    result = apply_forget(settings, plan, clock.now(), wait)
+    if ids and not match and not dry_run:  # planned under the lock, from the store's lookups
+        plan, result = forget_ids(settings, ids, reason, clock.now(), wait)
+        if plan.missing:
+            render.warning(f"not active in L5: {', '.join(plan.missing)}")
+    else:
+        plan = plan_forget(open_store(settings.layout).active.entries(), ids, match, reason)
+        if dry_run or (match and not yes):
+            _print_forget_plan(plan, json_out)
+            if match and not yes and not dry_run:
+                render.message(f"{len(plan.entries)} entries match; rerun with --yes to forget them")
+            return
+        if plan.missing:
+            render.warning(f"not active in L5: {', '.join(plan.missing)}")
+        result = apply_forget(settings, plan, clock.now(), wait)
     if json_out:
         render.json_line({"run": result.run, "forgotten": result.forgotten,
                           "missing": plan.missing + result.skipped})
