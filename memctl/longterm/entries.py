@@ -195,6 +195,10 @@ class Row:
     def text(self) -> str:
         return self.entry.text if self.entry is not None else ""
 
+    @property
+    def entry_id(self) -> str | None:
+        return self.entry.id if self.entry is not None else None
+
 
 @dataclass
 class Snapshot:

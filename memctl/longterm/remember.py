@@ -143,7 +143,7 @@ def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
         rows = store.active.candidates(entry.type, entry.text, cutoff)
         found = best_match(entry.text, [r.text for r in rows], cutoff)
         if found is not None:
-            existing = store.active.row(rows[found[0]].entry.id)
+            existing = store.active.row(rows[found[0]].entry_id)
             return _raise_seen(store, existing.entry, stamp, found[1], count, threshold)
     store.active.append([entry])
     return RememberResult(ADDED, entry, None, None, count + 1, count + 1 >= threshold)

@@ -32,6 +32,8 @@ from memctl.core.config import Layout
 from memctl.core.fsutil import atomic_write_bytes
 from memctl.core.jsonl import append_lines, quarantine_torn_tail, split_torn, torn_dir
 from memctl.longterm import store_scan
+from memctl.longterm.lookups import Lookups, entry_of, read_line
+from memctl.longterm.policies import reachable_lengths
 from memctl.longterm.entries import (
     Entry,
     Row,
@@ -49,10 +51,13 @@ from memctl.longterm.entries import (
 class EntryFile:
     """One store of entries, L5 or L6, as a JSON Lines file."""
 
-    def __init__(self, path: Path, quarantine: Path, unique_ids: bool) -> None:
+    def __init__(self, path: Path, quarantine: Path, unique_ids: bool, lookups: Lookups | None = None,
+                 which: str = "") -> None:
         self._path = path
         self._quarantine = quarantine
         self._unique = unique_ids  # L5: one line an id; L6: one line each time it left L5
+        self._lookups = lookups
+        self._which = which  # its name in the lookups
 
     @property
     def location(self) -> str:
@@ -66,8 +71,12 @@ class EntryFile:
     def iter(self) -> Iterator[Entry]:
         return iter_entries(self._path)
 
-    def bad_lines(self) -> list[tuple[str, int, str]]:
-        """(file name, line number, problem) of each line that is not an entry (skipped, kept)."""
+    def bad_lines(self, quick: bool = False) -> list[tuple[str, int, str]]:
+        """(file name, line number, problem) of each line that is not an entry (skipped, kept).
+        `quick` (a write command's warning, no lock needed): none, without reading the file,
+        when the write lookups are current with it and saw no such line."""
+        if quick and self._lookups is not None and self._lookups.clean(self._which):
+            return []
         return [(self._path.name, number, problem) for number, problem in bad_lines(self._path)]
 
     def entries(self) -> list[Entry]:
@@ -78,32 +87,69 @@ class EntryFile:
 
     def append(self, entries: Iterable[Entry]) -> int:
         """Add entries at the end with one durable write; how many."""
-        return append_entries(self._path, entries, self._quarantine)
+        added = append_entries(self._path, entries, self._quarantine)
+        self._view()  # the lookups catch up with the lines just written (a failure: next time)
+        return added
 
-    # --- the write path's queries (writer lock held)
+    # --- the write path's queries (writer lock held): from the lookups when they are current
+    # with the file (memctl.longterm.lookups), else from a scan of it (the same answers)
 
     def _data(self) -> bytes:
         return _read_bytes(self._path)
 
+    def _view(self) -> Lookups | None:
+        return self._lookups.view(self._which) if self._lookups is not None else None
+
     def count(self) -> int:
         """How many lines hold an entry or are kept as they are (blank lines aside): what L5's
         size is measured in (the auto-dream trigger)."""
-        return store_scan.count(self._data())
+        view = self._view()
+        return view.count(self._which) if view is not None else store_scan.count(self._data())
 
     def holds(self, entry_id: str) -> bool:
         """Whether an entry with this id is in the store."""
+        view = self._view()
+        if view is not None:
+            return view.holds(self._which, entry_id)
         return bool(store_scan.rows_of(self._data(), entry_id))
 
     def row(self, entry_id: str) -> Row | None:
         """The row of this id, or None. L5: its one line (UsageError naming the id when it is
         on more than one line: a duplicate is never resolved by guessing); L6, where an id has
         one line per time it left L5: the last one, which says why and when it last left."""
+        view = self._view()
+        if view is not None:
+            spans = view.spans(self._which, entry_id)
+            if self._unique and len(spans) > 1:
+                raise store_scan.duplicate_error(entry_id, "L5")
+            if not spans:
+                return None
+            found = self._line_at(entry_id, spans[-1][1], spans[-1][2])
+            if found is not None:
+                return found
         data = self._data()
         return store_scan.active_row(data, entry_id) if self._unique else store_scan.last_row(data, entry_id)
+
+    def _line_at(self, entry_id: str, offset: int, length: int) -> Row | None:
+        """The row the lookups point at, or None (and the lookups dropped) when it is not it."""
+        raw = read_line(self._path, offset, length)
+        entry = entry_of(raw)
+        if entry is not None and entry.id == entry_id and raw.endswith(b"\n"):
+            return Row(raw, entry)
+        self._lookups.drop(self._which)
+        return None
 
     def current(self, type_name: str, topic: str) -> Row | None:
         """L5: the active row with this merge key (type, normalized topic), the last one in
         file order if several; UsageError when its id is on more than one line."""
+        view = self._view()
+        if view is not None:
+            entry_id = view.current(type_name, topic)
+            if entry_id is None:
+                return None
+            found = self.row(entry_id)
+            if found is not None and found.entry.type == type_name:
+                return found
         return store_scan.current(self._data(), type_name, topic)
 
     def candidates(self, type_name: str, text: str, cutoff: float = 0.0) -> list[Row]:
@@ -112,23 +158,77 @@ class EntryFile:
         caller will require, 0-100) lets the store leave out rows that cannot reach it: only a
         length bound is applied (`policies.reachable_lengths`), never a guess, so the caller's
         rapidfuzz check over these rows finds what it would find over every row of the type.
-        The rows' `text` is always there; `raw` and `entry` may be read only when asked for.
-        (The brief named `candidates(type, text)`; `cutoff` is the one addition: without it
-        the store cannot bound anything.)"""
+        Each row's `text` and `entry_id` are there; `raw` and `entry` may be read only when
+        asked for. (The brief named `candidates(type, text)`; `cutoff` is the one addition:
+        without it the store cannot leave anything out.)"""
+        view = self._view()
+        if view is not None:
+            low, high = reachable_lengths(text, cutoff)
+            return [LazyRow(entry_id, body, self._loader(entry_id, offset, length))
+                    for entry_id, body, offset, length in view.candidates(type_name, low, high)]
         return store_scan.candidates(self._data(), type_name, text, cutoff)
+
+    def _loader(self, entry_id: str, offset: int, length: int) -> Callable[[], Row]:
+        def load() -> Row:
+            found = self._line_at(entry_id, offset, length)
+            return found if found is not None else store_scan.active_row(self._data(), entry_id)
+        return load
 
     def replace(self, entry_id: str, new_row: Row, at_end: bool = False) -> None:
         """L5: this id's one line replaced by `new_row`, in one atomic write, every other line
         byte for byte as it was. `at_end`: the old line goes and the new row becomes the last
         one (a supersede: the newest version is last, as an append would put it). UsageError if
         the id is not on exactly one line."""
-        atomic_write_bytes(self._path, store_scan.replaced(self._data(), entry_id, new_row, at_end))
+        data = self._data()
+        view = self._view()
+        spans = self._checked_spans(view, data, [entry_id])
+        if spans is None:
+            atomic_write_bytes(self._path, store_scan.replaced(data, entry_id, new_row, at_end))
+            return
+        _, offset, length = spans[0]
+        if at_end:
+            new = data[:offset] + data[offset + length:] + new_row.raw
+            added = (new_row.entry, len(new) - len(new_row.raw), len(new_row.raw), False)
+        else:
+            new = data[:offset] + new_row.raw + data[offset + length:]
+            added = (new_row.entry, offset, len(new_row.raw), True)
+        atomic_write_bytes(self._path, new)
+        self._lookups.follow(self._path, spans, added)
 
     def remove(self, entry_ids: Iterable[str]) -> None:
         """L5: the lines of these ids dropped, in one atomic write (a forget); every other line
         byte for byte as it was. (Not in the brief's list: a forget of several ids must be one
         write, or a crash between two would leave half of it.)"""
-        atomic_write_bytes(self._path, store_scan.without(self._data(), set(entry_ids)))
+        ids = list(dict.fromkeys(entry_ids))
+        data = self._data()
+        spans = self._checked_spans(self._view(), data, ids)
+        if spans is None:
+            atomic_write_bytes(self._path, store_scan.without(data, set(ids)))
+            return
+        kept, last = [], 0
+        for _, offset, length in sorted(spans, key=lambda span: span[1]):
+            kept.append(data[last:offset])
+            last = offset + length
+        atomic_write_bytes(self._path, b"".join(kept) + data[last:])
+        self._lookups.follow(self._path, spans, None)
+
+    def _checked_spans(self, view, data: bytes, ids: list[str]) -> list[tuple[int, int, int]] | None:
+        """(seq, offset, length) of the one line of each id, each checked against `data`;
+        None: ask the scan (no lookups, or they do not match the file)."""
+        if view is None:
+            return None
+        spans = []
+        for entry_id in ids:
+            found = view.spans(self._which, entry_id)
+            if len(found) != 1:
+                return None
+            _, offset, length = found[0]
+            entry = entry_of(data[offset:offset + length])
+            if entry is None or entry.id != entry_id or data[offset + length - 1:offset + length] != b"\n":
+                self._lookups.drop(self._which)
+                return None
+            spans.append(found[0])
+        return spans
 
     def rewrite(self, rows: list[Row]) -> Snapshot:
         """Replace the store with these rows, atomically."""
@@ -149,6 +249,23 @@ class EntryFile:
     def digest(self) -> str:
         """sha256 of the bytes now: whether a journaled rewrite happened."""
         return bytes_digest(_read_bytes(self._path))
+
+
+class LazyRow(Row):
+    """A candidate row: its id and text known, its line read only when `raw` or `entry` is asked for."""
+
+    def __init__(self, entry_id: str, text: str, load: Callable[[], Row]) -> None:
+        self._id, self._text, self._load, self._row = entry_id, text, load, None
+
+    def _loaded(self) -> Row:
+        if self._row is None:
+            self._row = self._load()
+        return self._row
+
+    raw = property(lambda self: self._loaded().raw)
+    entry = property(lambda self: self._loaded().entry)
+    text = property(lambda self: self._text)
+    entry_id = property(lambda self: self._id)
 
 
 def bytes_digest(data: bytes) -> str:
@@ -182,8 +299,9 @@ class JsonlEntryStore:
 
     def __init__(self, layout: Layout) -> None:
         self._quarantine = torn_dir(layout.state_dir)
-        self.active = EntryFile(layout.long_term, self._quarantine, unique_ids=True)
-        self.archive = EntryFile(layout.cold_archive, self._quarantine, unique_ids=False)
+        self._lookups = Lookups(layout.state_dir, layout.lock, {"l5": layout.long_term, "l6": layout.cold_archive})
+        self.active = EntryFile(layout.long_term, self._quarantine, True, self._lookups, "l5")
+        self.archive = EntryFile(layout.cold_archive, self._quarantine, False, self._lookups, "l6")
         self._log = layout.dream_log
 
     def settle(self) -> list[str]:
@@ -227,7 +345,14 @@ class JsonlEntryStore:
         Order: ids with a forgotten line by their first one, then ids only purged."""
         from memctl.longterm.entries import content_hash
 
-        return store_scan.gone_for_good(self.active._data(), self.archive._data(), text, content_hash(text), cutoff)
+        fingerprint = content_hash(text)
+        if self.active._view() is not None and self.archive._view() is not None:
+            low, high = reachable_lengths(text, cutoff)
+            found = [(entry_id, self.archive._line_at(entry_id, offset, length))
+                     for entry_id, offset, length in self._lookups.gone_for_good(fingerprint, low, high)]
+            if all(row is not None for _, row in found):
+                return [row.entry for _, row in found]
+        return store_scan.gone_for_good(self.active._data(), self.archive._data(), text, fingerprint, cutoff)
 
     def departed_entry(self, entry_id: str) -> Entry | None:
         """The last L6 line of an id that is not in L5 (why and when it left), or None: it is
