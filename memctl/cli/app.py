@@ -16,7 +16,7 @@ from memctl import __version__
 
 from memctl.cli import render
 from memctl.core.errors import EXIT_ERROR, EXIT_OK, MemctlError
-from memctl.cli.startup import os_error_text, prepare_process
+from memctl.cli.startup import internal_error_text, os_error_text, prepare_process
 from memctl.cli.state import AppState
 
 app = typer.Typer(
@@ -92,12 +92,6 @@ def main(argv: Optional[list[str]] = None) -> None:
             raise
         render.error(internal_error_text(exc))
         sys.exit(EXIT_ERROR)
-
-
-def internal_error_text(exc: BaseException) -> str:
-    """A crash in one line for people: what went wrong, never the exception's class name."""
-    detail = " ".join(str(exc).split())[:200] or "unexpected failure"
-    return f"internal error: {detail} (rerun with --debug for a traceback)"
 
 
 def _flush_stdout() -> None:

@@ -82,3 +82,9 @@ def os_error_text(exc: OSError) -> str:
     reason = exc.strerror or str(exc)
     hint = " (a read-only memory can be searched, not changed)" if isinstance(exc, PermissionError) else ""
     return f"{where}{reason}{hint}"
+
+
+def internal_error_text(exc: BaseException) -> str:
+    """A crash in one line for people: what went wrong, never the exception's class name."""
+    detail = " ".join(str(exc).split())[:200] or "unexpected failure"
+    return f"internal error: {detail} (rerun with --debug for a traceback)"
