@@ -20,7 +20,7 @@ far it read in `.memctl/refs.offset`; it counts lines inside a window for the fo
 from __future__ import annotations
 
 import json
-import secrets
+import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -107,7 +107,7 @@ def _check_fields(data: Any) -> None:
 
 def new_id(prefix: str = "m") -> str:
     """A short, unique, sortable-enough id: prefix + 12 hex digits."""
-    return f"{prefix}{secrets.token_hex(6)}"
+    return f"{prefix}{os.urandom(6).hex()}"  # secrets.token_hex, without importing secrets (~10 ms)
 
 
 def entry_line(entry: Entry) -> bytes:

@@ -136,6 +136,7 @@ class Lookups:
     # --- building
 
     def _rebuild(self, which: str, path: Path) -> None:
+        faults.derived_write("lookups-rebuild")
         data = _read(path)
         db = self._connect()
         db.execute("BEGIN IMMEDIATE")
@@ -153,6 +154,7 @@ class Lookups:
             raise
 
     def _catch_up(self, which: str, path: Path, size: int) -> None:
+        faults.derived_write("lookups-catch-up")
         with open(path, "rb") as handle:
             handle.seek(size)
             data = handle.read()
@@ -240,7 +242,7 @@ class Lookups:
         wrote `added` = (entry, offset, length, in_place) — in place of the single removed line,
         or at the end — the rows and the state follow, in one transaction."""
         db = self._connect()
-        faults.checkpoint("lookups")
+        faults.derived_write("lookups-splice")
         removed = sorted(removed)
         in_place = added is not None and added[3]
         db.execute("BEGIN IMMEDIATE")

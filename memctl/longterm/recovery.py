@@ -19,8 +19,7 @@ from memctl.core.config import Layout
 from memctl.core.errors import WriteFailed
 from memctl.core.fsutil import WriterLock, sweep_stale_temp_files
 from memctl.core.jsonl import torn_dir
-from memctl.longterm import journal, purge_steps
-from memctl.longterm.dream_refs import write_offset
+from memctl.longterm import journal
 from memctl.longterm.entries import Row, rows_bytes
 from memctl.longterm.store import JsonlEntryStore, bytes_digest, open_store
 
@@ -59,6 +58,8 @@ def sweep_own_temp_files(layout: Layout, before: float) -> list[str]:
 def _finish(layout: Layout, store: JsonlEntryStore, path, record: dict, retry_pending: bool) -> list[str]:
     kind = record.get("kind")
     if kind == "purge":
+        from memctl.longterm import purge_steps  # only when a purge was cut off: not on every write's path
+
         if record.get("pending") and not retry_pending:
             return []
         outcome = purge_steps.run(layout, record, path)
@@ -133,6 +134,8 @@ def finish_steps(layout: Layout, store: JsonlEntryStore, steps: list[dict]) -> N
 def _redo(layout: Layout, store: JsonlEntryStore, step: dict) -> None:
     what = step.get("do")
     if what == "offset":
+        from memctl.longterm.dream_refs import write_offset
+
         write_offset(layout, int(step["value"]))
     elif what == "drop-l6-run":
         l6 = store.archive.snapshot()
