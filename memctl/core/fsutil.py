@@ -39,6 +39,7 @@ DIR_MODE = 0o700
 FILE_MODE = 0o600
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # 0 where it does not exist (Windows)
 POSIX_MODES = os.name != "nt"
+PID_WIDTH = 24  # the lock file's content: the holder's pid, newline, padded with spaces
 
 
 def set_mode(path: Path, mode: int) -> None:
@@ -303,8 +304,8 @@ class WriterLock:
                 )
             time.sleep(self.poll)
         if fcntl is not None:  # under msvcrt the locked byte cannot hold the pid
-            os.ftruncate(fd, 0)
-            os.write(fd, f"{os.getpid()}\n".encode())
+            # one fixed-width write, no ftruncate (which costs milliseconds on overlay file systems)
+            os.pwrite(fd, f"{os.getpid()}\n".encode().ljust(PID_WIDTH), 0)
         self._fd = fd
         _held.add(os.path.abspath(self.lock_path))
         return self
