@@ -141,7 +141,7 @@ def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
     else:
         cutoff = similarity_threshold(settings)
         rows = store.active.candidates(entry.type, entry.text, cutoff)
-        found = best_match(entry.text, [r.text for r in rows], cutoff)
+        found = best_match(entry.text, rows.texts, cutoff)
         if found is not None:
             existing = store.active.row(rows[found[0]].entry_id)
             return _raise_seen(store, existing.entry, stamp, found[1], count, threshold)

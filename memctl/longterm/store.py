@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence
 
 from memctl.core.config import Layout
 from memctl.core.fsutil import atomic_write_bytes
@@ -152,27 +152,25 @@ class EntryFile:
                 return found
         return store_scan.current(self._data(), type_name, topic)
 
-    def candidates(self, type_name: str, text: str, cutoff: float = 0.0) -> list[Row]:
+    def candidates(self, type_name: str, text: str, cutoff: float = 0.0) -> Candidates:
         """L5: the rows of this type that could be near-duplicates of `text`, in file order
         (ties in the similarity ranking go to the earlier row). `cutoff` (the similarity the
         caller will require, 0-100) lets the store leave out rows that cannot reach it: only a
         length bound is applied (`policies.reachable_lengths`), never a guess, so the caller's
         rapidfuzz check over these rows finds what it would find over every row of the type.
-        Each row's `text` and `entry_id` are there; `raw` and `entry` may be read only when
-        asked for. (The brief named `candidates(type, text)`; `cutoff` is the one addition:
+        A sequence of rows (`Candidates`: `.texts` gives their texts at once); each row's `text`
+        and `entry_id` are there, `raw` and `entry` may be read only when asked for. (The brief named `candidates(type, text)`; `cutoff` is the one addition:
         without it the store cannot leave anything out.)"""
         view = self._view()
         if view is not None:
             low, high = reachable_lengths(text, cutoff)
-            return [LazyRow(entry_id, body, self._loader(entry_id, offset, length))
-                    for entry_id, body, offset, length in view.candidates(type_name, low, high)]
-        return store_scan.candidates(self._data(), type_name, text, cutoff)
+            return Candidates(view.candidates(type_name, low, high), self._load)
+        rows = store_scan.candidates(self._data(), type_name, text, cutoff)
+        return Candidates([(r.entry.id, r.entry.text, r) for r in rows], None)
 
-    def _loader(self, entry_id: str, offset: int, length: int) -> Callable[[], Row]:
-        def load() -> Row:
-            found = self._line_at(entry_id, offset, length)
-            return found if found is not None else store_scan.active_row(self._data(), entry_id)
-        return load
+    def _load(self, entry_id: str, offset: int, length: int) -> Row:
+        found = self._line_at(entry_id, offset, length)
+        return found if found is not None else store_scan.active_row(self._data(), entry_id)
 
     def replace(self, entry_id: str, new_row: Row, at_end: bool = False) -> None:
         """L5: this id's one line replaced by `new_row`, in one atomic write, every other line
@@ -266,6 +264,31 @@ class LazyRow(Row):
     entry = property(lambda self: self._loaded().entry)
     text = property(lambda self: self._text)
     entry_id = property(lambda self: self._id)
+
+
+class Candidates(Sequence):
+    """What `candidates` returns: a sequence of rows, each built when it is asked for (tens of
+    thousands at a large L5, of which the caller needs one), and `texts`, theirs in order."""
+
+    def __init__(self, found: list[tuple], load: Callable[..., Row] | None) -> None:
+        self._found = found  # (id, text, offset, length) from the lookups, or (id, text, row) from a scan
+        self._load = load
+
+    @property
+    def texts(self) -> list[str]:
+        return [item[1] for item in self._found]
+
+    def __len__(self) -> int:
+        return len(self._found)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        item = self._found[index]
+        if self._load is None:
+            return item[2]
+        entry_id, text, offset, length = item
+        return LazyRow(entry_id, text, lambda: self._load(entry_id, offset, length))
 
 
 def bytes_digest(data: bytes) -> str:
