@@ -271,21 +271,21 @@ def _restore(root, options: dict, words: list[str]) -> int:
 
 def guarded(action) -> int:
     """Every failure as the full command line maps it (cli.app.main): one line, the exit code."""
-    from memctl.cli.startup import internal_error_text, os_error_text
+    from memctl.cli.startup import flush_stdout, internal_error_text, os_error_text, silence_stdout
 
     try:
         code = action()
         sys.stdout.flush()
         return code
     except MemctlError as exc:
-        _flush()
+        flush_stdout()
         render.error(str(exc))
         return exc.exit_code
     except BrokenPipeError:
-        _silence()
+        silence_stdout()
         return EXIT_OK
     except OSError as exc:
-        _flush()
+        flush_stdout()
         render.error(os_error_text(exc))
         return EXIT_ERROR
     except KeyboardInterrupt:
@@ -294,14 +294,3 @@ def guarded(action) -> int:
     except Exception as exc:  # a crash is exit 2 with one line, never exit 1 ("no match")
         render.error(internal_error_text(exc))
         return EXIT_ERROR
-
-
-def _flush() -> None:
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _silence()
-
-
-def _silence() -> None:
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
