@@ -183,3 +183,21 @@ def test_deleting_the_lookups_loses_nothing(tmp_path, monkeypatch):
     (base / ".memctl").mkdir()
     again = remember(settings, RememberRequest("deploy cache pinned on n3", "event"), START, 0)
     assert first.action == "added" and again.action == "seen" and again.entry.id == first.entry.id
+
+
+def test_the_key_match_is_the_reference_match_on_random_texts():
+    """best_key_match over stored keys == best_match over the texts (scores, ties, numbers)."""
+    from memctl.longterm.policies import best_key_match, best_match, match_key
+
+    rng = random.Random(11)
+    alphabet = ["deploy", "Deploy", "cache", "n3", "n4", "bk-01", "bk-02", "备份", "凌晨", "!", ",", "  ", "\t",
+                "héllo", "x", "3"]
+    checked = 0
+    for _ in range(3000):
+        texts = [" ".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6))) for _ in range(rng.randint(0, 30))]
+        query = " ".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6)))
+        cutoff = rng.choice([0, 50, 70, 88, 95, 100])
+        expected = best_match(query, texts, cutoff)
+        assert best_key_match(query, [match_key(t) for t in texts], cutoff) == expected, (query, texts, cutoff)
+        checked += expected is not None
+    assert checked > 500

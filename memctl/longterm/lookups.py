@@ -1,8 +1,8 @@
 """The write lookups: `.memctl/lookups.sqlite`, derived from L5 and L6 so that a write never
 reads either file whole under the lock.
 
-What they hold: for L5, one row per entry line (id, type, normalized topic, `match_key`
-length, text) and where the line is (byte offset, length); for L6, one row per id: where its
+What they hold: for L5, one row per entry line (id, type, normalized topic, the text's
+`match_key` — what the near-duplicate check compares — and its length) and where the line is (byte offset, length); for L6, one row per id: where its
 last line is and whether it says forgotten or purged, and its last forgotten-or-purged line
 with that line's text and fingerprint (`sha256`). Each file's row in `state` records what the
 lookups were derived from: inode, size, mtime_ns and the sha256 of its last 4 KiB.
@@ -37,14 +37,14 @@ from memctl.longterm.entries import BAD_LINE, Entry
 from memctl.longterm.policies import match_key, normalize_topic
 
 FILE_NAME = "lookups.sqlite"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 TAIL = 4096
 GONE = ("forgotten", "purged")
 _SCHEMA = """
 CREATE TABLE state(file TEXT PRIMARY KEY, ino INTEGER, size INTEGER, mtime_ns INTEGER, tail TEXT,
                    lines INTEGER, bad INTEGER);
 CREATE TABLE l5(seq INTEGER PRIMARY KEY, id TEXT NOT NULL, type TEXT NOT NULL, mkey TEXT NOT NULL,
-                klen INTEGER NOT NULL, text TEXT NOT NULL);
+                klen INTEGER NOT NULL, key TEXT NOT NULL);
 CREATE INDEX l5_id ON l5(id);
 CREATE INDEX l5_key ON l5(type, mkey);
 CREATE INDEX l5_len ON l5(type, klen);
@@ -216,9 +216,9 @@ class Lookups:
         return found[0] if found else None
 
     def candidates(self, type_name: str, low: int, high: int) -> list[tuple[str, str, int, int]]:
-        """(id, text, offset, length) of the L5 rows of a type with a key length in [low, high]."""
+        """(id, match key, offset, length) of the L5 rows of a type with a key length in [low, high]."""
         return self._connect().execute(
-            "SELECT id, text, off, len FROM l5 JOIN l5_at USING (seq) WHERE type=? AND klen BETWEEN ? AND ? "
+            "SELECT id, key, off, len FROM l5 JOIN l5_at USING (seq) WHERE type=? AND klen BETWEEN ? AND ? "
             "ORDER BY l5.seq", (type_name, low, high)).fetchall()
 
     def holds(self, which: str, entry_id: str) -> bool:
@@ -252,7 +252,7 @@ class Lookups:
                 if in_place:
                     shift += added[2] - length
                     db.execute("UPDATE l5_at SET len=? WHERE seq=?", (added[2], seq))
-                    db.execute("UPDATE l5 SET type=?, mkey=?, klen=?, text=? WHERE seq=?", (*_l5_fields(added[0]), seq))
+                    db.execute("UPDATE l5 SET type=?, mkey=?, klen=?, key=? WHERE seq=?", (*_l5_fields(added[0]), seq))
                 else:
                     shift -= length
                     db.execute("DELETE FROM l5 WHERE seq=?", (seq,))
@@ -312,7 +312,8 @@ def _create(db: sqlite3.Connection) -> None:
 
 
 def _l5_fields(entry: Entry) -> tuple[str, str, int, str]:
-    return entry.type, normalize_topic(entry.topic), len(match_key(entry.text)), entry.text
+    key = match_key(entry.text)
+    return entry.type, normalize_topic(entry.topic), len(key), key
 
 
 def _add_l6(db: sqlite3.Connection, spans, entries) -> None:

@@ -145,6 +145,21 @@ def best_match(text: str, candidates: Sequence[str], cutoff: float) -> tuple[int
     return None
 
 
+def best_key_match(text: str, keys: Sequence[str], cutoff: float) -> tuple[int, float] | None:
+    """`best_match` over the candidates' `match_key`s, computed once when they were stored:
+    the same scores (token_sort_ratio is the plain ratio of the sorted-word keys), the same
+    order, the same numbers rule, without normalizing and sorting every candidate again."""
+    if not keys:
+        return None
+    query = match_key(text)
+    wanted = numbers(query)
+    hits = process.extract(query, keys, scorer=fuzz.ratio, processor=None, score_cutoff=cutoff, limit=50)
+    for _, score, index in hits:  # best first
+        if numbers(keys[index]) == wanted:
+            return index, float(score)
+    return None
+
+
 def near_duplicate(text: str, entries: Iterable[Entry], cutoff: float) -> tuple[Entry, float] | None:
     pool = list(entries)
     found = best_match(text, [e.text for e in pool], cutoff)

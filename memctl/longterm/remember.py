@@ -18,7 +18,7 @@ from memctl.core.clock import iso
 from memctl.core.config import Settings
 from memctl.longterm.entries import Entry, content_hash, new_id
 from memctl.core.errors import MemctlError, UsageError
-from memctl.longterm.policies import best_match, near_duplicate, normalize, policy_for, similarity_threshold
+from memctl.longterm.policies import best_key_match, near_duplicate, normalize, policy_for, similarity_threshold
 from memctl.longterm.recovery import journaled_rewrite, writing
 from memctl.longterm.store import JsonlEntryStore, open_store
 
@@ -141,7 +141,7 @@ def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
     else:
         cutoff = similarity_threshold(settings)
         rows = store.active.candidates(entry.type, entry.text, cutoff)
-        found = best_match(entry.text, rows.texts, cutoff)
+        found = best_key_match(entry.text, rows.keys, cutoff)
         if found is not None:
             existing = store.active.row(rows[found[0]].entry_id)
             return _raise_seen(store, existing.entry, stamp, found[1], count, threshold)

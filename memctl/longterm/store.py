@@ -33,7 +33,7 @@ from memctl.core.fsutil import atomic_write_bytes
 from memctl.core.jsonl import append_lines, quarantine_torn_tail, split_torn, torn_dir
 from memctl.longterm import store_scan
 from memctl.longterm.lookups import Lookups, entry_of, read_line
-from memctl.longterm.policies import reachable_lengths
+from memctl.longterm.policies import match_key, reachable_lengths
 from memctl.longterm.entries import (
     Entry,
     Row,
@@ -158,15 +158,15 @@ class EntryFile:
         caller will require, 0-100) lets the store leave out rows that cannot reach it: only a
         length bound is applied (`policies.reachable_lengths`), never a guess, so the caller's
         rapidfuzz check over these rows finds what it would find over every row of the type.
-        A sequence of rows (`Candidates`: `.texts` gives their texts at once); each row's `text`
-        and `entry_id` are there, `raw` and `entry` may be read only when asked for. (The brief named `candidates(type, text)`; `cutoff` is the one addition:
+        A sequence of rows (`Candidates`: `.keys` gives their texts' match keys at once); each
+        row's `entry_id` is there, `raw` and `entry` may be read only when asked for. (The brief named `candidates(type, text)`; `cutoff` is the one addition:
         without it the store cannot leave anything out.)"""
         view = self._view()
         if view is not None:
             low, high = reachable_lengths(text, cutoff)
             return Candidates(view.candidates(type_name, low, high), self._load)
         rows = store_scan.candidates(self._data(), type_name, text, cutoff)
-        return Candidates([(r.entry.id, r.entry.text, r) for r in rows], None)
+        return Candidates([(r.entry.id, match_key(r.entry.text), r) for r in rows], None)
 
     def _load(self, entry_id: str, offset: int, length: int) -> Row:
         found = self._line_at(entry_id, offset, length)
@@ -250,10 +250,10 @@ class EntryFile:
 
 
 class LazyRow(Row):
-    """A candidate row: its id and text known, its line read only when `raw` or `entry` is asked for."""
+    """A candidate row: its id known, its line read only when `raw` or `entry` is asked for."""
 
-    def __init__(self, entry_id: str, text: str, load: Callable[[], Row]) -> None:
-        self._id, self._text, self._load, self._row = entry_id, text, load, None
+    def __init__(self, entry_id: str, load: Callable[[], Row]) -> None:
+        self._id, self._load, self._row = entry_id, load, None
 
     def _loaded(self) -> Row:
         if self._row is None:
@@ -262,20 +262,20 @@ class LazyRow(Row):
 
     raw = property(lambda self: self._loaded().raw)
     entry = property(lambda self: self._loaded().entry)
-    text = property(lambda self: self._text)
     entry_id = property(lambda self: self._id)
 
 
 class Candidates(Sequence):
     """What `candidates` returns: a sequence of rows, each built when it is asked for (tens of
-    thousands at a large L5, of which the caller needs one), and `texts`, theirs in order."""
+    thousands at a large L5, of which the caller needs one), and `keys`, their texts'
+    `policies.match_key` in order (what `policies.best_key_match` compares)."""
 
     def __init__(self, found: list[tuple], load: Callable[..., Row] | None) -> None:
-        self._found = found  # (id, text, offset, length) from the lookups, or (id, text, row) from a scan
+        self._found = found  # (id, key, offset, length) from the lookups, or (id, key, row) from a scan
         self._load = load
 
     @property
-    def texts(self) -> list[str]:
+    def keys(self) -> list[str]:
         return [item[1] for item in self._found]
 
     def __len__(self) -> int:
@@ -287,8 +287,8 @@ class Candidates(Sequence):
         item = self._found[index]
         if self._load is None:
             return item[2]
-        entry_id, text, offset, length = item
-        return LazyRow(entry_id, text, lambda: self._load(entry_id, offset, length))
+        entry_id, _, offset, length = item
+        return LazyRow(entry_id, lambda: self._load(entry_id, offset, length))
 
 
 def bytes_digest(data: bytes) -> str:
