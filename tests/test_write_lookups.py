@@ -201,3 +201,13 @@ def test_the_key_match_is_the_reference_match_on_random_texts():
         assert best_key_match(query, [match_key(t) for t in texts], cutoff) == expected, (query, texts, cutoff)
         checked += expected is not None
     assert checked > 500
+
+
+def test_a_planted_link_in_place_of_the_lookups_is_never_written_through(tmp_path, monkeypatch):
+    base = _memory(tmp_path)
+    monkeypatch.setenv("MEMCTL_LOOKUPS", "1")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_bytes(b"")
+    (base / ".memctl" / "lookups.sqlite").symlink_to(elsewhere)
+    result = remember(load_settings(base), RememberRequest("deploy cache pinned on n3", "event"), START, 0)
+    assert result.action == "added" and elsewhere.read_bytes() == b""

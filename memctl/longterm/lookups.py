@@ -31,7 +31,8 @@ import sqlite3
 from pathlib import Path
 
 from memctl.core import faults
-from memctl.core.fsutil import holds_writer_lock
+from memctl.core.errors import UnsafePath
+from memctl.core.fsutil import holds_writer_lock, refuse_symlink
 from memctl.core.jsonl import split_torn
 from memctl.longterm.entries import BAD_LINE, Entry
 from memctl.longterm.policies import match_key, normalize_topic
@@ -83,13 +84,14 @@ class Lookups:
             return None
         try:
             self._ensure_current(which)
-        except (sqlite3.Error, OSError, Stale):
+        except (sqlite3.Error, OSError, Stale, UnsafePath):  # a planted link: never used, the scan answers
             self.broken = True
             return None
         return self
 
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
+            _refuse_links(self._path)
             db = sqlite3.connect(self._path, isolation_level=None, timeout=10)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
@@ -122,12 +124,13 @@ class Lookups:
         if not enabled() or not self._path.exists():
             return False
         try:
+            _refuse_links(self._path)
             db = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True, timeout=1)
             try:
                 row = db.execute("SELECT ino, size, mtime_ns, tail, bad FROM state WHERE file=?", (which,)).fetchone()
             finally:
                 db.close()
-        except sqlite3.Error:
+        except (sqlite3.Error, UnsafePath):
             return False
         path = self._files[which]
         stat = _stat(path)
@@ -376,6 +379,10 @@ def entry_of(raw: bytes) -> Entry | None:
         return Entry.from_dict(json.loads(raw))
     except BAD_LINE:
         return None
+
+
+def _refuse_links(path: Path) -> None:
+    refuse_symlink(path, Path(f"{path}-wal"), Path(f"{path}-shm"))
 
 
 def _stat(path: Path) -> tuple[int, int, int]:
