@@ -4,7 +4,7 @@ A soft forget moves entries from L5 to L6 with reason `forgotten`: L6 gets the c
 then L5 is replaced, so a crash leaves a duplicate, never a loss. `restore` puts the last L6
 copy back in L5 (L6 stays append-only). A purge erases the text: the entries leave L5 and
 every L6 line about them is dropped, the audit log keeps only id, hash and reason, the
-derived search index is deleted (it is rebuilt from the purged layers), and the strings are
+derived search index and the write lookups are deleted (rebuilt from the purged layers), and the strings are
 scrubbed from L4 by `memctl.l4.purge`. Planning is pure; applying takes the writer lock.
 """
 
