@@ -221,7 +221,7 @@ class Step:
                    l5_after: str = "") -> Iterator[None]:
         then = [] if self.offset is None else [{"do": "offset", "value": self.offset}]
         with journaled_rewrite(self.layout, self.store, "dream", f"{self.run_id}-{self.number}", new_rows, then,
-                               l5_after):
+                               l5_after=l5_after):
             self.store.archive.append_encoded(payloads[0])
             self.store.append_log_encoded(payloads[1])
             yield
