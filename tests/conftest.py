@@ -71,3 +71,14 @@ def root(tmp_path: Path) -> Path:
 @pytest.fixture
 def sample_logs() -> list[Path]:
     return sorted(SAMPLES.glob("model_responses_*.txt"))
+
+
+@pytest.fixture(scope="session")
+def forked(tmp_path_factory):
+    """Like `run`, but each command is forked from one pre-imported interpreter (tests/forkserver.py):
+    for fault matrices, which keep one real `memctl` subprocess per command beside it."""
+    from forkserver import start
+
+    server = start(tmp_path_factory)
+    yield server
+    server.close()
