@@ -16,6 +16,17 @@ SAMPLES = Path(__file__).resolve().parent.parent / "memctl" / "samples"
 MEMORY_EXAMPLE = Path(__file__).resolve().parent / "data" / "memory_example"
 
 
+def pytest_sessionstart(session) -> None:
+    """memctl's modules byte-compiled once, as pip does at install: with PYTHONDONTWRITEBYTECODE
+    set (as on this project's machines) an editable install has no .pyc files, and every `memctl`
+    subprocess of the suite would compile its ~80 modules from source again (~0.13 s of CPU each)."""
+    import compileall
+
+    import memctl
+
+    compileall.compile_dir(Path(memctl.__file__).parent, quiet=2)
+
+
 def find_shared() -> Path | None:
     """The shared/ folder beside the checkout (as CI lays it), else /work/shared."""
     for candidate in (Path(__file__).resolve().parent.parent.parent / "shared", Path("/work/shared")):
@@ -71,6 +82,17 @@ def root(tmp_path: Path) -> Path:
 @pytest.fixture
 def sample_logs() -> list[Path]:
     return sorted(SAMPLES.glob("model_responses_*.txt"))
+
+
+@pytest.fixture(scope="session")
+def forked(tmp_path_factory):
+    """Like `run`, but each command is forked from one pre-imported interpreter (tests/forkserver.py):
+    for fault matrices, which keep one real `memctl` subprocess per command beside it."""
+    from forkserver import start
+
+    server = start(tmp_path_factory)
+    yield server
+    server.close()
 
 
 # --- PostgreSQL (issue #14): one throwaway cluster for the whole run, started on first use

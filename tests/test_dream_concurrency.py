@@ -1,7 +1,9 @@
-"""A dream over 20,000 entries while another process calls `memctl remember` 200 times.
+"""A dream over 13,000 entries while another process calls `memctl remember` 200 times.
 
 Real processes throughout: the dream plans without the lock and applies in short locked
-steps, so every remember gets the lock within its small wait and none is lost.
+steps, so every remember gets the lock within its small wait and none is lost. 13,000 entries
+of bench/dream.py's memory make ~1,350 changes: more than one step's worth (STEP_CHANGES,
+1,000), so the dream applies in at least two locked steps, as at 20,000 (~2,100 changes).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from conftest import clean_env
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "dream.py"
 NOW = "2026-06-01T04:00:00"
+ENTRIES = 13_000
 
 
 def bench_module():
@@ -53,9 +56,9 @@ for n in range(200):
 
 
 @pytest.mark.slow
-def test_remember_200_times_during_a_dream_over_20000_entries(memctl_bin, root):
+def test_remember_200_times_during_a_dream_over_13000_entries(memctl_bin, root):
     subprocess.run([memctl_bin, "--root", str(root), "init"], check=True, capture_output=True)
-    entries, _ = bench_module().make_entries(20_000)
+    entries, _ = bench_module().make_entries(ENTRIES)
     (root / "long_term.jsonl").write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries),
                                           encoding="utf-8")
     (root / "memctl.toml").write_text("[dream]\nauto_trigger_entries = 1000000\n")
