@@ -20,6 +20,7 @@ far it read in `.memctl/refs.offset`; it counts lines inside a window for the fo
 from __future__ import annotations
 
 import json
+import os
 import secrets
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -106,8 +107,23 @@ def _check_fields(data: Any) -> None:
 
 
 def new_id(prefix: str = "m") -> str:
-    """A short, unique, sortable-enough id: prefix + 12 hex digits."""
+    """A short, unique, sortable-enough id: prefix + 12 hex digits.
+
+    `MEMCTL_IDS=FILE` (tests, as MEMCTL_NOW fixes the clock): the next number of a counter
+    kept in FILE instead, so the same commands give the same ids on both backends."""
+    counter = os.environ.get("MEMCTL_IDS")
+    if counter:
+        return f"{prefix}{_next_number(Path(counter)):012x}"
     return f"{prefix}{secrets.token_hex(6)}"
+
+
+def _next_number(path: Path) -> int:
+    try:
+        number = int(path.read_text() or "0") + 1
+    except FileNotFoundError:
+        number = 1
+    path.write_text(str(number))
+    return number
 
 
 def entry_line(entry: Entry) -> bytes:

@@ -38,6 +38,7 @@ STEPS = [
     CREATE INDEX entries_part_id ON {schema}.entries (part, id);
     CREATE INDEX entries_part_type ON {schema}.entries (part, type);
     CREATE INDEX entries_fingerprint ON {schema}.entries (fingerprint) WHERE part = 'archive';
+    CREATE INDEX entries_reason ON {schema}.entries (part, reason);
     CREATE UNIQUE INDEX entries_active_merge_key ON {schema}.entries (merge_key)
         WHERE part = 'active' AND merge_key IS NOT NULL;
     CREATE TABLE {schema}.entry_parts (

@@ -19,119 +19,27 @@ write to. What differs is underneath:
 - Each row keeps the exact line the file backend would write (`raw`), so `memctl export`
   gives back the same bytes.
 
-One connection per process and memory, opened on first use; the schema must be at the
-version this memctl writes (else one line: run `memctl init`).
+The connection, its transactions and locks are `memctl.longterm.pg_conn`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from memctl.core import faults, pg
-from memctl.core.errors import MemctlError, UsageError
-from memctl.longterm import pg_schema
+from memctl.core import pg
+from memctl.core.errors import UsageError
+from memctl.longterm.pg_conn import Server, pause_point, server_for, share_memory_lock, translated
 from memctl.longterm.entries import BAD_LINE, Entry, Row, Snapshot, content_hash, entry_problem, rows_bytes
 from memctl.longterm.policies import normalize_topic
 from memctl.longterm.store_base import EntryForms, StoreRead, bytes_digest
 
-PARTS = ("active", "archive")
-PAUSE_VARIABLE = "MEMCTL_FAULT_PG_PAUSE"  # tests: hold a write transaction open at a named point
-
-_SERVERS: dict[tuple[str, str], "Server"] = {}
-
-
-class Server:
-    """One connection to one memory's schema, and the state of its open transaction."""
-
-    def __init__(self, dsn: str, schema: str) -> None:
-        self.dsn, self.schema = dsn, schema
-        self.where = pg.where(dsn)
-        self.conn = pg.connect(dsn, autocommit=True)
-        with translated(self.where):
-            pg.require_version(self.conn, schema, pg_schema.COMPONENT, pg_schema.STEPS)
-        self.depth = 0
-        self.parts_locked = False
-        self.seen: dict[str, set[int]] = {part: set() for part in PARTS}
-
-    def execute(self, sql: str, params: Iterable = ()):
-        with translated(self.where):
-            return self.conn.execute(sql.replace("{s}", self.schema), tuple(params))
-
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
-        """A transaction, or a savepoint inside the one already open."""
-        with translated(self.where), self.conn.transaction():
-            self.depth += 1
-            try:
-                yield
-            finally:
-                self.depth -= 1
-                if self.depth == 0:
-                    self.parts_locked = False
-
-    @contextlib.contextmanager
-    def change(self) -> Iterator[None]:
-        """Around a change to L5 or L6: both parts' rows locked first, in one order, so seqs
-        become visible in increasing order and two writers never deadlock on them."""
-        with self.transaction():
-            if not self.parts_locked:
-                self.execute("SELECT part FROM {s}.entry_parts ORDER BY part FOR UPDATE")
-                self.parts_locked = True
-            yield
-
-    def bump(self, part: str, appended: bool, rewritten: bool) -> None:
-        if appended:
-            self.execute("UPDATE {s}.entry_parts SET last_seq = (SELECT coalesce(max(seq), 0) FROM {s}.entries) "
-                         "WHERE part = %s", (part,))
-        if rewritten:
-            self.execute("UPDATE {s}.entry_parts SET rewrites = rewrites + 1 WHERE part = %s", (part,))
-
-
-def server_for(dsn: str, schema: str) -> Server:
-    key = (dsn, schema)
-    if key not in _SERVERS:
-        _SERVERS[key] = Server(dsn, schema)
-    return _SERVERS[key]
-
-
-@contextlib.contextmanager
-def translated(where: str) -> Iterator[None]:
-    """A server error as memctl's one line (the host, never the password)."""
-    import psycopg
-
-    try:
-        yield
-    except psycopg.errors.UniqueViolation:
-        raise UsageError("two active entries would have the same type and topic; nothing was changed "
-                         "(forget one of them first)") from None
-    except psycopg.OperationalError as exc:
-        raise pg.ServerUnavailable(f"PostgreSQL at {where} failed: {_first_line(exc)}") from None
-    except psycopg.Error as exc:
-        raise MemctlError(f"PostgreSQL at {where}: {_first_line(exc)}") from None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return (text.splitlines()[0] if text else "the statement failed")[:200]
-
-
-def pause_point(label: str) -> None:
-    """MEMCTL_FAULT_PG_PAUSE=LABEL:FILE: at LABEL, create FILE and wait to be killed (a test
-    SIGKILLs the process there, in the middle of an open transaction)."""
-    spec = os.environ.get(PAUSE_VARIABLE)
-    if not spec:
-        return
-    wanted, _, marker = spec.partition(":")
-    if wanted == label:
-        Path(marker).write_text(str(os.getpid()))
-        import time
-
-        time.sleep(600)
-    faults.checkpoint(label)
+GONE_FOR_GOOD = ("forgotten", "purged")  # L6 reasons a remember must not silently undo
+def duplicate_error(entry_id: str) -> UsageError:
+    return UsageError(f"{entry_id} is on more than one line of L5; nothing was changed "
+                      "(give one of the lines a new id, then rerun)")
 
 
 def _column(value: str) -> str:
@@ -290,6 +198,72 @@ class ServerPart:
             row.seq = new.seq
         self._server.bump(self._part, appended=True, rewritten=True)
 
+    # --- the write path's queries (issue #13's names), as indexed statements
+
+    def _rows_where(self, condition: str, params: tuple) -> list[Row]:
+        found = self._server.execute("SELECT seq, raw FROM {s}.entries WHERE part = %s AND " + condition +
+                                     " ORDER BY seq", (self._part,) + params).fetchall()
+        rows = [_row(int(seq), bytes(raw)) for seq, raw in found]
+        self._server.seen[self._part].update(r.seq for r in rows)
+        return [r for r in rows if r.entry is not None]
+
+    def count(self) -> int:
+        """How many rows (entries and lines kept as they are): what L5's size is measured in."""
+        return int(self._server.execute("SELECT count(*) FROM {s}.entries WHERE part = %s",
+                                        (self._part,)).fetchone()[0])
+
+    def holds(self, entry_id: str) -> bool:
+        return self._server.execute("SELECT 1 FROM {s}.entries WHERE part = %s AND id = %s LIMIT 1",
+                                    (self._part, _column(entry_id))).fetchone() is not None
+
+    def row(self, entry_id: str) -> Row | None:
+        """L5: the one row of this id (UsageError when it is on more than one); L6: its last."""
+        rows = [r for r in self._rows_where("id = %s", (_column(entry_id),)) if r.entry.id == entry_id]
+        if self._part == "active" and len(rows) > 1:
+            raise duplicate_error(entry_id)
+        return rows[-1] if rows else None
+
+    def current(self, type_name: str, topic: str) -> Row | None:
+        """L5: the last active row with this merge key (type, normalized topic)."""
+        key = normalize_topic(topic)
+        rows = [r for r in self._rows_where("type = %s", (_column(type_name),))
+                if r.entry.type == type_name and normalize_topic(r.entry.topic) == key]
+        return self.row(rows[-1].entry.id) if rows else None
+
+    def candidates(self, type_name: str, text: str, cutoff: float = 0.0) -> list[Row]:
+        """L5: every row of this type, in order, each with `text` and `entry_id` (a superset
+        of what could be a near-duplicate of `text`: the caller's check decides)."""
+        rows = [r for r in self._rows_where("type = %s", (_column(type_name),)) if r.entry.type == type_name]
+        for row in rows:
+            row.text, row.entry_id = row.entry.text, row.entry.id
+        return rows
+
+    def replace(self, entry_id: str, new_row: Row, at_end: bool = False) -> None:
+        """L5: this id's one row replaced by `new_row`, in its place or (`at_end`) as the last."""
+        with self._server.change():
+            old = self._one_row(entry_id)
+            if at_end:
+                self._delete([old.seq])
+                self._insert([new_row])
+            else:
+                self._server.execute(
+                    "UPDATE {s}.entries SET part = %s, id = %s, type = %s, topic = %s, reason = %s, "
+                    "fingerprint = %s, merge_key = %s, raw = %s WHERE seq = %s", self._columns(new_row) + (old.seq,))
+                new_row.seq = old.seq
+            self._server.bump(self._part, appended=at_end, rewritten=True)
+
+    def remove(self, entry_ids: Iterable[str]) -> None:
+        """L5: the rows of these ids deleted, in one transaction."""
+        with self._server.change():
+            self._delete([self._one_row(entry_id).seq for entry_id in dict.fromkeys(entry_ids)])
+            self._server.bump(self._part, appended=False, rewritten=True)
+
+    def _one_row(self, entry_id: str) -> Row:
+        found = self.row(entry_id)
+        if found is None:
+            raise UsageError(f"no entry {entry_id} in {self._label}")
+        return found
+
     def length(self) -> int:
         """The last seq now: a point to cut back to."""
         return int(self._server.execute("SELECT coalesce(max(seq), 0) FROM {s}.entries WHERE part = %s",
@@ -375,7 +349,7 @@ class PostgresEntryStore(EntryForms):
             if whole:
                 pg.hold_memory_lock(self._server.conn, self._server.schema, wait)
             else:
-                _share_memory_lock(self._server, wait)
+                share_memory_lock(self._server, wait)
             yield
             pause_point("pg-commit")
 
@@ -392,6 +366,33 @@ class PostgresEntryStore(EntryForms):
 
     def settle(self) -> list[str]:
         return []
+
+    def gone_for_good(self, text: str, cutoff: float = 0.0) -> list[Entry]:
+        """L6 entries whose last row says forgotten or purged and which are not active again
+        (for each id its last such row; ids with a forgotten row by their first one, then the
+        purged-only ids): every one of them, a superset of what could match `text`."""
+        left = self.archive._rows_where("reason = ANY(%s)", (list(GONE_FOR_GOOD),))
+        last: dict[str, Entry] = {}
+        for reason in GONE_FOR_GOOD:
+            for row in left:
+                if row.entry.reason == reason:
+                    last[row.entry.id] = row.entry
+        if not last:
+            return []
+        ids = list(last)
+        final = dict(self._server.execute(
+            "SELECT DISTINCT ON (id) id, reason FROM {s}.entries WHERE part = 'archive' AND id = ANY(%s) "
+            "ORDER BY id, seq DESC", (ids,)).fetchall())
+        active = {i for (i,) in self._server.execute(
+            "SELECT DISTINCT id FROM {s}.entries WHERE part = 'active' AND id = ANY(%s)", (ids,)).fetchall()}
+        return [e for e in last.values() if e.id not in active and final.get(e.id) in GONE_FOR_GOOD]
+
+    def departed_entry(self, entry_id: str) -> Entry | None:
+        """The last L6 row of an id that is not in L5, or None (active, or never in L6)."""
+        if self.active.holds(entry_id):
+            return None
+        row = self.archive.row(entry_id)
+        return row.entry if row is not None else None
 
     # --- the dream log
 
@@ -484,38 +485,8 @@ def _refuse_clashes(held: list[Row], rows: list[Row]) -> None:
                              "(export the server's memory, reconcile, then load again)")
 
 
-def _share_memory_lock(server: Server, wait: float) -> None:
-    """The memory's lock beside other writers of entries; a whole-memory writer holds it alone."""
-    import psycopg
-
-    from memctl.core.errors import LockBusy
-
-    key = pg.lock_key(server.schema, "writer")
-    if wait <= 0:
-        if not server.execute("SELECT pg_try_advisory_xact_lock_shared(%s)", (key,)).fetchone()[0]:
-            raise LockBusy(f"a dream or purge is writing to the memory {server.schema} on the server; "
-                           "retry, or pass --wait SECONDS")
-        return
-    server.execute(f"SET LOCAL lock_timeout = {int(wait * 1000)}")
-    try:
-        server.conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (key,))
-    except psycopg.errors.LockNotAvailable:
-        raise LockBusy(f"a dream or purge kept the memory {server.schema} on the server busy for {wait:g} s; "
-                       "retry later") from None
-
-
 def open_server_store(settings) -> PostgresEntryStore:
     """The store of a memory whose `[store] backend` is "postgres"."""
     schema = pg.schema_for(str(settings.get("store", "memory")))
     merge_types = frozenset(t for t, spec in settings.types.items() if spec.get("policy") == "merge")
     return PostgresEntryStore(server_for(pg.dsn_from_env(), schema), merge_types)
-
-
-def initialise(dsn: str, schema: str) -> int:
-    """Create or bring up to date this component's tables; the version now."""
-    conn = pg.connect(dsn, autocommit=True)
-    try:
-        with translated(pg.where(dsn)):
-            return pg.migrate(conn, schema, pg_schema.COMPONENT, pg_schema.STEPS)
-    finally:
-        conn.close()

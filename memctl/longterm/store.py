@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from memctl.core.config import Layout, Settings, load_settings
 from memctl.core.errors import UsageError
