@@ -427,15 +427,6 @@ class PostgresEntryStore(EntryForms):
     def cut_log_back(self, length: int) -> bool:
         return bool(self._server.execute("DELETE FROM {s}.dream_log WHERE seq > %s", (length,)).rowcount)
 
-    def log_records(self) -> list[dict]:
-        out = []
-        for _, raw in self.log_lines():
-            try:
-                out.append(json.loads(raw))
-            except ValueError:
-                continue
-        return out
-
     def scrub_log(self, ids: set[str], needles: list[bytes], scrub: Callable[[dict], dict]) -> bool:
         """As the file backend does: every record through `scrub`, a line that does not parse
         dropped if it holds a string. False: nothing mentions them."""

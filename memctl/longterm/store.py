@@ -151,16 +151,6 @@ class JsonlEntryStore(EntryForms):
         """Around reads that must agree with each other (export): the files need nothing."""
         yield
 
-    def log_records(self) -> list[dict]:
-        """Every record, oldest first; a line that does not parse, or torn, is skipped."""
-        out = []
-        for raw in split_torn(_read_bytes(self._log))[0].splitlines():
-            try:
-                out.append(json.loads(raw))
-            except ValueError:
-                continue
-        return out
-
     def scrub_log(self, ids: set[str], needles: list[bytes], scrub: Callable[[dict], dict]) -> bool:
         """Rewrite the log when it mentions any of these ids or strings: every record through
         `scrub`, and a line that does not parse dropped if it holds a string. False: untouched."""

@@ -87,6 +87,16 @@ class EntryForms:
         """One dream-log record as it is stored."""
         return (json.dumps(record, ensure_ascii=False) + "\n").encode()
 
+    def log_records(self) -> list[dict]:
+        """Every dream-log record, oldest first; a line that does not parse, or torn, is skipped."""
+        out = []
+        for _, raw in self.log_lines():
+            try:
+                out.append(json.loads(raw))
+            except ValueError:
+                continue
+        return out
+
     def record_of(self, row: Row) -> dict:
         """An entry's stored form as the audit log keeps it."""
         return json.loads(row.raw)
