@@ -127,6 +127,7 @@ SEED = [
     {"id": "v2", "text": "deploys via actions", "type": "decision", "supersedes": ["v1"]},
     {"id": "m1", "text": "bk-02 backs up", "type": "lesson", "topic": "bk-02", "confidence": 8},
     {"id": "m2", "text": "bk-02 has 64 GB", "type": "lesson", "topic": "bk-02", "confidence": 8},
+    {"id": "h\u0000", "text": "a NUL \u0000 inside, 备份在凌晨三点 and \u2028 a line separator", "type": "event"},
 ] + [{"id": f"n{i}", "text": f"note number {i} about topic {i * 7919 % 1000}", "type": "lesson"} for i in range(12)]
 
 
@@ -149,6 +150,7 @@ def test_import_dream_and_undo_leave_the_same_l5_l6_and_log(both):
         import_dream_undo(memory)
     parts = assert_same(files, server)
     assert b'"op": "undo"' in parts["dream_log.jsonl"] and b'"consolidated"' in parts["archive.jsonl"]
+    assert b"\\u0000" in parts["long_term.jsonl"] + parts["archive.jsonl"]  # a NUL (text refuses it) kept as written
 
 
 SECRET = "sk-vault-7f3a-purple-elephant"
