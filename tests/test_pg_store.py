@@ -334,3 +334,40 @@ def test_the_write_path_queries_are_indexed_statements_with_the_file_backend_ans
     store.active.replace("e2", store.row_for(Entry(id="e2", text="the deploy needs sudo", type="lesson", seen=2)))
     store.active.remove(["e3"])
     assert [e.id for e in store.active.entries()] == ["e2", "g2", "e4"] and store.active.row("e2").entry.seen == 2
+
+
+def test_a_server_restarted_mid_run_loses_no_acknowledged_write(run, tmp_path, pg_memory_name, memctl_bin):
+    """Its own cluster (the shared one stays up): writers run while the server restarts
+    (immediate shutdown, as a crash); every remember that exited 0 is there afterwards."""
+    import subprocess as sp
+
+    from pgcluster import start_cluster, why_unavailable
+
+    if why_unavailable():
+        pytest.skip(f"PostgreSQL half skipped: {why_unavailable()}")
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="memctl-pg-"))  # the server user must reach it (tmp_path is 0700)
+    cluster = start_cluster(folder)
+    try:
+        memory = make(run, tmp_path, "postgres", cluster.dsn, pg_memory_name)
+        acked = tmp_path / "acked"
+        env = clean_env(MEMCTL_PG_DSN=cluster.dsn)
+        script = " ; ".join(f'out=$("$0" --root "$1" remember "{_fact(k)}" --type event) && echo "$out" >> "$2"'
+                            for k in range(12))
+        writer = sp.Popen(["sh", "-c", script, memctl_bin, str(memory.root), str(acked)], env=env,
+                          stdout=sp.DEVNULL, stderr=sp.DEVNULL)
+        for _ in range(600):  # bounded: at most 60 s for the first acknowledged write
+            if acked.exists() or writer.poll() is not None:
+                break
+            time.sleep(0.1)
+        cluster.restart()
+        writer.wait(timeout=300)
+        ids = acked.read_text().split()
+        l5 = [json.loads(line)["id"] for line in memory.parts()["long_term.jsonl"].splitlines()]
+        assert ids and set(ids) <= set(l5) and len(l5) == len(set(l5))
+        assert memory.run("verify").returncode == 0
+    finally:
+        cluster.stop()
+        shutil.rmtree(folder, ignore_errors=True)
