@@ -216,6 +216,11 @@ class ServerPart:
         return int(self._server.execute("SELECT count(*) FROM {s}.entries WHERE part = %s",
                                         (self._part,)).fetchone()[0])
 
+    def size(self) -> int:
+        """Bytes the exported file would have (`status`)."""
+        return int(self._server.execute("SELECT coalesce(sum(length(raw)), 0) FROM {s}.entries WHERE part = %s",
+                                        (self._part,)).fetchone()[0])
+
     def holds(self, entry_id: str) -> bool:
         return self._server.execute("SELECT 1 FROM {s}.entries WHERE part = %s AND id = %s LIMIT 1",
                                     (self._part, _column(entry_id))).fetchone() is not None

@@ -85,8 +85,7 @@ def _server_layers(settings: Settings) -> tuple[list[LayerStatus], dict]:
     store = open_store(settings.layout, settings)
     layers = []
     for layer, part in (("L5", store.active), ("L6", store.archive)):
-        rows = part.snapshot().rows
-        layers.append(LayerStatus(layer, 0, len(rows), sum(len(r.raw) for r in rows), ENTRY_UNITS[layer]))
+        layers.append(LayerStatus(layer, 0, part.count(), part.size(), ENTRY_UNITS[layer]))
     records = [r for r in store.log_records() if isinstance(r, dict)]
     last = {k: records[-1][k] for k in ("run", "at", "op") if k in records[-1]} if records else {}
     return layers, last
