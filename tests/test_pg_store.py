@@ -327,6 +327,7 @@ def test_the_write_path_queries_are_indexed_statements_with_the_file_backend_ans
     assert store.active.count() == 4 and store.active.holds("e2") and not store.active.holds("g1")
     assert store.active.current("preference", " editor ").entry.id == "e1"
     assert [r.entry_id for r in store.active.candidates("lesson", "sudo")] == ["e2", "e3"]
+    assert store.active.candidates("lesson", "the deploy needs sudo!", 95).keys == ["deploy needs sudo the"]
     assert [e.id for e in store.gone_for_good("anything")] == ["g1", "g3"]
     assert store.departed_entry("g1").reason == "forgotten" and store.departed_entry("g2") is None
     store.active.replace("e1", store.row_for(Entry(id="e4", text="helix", type="preference", topic="editor")),

@@ -210,7 +210,7 @@ def done(layout: Layout, task_id: str, now: str, topic: str | None = None) -> En
     entry = case_entry(task, now, topic)
     settle(layout)  # torn lines and cut-off operations first: the check below must see L5 whole
     store = open_store(layout)
-    if entry.id not in store.active.ids():
+    if not store.active.holds(entry.id):
         store.active.append([entry])
     os.unlink(task.path)
     return entry

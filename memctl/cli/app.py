@@ -16,7 +16,7 @@ from memctl import __version__
 
 from memctl.cli import render
 from memctl.core.errors import EXIT_ERROR, EXIT_OK, MemctlError
-from memctl.cli.startup import os_error_text, prepare_process
+from memctl.cli.startup import flush_stdout, internal_error_text, os_error_text, prepare_process, silence_stdout
 from memctl.cli.state import AppState
 
 app = typer.Typer(
@@ -69,19 +69,19 @@ def main(argv: Optional[list[str]] = None) -> None:
     try:
         app(args=args, prog_name="memctl")
     except SystemExit:
-        _flush_stdout()
+        flush_stdout()
         raise
     except MemctlError as exc:
-        _flush_stdout()
+        flush_stdout()
         render.error(str(exc))
         sys.exit(exc.exit_code)
     except BrokenPipeError:
-        _silence_stdout()
+        silence_stdout()
         sys.exit(EXIT_OK)
     except OSError as exc:  # permission denied, read-only file system, disk full: one line
         if debug:
             raise
-        _flush_stdout()
+        flush_stdout()
         render.error(os_error_text(exc))
         sys.exit(EXIT_ERROR)
     except KeyboardInterrupt:
@@ -92,22 +92,3 @@ def main(argv: Optional[list[str]] = None) -> None:
             raise
         render.error(internal_error_text(exc))
         sys.exit(EXIT_ERROR)
-
-
-def internal_error_text(exc: BaseException) -> str:
-    """A crash in one line for people: what went wrong, never the exception's class name."""
-    detail = " ".join(str(exc).split())[:200] or "unexpected failure"
-    return f"internal error: {detail} (rerun with --debug for a traceback)"
-
-
-def _flush_stdout() -> None:
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _silence_stdout()
-
-
-def _silence_stdout() -> None:
-    # Python's "Note on SIGPIPE": point stdout at devnull so the interpreter's final flush is quiet.
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())

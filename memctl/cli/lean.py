@@ -1,4 +1,5 @@
-"""`memctl search` and `memctl index refresh` without typer, rich or pydantic.
+"""`memctl search`, `memctl index refresh` (and, through `cli.writes`, `remember`, `forget ID…`,
+`restore ID`) without typer, rich or pydantic.
 
 The console script (memctl.entry) tries these first: agents, hooks and timers run them many
 times a day, and the full command line's imports cost ~0.3 s, more than a search itself.
@@ -24,11 +25,20 @@ def run(argv: list[str]) -> int | None:
     """The exit status, or None when the full command line must handle these arguments."""
     args = list(argv)
     root = None
+    debug = False
     while args and args[0] in ("--root", "--debug"):
         if args.pop(0) == "--root":
             if not args:
                 return None
             root = args.pop(0)
+        else:
+            debug = True
+    if args[:1] and args[0] in ("remember", "forget", "restore"):
+        if debug:  # tracebacks are the full command line's
+            return None
+        from memctl.cli import writes
+
+        return writes.run(root, args)
     if args[:1] == ["search"]:
         options = parse_search_args(args[1:])
         if options is None or (not options["json"] and sys.stdout.isatty()):

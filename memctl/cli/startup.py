@@ -82,3 +82,24 @@ def os_error_text(exc: OSError) -> str:
     reason = exc.strerror or str(exc)
     hint = " (a read-only memory can be searched, not changed)" if isinstance(exc, PermissionError) else ""
     return f"{where}{reason}{hint}"
+
+
+def internal_error_text(exc: BaseException) -> str:
+    """A crash in one line for people: what went wrong, never the exception's class name."""
+    detail = " ".join(str(exc).split())[:200] or "unexpected failure"
+    return f"internal error: {detail} (rerun with --debug for a traceback)"
+
+
+def flush_stdout() -> None:
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        silence_stdout()
+
+
+def silence_stdout() -> None:
+    # Python's "Note on SIGPIPE": point stdout at devnull so the interpreter's final flush is quiet.
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

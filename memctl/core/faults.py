@@ -8,6 +8,10 @@ is recoverable.
 (the JSON Lines append primitive and the atomic-write helper): `torn` writes half of the
 buffer and then SIGKILLs the process, `enospc` and `eio` raise that OSError instead, as a
 full or failing disk would.
+
+`MEMCTL_FAULT_DERIVED=enospc` makes every write of derived state that goes through
+`derived_write` (the write lookups) fail as a full disk would; `derived_write` is also a
+`checkpoint`, so `MEMCTL_FAULT_AFTER` can kill a run just before one.
 """
 
 from __future__ import annotations
@@ -51,3 +55,12 @@ def _maybe_fail(fd: int, data: bytes | memoryview, spec: str) -> None:
     os.write(fd, data[: len(data) // 2])
     os.fsync(fd)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def derived_write(label: str) -> None:
+    """Before a write of derived state: a checkpoint, and the failure MEMCTL_FAULT_DERIVED asks for."""
+    checkpoint(label)
+    kind = os.environ.get("MEMCTL_FAULT_DERIVED")
+    if kind in _ERRORS:
+        code = _ERRORS[kind]
+        raise OSError(code, os.strerror(code))

@@ -39,6 +39,7 @@ DIR_MODE = 0o700
 FILE_MODE = 0o600
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # 0 where it does not exist (Windows)
 POSIX_MODES = os.name != "nt"
+PID_WIDTH = 24  # the lock file's content: the holder's pid, newline, padded with spaces
 
 
 def set_mode(path: Path, mode: int) -> None:
@@ -272,6 +273,15 @@ def open_lock_file(path: Path) -> int:
         raise
 
 
+_held: set[str] = set()  # the lock files this process holds
+
+
+def holds_writer_lock(lock_path: Path) -> bool:
+    """Whether this process holds the writer lock of that memory (derived state written only
+    under it, such as the write lookups, is kept current only then)."""
+    return os.path.abspath(lock_path) in _held
+
+
 class WriterLock:
     """The one exclusive lock every writing command takes (`.memctl/lock`)."""
 
@@ -294,13 +304,15 @@ class WriterLock:
                 )
             time.sleep(self.poll)
         if fcntl is not None:  # under msvcrt the locked byte cannot hold the pid
-            os.ftruncate(fd, 0)
-            os.write(fd, f"{os.getpid()}\n".encode())
+            # one fixed-width write, no ftruncate (which costs milliseconds on overlay file systems)
+            os.pwrite(fd, f"{os.getpid()}\n".encode().ljust(PID_WIDTH), 0)
         self._fd = fd
+        _held.add(os.path.abspath(self.lock_path))
         return self
 
     def release(self) -> None:
         if self._fd is not None:
+            _held.discard(os.path.abspath(self.lock_path))
             unlock(self._fd)
             os.close(self._fd)
             self._fd = None

@@ -4,7 +4,7 @@ A soft forget moves entries from L5 to L6 with reason `forgotten`: L6 gets the c
 then L5 is replaced, so a crash leaves a duplicate, never a loss. `restore` puts the last L6
 copy back in L5 (L6 stays append-only). A purge erases the text: the entries leave L5 and
 every L6 line about them is dropped, the audit log keeps only id, hash and reason, the
-derived search index is deleted (it is rebuilt from the purged layers), and the strings are
+derived search index and the write lookups are deleted (rebuilt from the purged layers), and the strings are
 scrubbed from L4 by `memctl.l4.purge`. Planning is pure; applying takes the writer lock.
 """
 
@@ -17,9 +17,8 @@ from memctl.core.config import Settings
 from memctl.longterm.entries import Entry, content_hash, new_id
 from memctl.core.errors import NotFound, UsageError, WriteFailed
 from memctl.longterm import journal, purge_steps
-from memctl.longterm.policies import merge_key
 from memctl.longterm.recovery import journaled_rewrite, writing
-from memctl.longterm.store import open_store, refuse_duplicates
+from memctl.longterm.store import open_store
 
 FORGOTTEN = "forgotten"
 PURGED = purge_steps.PURGED
@@ -73,27 +72,42 @@ def matching(entries: list[Entry], query: str) -> list[Entry]:
 def apply_forget(settings: Settings, plan: ForgetPlan, now: datetime, lock_wait: float) -> ForgetResult:
     layout = settings.layout
     store = open_store(layout)
+    with writing(layout, lock_wait):
+        return _forget_locked(layout, store, plan, now)
+
+
+def forget_ids(settings: Settings, ids: list[str], reason: str, now: datetime,
+               lock_wait: float) -> tuple[ForgetPlan, ForgetResult]:
+    """`forget ID…`: planned and applied in one lock hold, from the store's lookups (no read
+    of the whole of L5)."""
+    if not ids:
+        raise UsageError("nothing to forget: give entry ids or --match QUERY")
+    layout = settings.layout
+    store = open_store(layout)
+    with writing(layout, lock_wait):
+        rows = {i: store.active.row(i) for i in dict.fromkeys(ids)}
+        plan = ForgetPlan([r.entry for r in rows.values() if r is not None],
+                          [i for i, r in rows.items() if r is None], reason)
+        return plan, _forget_locked(layout, store, plan, now)
+
+
+def _forget_locked(layout, store, plan: ForgetPlan, now: datetime) -> ForgetResult:
     run = "f-" + new_id("")
     stamp = iso(now)
-    with writing(layout, lock_wait):
-        store.lock_types(e.type for e in plan.entries)
-        snapshot = store.active.snapshot()
-        current = snapshot.by_id()
-        wanted = {e.id for e in plan.entries}
-        refuse_duplicates(snapshot.rows, wanted, "L5")
-        moving = [current[i].entry for i in wanted if i in current]
-        moving.sort(key=lambda e: [x.id for x in plan.entries].index(e.id))
-        gone = [replace(e, left_at=stamp, reason=FORGOTTEN, note=plan.reason, run=run) for e in moving]
-        if gone:
-            ids = {e.id for e in gone}
-            kept = [r for r in snapshot.rows if r.entry is None or r.entry.id not in ids]
-            with journaled_rewrite(layout, store, "forget", run, kept):
-                store.archive.append(gone)
-                store.append_log([{"run": run, "at": stamp, "op": "forget", "ids": [e.id],
-                                  "before": e.to_dict(), "after": None, "reason": plan.reason or FORGOTTEN}
-                                 for e in moving])
-                store.active.rewrite(kept)
-    return ForgetResult(run, [e.id for e in moving], sorted(wanted - {e.id for e in moving}))
+    store.lock_types(e.type for e in plan.entries)  # a remember of the same fact waits for this forget
+    order = [e.id for e in plan.entries]
+    rows = {i: store.active.row(i) for i in order}  # a duplicate id is refused here
+    moving = [rows[i].entry for i in order if rows[i] is not None]
+    gone = [replace(e, left_at=stamp, reason=FORGOTTEN, note=plan.reason, run=run) for e in moving]
+    if gone:
+        ids = [e.id for e in gone]
+        with journaled_rewrite(layout, store, "forget", run, l5_lacks=ids):
+            store.archive.append(gone)
+            store.append_log([{"run": run, "at": stamp, "op": "forget", "ids": [e.id],
+                              "before": e.to_dict(), "after": None, "reason": plan.reason or FORGOTTEN}
+                             for e in moving])
+            store.active.remove(ids)
+    return ForgetResult(run, [e.id for e in moving], sorted(set(order) - {e.id for e in moving}))
 
 
 def restore(settings: Settings, entry_id: str, now: datetime, lock_wait: float) -> Entry:
@@ -101,24 +115,21 @@ def restore(settings: Settings, entry_id: str, now: datetime, lock_wait: float) 
     layout = settings.layout
     store = open_store(layout)
     with writing(layout, lock_wait):
-        gone = store.departed()
-        if entry_id not in gone:
-            snapshot = store.active.snapshot()
-            if entry_id in snapshot.by_id():
+        last = store.departed_entry(entry_id)
+        if last is None:
+            if store.active.holds(entry_id):
                 raise UsageError(f"{entry_id} is already active in L5; nothing to restore")
             raise NotFound(f"no entry {entry_id} in L6 (archive.jsonl); check the id with `memctl search --layers L6`")
-        last = gone[entry_id]
         if last.reason == PURGED or not last.text:
             raise UsageError(f"{entry_id} was purged; its text no longer exists anywhere, so it cannot be restored")
         entry = replace(last, left_at="", reason="", run="", note="", extra=dict(last.extra))
         store.lock_types([entry.type])
-        snapshot = store.active.snapshot()
         types = settings.types
         if entry.type in types and types[entry.type].get("policy") == "merge":
-            clash = next((e for e in snapshot.entries if merge_key(e) == merge_key(entry)), None)
+            clash = store.active.current(entry.type, entry.topic)
             if clash is not None:
                 raise UsageError(
-                    f"{clash.id} is the active {entry.type} for topic {entry.topic!r}; "
+                    f"{clash.entry.id} is the active {entry.type} for topic {entry.topic!r}; "
                     f"forget it first, then restore {entry_id}"
                 )
         log_length = store.log_length()

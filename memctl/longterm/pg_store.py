@@ -33,8 +33,8 @@ from memctl.core import pg
 from memctl.core.errors import UsageError
 from memctl.longterm.pg_conn import Server, pause_point, server_for, share_memory_lock, translated
 from memctl.longterm.entries import BAD_LINE, Entry, Row, Snapshot, content_hash, entry_problem, rows_bytes
-from memctl.longterm.policies import normalize_topic
-from memctl.longterm.store_base import EntryForms, StoreRead, bytes_digest
+from memctl.longterm.policies import match_key, normalize_topic, reachable_lengths
+from memctl.longterm.store_base import Candidates, EntryForms, StoreRead, bytes_digest
 
 GONE_FOR_GOOD = ("forgotten", "purged")  # L6 reasons a remember must not silently undo
 def duplicate_error(entry_id: str) -> UsageError:
@@ -239,13 +239,16 @@ class ServerPart:
                 if r.entry.type == type_name and normalize_topic(r.entry.topic) == key]
         return self.row(rows[-1].entry.id) if rows else None
 
-    def candidates(self, type_name: str, text: str, cutoff: float = 0.0) -> list[Row]:
-        """L5: every row of this type, in order, each with `text` and `entry_id` (a superset
-        of what could be a near-duplicate of `text`: the caller's check decides)."""
-        rows = [r for r in self._rows_where("type = %s", (_column(type_name),)) if r.entry.type == type_name]
-        for row in rows:
-            row.text, row.entry_id = row.entry.text, row.entry.id
-        return rows
+    def candidates(self, type_name: str, text: str, cutoff: float = 0.0) -> Candidates:
+        """L5: the rows of this type whose text could score `cutoff` against `text` (the
+        length bound of `policies.reachable_lengths`), in order, with their match keys."""
+        low, high = reachable_lengths(text, cutoff)
+        found = []
+        for row in self._rows_where("type = %s", (_column(type_name),)):
+            key = match_key(row.entry.text)
+            if row.entry.type == type_name and low <= len(key) <= high:
+                found.append((row.entry.id, key, row))
+        return Candidates(found, None)
 
     def replace(self, entry_id: str, new_row: Row, at_end: bool = False) -> None:
         """L5: this id's one row replaced by `new_row`, in its place or (`at_end`) as the last."""

@@ -145,9 +145,43 @@ def best_match(text: str, candidates: Sequence[str], cutoff: float) -> tuple[int
     return None
 
 
+def best_key_match(text: str, keys: Sequence[str], cutoff: float) -> tuple[int, float] | None:
+    """`best_match` over the candidates' `match_key`s, computed once when they were stored:
+    the same scores (token_sort_ratio is the plain ratio of the sorted-word keys), the same
+    order, the same numbers rule, without normalizing and sorting every candidate again."""
+    if not keys:
+        return None
+    query = match_key(text)
+    wanted = numbers(query)
+    hits = process.extract(query, keys, scorer=fuzz.ratio, processor=None, score_cutoff=cutoff, limit=50)
+    for _, score, index in hits:  # best first
+        if numbers(keys[index]) == wanted:
+            return index, float(score)
+    return None
+
+
 def near_duplicate(text: str, entries: Iterable[Entry], cutoff: float) -> tuple[Entry, float] | None:
     pool = list(entries)
     found = best_match(text, [e.text for e in pool], cutoff)
     if found is None:
         return None
     return pool[found[0]], found[1]
+
+
+def match_key(text: str) -> str:
+    """What `token_sort_ratio` compares: the normalized words, sorted, one space apart."""
+    return " ".join(sorted(normalize(text).split()))
+
+
+def reachable_lengths(text: str, cutoff: float) -> tuple[int, int]:
+    """The `match_key` lengths a candidate needs to possibly score `cutoff` against `text`.
+
+    The score is 100 * (1 - indel / (a + b)) over key lengths a and b, and indel >= |a - b|,
+    so a candidate scores at most 200 * min(a, b) / (a + b): a pure length bound (exact, no
+    guess), widened by one character each side against float rounding."""
+    a = len(match_key(text))
+    if cutoff <= 0:
+        return 0, 1 << 62
+    low = int(cutoff * a / (200 - cutoff)) - 1 if cutoff < 200 else a
+    high = int(a * (200 - cutoff) / cutoff) + 2
+    return max(0, low), high

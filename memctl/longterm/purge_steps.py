@@ -141,13 +141,17 @@ def _scrub(value: Any, targets: set[str], needles: list[str]) -> Any:
 
 
 def _drop_index(layout: Layout) -> list[str]:
-    """The index is derived: deleting it is the only way to be sure no page still holds the text."""
+    """The index and the write lookups are derived: deleting them is the only way to be sure no
+    page still holds the text (the next search and the next write rebuild them)."""
+    from memctl.longterm.lookups import FILE_NAME as LOOKUPS
+
     dropped = []
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        path = Path(str(layout.index) + suffix)
-        if path.exists():
-            path.unlink()
-            dropped.append(str(path))
+    for base in (layout.index, layout.state_dir / LOOKUPS):
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            path = Path(str(base) + suffix)
+            if path.exists():
+                path.unlink()
+                dropped.append(str(path))
     return dropped
 
 

@@ -19,8 +19,7 @@ from memctl.core.config import Layout
 from memctl.core.errors import WriteFailed
 from memctl.core.fsutil import WriterLock, sweep_stale_temp_files
 from memctl.core.jsonl import torn_dir
-from memctl.longterm import journal, purge_steps
-from memctl.longterm.dream_refs import write_offset
+from memctl.longterm import journal
 from memctl.longterm.entries import Row, rows_bytes
 from memctl.longterm.store import JsonlEntryStore, bytes_digest, open_store
 
@@ -74,6 +73,8 @@ def sweep_own_temp_files(layout: Layout, before: float) -> list[str]:
 def _finish(layout: Layout, store: JsonlEntryStore, path, record: dict, retry_pending: bool) -> list[str]:
     kind = record.get("kind")
     if kind == "purge":
+        from memctl.longterm import purge_steps  # only when a purge was cut off: not on every write's path
+
         if record.get("pending") and not retry_pending:
             return []
         outcome = purge_steps.run(layout, record, path)
@@ -88,28 +89,43 @@ def _finish(layout: Layout, store: JsonlEntryStore, path, record: dict, retry_pe
 
 
 @contextlib.contextmanager
-def journaled_rewrite(layout: Layout, store: JsonlEntryStore, kind: str, name: str, new_rows: list[Row],
-                      then: list[dict] | None = None) -> Iterator[None]:
-    """Around a change that appends to L6 and the log and then rewrites L5 as `new_rows`: its
-    intent is journaled first, the `then` steps run after it, and the journal goes last. A full
-    disk before L5 was rewritten cuts the appends back (nothing was written); after, the
-    journal stays for the next writer to finish. On a server memory the whole change is the
-    one transaction the caller's `writing` opened: nothing to journal."""
+def journaled_rewrite(layout: Layout, store: JsonlEntryStore, kind: str, name: str, new_rows: list[Row] | None = None,
+                      then: list[dict] | None = None, l5_has: list[str] = (), l5_lacks: list[str] = ()) -> Iterator[None]:
+    """Around a change that appends to L6 and the log and then rewrites L5: its intent is
+    journaled first, the `then` steps run after it, and the journal goes last. A full disk
+    before L5 was rewritten cuts the appends back (nothing was written); after, the journal
+    stays for the next writer to finish. Whether L5 was rewritten is told by its digest when
+    the new L5 is given as `new_rows` (a dream step), else by the ids it must hold (`l5_has`)
+    and must no longer hold (`l5_lacks`) once rewritten (a supersede, a forget: one atomic
+    write of L5 each, so either all of it is there or none). On a server memory the whole
+    change is the one transaction the caller's `writing` opened: nothing to journal."""
     if store.on_server:
         yield
         finish_steps(layout, store, list(then or []))
         return
-    record = {"l5_after": bytes_digest(rows_bytes(new_rows)), "l6_length": store.archive.length(),
-              "log_length": store.log_length(), "then": list(then or [])}
+    record = {"l6_length": store.archive.length(), "log_length": store.log_length(), "then": list(then or [])}
+    if new_rows is not None:
+        record["l5_after"] = bytes_digest(rows_bytes(new_rows))
+    else:
+        record.update(l5_has=list(l5_has), l5_lacks=list(l5_lacks))
     path = journal.begin(layout, kind, name, record)
     try:
         yield
         finish_steps(layout, store, record["then"])
     except WriteFailed:
-        if store.active.digest() != record["l5_after"]:
+        if not _l5_rewritten(store, record):
             _roll_back(store, path, record)
         raise
     journal.end(path)
+
+
+def _l5_rewritten(store: JsonlEntryStore, record: dict) -> bool:
+    if "l5_after" in record:
+        return store.active.digest() == record.get("l5_after")
+    has, lacks = record.get("l5_has") or [], record.get("l5_lacks") or []
+    if not has and not lacks:
+        return False
+    return all(store.active.holds(i) for i in has) and not any(store.active.holds(i) for i in lacks)
 
 
 def _roll_back(store: JsonlEntryStore, path, record: dict) -> None:
@@ -121,7 +137,7 @@ def _roll_back(store: JsonlEntryStore, path, record: dict) -> None:
 def _finish_rewrite(layout: Layout, store: JsonlEntryStore, path, record: dict) -> str:
     """A dream step or an undo: forward when L5 is what it wrote, else its appends cut off."""
     name = f"{record.get('kind')} {record.get('name')}"
-    if store.active.digest() == record.get("l5_after"):
+    if _l5_rewritten(store, record):
         finish_steps(layout, store, record.get("then") or [])
         journal.end(path)
         return f"{name}: completed"
@@ -138,6 +154,8 @@ def finish_steps(layout: Layout, store: JsonlEntryStore, steps: list[dict]) -> N
 def _redo(layout: Layout, store: JsonlEntryStore, step: dict) -> None:
     what = step.get("do")
     if what == "offset":
+        from memctl.longterm.dream_refs import write_offset
+
         write_offset(layout, int(step["value"]))
     elif what == "drop-l6-run":
         l6 = store.archive.snapshot()

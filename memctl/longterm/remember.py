@@ -4,8 +4,9 @@ merge types supersede the active entry with the same (type, topic) key — the o
 written to L6 first (reason `superseded`), then L5 is replaced, so a crash in between leaves
 a duplicate, never a loss. append types add a line, unless a near-duplicate of the same type
 is active, whose `seen` is raised instead. A fact that was forgotten is refused unless
-forced, so a deletion sticks. Everything happens under the writer lock, held for one read
-and one write of L5 — which is what keeps a `remember` during a dream short.
+forced, so a deletion sticks. Everything happens under the writer lock, held for a few
+lookups and one write — which is what keeps a `remember` during a dream short, and its cost
+flat as the memory grows (the store answers from `.memctl/lookups.sqlite`).
 """
 
 from __future__ import annotations
@@ -17,12 +18,11 @@ from memctl.core.clock import iso
 from memctl.core.config import Settings
 from memctl.longterm.entries import Entry, content_hash, new_id
 from memctl.core.errors import MemctlError, UsageError
-from memctl.longterm.policies import best_match, merge_key, near_duplicate, normalize, policy_for, similarity_threshold
+from memctl.longterm.policies import best_key_match, near_duplicate, normalize, policy_for, similarity_threshold
 from memctl.longterm.recovery import journaled_rewrite, writing
-from memctl.longterm.store import StoreRead, JsonlEntryStore, open_store, refuse_duplicates
+from memctl.longterm.store import JsonlEntryStore, open_store
 
 ADDED = "added"
-GONE_FOR_GOOD = ("forgotten", "purged")  # L6 reasons a remember must not silently undo
 SUPERSEDED = "superseded"
 SEEN = "seen"
 
@@ -81,10 +81,9 @@ def remember(settings: Settings, request: RememberRequest, now: datetime, lock_w
     store = open_store(layout)
     with writing(layout, lock_wait):
         store.lock_types([request.type])  # the merge and near-duplicate checks below see every earlier write
-        active = store.active.read()
         if not request.force:
-            check_not_forgotten(settings, store, request.text, active)
-        result = _write(settings, store, request, active, now)
+            check_not_forgotten(settings, store, request.text)
+        result = _write(settings, store, request, now)
     return result
 
 
@@ -98,38 +97,25 @@ def at_rest(settings: Settings, text: str) -> str:
     return redactor_for(settings)(text)
 
 
-def check_not_forgotten(settings: Settings, store: JsonlEntryStore, text: str, active: StoreRead) -> None:
+def check_not_forgotten(settings: Settings, store: JsonlEntryStore, text: str) -> None:
     """Refuse a fact whose last L6 line says forgotten or purged, unless it is active again."""
-    archive = store.archive.read()
-    last = archive.last_left_as(GONE_FOR_GOOD)
-    if not last:
-        return
-
-    def still_gone(entry: Entry) -> bool:
-        """Not restored to L5, and no later L6 line says it left for another reason (checked for hits only)."""
-        return not active.holds(entry.id) and archive.last_line_gives(entry.id, GONE_FOR_GOOD)
-
+    cutoff = similarity_threshold(settings)
+    gone = store.gone_for_good(text, cutoff)
     digest = content_hash(text)
-    for entry in last.values():
-        if entry.extra.get("sha256") == digest and still_gone(entry):
+    for entry in gone:
+        if entry.extra.get("sha256") == digest:
             raise ForgottenFact(f"this fact was purged as {entry.id}; pass --force to remember it again")
-    candidates = [e for e in last.values() if e.text]
-    while candidates:
-        hit = near_duplicate(text, candidates, similarity_threshold(settings))
-        if hit is None:
-            return
+    hit = near_duplicate(text, [e for e in gone if e.text], cutoff)
+    if hit is not None:
         old, _ = hit
-        if still_gone(old):
-            why = f" ({old.note})" if old.note else ""
-            raise ForgottenFact(
-                f"this fact was forgotten as {old.id} on {old.left_at or 'an earlier run'}{why}; "
-                f"`memctl restore {old.id}` brings it back, or pass --force to remember it anyway"
-            )
-        candidates = [e for e in candidates if e.id != old.id]
+        why = f" ({old.note})" if old.note else ""
+        raise ForgottenFact(
+            f"this fact was forgotten as {old.id} on {old.left_at or 'an earlier run'}{why}; "
+            f"`memctl restore {old.id}` brings it back, or pass --force to remember it anyway"
+        )
 
 
-def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest, active: StoreRead,
-           now: datetime) -> RememberResult:
+def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest, now: datetime) -> RememberResult:
     policy = policy_for(settings, request.type)
     stamp = iso(now)
     entry = Entry(
@@ -139,42 +125,36 @@ def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
     if request.contradicts:
         entry.extra["contradicts"] = list(request.contradicts)
     threshold = auto_trigger(settings)
-    count = active.count()
+    count = store.active.count()
     if policy.merges:
-        # only entries of the same type matter: parse just those lines (short lock holds on a big L5)
-        rows = active.rows_of_type(request.type)
-        same_type = [r.entry for r in rows if r.entry is not None and r.entry.type == request.type]
-        key = merge_key(entry)
-        current = next((e for e in reversed(same_type) if merge_key(e) == key), None)
-        if current is not None:
-            refuse_duplicates(rows, [current.id], "L5")
+        row = store.active.current(entry.type, entry.topic)
+        current = row.entry if row is not None else None
         if current is not None and normalize(current.text) == normalize(entry.text):
-            return _raise_seen(store, rows, current, stamp, None, threshold)
+            return _raise_seen(store, current, stamp, None, count, threshold)
         if current is not None:
             entry.supersedes = [current.id]
             gone = replace(current, left_at=stamp, reason=SUPERSEDED, note=f"superseded by {entry.id}", run="")
-            kept = [r for r in rows if r.entry is None or r.entry.id != current.id] + [store.row_for(entry)]
-            with journaled_rewrite(settings.layout, store, "supersede", entry.id, kept):
+            with journaled_rewrite(settings.layout, store, "supersede", entry.id, l5_has=[entry.id],
+                                   l5_lacks=[current.id]):
                 store.archive.append([gone])
-                store.active.rewrite(kept)
-            return RememberResult(SUPERSEDED, entry, current, None, len(kept), len(kept) >= threshold)
+                store.active.replace(current.id, store.row_for(entry), at_end=True)
+            return RememberResult(SUPERSEDED, entry, current, None, count, count >= threshold)
     else:
-        pairs = active.texts_of_type(request.type)
-        found = best_match(entry.text, [text for _, text in pairs], similarity_threshold(settings))
+        cutoff = similarity_threshold(settings)
+        rows = store.active.candidates(entry.type, entry.text, cutoff)
+        found = best_key_match(entry.text, rows.keys, cutoff)
         if found is not None:
-            rows = active.rows_around(pairs[found[0]][0])
-            refuse_duplicates(rows, [pairs[found[0]][0]], "L5")
-            existing = next(r.entry for r in rows if r.entry is not None and r.entry.id == pairs[found[0]][0])
-            return _raise_seen(store, rows, existing, stamp, found[1], threshold)
+            existing = store.active.row(rows[found[0]].entry_id)
+            return _raise_seen(store, existing.entry, stamp, found[1], count, threshold)
     store.active.append([entry])
     return RememberResult(ADDED, entry, None, None, count + 1, count + 1 >= threshold)
 
 
-def _raise_seen(store: JsonlEntryStore, rows, existing: Entry, stamp: str, score: float | None, threshold: int) -> RememberResult:
+def _raise_seen(store: JsonlEntryStore, existing: Entry, stamp: str, score: float | None, count: int,
+                threshold: int) -> RememberResult:
     bumped = replace(existing, seen=existing.seen + 1, updated=stamp, extra=dict(existing.extra))
-    kept = [store.row_for(bumped) if r.entry is not None and r.entry.id == existing.id else r for r in rows]
-    store.active.rewrite(kept)
-    return RememberResult(SEEN, bumped, existing, score, len(kept), len(kept) >= threshold)
+    store.active.replace(existing.id, store.row_for(bumped))
+    return RememberResult(SEEN, bumped, existing, score, count, count >= threshold)
 
 
 def auto_trigger(settings: Settings) -> int:

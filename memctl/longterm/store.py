@@ -10,8 +10,15 @@ the same methods and be what `open_store` returns; its callers would not change.
 
 Rows carry each entry's stored form (`Row.raw`), so that a rewrite leaves the entries it
 did not change exactly as they were (what `dream --undo` relies on) and a locked step can
-see whether an entry is still what was planned. A `StoreRead` is one read of L5 or L6,
-queried several times under one lock hold (remember's short path).
+see whether an entry is still what was planned.
+
+The write path — remember, forget, restore, `task done`, import — asks only the queries
+`count`, `holds`, `row`, `current`, `candidates` and the changes `append`, `replace`, `remove`
+of `store.active`, `row` of `store.archive`, and `gone_for_good` and `departed_entry` of the
+store, so that a write never reads the whole of L5 or L6 under the lock: the JSON Lines backend
+answers them from derived lookups under `.memctl/` (`memctl.longterm.lookups`), validated before
+each use and rebuilt from the files when they are stale, and from a scan of the file
+(`memctl.longterm.store_scan`, the reference answers) when they cannot answer.
 The caller holds the writer lock for every write.
 """
 
@@ -26,6 +33,9 @@ from memctl.core.config import Layout, Settings, load_settings
 from memctl.core.errors import UsageError
 from memctl.core.fsutil import atomic_write_bytes
 from memctl.core.jsonl import append_lines, quarantine_torn_tail, split_torn, torn_dir
+from memctl.longterm import store_scan
+from memctl.longterm.lookups import Lookups, entry_of, read_line
+from memctl.longterm.policies import match_key, reachable_lengths
 from memctl.longterm.entries import (
     Entry,
     Row,
@@ -37,7 +47,9 @@ from memctl.longterm.entries import (
     write_rows,
 )
 from memctl.longterm.store_base import (  # noqa: F401  (the names callers import from here)
+    Candidates,
     EntryForms,
+    LazyRow,
     StoreRead,
     bytes_digest,
     duplicate_ids,
@@ -48,20 +60,18 @@ from memctl.longterm.store_base import (  # noqa: F401  (the names callers impor
 class EntryFile:
     """One store of entries, L5 or L6, as a JSON Lines file."""
 
-    def __init__(self, path: Path, quarantine: Path) -> None:
+    def __init__(self, path: Path, quarantine: Path, unique_ids: bool, lookups: Lookups | None = None,
+                 which: str = "") -> None:
         self._path = path
         self._quarantine = quarantine
+        self._unique = unique_ids  # L5: one line an id; L6: one line each time it left L5
+        self._lookups = lookups
+        self._which = which  # its name in the lookups
 
     @property
     def location(self) -> str:
         """Where it is, for the purge report."""
         return str(self._path)
-
-    def read(self) -> StoreRead:
-        try:
-            return StoreRead(self._path.read_bytes())
-        except FileNotFoundError:
-            return StoreRead(b"")
 
     def snapshot(self, previous: Snapshot | None = None) -> Snapshot:
         """Every row now; when the store only grew since `previous`, only the new ones are parsed."""
@@ -70,8 +80,12 @@ class EntryFile:
     def iter(self) -> Iterator[Entry]:
         return iter_entries(self._path)
 
-    def bad_lines(self) -> list[tuple[str, int, str]]:
-        """(file name, line number, problem) of each line that is not an entry (skipped, kept)."""
+    def bad_lines(self, quick: bool = False) -> list[tuple[str, int, str]]:
+        """(file name, line number, problem) of each line that is not an entry (skipped, kept).
+        `quick` (a write command's warning, no lock needed): none, without reading the file,
+        when the write lookups are current with it and saw no such line."""
+        if quick and self._lookups is not None and self._lookups.clean(self._which):
+            return []
         return [(self._path.name, number, problem) for number, problem in bad_lines(self._path)]
 
     def entries(self) -> list[Entry]:
@@ -82,7 +96,146 @@ class EntryFile:
 
     def append(self, entries: Iterable[Entry]) -> int:
         """Add entries at the end with one durable write; how many."""
-        return append_entries(self._path, entries, self._quarantine)
+        added = append_entries(self._path, entries, self._quarantine)
+        self._view()  # the lookups catch up with the lines just written (a failure: next time)
+        return added
+
+    # --- the write path's queries (writer lock held): from the lookups when they are current
+    # with the file (memctl.longterm.lookups), else from a scan of it (the same answers)
+
+    def _data(self) -> bytes:
+        return _read_bytes(self._path)
+
+    def _view(self) -> Lookups | None:
+        return self._lookups.view(self._which) if self._lookups is not None else None
+
+    def count(self) -> int:
+        """How many lines hold an entry or are kept as they are (blank lines aside): what L5's
+        size is measured in (the auto-dream trigger)."""
+        view = self._view()
+        return view.count(self._which) if view is not None else store_scan.count(self._data())
+
+    def holds(self, entry_id: str) -> bool:
+        """Whether an entry with this id is in the store."""
+        view = self._view()
+        if view is not None:
+            return view.holds(self._which, entry_id)
+        return bool(store_scan.rows_of(self._data(), entry_id))
+
+    def row(self, entry_id: str) -> Row | None:
+        """The row of this id, or None. L5: its one line (UsageError naming the id when it is
+        on more than one line: a duplicate is never resolved by guessing); L6, where an id has
+        one line per time it left L5: the last one, which says why and when it last left."""
+        view = self._view()
+        if view is not None:
+            spans = view.spans(self._which, entry_id)
+            if self._unique and len(spans) > 1:
+                raise store_scan.duplicate_error(entry_id, "L5")
+            if not spans:
+                return None
+            found = self._line_at(entry_id, spans[-1][1], spans[-1][2])
+            if found is not None:
+                return found
+        data = self._data()
+        return store_scan.active_row(data, entry_id) if self._unique else store_scan.last_row(data, entry_id)
+
+    def _line_at(self, entry_id: str, offset: int, length: int) -> Row | None:
+        """The row the lookups point at, or None (and the lookups dropped) when it is not it."""
+        raw = read_line(self._path, offset, length)
+        entry = entry_of(raw)
+        if entry is not None and entry.id == entry_id and raw.endswith(b"\n"):
+            return Row(raw, entry)
+        self._lookups.drop(self._which)
+        return None
+
+    def current(self, type_name: str, topic: str) -> Row | None:
+        """L5: the active row with this merge key (type, normalized topic), the last one in
+        file order if several; UsageError when its id is on more than one line."""
+        view = self._view()
+        if view is not None:
+            entry_id = view.current(type_name, topic)
+            if entry_id is None:
+                return None
+            found = self.row(entry_id)
+            if found is not None and found.entry.type == type_name:
+                return found
+        return store_scan.current(self._data(), type_name, topic)
+
+    def candidates(self, type_name: str, text: str, cutoff: float = 0.0) -> Candidates:
+        """L5: the rows of this type that could be near-duplicates of `text`, in file order
+        (ties in the similarity ranking go to the earlier row). `cutoff` (the similarity the
+        caller will require, 0-100) lets the store leave out rows that cannot reach it: only a
+        length bound is applied (`policies.reachable_lengths`), never a guess, so the caller's
+        rapidfuzz check over these rows finds what it would find over every row of the type.
+        A sequence of rows (`Candidates`: `.keys` gives their texts' match keys at once); each
+        row's `entry_id` is there, `raw` and `entry` may be read only when asked for. (The brief named `candidates(type, text)`; `cutoff` is the one addition:
+        without it the store cannot leave anything out.)"""
+        view = self._view()
+        if view is not None:
+            low, high = reachable_lengths(text, cutoff)
+            return Candidates(view.candidates(type_name, low, high), self._load)
+        rows = store_scan.candidates(self._data(), type_name, text, cutoff)
+        return Candidates([(r.entry.id, match_key(r.entry.text), r) for r in rows], None)
+
+    def _load(self, entry_id: str, offset: int, length: int) -> Row:
+        found = self._line_at(entry_id, offset, length)
+        return found if found is not None else store_scan.active_row(self._data(), entry_id)
+
+    def replace(self, entry_id: str, new_row: Row, at_end: bool = False) -> None:
+        """L5: this id's one line replaced by `new_row`, in one atomic write, every other line
+        byte for byte as it was. `at_end`: the old line goes and the new row becomes the last
+        one (a supersede: the newest version is last, as an append would put it). UsageError if
+        the id is not on exactly one line."""
+        data = self._data()
+        view = self._view()
+        spans = self._checked_spans(view, data, [entry_id])
+        if spans is None:
+            atomic_write_bytes(self._path, store_scan.replaced(data, entry_id, new_row, at_end))
+            return
+        _, offset, length = spans[0]
+        if at_end:
+            new = data[:offset] + data[offset + length:] + new_row.raw
+            added = (new_row.entry, len(new) - len(new_row.raw), len(new_row.raw), False)
+        else:
+            new = data[:offset] + new_row.raw + data[offset + length:]
+            added = (new_row.entry, offset, len(new_row.raw), True)
+        atomic_write_bytes(self._path, new)
+        self._lookups.follow(self._path, spans, added)
+
+    def remove(self, entry_ids: Iterable[str]) -> None:
+        """L5: the lines of these ids dropped, in one atomic write (a forget); every other line
+        byte for byte as it was. (Not in the brief's list: a forget of several ids must be one
+        write, or a crash between two would leave half of it.)"""
+        ids = list(dict.fromkeys(entry_ids))
+        data = self._data()
+        spans = self._checked_spans(self._view(), data, ids)
+        if spans is None:
+            atomic_write_bytes(self._path, store_scan.without(data, set(ids)))
+            return
+        kept, last = [], 0
+        for _, offset, length in sorted(spans, key=lambda span: span[1]):
+            kept.append(data[last:offset])
+            last = offset + length
+        atomic_write_bytes(self._path, b"".join(kept) + data[last:])
+        self._lookups.follow(self._path, spans, None)
+
+    def _checked_spans(self, view, data: bytes, ids: list[str]) -> list[tuple[int, int, int]] | None:
+        """(seq, offset, length) of the one line of each id, each checked against `data`;
+        None: ask the scan (no lookups, or they do not match the file)."""
+        if view is None:
+            return None
+        spans = []
+        for entry_id in ids:
+            found = view.spans(self._which, entry_id)
+            if len(found) != 1:
+                return None
+            _, offset, length = found[0]
+            entry = entry_of(data[offset:offset + length])
+            if entry is None or entry.id != entry_id or data[offset + length - 1:offset + length] != b"\n":
+                self._lookups.drop(self._which)
+                return None
+            spans.append(found[0])
+        return spans
 
     def rewrite(self, rows: list[Row]) -> Snapshot:
         """Replace the store with these rows, atomically."""
@@ -110,8 +263,9 @@ class JsonlEntryStore(EntryForms):
 
     def __init__(self, layout: Layout) -> None:
         self._quarantine = torn_dir(layout.state_dir)
-        self.active = EntryFile(layout.long_term, self._quarantine)
-        self.archive = EntryFile(layout.cold_archive, self._quarantine)
+        self._lookups = Lookups(layout.state_dir, layout.lock, {"l5": layout.long_term, "l6": layout.cold_archive})
+        self.active = EntryFile(layout.long_term, self._quarantine, True, self._lookups, "l5")
+        self.archive = EntryFile(layout.cold_archive, self._quarantine, False, self._lookups, "l6")
         self._log = layout.dream_log
 
     def settle(self) -> list[str]:
@@ -119,6 +273,32 @@ class JsonlEntryStore(EntryForms):
         moved = [(f.location, f.settle()) for f in (self.active, self.archive)]
         moved.append((str(self._log), quarantine_torn_tail(self._log, self._quarantine)))
         return [f"{where}: torn last line ({size} bytes) moved to {self._quarantine}" for where, size in moved if size]
+
+    def gone_for_good(self, text: str, cutoff: float = 0.0) -> list[Entry]:
+        """L6 entries whose last line says forgotten or purged and which are not active
+        again, among them every one that carries the fingerprint of `text` (a purge keeps
+        `sha256` = `content_hash(text)`) and every one whose text could be a near-duplicate of
+        `text` (the length bound of `candidates`, with the same `cutoff`). For each id the line
+        returned is its last forgotten or purged line (a purged line wins: its text is gone).
+        Order: ids with a forgotten line by their first one, then ids only purged."""
+        from memctl.longterm.entries import content_hash
+
+        fingerprint = content_hash(text)
+        if self.active._view() is not None and self.archive._view() is not None:
+            low, high = reachable_lengths(text, cutoff)
+            found = [(entry_id, self.archive._line_at(entry_id, offset, length))
+                     for entry_id, offset, length in self._lookups.gone_for_good(fingerprint, low, high)]
+            if all(row is not None for _, row in found):
+                return [row.entry for _, row in found]
+        return store_scan.gone_for_good(self.active._data(), self.archive._data(), text, fingerprint, cutoff)
+
+    def departed_entry(self, entry_id: str) -> Entry | None:
+        """The last L6 line of an id that is not in L5 (why and when it left), or None: it is
+        active, or it was never in L6. What `restore` puts back."""
+        if self.active.holds(entry_id):
+            return None
+        row = self.archive.row(entry_id)
+        return row.entry if row is not None else None
 
     # --- the dream log: one JSON record a change
 

@@ -8,7 +8,7 @@ are built on this module; the rest of memctl imports these names from `store`.
 from __future__ import annotations
 
 import json
-from typing import Iterable
+from typing import Callable, Iterable, Sequence
 
 from memctl.core.errors import UsageError
 from memctl.longterm.entries import Entry, Row, entries_with, entry_line, field_bytes, parse_rows, row_for, texts_of_type
@@ -60,6 +60,48 @@ class StoreRead:
         end = data.find(b"\n", final)
         line = data[data.rfind(b"\n", 0, final) + 1: end if end >= 0 else len(data)]
         return any(field_bytes("reason", reason) in line for reason in reasons)
+
+
+class LazyRow(Row):
+    """A candidate row: its id known, its line read only when `raw` or `entry` is asked for."""
+
+    def __init__(self, entry_id: str, load: Callable[[], Row]) -> None:
+        self._id, self._load, self._row = entry_id, load, None
+
+    def _loaded(self) -> Row:
+        if self._row is None:
+            self._row = self._load()
+        return self._row
+
+    raw = property(lambda self: self._loaded().raw)
+    entry = property(lambda self: self._loaded().entry)
+    entry_id = property(lambda self: self._id)
+
+
+class Candidates(Sequence):
+    """What `candidates` returns: a sequence of rows, each built when it is asked for (tens of
+    thousands at a large L5, of which the caller needs one), and `keys`, their texts'
+    `policies.match_key` in order (what `policies.best_key_match` compares)."""
+
+    def __init__(self, found: list[tuple], load: Callable[..., Row] | None) -> None:
+        self._found = found  # (id, key, offset, length) from the lookups, or (id, key, row) from a scan
+        self._load = load
+
+    @property
+    def keys(self) -> list[str]:
+        return [item[1] for item in self._found]
+
+    def __len__(self) -> int:
+        return len(self._found)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        item = self._found[index]
+        if self._load is None:
+            return item[2]
+        entry_id, _, offset, length = item
+        return LazyRow(entry_id, lambda: self._load(entry_id, offset, length))
 
 
 class EntryForms:

@@ -166,10 +166,12 @@ def _parse_all(lines: list[bytes], default_type: str, known_types, extra_pattern
 def _fresh(target, parsed: list[tuple[int, Entry]], layer: str, report: ImportReport) -> list[Entry]:
     """The entries not in the target yet; a line already imported (same id, same text) is
     counted, another line with a taken id is a bad line."""
-    taken = {e.id: e.text for e in target.iter()}
+    taken: dict[str, str | None] = {}  # id -> its text in the target (None: not there), asked once an id
     fresh: list[Entry] = []
     for number, entry in parsed:
-        if entry.id in taken:
+        if entry.id not in taken:
+            taken[entry.id] = _text_in(target, entry.id)
+        if taken[entry.id] is not None:
             if taken[entry.id] == entry.text:
                 report.already += 1
             else:
@@ -178,6 +180,15 @@ def _fresh(target, parsed: list[tuple[int, Entry]], layer: str, report: ImportRe
         taken[entry.id] = entry.text
         fresh.append(entry)
     return fresh
+
+
+def _text_in(target, entry_id: str) -> str | None:
+    """The text the store holds for this id (L6: its last line), from its lookups."""
+    try:
+        row = target.row(entry_id)
+    except UsageError:  # on more than one L5 line: taken, and not by this text
+        return "\0"
+    return row.entry.text if row is not None else None
 
 
 def _input_digest(lines: list[bytes]) -> str:

@@ -6,23 +6,17 @@ return; the plan objects feed both the borg-style dry-run lines and the JSON.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 from typing import List, Optional
 
 import typer
 
 from memctl.core import clock
 
-from memctl.cli import render
+from memctl.cli import render, writes
+from memctl.cli.writes import REMEMBER_WAIT
 from memctl.cli.state import state
-from memctl.core.errors import EXIT_PARTIAL, MemctlError, NotFound, UsageError
-from memctl.core.fsutil import ensure_private_dir, open_nofollow
+from memctl.core.errors import EXIT_PARTIAL, UsageError
 
-REMEMBER_WAIT = 10.0  # interactive: a dream holds the lock only for short steps
-AUTO_DREAM_COOLDOWN = 600.0  # seconds between two automatic dreams
 
 
 def register(app: typer.Typer) -> None:
@@ -34,39 +28,7 @@ def register(app: typer.Typer) -> None:
 
 def _settings(ctx: typer.Context):
     """The root's settings; refuse a folder that is not a memory (taking the lock would create it)."""
-    settings = state(ctx).settings
-    root = settings.layout.root
-    if not settings.layout.state_dir.is_dir():
-        raise NotFound(f"{root} is not a memory folder yet; run `memctl --root {root} init`")
-    _warn_bad_lines(settings.layout)
-    return settings
-
-
-def _warn_bad_lines(layout) -> None:
-    """A line of L5/L6 that is not an entry is skipped and left in place: say so, with file:line."""
-    from memctl.longterm.store import open_store
-
-    store = open_store(layout)
-    for name, number, problem in store.active.bad_lines() + store.archive.bad_lines():
-        render.warning(f"{name}:{number}: {problem}; skipped, left as it is (see `memctl verify`)")
-
-
-def _read_text(text: Optional[str]) -> str:
-    if text is None or text == "-":
-        if sys.stdin is None or sys.stdin.isatty():
-            raise UsageError("no text: pass TEXT, or `-` and the text on stdin")
-        text = sys.stdin.read()
-    return _utf8_only(text)
-
-
-def _utf8_only(text: str) -> str:
-    """A fact is stored as UTF-8: undecodable bytes (or lone surrogates) are refused, not guessed."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise UsageError(f"the text is not valid UTF-8 (at character {exc.start + 1}); "
-                         "memctl stores facts as UTF-8") from None
-    return text
+    return writes.memory_settings(state(ctx).settings)
 
 
 def remember_cmd(
@@ -86,43 +48,12 @@ def remember_cmd(
 
     app_state = state(ctx)
     settings = _settings(ctx)
-    request = RememberRequest(_read_text(text).strip("\n"), type_, topic, confidence, source, force,
+    request = RememberRequest(writes.read_text(text).strip("\n"), type_, topic, confidence, source, force,
                               list(contradicts or []))
     result = remember(settings, request, clock.now(), wait)
-    if json_out:
-        render.json_line(result.to_dict())
-    else:
-        render.line(result.entry.id)
-        if result.action == "superseded":
-            render.message(f"superseded {result.previous.id} (moved to L6)")
-        elif result.action == "seen":
-            render.message(f"near-duplicate of {result.entry.id}: seen {result.entry.seen}×, nothing added")
+    writes.report_remember(result, json_out)
     if result.auto_dream_due:
-        _start_background_dream(app_state.root)
-
-
-def _start_background_dream(root) -> None:
-    """Detached `memctl dream`, at most once per cooldown; it exits 75 at once if another runs."""
-    from memctl.core.config import Layout
-
-    marker = Layout(root).state_dir / "auto_dream"
-    try:
-        if time.time() - marker.lstat().st_mtime < AUTO_DREAM_COOLDOWN and not marker.is_symlink():
-            return
-    except FileNotFoundError:
-        pass
-    try:
-        ensure_private_dir(marker.parent)
-        fd = open_nofollow(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        os.close(fd)
-        subprocess.Popen(
-            [sys.executable, "-m", "memctl", "--root", str(root), "dream", "--auto"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, close_fds=True,
-        )
-    except (OSError, MemctlError) as exc:  # the fact is remembered either way
-        render.warning(f"could not start the automatic dream: {exc}")
+        writes.start_background_dream(app_state.root)
 
 
 def forget_cmd(
@@ -137,7 +68,7 @@ def forget_cmd(
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
     """Soft-forget entries (L5 -> L6, undo with `restore`), or erase them with --purge."""
-    from memctl.longterm.forget import apply_forget, plan_forget, purge as purge_fn
+    from memctl.longterm.forget import apply_forget, forget_ids, plan_forget, purge as purge_fn
     from memctl.longterm.store import open_store
 
     settings = _settings(ctx)
@@ -145,24 +76,23 @@ def forget_cmd(
     if purge:
         _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn)
         return
-    plan = plan_forget(open_store(settings.layout).active.entries(), ids, match, reason)
-    if dry_run or (match and not yes):
-        _print_forget_plan(plan, json_out)
-        if match and not yes and not dry_run:
-            render.message(f"{len(plan.entries)} entries match; rerun with --yes to forget them")
-        return
-    if plan.missing:
-        render.warning(f"not active in L5: {', '.join(plan.missing)}")
-    result = apply_forget(settings, plan, clock.now(), wait)
-    if json_out:
-        render.json_line({"run": result.run, "forgotten": result.forgotten,
-                          "missing": plan.missing + result.skipped})
+    if ids and not match and not dry_run:  # planned under the lock, from the store's lookups
+        plan, result = forget_ids(settings, ids, reason, clock.now(), wait)
+        if plan.missing:
+            writes.warning(f"not active in L5: {', '.join(plan.missing)}")
     else:
-        for entry_id in result.forgotten:
-            render.line(entry_id)
-        render.message(f"forgot {len(result.forgotten)} entries (run {result.run}); `memctl restore ID` undoes")
-    if plan.missing or result.skipped:
-        raise typer.Exit(EXIT_PARTIAL if result.forgotten else 2)
+        plan = plan_forget(open_store(settings.layout).active.entries(), ids, match, reason)
+        if dry_run or (match and not yes):
+            _print_forget_plan(plan, json_out)
+            if match and not yes and not dry_run:
+                render.message(f"{len(plan.entries)} entries match; rerun with --yes to forget them")
+            return
+        if plan.missing:
+            writes.warning(f"not active in L5: {', '.join(plan.missing)}")
+        result = apply_forget(settings, plan, clock.now(), wait)
+    code = writes.report_forget(plan, result, json_out)
+    if code:
+        raise typer.Exit(code)
 
 
 def _print_forget_plan(plan, json_out: bool) -> None:
@@ -240,10 +170,7 @@ def restore_cmd(
     from memctl.longterm.forget import restore
 
     entry = restore(_settings(ctx), entry_id, clock.now(), wait)
-    if json_out:
-        render.json_line({"restored": entry.id, "type": entry.type, "topic": entry.topic})
-    else:
-        render.line(entry.id)
+    writes.report_restore(entry, json_out)
 
 
 def dream_cmd(

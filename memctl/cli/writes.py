@@ -1,0 +1,296 @@
+"""`memctl remember`, `forget ID…` and `restore ID` without typer or rich: the lean write path.
+
+An agent writes after every turn, so these run as often as searches, and the full command
+line's imports (~0.3 s of CPU) would be most of their cost. The console script
+(memctl.entry) tries `run` first; it answers the plain forms — the options below, a
+terminal or a pipe — and returns None for anything else (--help, --match, --purge,
+--dry-run, an option it does not know, a repeated option, a value it cannot read), which the
+full command line then handles: behaviour is defined once, in the modules both call and in
+the shared steps and reports here (`cli.commands.longterm` uses them too). `MEMCTL_FULL_CLI=1`
+sends everything to the full command line (the tests compare both).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+
+from memctl.cli import render
+from memctl.core.errors import EXIT_ERROR, EXIT_OK, EXIT_PARTIAL, MemctlError, NotFound, UsageError
+
+REMEMBER_WAIT = 10.0  # interactive: a dream holds the lock only for short steps
+AUTO_DREAM_COOLDOWN = 600.0  # seconds between two automatic dreams
+COMMANDS = ("remember", "forget", "restore")
+# what rich would render differently from the plain text: markup, emoji codes, tabs, controls
+_RICH_SENSITIVE = re.compile(r"[\[\]\t\r\x00-\x08\x0b-\x1f\x7f]|:[^\s:]+:")
+
+
+# --- steps and reports shared with the full command line
+
+
+def memory_settings(settings):
+    """The root's settings; refuse a folder that is not a memory (taking the lock would create it)."""
+    root = settings.layout.root
+    if not settings.layout.state_dir.is_dir():
+        raise NotFound(f"{root} is not a memory folder yet; run `memctl --root {root} init`")
+    warn_bad_lines(settings.layout)
+    return settings
+
+
+def warn_bad_lines(layout) -> None:
+    """A line of L5/L6 that is not an entry is skipped and left in place: say so, with file:line."""
+    from memctl.longterm.store import open_store
+
+    store = open_store(layout)
+    for name, number, problem in store.active.bad_lines(quick=True) + store.archive.bad_lines(quick=True):
+        warning(f"{name}:{number}: {problem}; skipped, left as it is (see `memctl verify`)")
+
+
+def message(text: str) -> None:
+    """render.message, without importing rich when the output would be the plain text."""
+    if _plain(text):
+        sys.stderr.write(render.redacted(text) + "\n")
+    else:
+        render.message(text)
+
+
+def warning(text: str) -> None:
+    if _plain(text):
+        sys.stderr.write("warning: " + render.redacted(text) + "\n")
+    else:
+        render.warning(text)
+
+
+def _plain(text: str) -> bool:
+    try:
+        terminal = sys.stderr.isatty()
+    except ValueError:
+        terminal = False
+    return not terminal and not _RICH_SENSITIVE.search(render.redacted(text))
+
+
+def read_text(text: str | None) -> str:
+    if text is None or text == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            raise UsageError("no text: pass TEXT, or `-` and the text on stdin")
+        text = sys.stdin.read()
+    return utf8_only(text)
+
+
+def utf8_only(text: str) -> str:
+    """A fact is stored as UTF-8: undecodable bytes (or lone surrogates) are refused, not guessed."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UsageError(f"the text is not valid UTF-8 (at character {exc.start + 1}); "
+                         "memctl stores facts as UTF-8") from None
+    return text
+
+
+def report_remember(result, json_out: bool) -> None:
+    if json_out:
+        render.json_line(result.to_dict())
+    else:
+        render.line(result.entry.id)
+        if result.action == "superseded":
+            message(f"superseded {result.previous.id} (moved to L6)")
+        elif result.action == "seen":
+            message(f"near-duplicate of {result.entry.id}: seen {result.entry.seen}×, nothing added")
+
+
+def report_forget(plan, result, json_out: bool) -> int:
+    """Print what a forget did; its exit status."""
+    if json_out:
+        render.json_line({"run": result.run, "forgotten": result.forgotten,
+                          "missing": plan.missing + result.skipped})
+    else:
+        for entry_id in result.forgotten:
+            render.line(entry_id)
+        message(f"forgot {len(result.forgotten)} entries (run {result.run}); `memctl restore ID` undoes")
+    if plan.missing or result.skipped:
+        return EXIT_PARTIAL if result.forgotten else EXIT_ERROR
+    return EXIT_OK
+
+
+def report_restore(entry, json_out: bool) -> None:
+    if json_out:
+        render.json_line({"restored": entry.id, "type": entry.type, "topic": entry.topic})
+    else:
+        render.line(entry.id)
+
+
+def start_background_dream(root) -> None:
+    """Detached `memctl dream`, at most once per cooldown; it exits 75 at once if another runs."""
+    import subprocess
+
+    from memctl.core.config import Layout
+    from memctl.core.fsutil import ensure_private_dir, open_nofollow
+
+    marker = Layout(root).state_dir / "auto_dream"
+    try:
+        if time.time() - marker.lstat().st_mtime < AUTO_DREAM_COOLDOWN and not marker.is_symlink():
+            return
+    except FileNotFoundError:
+        pass
+    try:
+        ensure_private_dir(marker.parent)
+        fd = open_nofollow(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        os.close(fd)
+        subprocess.Popen(
+            [sys.executable, "-m", "memctl", "--root", str(root), "dream", "--auto"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, close_fds=True,
+        )
+    except (OSError, MemctlError) as exc:  # the fact is remembered either way
+        warning(f"could not start the automatic dream: {exc}")
+
+
+# --- the lean path
+
+
+_REMEMBER = {"--type": "type", "-t": "type", "--topic": "topic", "--confidence": "confidence",
+             "--source": "source", "--contradicts": "contradicts", "--wait": "wait"}
+_FORGET = {"--reason": "reason", "--wait": "wait"}
+_RESTORE = {"--wait": "wait"}
+_FLAGS = {"remember": {"--force": "force", "--json": "json"}, "forget": {"--json": "json"}, "restore": {"--json": "json"}}
+_NUMBERS = ("confidence", "wait")
+
+
+def wanted(args: list[str]) -> bool:
+    """Whether `run` may answer these arguments (after the global options)."""
+    return bool(args) and args[0] in COMMANDS and os.environ.get("MEMCTL_FULL_CLI", "") in ("", "0") \
+        and not os.environ.get("MEMCTL_DEBUG")
+
+
+def run(root: str | None, args: list[str]) -> int | None:
+    """The exit status, or None when the full command line must handle these arguments."""
+    if not wanted(args):
+        return None
+    command = args[0]
+    values = {"remember": _REMEMBER, "forget": _FORGET, "restore": _RESTORE}[command]
+    parsed = parse(args[1:], values, _FLAGS[command], repeatable=("contradicts",))
+    if parsed is None:
+        return None
+    options, words = parsed
+    if command == "remember" and ("type" not in options or len(words) > 1):
+        return None
+    if command == "forget" and not words:
+        return None
+    if command == "restore" and len(words) != 1:
+        return None
+    action = {"remember": _remember, "forget": _forget, "restore": _restore}[command]
+    return guarded(lambda: action(root, options, words))
+
+
+def parse(args: list[str], values: dict, flags: dict, repeatable=()) -> tuple[dict, list[str]] | None:
+    """(options, positional words), or None for anything the full command line should judge."""
+    options: dict = {}
+    words: list[str] = []
+    args = list(args)
+    while args:
+        arg = args.pop(0)
+        if arg == "--":
+            words.extend(args)
+            break
+        name, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        if name in flags and not eq:
+            if flags[name] in options:
+                return None
+            options[flags[name]] = True
+        elif name in values:
+            if eq:
+                value = inline
+            elif args and not args[0].startswith("-"):
+                value = args.pop(0)
+            else:
+                return None
+            key = values[name]
+            if key in _NUMBERS:
+                try:
+                    value = float(value)
+                except ValueError:
+                    return None
+            if key in repeatable:
+                options.setdefault(key, []).append(value)
+            elif key in options:
+                return None
+            else:
+                options[key] = value
+        elif arg.startswith("-") and arg != "-":
+            return None
+        else:
+            words.append(arg)
+    return options, words
+
+
+def _settings(root):
+    from memctl.core.config import load_settings, resolve_root
+
+    settings = load_settings(resolve_root(root))
+    render.configure_redaction(settings.get("redaction", "extra_patterns"))
+    return memory_settings(settings)
+
+
+def _remember(root, options: dict, words: list[str]) -> int:
+    from memctl.core import clock
+    from memctl.longterm.remember import RememberRequest, remember
+
+    settings = _settings(root)
+    request = RememberRequest(read_text(words[0] if words else None).strip("\n"), options["type"],
+                              options.get("topic", ""), options.get("confidence", 5.0), options.get("source", ""),
+                              bool(options.get("force")), list(options.get("contradicts", [])))
+    result = remember(settings, request, clock.now(), options.get("wait", REMEMBER_WAIT))
+    report_remember(result, bool(options.get("json")))
+    if result.auto_dream_due:
+        start_background_dream(settings.layout.root)
+    return EXIT_OK
+
+
+def _forget(root, options: dict, words: list[str]) -> int:
+    from memctl.core import clock
+    from memctl.longterm.forget import forget_ids
+
+    settings = _settings(root)
+    plan, result = forget_ids(settings, words, options.get("reason", ""), clock.now(), options.get("wait", 0.0))
+    if plan.missing:
+        warning(f"not active in L5: {', '.join(plan.missing)}")
+    return report_forget(plan, result, bool(options.get("json")))
+
+
+def _restore(root, options: dict, words: list[str]) -> int:
+    from memctl.core import clock
+    from memctl.longterm.forget import restore
+
+    entry = restore(_settings(root), words[0], clock.now(), options.get("wait", 0.0))
+    report_restore(entry, bool(options.get("json")))
+    return EXIT_OK
+
+
+def guarded(action) -> int:
+    """Every failure as the full command line maps it (cli.app.main): one line, the exit code."""
+    from memctl.cli.startup import flush_stdout, internal_error_text, os_error_text, silence_stdout
+
+    try:
+        code = action()
+        sys.stdout.flush()
+        return code
+    except MemctlError as exc:
+        flush_stdout()
+        render.error(str(exc))
+        return exc.exit_code
+    except BrokenPipeError:
+        silence_stdout()
+        return EXIT_OK
+    except OSError as exc:
+        flush_stdout()
+        render.error(os_error_text(exc))
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        render.error("interrupted")
+        return 130
+    except Exception as exc:  # a crash is exit 2 with one line, never exit 1 ("no match")
+        render.error(internal_error_text(exc))
+        return EXIT_ERROR

@@ -1,0 +1,115 @@
+"""The lean write path (`memctl.cli.writes`) answers remember / forget / restore exactly as the
+full command line does: same stdout, stderr, exit codes, and the same L5/L6 bytes."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from conftest import clean_env
+
+from memctl.core.fsutil import WriterLock
+
+NOW = "2026-03-01T09:00:00"
+ID = re.compile(rb"\b(?:m|f-|r-|d-)[0-9a-f]{12}\b")
+
+
+def _normalize(data: bytes, names: dict) -> bytes:
+    """Ids are random: each becomes its order of first appearance in the run."""
+    return ID.sub(lambda m: names.setdefault(m.group(0), b"<id%d>" % len(names)), data)
+
+
+def _script(root: Path):
+    """(argv, stdin or "as:NAME") of each call; `{NAME}` is the id the call saved as NAME printed."""
+    return [
+        (["remember", "the deploy uses blue green switching", "--type", "event"], "as:deploy"),
+        (["remember", "The deploy uses blue-green switching!", "--type", "event"], None),
+        (["remember", "the deploy uses blue green switching", "--type", "event", "--json"], None),
+        (["remember", "I use vim", "--type", "preference", "--topic", "editor"], None),
+        (["remember", "I switched to helix", "--type=preference", "--topic", "Editor", "--json"], None),
+        (["remember", "i switched to helix", "-t", "preference", "--topic", "editor"], None),
+        (["remember", "-", "--type", "lesson", "--confidence", "8", "--source", "s1"], b"check the backups on n3\n"),
+        (["remember", "rotated the cache on host alpha", "--type", "event", "--contradicts", "{deploy}",
+          "--contradicts", "x1", "--wait=2"], "as:cache"),
+        (["forget", "{cache}", "nosuch", "--reason", "wrong"], None),
+        (["forget", "nosuch", "--json"], None),
+        (["remember", "rotated the cache on host alpha", "--type", "event"], None),
+        (["restore", "{cache}", "--json"], None),
+        (["restore", "{cache}"], None),
+        (["restore", "nosuch"], None),
+        (["forget", "{deploy}", "--json"], None),
+        (["remember", "rotated the cache on host alpha!", "--type", "event", "--force"], None),
+        (["remember", "", "--type", "event"], None),
+        (["remember", "a fact", "--type", "nosuchtype"], None),
+        (["remember", "a fact", "--type", "event", "--confidence", "11"], None),
+        (["remember", "a fact", "--type", "preference"], None),
+        (["remember", "a [bold]marked[/bold] fact :smile: here", "--type", "event"], None),
+        (["remember", "--root", str(root), "later root option", "--type", "event"], None),
+        ("bad-line", None),
+        (["remember", "written with a bad line in L5", "--type", "event"], None),
+        ("lock", None),
+        (["remember", "a fact while locked", "--type", "event", "--wait", "0"], None),
+    ]
+
+
+def _play(memctl_bin: str, root: Path, full: bool) -> list:
+    env = clean_env(MEMCTL_NOW=NOW, **({"MEMCTL_FULL_CLI": "1"} if full else {}))
+    names: dict = {}
+    saved: dict[str, str] = {}
+    record = []
+    for step, (argv, stdin) in enumerate(_script(root)):
+        if argv == "bad-line":
+            with open(root / "long_term.jsonl", "ab") as handle:
+                handle.write(b"not an entry\n")
+            continue
+        if argv == "lock":
+            lock = WriterLock(root / ".memctl" / "lock").acquire()
+            continue
+        args = [a.format(**saved) if "{" in a else a for a in argv]
+        save = stdin[3:] if isinstance(stdin, str) else None
+        done = subprocess.run([memctl_bin, "--root", str(root), *args], input=None if save else stdin,
+                              capture_output=True, env=env, timeout=120)
+        if save:
+            saved[save] = done.stdout.decode().strip()
+        record.append((step, done.returncode, _normalize(done.stdout, names),
+                       _normalize(done.stderr.replace(str(root).encode(), b"ROOT"), names)))
+    lock.release()
+    for name in ("long_term.jsonl", "archive.jsonl", "dream_log.jsonl"):
+        record.append((name, _normalize((root / name).read_bytes(), names)))
+    return record
+
+
+def test_lean_and_full_write_paths_print_and_write_the_same(memctl_bin, tmp_path):
+    base = tmp_path / "base"
+    subprocess.run([memctl_bin, "--root", str(base), "init"], check=True, capture_output=True, env=clean_env())
+    lean_root, full_root = tmp_path / "lean", tmp_path / "full"
+    shutil.copytree(base, lean_root)
+    shutil.copytree(base, full_root)
+    lean = _play(memctl_bin, lean_root, full=False)
+    full = _play(memctl_bin, full_root, full=True)
+    for mine, theirs in zip(lean, full):
+        assert mine == theirs
+    codes = [r[1] for r in full if len(r) == 4]
+    assert {0, 2, 3, 75} <= set(codes)  # the script met success, errors, a partial forget, a busy lock
+    assert any(b"warning: long_term.jsonl:" in r[3] for r in full if len(r) == 4)
+
+
+def test_the_lean_write_path_imports_neither_typer_nor_rich(memctl_bin, tmp_path):
+    root = tmp_path / "memory"
+    subprocess.run([memctl_bin, "--root", str(root), "init"], check=True, capture_output=True, env=clean_env())
+    heavy = ["typer", "rich", "click", "memctl.cli.app", "memctl.cli.commands.longterm"]
+    python = str(Path(memctl_bin).with_name("python"))
+    for argv in (["remember", "the proxy listens on 7890", "--type", "event"],
+                 ["remember", "the proxy listens on 7890", "--type", "event", "--json"],
+                 ["forget", "nosuch"], ["restore", "nosuch"]):
+        probe = ("import sys, runpy; sys.argv = ['memctl', '--root', %r] + %r\n"
+                 "try:\n    runpy.run_module('memctl', run_name='__main__')\n"
+                 "except SystemExit as exit:\n"
+                 "    sys.stderr.write('exit=%%s loaded=%%s' %% (exit.code, [m for m in %r if m in sys.modules]))\n"
+                 % (str(root), argv, heavy))
+        done = subprocess.run([python, "-c", probe], capture_output=True, env=clean_env(), timeout=120)
+        assert done.stderr.endswith(b"loaded=[]"), (argv, done.stderr)
+    full = subprocess.run([python, "-c", probe], capture_output=True, env=clean_env(MEMCTL_FULL_CLI="1"), timeout=120)
+    assert b"'typer'" in full.stderr  # the probe can see the full command line load

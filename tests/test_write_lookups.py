@@ -1,0 +1,213 @@
+"""The write lookups (`.memctl/lookups.sqlite`) give exactly the answers of a full scan.
+
+The same generated memory (merge and append types, near-duplicates, forgotten and purged
+facts, restores) is driven through the same operations twice, once answered from the lookups
+and once with `MEMCTL_LOOKUPS=0` (every query scans L5/L6): every result and the bytes of
+L5, L6 and the dream log must be identical, including after L5 and L6 are changed behind
+memctl's back between two writes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import shutil
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from memctl.core.config import init_root, load_settings
+from memctl.core.errors import MemctlError
+from memctl.longterm import forget as forget_mod
+from memctl.longterm import remember as remember_mod
+from memctl.longterm import store_scan
+from memctl.longterm.entries import Entry, entry_line
+from memctl.longterm.forget import forget_ids, purge, restore
+from memctl.longterm.remember import RememberRequest, remember
+
+START = datetime(2026, 5, 1, 9, 0, 0)
+WORDS = ("deploy cache migration host backup editor shell queue index cluster token proxy "
+         "rotate restart switch upgrade pin verify schedule review").split()
+
+
+def _text(rng: random.Random) -> str:
+    words = rng.sample(WORDS, rng.randint(3, 7))
+    if rng.random() < 0.3:
+        words.append(f"n{rng.randint(1, 9)}")
+    return " ".join(words)
+
+
+def _near(text: str, rng: random.Random) -> str:
+    """A variant a similarity check may or may not call the same fact."""
+    variants = [text.upper(), text + "!", text.replace(" ", "  "), text + " " + rng.choice(WORDS),
+                " ".join(reversed(text.split())), text[:-1]]
+    return rng.choice(variants)
+
+
+def _memory(tmp_path: Path) -> Path:
+    root = tmp_path / "base" / "memory"
+    init_root(root)
+    rng = random.Random(7)
+    l5, l6 = [], []
+    for i in range(160):
+        kind = "preference" if i % 5 == 0 else "event"
+        entry = Entry(id=f"a{i:04d}", text=_text(rng), type=kind, topic=f"t{i % 7}" if kind == "preference" else "",
+                      created="2026-04-01T00:00:00", updated="2026-04-01T00:00:00")
+        l5.append(entry)
+    for i in range(240):
+        reason = rng.choice(["archived", "forgotten", "superseded", "forgotten"])
+        l6.append(Entry(id=f"b{i:04d}", text=_text(rng), type="event", left_at="2026-04-02T00:00:00", reason=reason,
+                        note="gen"))
+    l6 += [Entry(id="a0003", text=l5[3].text, type=l5[3].type, reason="forgotten", left_at="2026-04-03T00:00:00")]
+    (root / "long_term.jsonl").write_bytes(b"".join(entry_line(e) for e in l5) + b"not json\n")
+    (root / "archive.jsonl").write_bytes(b"".join(entry_line(e) for e in l6))
+    settings = load_settings(root)
+    purge(settings, ["b0001", "b0002"], [], "gen", START, 0)
+    return root
+
+
+def _operations(seed: int, count: int):
+    rng = random.Random(seed)
+    pool = [_text(rng) for _ in range(30)]
+    for step in range(count):
+        pick = rng.random()
+        if pick < 0.45:
+            base = rng.choice(pool) if rng.random() < 0.6 else _text(rng)
+            yield ("remember", _near(base, rng) if rng.random() < 0.5 else base, "event", "", rng.random() < 0.05)
+        elif pick < 0.65:
+            yield ("remember", _text(rng), "preference", f"T{rng.randint(0, 8)}", False)
+        elif pick < 0.8:
+            yield ("forget", [f"{rng.choice('ab')}{rng.randint(0, 170):04d}" for _ in range(rng.randint(1, 3))])
+        else:
+            yield ("restore", f"{rng.choice('ab')}{rng.randint(0, 240):04d}")
+        if step % 17 == 16:
+            yield ("edit", rng.randint(0, 10 ** 6))
+
+
+def _hand_edit(root: Path, seed: int) -> None:
+    """What a person or another program does to L5/L6 between two writes."""
+    rng = random.Random(seed)
+    l5 = root / "long_term.jsonl"
+    lines = l5.read_bytes().splitlines(keepends=True)
+    choice = rng.randint(0, 3)
+    if choice == 0 and lines:  # edit a line's text in place, same length
+        index = rng.randrange(len(lines))
+        lines[index] = lines[index].replace(b"deploy", b"DEPLOY").replace(b"cache", b"CACHE")
+        l5.write_bytes(b"".join(lines))
+    elif choice == 1:  # another program appends
+        with open(l5, "ab") as handle:
+            handle.write(entry_line(Entry(id=f"h{seed}", text=_text(rng), type="event")))
+    elif choice == 2 and len(lines) > 3:  # a line deleted by hand
+        del lines[rng.randrange(len(lines))]
+        l5.write_bytes(b"".join(lines))
+    else:  # L6 grows behind memctl's back: a forgotten fact
+        with open(root / "archive.jsonl", "ab") as handle:
+            handle.write(entry_line(Entry(id=f"g{seed}", text=_text(rng), type="event", reason="forgotten")))
+
+
+SCANS = ("count", "rows_of", "active_row", "last_row", "current", "candidates", "replaced", "without",
+         "gone_for_good")
+
+
+def _count_scans(monkeypatch) -> list[str]:
+    """Record every query answered by reading a whole file."""
+    calls: list[str] = []
+    for name in SCANS:
+        original = getattr(store_scan, name)
+
+        def counted(*args, _name=name, _original=original, **kwargs):
+            calls.append(_name)
+            return _original(*args, **kwargs)
+        monkeypatch.setattr(store_scan, name, counted)
+    return calls
+
+
+def _drive(root: Path, monkeypatch, lookups: bool, seed: int) -> list:
+    monkeypatch.setenv("MEMCTL_LOOKUPS", "1" if lookups else "0")
+    counter = itertools.count()
+    monkeypatch.setattr(remember_mod, "new_id", lambda prefix="m": f"{prefix}{next(counter):012x}")
+    monkeypatch.setattr(forget_mod, "new_id", lambda prefix="m": f"{prefix}{next(counter):012x}")
+    settings = load_settings(root)
+    outcomes = []
+    for step, op in enumerate(_operations(seed, 160)):
+        now = START + timedelta(minutes=step)
+        try:
+            if op[0] == "remember":
+                result = remember(settings, RememberRequest(op[1], op[2], op[3], force=op[4]), now, 0)
+                outcomes.append(result.to_dict())
+            elif op[0] == "forget":
+                plan, result = forget_ids(settings, op[1], "test", now, 0)
+                outcomes.append((result.forgotten, plan.missing, result.skipped))
+            elif op[0] == "restore":
+                outcomes.append(restore(settings, op[1], now, 0).to_dict())
+            else:
+                _hand_edit(root, op[1])
+                outcomes.append("edit")
+        except MemctlError as exc:
+            outcomes.append(("error", str(exc)))
+    return outcomes
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {name: (root / name).read_bytes() for name in ("long_term.jsonl", "archive.jsonl", "dream_log.jsonl")
+            if (root / name).exists()}
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_lookups_answer_exactly_as_the_full_scan(tmp_path, monkeypatch, seed):
+    base = _memory(tmp_path)
+    fast, slow = tmp_path / "fast" / "memory", tmp_path / "slow" / "memory"
+    shutil.copytree(base, fast)
+    shutil.copytree(base, slow)
+    scans = _count_scans(monkeypatch)
+    with_lookups = _drive(fast, monkeypatch, True, seed)
+    assert scans == []  # every answer came from the lookups, hand edits included (rebuilt or caught up)
+    by_scan = _drive(slow, monkeypatch, False, seed)
+    assert len(scans) > 100
+    assert with_lookups == by_scan
+    assert _files(fast) == _files(slow)
+    assert (fast / ".memctl" / "lookups.sqlite").exists() and not (slow / ".memctl" / "lookups.sqlite").exists()
+    actions = {o.get("action") for o in with_lookups if isinstance(o, dict)}
+    assert {"added", "seen", "superseded"} <= actions  # the run met every write policy
+    errors = " ".join(o[1] for o in with_lookups if isinstance(o, tuple) and o[0] == "error")
+    assert "was forgotten as" in errors and "already active" in errors
+
+
+def test_deleting_the_lookups_loses_nothing(tmp_path, monkeypatch):
+    base = _memory(tmp_path)
+    monkeypatch.setenv("MEMCTL_LOOKUPS", "1")
+    settings = load_settings(base)
+    first = remember(settings, RememberRequest("deploy cache pinned on n3", "event"), START, 0)
+    shutil.rmtree(base / ".memctl")
+    (base / ".memctl").mkdir()
+    again = remember(settings, RememberRequest("deploy cache pinned on n3", "event"), START, 0)
+    assert first.action == "added" and again.action == "seen" and again.entry.id == first.entry.id
+
+
+def test_the_key_match_is_the_reference_match_on_random_texts():
+    """best_key_match over stored keys == best_match over the texts (scores, ties, numbers)."""
+    from memctl.longterm.policies import best_key_match, best_match, match_key
+
+    rng = random.Random(11)
+    alphabet = ["deploy", "Deploy", "cache", "n3", "n4", "bk-01", "bk-02", "备份", "凌晨", "!", ",", "  ", "\t",
+                "héllo", "x", "3"]
+    checked = 0
+    for _ in range(3000):
+        texts = [" ".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6))) for _ in range(rng.randint(0, 30))]
+        query = " ".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6)))
+        cutoff = rng.choice([0, 50, 70, 88, 95, 100])
+        expected = best_match(query, texts, cutoff)
+        assert best_key_match(query, [match_key(t) for t in texts], cutoff) == expected, (query, texts, cutoff)
+        checked += expected is not None
+    assert checked > 500
+
+
+def test_a_planted_link_in_place_of_the_lookups_is_never_written_through(tmp_path, monkeypatch):
+    base = _memory(tmp_path)
+    monkeypatch.setenv("MEMCTL_LOOKUPS", "1")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_bytes(b"")
+    (base / ".memctl" / "lookups.sqlite").symlink_to(elsewhere)
+    result = remember(load_settings(base), RememberRequest("deploy cache pinned on n3", "event"), START, 0)
+    assert result.action == "added" and elsewhere.read_bytes() == b""
