@@ -50,9 +50,16 @@ class Cluster:
     data_dir: Path
     bin_dir: Path
 
+    options: str = ""
+
     def stop(self) -> None:
         _as_server_user([str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), "-m", "immediate", "stop"],
                         check=False)
+
+    def restart(self) -> None:
+        """As after a crash: an immediate stop, then the same server started again."""
+        self.stop()
+        _start(self.bin_dir, self.data_dir, self.options)
 
 
 def start_cluster(folder: Path) -> Cluster:
@@ -66,9 +73,13 @@ def start_cluster(folder: Path) -> Cluster:
     port = _free_port()
     options = f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={folder} " \
               "-c fsync=off -c max_connections=200 -c shared_buffers=64MB"
-    _as_server_user([str(bin_dir / "pg_ctl"), "-D", str(data_dir), "-o", options, "-l", str(folder / "server.log"),
-                     "-w", "-t", "60", "start"])
-    return Cluster(f"postgresql://postgres@127.0.0.1:{port}/postgres", data_dir, bin_dir)
+    _start(bin_dir, data_dir, options)
+    return Cluster(f"postgresql://postgres@127.0.0.1:{port}/postgres", data_dir, bin_dir, options)
+
+
+def _start(bin_dir: Path, data_dir: Path, options: str) -> None:
+    _as_server_user([str(bin_dir / "pg_ctl"), "-D", str(data_dir), "-o", options,
+                     "-l", str(data_dir.parent / "server.log"), "-w", "-t", "60", "start"])
 
 
 def _server_user_prefix() -> list[str]:

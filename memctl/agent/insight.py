@@ -18,7 +18,7 @@ from typing import Callable, Iterable
 from memctl.core import clock
 from memctl.core.config import Layout
 from memctl.core.fsutil import atomic_write_bytes, ensure_private_dir
-from memctl.longterm.entries import iter_entries
+from memctl.longterm.store import open_store
 from memctl.core.errors import NotFound
 from memctl.core.redact import find_secrets, redact
 from memctl.agent.insight_merge import EMPTY_L2, is_generated_scene, merge, split_head
@@ -109,7 +109,7 @@ def top_topics(layout: Layout, limit: int = 50) -> list[Topic]:
     """L5 topics by total references (then by number of entries)."""
     refs: dict[str, int] = defaultdict(int)
     counts: dict[str, int] = defaultdict(int)
-    for entry in iter_entries(layout.long_term):
+    for entry in open_store(layout).active.iter():  # the files, or the server's rows
         topic = " ".join(str(entry.topic or "").split())
         if not topic:
             continue

@@ -81,7 +81,7 @@ def apply_steps(layout: Layout, plan_: Plan, planned: Snapshot, run_id: str, now
     for batch in _batches(plan_):
         number = first_step + len(held)
         outcome = None
-        for _ in range(STAGED_TRIES):
+        for _ in range(0 if store.on_server else STAGED_TRIES):  # a server step is one transaction
             outcome = run.staged_step(batch, snapshot, number)
             if outcome is not None:
                 break
@@ -132,7 +132,7 @@ class _Run:
         payloads = step.encoded(to_l6, records)
         staged = self.store.active.stage_rewrite(new_rows)
         try:
-            with writing(self.layout, self.wait, STEP_POLL):
+            with writing(self.layout, self.wait, STEP_POLL, whole=True):
                 locked_at = time.monotonic()
                 tail = self.store.active.appended_since(snapshot)
                 if tail is None or not _new_ids_only(tail, known) or not staged.present():
@@ -143,7 +143,7 @@ class _Run:
             staged.discard()
 
     def locked_step(self, batch: list[Change], snapshot: Snapshot, number: int):
-        with writing(self.layout, self.wait, STEP_POLL):
+        with writing(self.layout, self.wait, STEP_POLL, whole=True):
             locked_at = time.monotonic()
             snapshot = self.store.active.snapshot(previous=snapshot)
             good, stale, position = self._prepare(batch, snapshot)
@@ -203,7 +203,12 @@ class Step:
         """The L6 copies and the audit records first, L5 last — a crash leaves duplicates,
         never a loss — then the offset."""
         new_rows, to_l6, records = _step_contents(self.store, rows, position, good, self.run_id, stamp, self.number)
-        with self._journaled(self.encoded(to_l6, records), new_rows=new_rows):
+
+        def appends() -> None:
+            self.store.archive.append(to_l6)
+            self.store.append_log(records)
+
+        with self._journaled(appends, new_rows=new_rows):
             return self.store.active.rewrite(new_rows)
 
     def encoded(self, to_l6: list, records: list[dict]) -> tuple[bytes, bytes]:
@@ -213,17 +218,21 @@ class Step:
 
     def commit(self, staged: StagedRewrite, tail: bytes, payloads: tuple[bytes, bytes]) -> Snapshot:
         """The same writes, L5 being a staged rewrite plus what was appended since it was read."""
-        with self._journaled(payloads, l5_after=staged.digest_with(tail)):
+
+        def appends() -> None:
+            self.store.archive.append_encoded(payloads[0])
+            self.store.append_log_encoded(payloads[1])
+
+        with self._journaled(appends, l5_after=staged.digest_with(tail)):
             return staged.commit(tail)
 
     @contextlib.contextmanager
-    def _journaled(self, payloads: tuple[bytes, bytes], new_rows: list[Row] | None = None,
-                   l5_after: str = "") -> Iterator[None]:
+    def _journaled(self, appends, new_rows: list[Row] | None = None, l5_after: str = "") -> Iterator[None]:
+        """The journal around the L6 and log appends (`appends`) and then the L5 write (the body)."""
         then = [] if self.offset is None else [{"do": "offset", "value": self.offset}]
         with journaled_rewrite(self.layout, self.store, "dream", f"{self.run_id}-{self.number}", new_rows, then,
                                l5_after=l5_after):
-            self.store.archive.append_encoded(payloads[0])
-            self.store.append_log_encoded(payloads[1])
+            appends()
             yield
 
 

@@ -111,8 +111,23 @@ def _check_fields(data: Any) -> None:
 
 
 def new_id(prefix: str = "m") -> str:
-    """A short, unique, sortable-enough id: prefix + 12 hex digits."""
+    """A short, unique, sortable-enough id: prefix + 12 hex digits.
+
+    `MEMCTL_IDS=FILE` (tests, as MEMCTL_NOW fixes the clock): the next number of a counter
+    kept in FILE instead, so the same commands give the same ids on both backends."""
+    counter = os.environ.get("MEMCTL_IDS")
+    if counter:
+        return f"{prefix}{_next_number(Path(counter)):012x}"
     return f"{prefix}{os.urandom(6).hex()}"  # secrets.token_hex, without importing secrets (~10 ms)
+
+
+def _next_number(path: Path) -> int:
+    try:
+        number = int(path.read_text() or "0") + 1
+    except FileNotFoundError:
+        number = 1
+    path.write_text(str(number))
+    return number
 
 
 def entry_line(entry: Entry) -> bytes:

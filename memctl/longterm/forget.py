@@ -94,6 +94,7 @@ def forget_ids(settings: Settings, ids: list[str], reason: str, now: datetime,
 def _forget_locked(layout, store, plan: ForgetPlan, now: datetime) -> ForgetResult:
     run = "f-" + new_id("")
     stamp = iso(now)
+    store.lock_types(e.type for e in plan.entries)  # a remember of the same fact waits for this forget
     order = [e.id for e in plan.entries]
     rows = {i: store.active.row(i) for i in order}  # a duplicate id is refused here
     moving = [rows[i].entry for i in order if rows[i] is not None]
@@ -122,6 +123,7 @@ def restore(settings: Settings, entry_id: str, now: datetime, lock_wait: float) 
         if last.reason == PURGED or not last.text:
             raise UsageError(f"{entry_id} was purged; its text no longer exists anywhere, so it cannot be restored")
         entry = replace(last, left_at="", reason="", run="", note="", extra=dict(last.extra))
+        store.lock_types([entry.type])
         types = settings.types
         if entry.type in types and types[entry.type].get("policy") == "merge":
             clash = store.active.current(entry.type, entry.topic)
@@ -162,7 +164,7 @@ def purge(settings: Settings, ids: list[str], strings: list[str], reason: str, n
     layout = settings.layout
     store = open_store(layout)
     run = "p-" + new_id("")
-    with writing(layout, lock_wait, retry_pending=True) as settled:
+    with writing(layout, lock_wait, retry_pending=True, whole=True) as settled:
         plan = _plan_purge(store, ids, strings)
         if plan is None:
             return PurgeResult(run, [], {}, [], [], _still_pending(layout), settled)

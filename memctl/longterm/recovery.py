@@ -29,9 +29,24 @@ STATE_FILES = ("refs.offset",)
 
 
 @contextlib.contextmanager
-def writing(layout: Layout, wait: float = 0.0, poll: float = 0.05, retry_pending: bool = False) -> Iterator[list[str]]:
-    """The writer lock, with what a killed run left settled first; yields what was settled."""
+def writing(layout: Layout, wait: float = 0.0, poll: float = 0.05, retry_pending: bool = False,
+            whole: bool = False) -> Iterator[list[str]]:
+    """The writer lock, with what a killed run left settled first; yields what was settled.
+
+    On a server memory this is one transaction instead: entry writers share the memory's
+    lock (rows and per-type locks keep them apart), a whole-memory writer (`whole`: dream,
+    undo, purge, repair) holds it alone and also takes this machine's writer lock, for the
+    local files it changes (the reference offset, L4)."""
     started = time.time()
+    store = open_store(layout)
+    if store.on_server:
+        with store.transaction(wait, whole):
+            if not whole:
+                yield []
+                return
+            with WriterLock(layout.lock, wait_seconds=wait, poll=poll):
+                yield settle(layout, started, retry_pending)
+        return
     with WriterLock(layout.lock, wait_seconds=wait, poll=poll):
         yield settle(layout, started, retry_pending)
 
@@ -84,7 +99,12 @@ def journaled_rewrite(layout: Layout, store: JsonlEntryStore, kind: str, name: s
     the new L5 is given as `new_rows` or its sha256 as `l5_after` (a dream step, the latter
     when staged), else by the ids it must hold (`l5_has`) and must no longer hold
     (`l5_lacks`) once rewritten (a supersede, a forget: one atomic write of L5 each, so
-    either all of it is there or none)."""
+    either all of it is there or none). On a server memory the whole change is the one
+    transaction the caller's `writing` opened: nothing to journal."""
+    if store.on_server:
+        yield
+        finish_steps(layout, store, list(then or []))
+        return
     record = {"l6_length": store.archive.length(), "log_length": store.log_length(), "then": list(then or [])}
     if l5_after or new_rows is not None:
         record["l5_after"] = l5_after or bytes_digest(rows_bytes(new_rows))

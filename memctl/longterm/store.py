@@ -24,11 +24,13 @@ The caller holds the writer lock for every write.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator
 
-from memctl.core.config import Layout
+from memctl.core.config import Layout, Settings, load_settings
+from memctl.core.errors import UsageError
 from memctl.core.fsutil import StagedFile, atomic_write_bytes
 from memctl.core.jsonl import append_lines, quarantine_torn_tail, split_torn, torn_dir
 from memctl.longterm import store_scan
@@ -45,9 +47,17 @@ from memctl.longterm.entries import (
     iter_entries,
     parse_rows,
     read_snapshot,
-    row_for,
     rows_bytes,
     write_rows,
+)
+from memctl.longterm.store_base import (  # noqa: F401  (the names callers import from here)
+    Candidates,
+    EntryForms,
+    LazyRow,
+    StoreRead,
+    bytes_digest,
+    duplicate_ids,
+    refuse_duplicates,
 )
 
 
@@ -327,75 +337,7 @@ class StagedRewrite:
         self._staged.discard()
 
 
-class LazyRow(Row):
-    """A candidate row: its id known, its line read only when `raw` or `entry` is asked for."""
-
-    def __init__(self, entry_id: str, load: Callable[[], Row]) -> None:
-        self._id, self._load, self._row = entry_id, load, None
-
-    def _loaded(self) -> Row:
-        if self._row is None:
-            self._row = self._load()
-        return self._row
-
-    raw = property(lambda self: self._loaded().raw)
-    entry = property(lambda self: self._loaded().entry)
-    entry_id = property(lambda self: self._id)
-
-
-class Candidates(Sequence):
-    """What `candidates` returns: a sequence of rows, each built when it is asked for (tens of
-    thousands at a large L5, of which the caller needs one), and `keys`, their texts'
-    `policies.match_key` in order (what `policies.best_key_match` compares)."""
-
-    def __init__(self, found: list[tuple], load: Callable[..., Row] | None) -> None:
-        self._found = found  # (id, key, offset, length) from the lookups, or (id, key, row) from a scan
-        self._load = load
-
-    @property
-    def keys(self) -> list[str]:
-        return [item[1] for item in self._found]
-
-    def __len__(self) -> int:
-        return len(self._found)
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        item = self._found[index]
-        if self._load is None:
-            return item[2]
-        entry_id, _, offset, length = item
-        return LazyRow(entry_id, lambda: self._load(entry_id, offset, length))
-
-
-def bytes_digest(data: bytes) -> str:
-    import hashlib
-
-    return hashlib.sha256(data).hexdigest()
-
-
-def refuse_duplicates(rows: list[Row], ids: Iterable[str], what: str) -> None:
-    """A duplicate id is never resolved by dropping one of its texts: refuse, naming it."""
-    wanted = set(ids)
-    seen: set[str] = set()
-    for row in rows:
-        if row.entry is not None and row.entry.id in wanted:
-            if row.entry.id in seen:
-                raise store_scan.duplicate_error(row.entry.id, what)
-            seen.add(row.entry.id)
-
-
-def duplicate_ids(rows: list[Row]) -> set[str]:
-    seen: set[str] = set()
-    twice = set()
-    for row in rows:
-        if row.entry is not None:
-            (twice if row.entry.id in seen else seen).add(row.entry.id)
-    return twice
-
-
-class JsonlEntryStore:
+class JsonlEntryStore(EntryForms):
     """L5 (`active`), L6 (`archive`) and the dream log as JSON Lines files under the root."""
 
     def __init__(self, layout: Layout) -> None:
@@ -410,32 +352,6 @@ class JsonlEntryStore:
         moved = [(f.location, f.settle()) for f in (self.active, self.archive)]
         moved.append((str(self._log), quarantine_torn_tail(self._log, self._quarantine)))
         return [f"{where}: torn last line ({size} bytes) moved to {self._quarantine}" for where, size in moved if size]
-
-    # --- the stored form of one entry
-
-    def row_for(self, entry: Entry) -> Row:
-        return row_for(entry)
-
-    def stored_form(self, entry: Entry) -> bytes:
-        """What `Row.raw` is for this entry once written."""
-        return entry_line(entry)
-
-    def row_from_record(self, record: dict) -> Row:
-        """The row an audit record's copy of an entry came from (byte for byte)."""
-        return Row((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"), Entry.from_dict(record))
-
-    def record_of(self, row: Row) -> dict:
-        """An entry's stored form as the audit log keeps it."""
-        return json.loads(row.raw)
-
-    def departed(self) -> dict[str, Entry]:
-        """Ids not in L5, each with its last L6 line (why and when it left)."""
-        active = self.active.ids()
-        last: dict[str, Entry] = {}
-        for entry in self.archive.iter():
-            if entry.id not in active:
-                last[entry.id] = entry
-        return last
 
     def gone_for_good(self, text: str, cutoff: float = 0.0) -> list[Entry]:
         """L6 entries whose last line says forgotten or purged and which are not active
@@ -477,7 +393,7 @@ class JsonlEntryStore:
         self.append_log_encoded(self.encode_log(records))
 
     def encode_log(self, records: list[dict]) -> bytes:
-        return b"".join((json.dumps(r, ensure_ascii=False) + "\n").encode() for r in records)
+        return b"".join(self.log_line(r) for r in records)
 
     def append_log_encoded(self, payload: bytes) -> None:
         if payload:
@@ -489,15 +405,15 @@ class JsonlEntryStore:
     def cut_log_back(self, length: int) -> bool:
         return _cut_back(self._log, length)
 
-    def log_records(self) -> list[dict]:
-        """Every record, oldest first; a line that does not parse, or torn, is skipped."""
-        out = []
-        for raw in split_torn(_read_bytes(self._log))[0].splitlines():
-            try:
-                out.append(json.loads(raw))
-            except ValueError:
-                continue
-        return out
+    def log_lines(self) -> list[tuple[int, bytes]]:
+        """(line number, line) of every whole line."""
+        whole = split_torn(_read_bytes(self._log))[0]
+        return list(enumerate(whole.splitlines(keepends=True), start=1))
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Around reads that must agree with each other (export): the files need nothing."""
+        yield
 
     def scrub_log(self, ids: set[str], needles: list[bytes], scrub: Callable[[dict], dict]) -> bool:
         """Rewrite the log when it mentions any of these ids or strings: every record through
@@ -513,14 +429,45 @@ class JsonlEntryStore:
                 if not _holds_any(raw, needles):
                     out.append(raw)
                 continue
-            out.append((json.dumps(scrub(record), ensure_ascii=False) + "\n").encode())
+            out.append(self.log_line(scrub(record)))
         atomic_write_bytes(self._log, b"".join(out))
         return True
 
 
-def open_store(layout: Layout) -> JsonlEntryStore:
-    """The entry store of a memory root."""
+def open_store(layout: Layout, settings: Settings | None = None) -> JsonlEntryStore:
+    """The entry store of a memory root: its files, or its schema on the server when
+    `[store] backend = "postgres"` (`memctl.longterm.pg_store`, the same methods)."""
+    if settings is None:
+        settings = load_settings(layout.root)
+    if settings.get("store", "backend") == "postgres":
+        from memctl.longterm.pg_store import open_server_store
+
+        return open_server_store(settings)
     return JsonlEntryStore(layout)
+
+
+def export_to(store, folder: Path) -> list[str]:
+    """Write L5, L6 and the dream log of `store` into `folder` as the file backend keeps them
+    (each replaced atomically); the files written."""
+    target = JsonlEntryStore(Layout(Path(folder)))
+    with store.reading():
+        active, archive, log = store.active.snapshot().rows, store.archive.snapshot().rows, store.log_lines()
+    target.active.rewrite(active)
+    target.archive.rewrite(archive)
+    atomic_write_bytes(target._log, b"".join(raw for _, raw in log))
+    return [target.active.location, target.archive.location, target.log_location]
+
+
+def load_files(store, folder: Path) -> dict[str, int]:
+    """Load the L5, L6 and dream log files of a file memory in `folder` into a server store,
+    adding only what it does not hold yet (`PostgresEntryStore.load_rows`)."""
+    source = JsonlEntryStore(Layout(Path(folder)))
+    snapshots = [source.active.snapshot(), source.archive.snapshot()]
+    for snapshot in snapshots:
+        if snapshot.data and not snapshot.data.endswith(b"\n"):
+            raise UsageError(f"{snapshot.path} ends in a torn line; run `memctl --root {folder} verify --repair` "
+                             "first, then load it again")
+    return store.load_rows(snapshots[0].rows, snapshots[1].rows, [raw for _, raw in source.log_lines()])
 
 
 def _read_bytes(path: Path) -> bytes:

@@ -1,0 +1,132 @@
+"""The connection of a server memory (`memctl.longterm.pg_store`) and its transactions.
+
+One connection per process and memory, opened on first use; the schema must be at the
+version this memctl writes (else one line: run `memctl init`). Every statement goes through
+`Server.execute`, and every server error becomes memctl's one line naming the host
+(`translated`), never the password. `MEMCTL_FAULT_PG_PAUSE=LABEL:FILE` holds a transaction
+open at a named point so that a test can SIGKILL the process there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from memctl.core import faults, pg
+from memctl.core.errors import LockBusy, MemctlError, UsageError
+from memctl.longterm import pg_schema
+
+PARTS = ("active", "archive")
+PAUSE_VARIABLE = "MEMCTL_FAULT_PG_PAUSE"
+
+_SERVERS: dict[tuple[str, str], "Server"] = {}
+
+
+class Server:
+    """One connection to one memory's schema, and the state of its open transaction."""
+
+    def __init__(self, dsn: str, schema: str) -> None:
+        self.dsn, self.schema = dsn, schema
+        self.where = pg.where(dsn)
+        self.conn = pg.connect(dsn, autocommit=True)
+        with translated(self.where):
+            pg.require_version(self.conn, schema, pg_schema.COMPONENT, pg_schema.STEPS)
+        self.depth = 0
+        self.parts_locked = False
+        self.seen: dict[str, set[int]] = {part: set() for part in PARTS}
+
+    def execute(self, sql: str, params: Iterable = ()):
+        with translated(self.where):
+            return self.conn.execute(sql.replace("{s}", self.schema), tuple(params))
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """A transaction, or a savepoint inside the one already open."""
+        with translated(self.where), self.conn.transaction():
+            self.depth += 1
+            try:
+                yield
+            finally:
+                self.depth -= 1
+                if self.depth == 0:
+                    self.parts_locked = False
+
+    @contextlib.contextmanager
+    def change(self) -> Iterator[None]:
+        """Around a change to L5 or L6: both parts' rows locked first, in one order, so seqs
+        become visible in increasing order and two writers never deadlock on them."""
+        with self.transaction():
+            if not self.parts_locked:
+                self.execute("SELECT part FROM {s}.entry_parts ORDER BY part FOR UPDATE")
+                self.parts_locked = True
+            yield
+
+    def bump(self, part: str, appended: bool, rewritten: bool) -> None:
+        if appended:
+            self.execute("UPDATE {s}.entry_parts SET last_seq = (SELECT coalesce(max(seq), 0) FROM {s}.entries) "
+                         "WHERE part = %s", (part,))
+        if rewritten:
+            self.execute("UPDATE {s}.entry_parts SET rewrites = rewrites + 1 WHERE part = %s", (part,))
+
+
+def server_for(dsn: str, schema: str) -> Server:
+    key = (dsn, schema)
+    if key not in _SERVERS:
+        _SERVERS[key] = Server(dsn, schema)
+    return _SERVERS[key]
+
+
+@contextlib.contextmanager
+def translated(where: str) -> Iterator[None]:
+    """A server error as memctl's one line (the host, never the password)."""
+    import psycopg
+
+    try:
+        yield
+    except psycopg.errors.UniqueViolation:
+        raise UsageError("two active entries would have the same type and topic; nothing was changed "
+                         "(forget one of them first)") from None
+    except psycopg.OperationalError as exc:
+        raise pg.ServerUnavailable(f"PostgreSQL at {where} failed: {_first_line(exc)}") from None
+    except psycopg.Error as exc:
+        raise MemctlError(f"PostgreSQL at {where}: {_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else "the statement failed")[:200]
+
+
+def pause_point(label: str) -> None:
+    """MEMCTL_FAULT_PG_PAUSE=LABEL:FILE: at LABEL, create FILE and wait to be killed (a test
+    SIGKILLs the process there, in the middle of an open transaction)."""
+    spec = os.environ.get(PAUSE_VARIABLE)
+    if not spec:
+        return
+    wanted, _, marker = spec.partition(":")
+    if wanted == label:
+        Path(marker).write_text(str(os.getpid()))
+        import time
+
+        time.sleep(600)
+    faults.checkpoint(label)
+
+
+def share_memory_lock(server: Server, wait: float) -> None:
+    """The memory's lock beside other writers of entries; a whole-memory writer holds it alone."""
+    import psycopg
+
+    key = pg.lock_key(server.schema, "writer")
+    if wait <= 0:
+        if not server.execute("SELECT pg_try_advisory_xact_lock_shared(%s)", (key,)).fetchone()[0]:
+            raise LockBusy(f"a dream or purge is writing to the memory {server.schema} on the server; "
+                           "retry, or pass --wait SECONDS")
+        return
+    server.execute(f"SET LOCAL lock_timeout = {int(wait * 1000)}")
+    try:
+        server.conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (key,))
+    except psycopg.errors.LockNotAvailable:
+        raise LockBusy(f"a dream or purge kept the memory {server.schema} on the server busy for {wait:g} s; "
+                       "retry later") from None
