@@ -54,7 +54,31 @@ def template(tmp_path_factory, memctl_bin_module):
     shutil.copyfile(logs[0], base / "temp" / "model_responses" / "model_responses_100000.txt")
     run("archive", "--min-age", "0s", "--keep-newest", "0")
     shutil.copyfile(logs[1], base / "temp" / "model_responses" / RAW_LOG)
+    # the automatic dream the remembers started may have folded the search's reference by now
+    # (a fast remember makes that likely): wait for it, then leave a reference unfolded, so
+    # that a case's dream has an offset to write
+    _wait_for_background_dreams(root)
+    run("search", "proxy")
     return base, first
+
+
+def _wait_for_background_dreams(root: Path, seconds: float = 60.0) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(
+            b"dream" in cmdline and str(root).encode() in cmdline for cmdline in _command_lines()):
+        time.sleep(0.1)
+
+
+def _command_lines() -> list[bytes]:
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            found.append((proc / "cmdline").read_bytes())
+        except OSError:
+            continue
+    return found
 
 
 @pytest.fixture(scope="module")
