@@ -1,0 +1,69 @@
+"""SearchIndex's steps when the index is on the server (`[store] backend = "postgres"`):
+open, check, refresh and rebuild this machine's part of the memory's shared index
+(memctl.recall.pg_store). Imported only for that backend: a file memory's search never
+loads psycopg."""
+
+from __future__ import annotations
+
+import time
+
+from memctl.core import pg
+from memctl.recall.pg_store import PostgresIndexStore, RefreshBusy
+from memctl.recall.refresh import Refresh, RefreshReport
+
+
+def open_store(index, create: bool = False) -> PostgresIndexStore:
+    return PostgresIndexStore.connect(pg.dsn_from_env(), index.options.memory, index.layout.root, migrate=create)
+
+
+def is_usable(index) -> bool:
+    store = open_store(index, create=True)
+    try:
+        return store.meta("config") == index.config_signature()
+    finally:
+        store.close()
+
+
+def ensure_fresh(index, wait: bool) -> RefreshReport:
+    """Refresh this machine's part; a build of it when it was never made (or with other
+    settings). Another refresher at work: the index is used as it is, unless `wait`."""
+    store = open_store(index, create=True)
+    try:
+        usable = store.meta("config") == index.config_signature()
+        store.wait_for_lock = wait or not usable
+        try:
+            if not usable:
+                return _rebuild(index, store)
+            return _timed(lambda: Refresh(store, index.layout, index.options, lambda: index.tokenizer).refresh())
+        except RefreshBusy:
+            return RefreshReport()
+    finally:
+        store.close()
+
+
+def rebuild(index) -> RefreshReport:
+    store = open_store(index, create=True)
+    try:
+        return _rebuild(index, store)
+    finally:
+        store.close()
+
+
+def _rebuild(index, store: PostgresIndexStore) -> RefreshReport:
+    """This machine's files and the server's rows indexed again, in one transaction; the other
+    machines' items stay as they are."""
+    def build() -> RefreshReport:
+        with store.transaction():
+            store.mark_all_changed()
+            report = Refresh(store, index.layout, index.options, lambda: index.tokenizer).update(rebuilt=True)
+            store.set_meta("config", index.config_signature())
+        return report
+
+    return _timed(build)
+
+
+def _timed(action) -> RefreshReport:
+    started = time.monotonic()
+    report = action() or RefreshReport()
+    report.seconds = time.monotonic() - started
+    return report
