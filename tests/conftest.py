@@ -56,7 +56,8 @@ def run(memctl_bin):
         if root is not None:
             cmd += ["--root", str(root)]
         cmd += [str(a) for a in args]
-        return subprocess.run(cmd, capture_output=True, input=input, env=clean_env(**(env or {})),
+        env = {**SERVER_ROOTS.get(str(root), {}), **(env or {})}  # a root on the server gets its DSN
+        return subprocess.run(cmd, capture_output=True, input=input, env=clean_env(**env),
                               cwd=cwd, timeout=timeout)
 
     return _run
@@ -105,3 +106,42 @@ def pg_memory_name(request) -> str:
     import uuid
 
     return "t" + uuid.uuid4().hex[:12]
+
+
+# --- both backends (issue #14): the same test on the files and on the server
+
+SERVER_ROOTS: dict[str, dict[str, str]] = {}  # root -> the environment its commands need (the DSN)
+
+
+class Backend:
+    """Where a test's memory keeps its index: "files" (.memctl/index.sqlite) or "postgres" (a
+    fresh schema on the suite's server). `use(root)` after `memctl init` points the root at it."""
+
+    def __init__(self, name: str, dsn: str = ""):
+        self.name, self.dsn = name, dsn
+
+    def __repr__(self) -> str:
+        return self.name
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"MEMCTL_PG_DSN": self.dsn} if self.dsn else {}
+
+    def use(self, root: Path, memory: str = "") -> Path:
+        if self.name == "postgres":
+            import uuid
+
+            memory = memory or "t" + uuid.uuid4().hex[:12]
+            with open(root / "memctl.toml", "a", encoding="utf-8") as handle:
+                handle.write(f'\n[store]\nbackend = "postgres"\nmemory = "{memory}"\n')
+            SERVER_ROOTS[str(root)] = self.env
+        return root
+
+
+@pytest.fixture(scope="module", params=["files", "postgres"])
+def backend(request) -> Backend:
+    """Runs the test once per backend; the postgres half skips with the reason when no server
+    can be had (see pg_server)."""
+    if request.param == "files":
+        return Backend("files")
+    return Backend("postgres", request.getfixturevalue("pg_server"))
