@@ -67,3 +67,15 @@ def _timed(action) -> RefreshReport:
     report = action() or RefreshReport()
     report.seconds = time.monotonic() - started
     return report
+
+
+def shared_session_text(options, root, name: str) -> bytes | None:
+    """The compressed text of session `name` as another machine archived it (the server keeps
+    each zipped or loose session's text beside its index rows), or None."""
+    if options.backend != "postgres":
+        return None
+    store = PostgresIndexStore.connect(pg.dsn_from_env(), options.memory, root, migrate=True)
+    try:
+        return store.session_text(name.removesuffix(".txt"))
+    finally:
+        store.close()

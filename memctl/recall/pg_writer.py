@@ -13,6 +13,7 @@ import json
 import zlib
 from collections import Counter
 
+from memctl.core import faults
 from memctl.recall.writer import IndexWriter, layer_token
 
 TYPE_CHECKING = False
@@ -58,6 +59,7 @@ class PgIndexWriter(IndexWriter):
             self.totals_delta["items_terms"] += len(terms)
             counts = json.dumps(Counter(terms[1:]), ensure_ascii=False)
             rows.append((*item[:9], _text(item[9]), body, len(terms), counts))
+        faults.checkpoint("index-insert")  # a kill test: the transaction dies with its half-written rows
         with self.db.cursor() as cursor:
             cursor.executemany(self._sql(
                 "INSERT INTO {s}.index_items(rowid, source, ref, layer, date, type, item_id, session, ctx, text, "

@@ -1,0 +1,190 @@
+"""The search index on PostgreSQL (issue #14): the same results as the SQLite index, down to
+the scores; several machines sharing one index; sessions shown on any machine; the entry
+rows of the server indexed as they change; a refresh killed mid-transaction leaves nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+
+from conftest import MEMORY_EXAMPLE, SAMPLES, SERVER_ROOTS, Backend
+from test_search import ITEMS, write_items
+
+QUERIES = ["why did the bk-02 backup fail", "weekly meeting notes", "会议纪要 整理", "上司叫什么名字",
+           "bk-02 部署", "restart backup-agent creds", "kubernetes ingres certifcate", "green tea Caroline",
+           "todo inbox summary.md", "403 SignatureDoesNotMatch", "nightly archive usable", "trust verification"]
+LAYER_CHOICES = [(), ("--layers", "L4"), ("--layers", "L2,L5"), ("--mode", "deep")]
+
+
+def build(run, root: Path, env: dict | None = None) -> Path:
+    """A memory with every kind of source: L2, an archived session (zip and history), L5 items."""
+    raw = root.parent / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    for path in sorted(SAMPLES.glob("model_responses_*.txt")):
+        shutil.copyfile(path, raw / path.name)
+    assert run("archive", raw, "--min-age", "0s", "--keep-newest", "0", root=root, env=env).returncode == 0
+    shutil.copyfile(MEMORY_EXAMPLE / "global_mem.txt", root / "global_mem.txt")
+    items = write_items(root.parent / "items.jsonl", ITEMS)
+    assert run("import", items, "--layer", "L5", root=root, env=env).returncode == 0
+    return root
+
+
+@pytest.fixture
+def twin_memories(run, tmp_path, pg_server) -> tuple[Path, Path]:
+    """The same memory twice: its index in .memctl/index.sqlite, and on the server."""
+    files, server = tmp_path / "files" / "memory", tmp_path / "server" / "memory"
+    for root in (files, server):
+        assert run("init", root=root).returncode == 0
+    Backend("postgres", pg_server).use(server)
+    for root in (files, server):
+        build(run, root)
+        assert run("index", "refresh", root=root).returncode == 0
+    return files, server
+
+
+def search_lines(run, root: Path, *args: str) -> list[str]:
+    queries = root.parent / "queries.jsonl"
+    queries.write_text("".join(json.dumps({"qid": str(n), "query": q}, ensure_ascii=False) + "\n"
+                               for n, q in enumerate(QUERIES)), encoding="utf-8")
+    found = run("search", "--queries", queries, "-k", "10", "--json", *args, root=root)
+    assert found.returncode in (0, 1), found.stderr.decode()
+    return found.stdout.decode().splitlines()
+
+
+def test_both_backends_give_the_same_hits_scores_and_snippets(run, twin_memories):
+    files, server = twin_memories
+    for choice in LAYER_CHOICES:
+        on_files, on_server = search_lines(run, files, *choice), search_lines(run, server, *choice)
+        assert on_files and on_server == on_files, choice
+    assert not (server / ".memctl" / "index.sqlite").exists()
+    piped = [run("search", q, root=root).stdout for q in QUERIES[:4] for root in (files, server)]
+    assert piped[0::2] == piped[1::2]  # the lean path's tab-separated lines too
+
+
+def test_the_server_scores_are_fts5_bm25_to_the_last_bit(twin_memories, monkeypatch):
+    from memctl.recall.pg_store import PostgresIndexStore
+    from memctl.recall.store import SQLiteStore
+
+    files, server = twin_memories
+    monkeypatch.setenv("MEMCTL_PG_DSN", SERVER_ROOTS[str(server)]["MEMCTL_PG_DSN"])
+    memory = (server / "memctl.toml").read_text().rsplit('memory = "', 1)[1].split('"')[0]
+    lite = SQLiteStore.open(files / ".memctl" / "index.sqlite")
+    remote = PostgresIndexStore.connect(os.environ["MEMCTL_PG_DSN"], memory, server)
+    try:
+        assert remote.item_totals() == lite.item_totals() and remote.session_totals() == lite.session_totals()
+        assert remote.present_layers() == lite.present_layers() and remote.item_count() == lite.item_count()
+        for terms in (["backup"], ["bk-02", "backup", "fail"], ["会议", "纪要"], ["the", "a", "restart"]):
+            assert remote.document_frequencies(terms) == lite.document_frequencies(terms)
+            for layers in ((), ("L4",), ("L2", "L5")):
+                assert remote.ranked_item_scores(terms, layers, 50) == lite.ranked_item_scores(terms, layers, 50)
+                assert remote.matching_item_ids(terms, layers, 5) == sorted(lite.matching_item_ids(terms, layers, 5))
+            assert remote.best_session_scores(terms, 20) == lite.best_session_scores(terms, 20)
+            rowids = [r for r, _ in lite.ranked_item_scores(terms, (), 20)]
+            assert remote.item_bodies(rowids) == lite.item_bodies(rowids)
+    finally:
+        lite.close()
+        remote.close()
+
+
+def test_two_machines_share_the_index_and_show_each_others_sessions(run, tmp_path, pg_server, pg_memory_name):
+    first, second = tmp_path / "a" / "memory", tmp_path / "b" / "memory"
+    for root in (first, second):
+        assert run("init", root=root).returncode == 0
+        Backend("postgres", pg_server).use(root, pg_memory_name)
+    raw = tmp_path / "a" / "raw"
+    raw.mkdir()
+    original = (SAMPLES / "model_responses_483920.txt").read_bytes()
+    (raw / "model_responses_483920.txt").write_bytes(original)
+    assert run("archive", raw, "--min-age", "0s", "--keep-newest", "0", root=first).returncode == 0
+    assert run("index", "refresh", root=first).returncode == 0
+
+    for _ in range(2):  # the second machine's own refresh forgets none of the first's items
+        found = run("search", "weekly meeting notes", "--layers", "L4", "--json", "-k", "20", root=second)
+        assert found.returncode == 0, found.stderr.decode()
+    refs = [json.loads(line)["ref"] for line in found.stdout.decode().splitlines()]
+    session_ref = next(r for r in refs if "#h" not in r)
+    shown = run("show", session_ref, root=second)
+    assert shown.returncode == 0 and "会议纪要" in shown.stdout.decode()
+    assert shown.stdout == run("show", session_ref, root=first).stdout
+    raw_elsewhere = run("show", session_ref, "--raw", root=second)
+    assert raw_elsewhere.returncode == 2 and b"another machine" in raw_elsewhere.stderr
+    assert run("show", "L4:0000_0000-0000_0000", root=second).returncode == 2
+
+    import psycopg
+
+    with psycopg.connect(pg_server) as conn:
+        keys = [k for (k,) in conn.execute(f"SELECT key FROM memctl_{pg_memory_name}.index_sources")]
+    mine = f"{socket.gethostname()}:{os.path.realpath(first)}/"
+    assert keys and all(k.startswith(mine) for k in keys if "L4_raw_sessions" in k)
+    assert not any(k.startswith("L4_raw_sessions") for k in keys)
+
+
+CONTRACT_TABLES = """
+CREATE TABLE IF NOT EXISTS {schema}.entries(seq bigserial PRIMARY KEY, part text NOT NULL, id text NOT NULL,
+    type text, topic text, reason text, fingerprint text, raw bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS {schema}.entry_parts(part text PRIMARY KEY, last_seq bigint, rewrites bigint);
+"""
+
+
+def test_entry_rows_on_the_server_are_indexed_as_they_are_appended_and_rewritten(run, root, pg_server, pg_memory_name):
+    """The contract with the entry store on the server (memctl.longterm, component "longterm"):
+    rows with seq above the last indexed are added; a bumped `rewrites` indexes the part again."""
+    import psycopg
+
+    assert run("init", root=root).returncode == 0
+    Backend("postgres", pg_server).use(root, pg_memory_name)
+    schema = f"memctl_{pg_memory_name}"
+    conn = psycopg.connect(pg_server, autocommit=True)
+
+    def append(entry: dict) -> None:
+        with conn.transaction():
+            raw = (json.dumps(entry, ensure_ascii=False) + "\n").encode()
+            seq = conn.execute(f"INSERT INTO {schema}.entries(part, id, raw) VALUES ('active', %s, %s) RETURNING seq",
+                               (entry["id"], raw)).fetchone()[0]
+            conn.execute(f"INSERT INTO {schema}.entry_parts VALUES ('active', %s, 0) ON CONFLICT (part) "
+                         "DO UPDATE SET last_seq = EXCLUDED.last_seq", (seq,))
+
+    def found(query: str) -> list[str]:
+        result = run("search", query, "--json", root=root)
+        return [json.loads(line)["ref"] for line in result.stdout.decode().splitlines()]
+
+    try:
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+        conn.execute(CONTRACT_TABLES.format(schema=schema))
+        append({"id": "tea", "text": "Caroline prefers green tea in the afternoon."})
+        assert found("green tea") == ["L5:tea"]
+        append({"id": "coffee", "text": "Bob drinks black coffee before standup."})
+        assert found("coffee") == ["L5:coffee"] and found("green tea") == ["L5:tea"]
+        with conn.transaction():
+            conn.execute(f"DELETE FROM {schema}.entries WHERE id = 'tea'")
+            conn.execute(f"UPDATE {schema}.entry_parts SET rewrites = rewrites + 1 WHERE part = 'active'")
+        assert found("green tea") == [] and found("coffee") == ["L5:coffee"]
+    finally:
+        conn.close()
+
+
+def test_a_refresh_killed_mid_transaction_leaves_the_index_as_it_was(run, root, pg_server, pg_memory_name):
+    import psycopg
+
+    assert run("init", root=root).returncode == 0
+    Backend("postgres", pg_server).use(root, pg_memory_name)
+    (root / "global_mem.txt").write_text("## [HOSTS]\nweb: bk-02 behind the proxy\n", encoding="utf-8")
+    assert run("search", "proxy", root=root).returncode == 0
+    schema = f"memctl_{pg_memory_name}"
+    with psycopg.connect(pg_server) as conn:
+        before = conn.execute(f"SELECT count(*), max(rowid) FROM {schema}.index_items").fetchone()
+    (root / "notes").mkdir()
+    (root / "notes" / "deploy.md").write_text("# Deploy\nThe canary goes to bk-03 first.\n", encoding="utf-8")
+    killed = run("index", "refresh", root=root, env={"MEMCTL_FAULT_AFTER": "1"})  # SIGKILL at its first insert
+    assert killed.returncode == -9
+    with psycopg.connect(pg_server) as conn:
+        assert conn.execute(f"SELECT count(*), max(rowid) FROM {schema}.index_items").fetchone() == before
+        assert conn.execute("SELECT count(*) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%'"
+                            ).fetchone()[0] == 0
+    hits = run("search", "canary", "--json", root=root)
+    assert hits.returncode == 0 and "L3:notes/deploy.md" in hits.stdout.decode()
