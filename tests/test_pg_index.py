@@ -114,6 +114,9 @@ def test_two_machines_share_the_index_and_show_each_others_sessions(run, tmp_pat
     raw_elsewhere = run("show", session_ref, "--raw", root=second)
     assert raw_elsewhere.returncode == 2 and b"another machine" in raw_elsewhere.stderr
     assert run("show", "L4:0000_0000-0000_0000", root=second).returncode == 2
+    history_ref = next(r for r in refs if "#h" in r)  # a line of the first machine's all_histories.txt
+    line = run("show", history_ref, root=second)
+    assert line.returncode == 0 and line.stdout.strip() == run("show", history_ref, root=first).stdout.strip() != b""
 
     import psycopg
 

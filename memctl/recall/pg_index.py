@@ -72,10 +72,19 @@ def _timed(action) -> RefreshReport:
 def shared_session_text(options, root, name: str) -> bytes | None:
     """The compressed text of session `name` as another machine archived it (the server keeps
     each zipped or loose session's text beside its index rows), or None."""
+    return _on_server(options, root, lambda store: store.session_text(name.removesuffix(".txt")))
+
+
+def shared_history_line(options, root, ref: str) -> str | None:
+    """The history line `L4:session#hN` as the machine that indexed it has it, or None."""
+    return _on_server(options, root, lambda store: store.item_text_by_ref(ref))
+
+
+def _on_server(options, root, read):
     if options.backend != "postgres":
         return None
     store = PostgresIndexStore.connect(pg.dsn_from_env(), options.memory, root, migrate=True)
     try:
-        return store.session_text(name.removesuffix(".txt"))
+        return read(store)
     finally:
         store.close()

@@ -55,6 +55,7 @@ STEPS = (
         session text NOT NULL, ctx integer NOT NULL, text text NOT NULL, body text NOT NULL,
         length integer NOT NULL, tf jsonb NOT NULL);
     CREATE INDEX index_items_source ON {schema}.index_items(source);
+    CREATE INDEX index_items_ref ON {schema}.index_items(ref);
     CREATE INDEX index_items_session ON {schema}.index_items(session, rowid) WHERE ctx = 1;
     CREATE INDEX index_items_tf ON {schema}.index_items USING gin(tf);
     CREATE TABLE {schema}.index_sessions(rowid bigint PRIMARY KEY, key text UNIQUE NOT NULL, body text,
@@ -337,7 +338,14 @@ class PostgresIndexStore:
             self._totals[table] = (int(self.meta(f"{table}_rows", "0")), int(self.meta(f"{table}_terms", "0")))
         return self._totals[table]
 
-    # -- session texts, for `show` on any machine
+    # -- for `show` on any machine
+
+    def item_text_by_ref(self, ref: str) -> str | None:
+        """The (redacted) text of the item `ref` names, this machine's first: a history line's
+        number is a line of the all_histories.txt of the machine that indexed it."""
+        rows = self._rows("SELECT text FROM {s}.index_items WHERE ref = %s ORDER BY starts_with(source, %s) DESC, "
+                          "rowid LIMIT 1", (ref, self.prefix))
+        return rows[0][0] if rows else None
 
     def session_text(self, name: str) -> bytes | None:
         """The compressed text of an archived session, as its zip member holds it."""
