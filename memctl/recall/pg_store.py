@@ -24,6 +24,7 @@ import os
 import socket
 
 from memctl.core import pg
+from memctl.recall.pg_schema import COMPONENT, STEPS
 from memctl.recall.scoring import B, K1, MIN_IDF
 from memctl.recall.sources import Source
 from memctl.recall.writer import layer_token
@@ -37,37 +38,10 @@ if TYPE_CHECKING:
     from memctl.recall.pg_writer import PgIndexWriter
     from memctl.recall.text import Tokenizer
 
-COMPONENT = "recall"
 SERVER_PREFIX = "server:"  # sources on the server itself (L5/L6 rows), shared by every machine
 PARTS = (("active", "L5"), ("archive", "L6"))
 LOCAL_META = ("config", "l4_dir")  # meta records of one machine's files, kept per machine
 ITEM_COLUMNS = "rowid, ref, layer, date, type, item_id, session, ctx"
-
-# one step per schema version (memctl.core.pg.migrate); never edit a step, add one
-STEPS = (
-    """
-    CREATE TABLE {schema}.index_meta(key text PRIMARY KEY, value text NOT NULL);
-    CREATE TABLE {schema}.index_sources(key text PRIMARY KEY, kind text NOT NULL, size bigint NOT NULL,
-        mtime_ns bigint NOT NULL, tail text NOT NULL, state text NOT NULL);
-    CREATE INDEX index_sources_kind ON {schema}.index_sources(kind);
-    CREATE TABLE {schema}.index_items(rowid bigint PRIMARY KEY, source text NOT NULL, ref text NOT NULL,
-        layer text NOT NULL, date text NOT NULL, type text NOT NULL, item_id text NOT NULL,
-        session text NOT NULL, ctx integer NOT NULL, text text NOT NULL, body text NOT NULL,
-        length integer NOT NULL, tf jsonb NOT NULL);
-    CREATE INDEX index_items_source ON {schema}.index_items(source);
-    CREATE INDEX index_items_ref ON {schema}.index_items(ref);
-    CREATE INDEX index_items_session ON {schema}.index_items(session, rowid) WHERE ctx = 1;
-    CREATE INDEX index_items_tf ON {schema}.index_items USING gin(tf);
-    CREATE TABLE {schema}.index_sessions(rowid bigint PRIMARY KEY, key text UNIQUE NOT NULL, body text,
-        length integer, tf jsonb);
-    CREATE INDEX index_sessions_tf ON {schema}.index_sessions USING gin(tf);
-    CREATE TABLE {schema}.index_vocab(term text COLLATE "C" PRIMARY KEY, df integer NOT NULL);
-    CREATE TABLE {schema}.index_surface(word text COLLATE "C" PRIMARY KEY, term text NOT NULL);
-    CREATE TABLE {schema}.session_texts(name text PRIMARY KEY, source text NOT NULL, data bytea NOT NULL);
-    CREATE INDEX session_texts_source ON {schema}.session_texts(source);
-    """,
-)
-
 
 def migrate_index(conn, schema: str) -> int:
     """Create or upgrade the index tables of `schema` (`memctl init` calls this)."""
