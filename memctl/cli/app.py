@@ -52,9 +52,9 @@ def _main(
 
 
 def _register_commands() -> None:
-    from memctl.cli.commands import health, l4, longterm, operator, search, setup
+    from memctl.cli.commands import health, l4, longterm, operator, search, setup, team
 
-    for module in (setup, l4, search, longterm, operator, health):
+    for module in (setup, l4, search, longterm, operator, health, team):
         module.register(app)
 
 

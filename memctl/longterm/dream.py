@@ -114,7 +114,7 @@ def run(settings: Settings, now: datetime, options: DreamOptions) -> DreamReport
     run_id = f"d-{now.strftime('%Y%m%dT%H%M%S')}-{new_id('')[:6]}"
     wait = max(options.lock_wait, DEFAULT_STEP_WAIT)
     with dream_lock(layout):
-        with writing(layout, wait, STEP_POLL):
+        with writing(layout, wait, STEP_POLL, whole=True):
             pass  # a cut-off step finished first: its folded references must not be read again
         snapshot = store.active.snapshot()
         refs = load_refs(layout)
@@ -122,7 +122,7 @@ def run(settings: Settings, now: datetime, options: DreamOptions) -> DreamReport
         first = plan(snapshot.entries, refs, settings, now, options.ops, history, options.summarizer)
         check_guard(first, settings, options.force)
         l5_before = first.l5_count
-        with writing(layout, wait, STEP_POLL):
+        with writing(layout, wait, STEP_POLL, whole=True):
             store.append_log([{"run": run_id, "at": iso(now), "op": "start", "plan": first.counts(),
                                "refs_offset": [refs.offset_before, refs.offset_after]}])
         counts: Counter = Counter()
@@ -135,7 +135,7 @@ def run(settings: Settings, now: datetime, options: DreamOptions) -> DreamReport
             for change in applied:
                 counts[change.op] += len(change.after) if change.op == "refs" else len(change.removed)
             if current_plan is first and read_offset(layout) != refs.offset_after:
-                with writing(layout, wait, STEP_POLL):
+                with writing(layout, wait, STEP_POLL, whole=True):
                     write_offset(layout, refs.offset_after)
             if not skipped_now or replans >= MAX_REPLANS:
                 skipped = skipped_now
@@ -147,7 +147,7 @@ def run(settings: Settings, now: datetime, options: DreamOptions) -> DreamReport
                     float(settings.get("dream", "max_remove_share")) * l5_before and not options.force:
                 break
         final = snapshot
-        with writing(layout, wait, STEP_POLL):
+        with writing(layout, wait, STEP_POLL, whole=True):
             store.append_log([{"run": run_id, "at": iso(now), "op": "end", "counts": dict(counts),
                                "skipped": skipped, "replans": replans}])
     return DreamReport(run_id, dict(counts), skipped, replans, steps, l5_before,

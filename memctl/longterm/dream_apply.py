@@ -76,7 +76,7 @@ def apply_steps(layout: Layout, plan_: Plan, planned: Snapshot, run_id: str, now
     snapshot = planned
     held: list[float] = []
     for batch in _batches(plan_):
-        with writing(layout, wait, STEP_POLL):
+        with writing(layout, wait, STEP_POLL, whole=True):
             locked_at = time.monotonic()
             snapshot = store.active.snapshot(previous=snapshot)
             position = {row.entry.id: k for k, row in enumerate(snapshot.rows) if row.entry is not None}

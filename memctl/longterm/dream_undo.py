@@ -40,7 +40,7 @@ def undo(settings: Settings, run_id: str, now: datetime, wait: float) -> UndoRep
     store = open_store(layout)
     conflicts: list[str] = []
     undo_id = "u-" + new_id("")
-    with writing(layout, wait):
+    with writing(layout, wait, whole=True):
         log = store.log_records()
         records = _records_of(log, run_id, store.log_name)
         start = next((r for r in log if r.get("run") == run_id and r.get("op") == "start"), {})

@@ -76,6 +76,7 @@ def apply_forget(settings: Settings, plan: ForgetPlan, now: datetime, lock_wait:
     run = "f-" + new_id("")
     stamp = iso(now)
     with writing(layout, lock_wait):
+        store.lock_types(e.type for e in plan.entries)
         snapshot = store.active.snapshot()
         current = snapshot.by_id()
         wanted = {e.id for e in plan.entries}
@@ -110,6 +111,7 @@ def restore(settings: Settings, entry_id: str, now: datetime, lock_wait: float) 
         if last.reason == PURGED or not last.text:
             raise UsageError(f"{entry_id} was purged; its text no longer exists anywhere, so it cannot be restored")
         entry = replace(last, left_at="", reason="", run="", note="", extra=dict(last.extra))
+        store.lock_types([entry.type])
         snapshot = store.active.snapshot()
         types = settings.types
         if entry.type in types and types[entry.type].get("policy") == "merge":
@@ -151,7 +153,7 @@ def purge(settings: Settings, ids: list[str], strings: list[str], reason: str, n
     layout = settings.layout
     store = open_store(layout)
     run = "p-" + new_id("")
-    with writing(layout, lock_wait, retry_pending=True) as settled:
+    with writing(layout, lock_wait, retry_pending=True, whole=True) as settled:
         plan = _plan_purge(store, ids, strings)
         if plan is None:
             return PurgeResult(run, [], {}, [], [], _still_pending(layout), settled)

@@ -30,9 +30,24 @@ STATE_FILES = ("refs.offset",)
 
 
 @contextlib.contextmanager
-def writing(layout: Layout, wait: float = 0.0, poll: float = 0.05, retry_pending: bool = False) -> Iterator[list[str]]:
-    """The writer lock, with what a killed run left settled first; yields what was settled."""
+def writing(layout: Layout, wait: float = 0.0, poll: float = 0.05, retry_pending: bool = False,
+            whole: bool = False) -> Iterator[list[str]]:
+    """The writer lock, with what a killed run left settled first; yields what was settled.
+
+    On a server memory this is one transaction instead: entry writers share the memory's
+    lock (rows and per-type locks keep them apart), a whole-memory writer (`whole`: dream,
+    undo, purge, repair) holds it alone and also takes this machine's writer lock, for the
+    local files it changes (the reference offset, L4)."""
     started = time.time()
+    store = open_store(layout)
+    if store.on_server:
+        with store.transaction(wait, whole):
+            if not whole:
+                yield []
+                return
+            with WriterLock(layout.lock, wait_seconds=wait, poll=poll):
+                yield settle(layout, started, retry_pending)
+        return
     with WriterLock(layout.lock, wait_seconds=wait, poll=poll):
         yield settle(layout, started, retry_pending)
 
@@ -78,7 +93,12 @@ def journaled_rewrite(layout: Layout, store: JsonlEntryStore, kind: str, name: s
     """Around a change that appends to L6 and the log and then rewrites L5 as `new_rows`: its
     intent is journaled first, the `then` steps run after it, and the journal goes last. A full
     disk before L5 was rewritten cuts the appends back (nothing was written); after, the
-    journal stays for the next writer to finish."""
+    journal stays for the next writer to finish. On a server memory the whole change is the
+    one transaction the caller's `writing` opened: nothing to journal."""
+    if store.on_server:
+        yield
+        finish_steps(layout, store, list(then or []))
+        return
     record = {"l5_after": bytes_digest(rows_bytes(new_rows)), "l6_length": store.archive.length(),
               "log_length": store.log_length(), "then": list(then or [])}
     path = journal.begin(layout, kind, name, record)

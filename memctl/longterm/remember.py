@@ -80,6 +80,7 @@ def remember(settings: Settings, request: RememberRequest, now: datetime, lock_w
     layout = settings.layout
     store = open_store(layout)
     with writing(layout, lock_wait):
+        store.lock_types([request.type])  # the merge and near-duplicate checks below see every earlier write
         active = store.active.read()
         if not request.force:
             check_not_forgotten(settings, store, request.text, active)

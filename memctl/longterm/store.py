@@ -17,11 +17,12 @@ The caller holds the writer lock for every write.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterator
 
-from memctl.core.config import Layout
+from memctl.core.config import Layout, Settings, load_settings
 from memctl.core.errors import UsageError
 from memctl.core.fsutil import atomic_write_bytes
 from memctl.core.jsonl import append_lines, quarantine_torn_tail, split_torn, torn_dir
@@ -31,60 +32,17 @@ from memctl.longterm.entries import (
     Snapshot,
     append_entries,
     bad_lines,
-    entries_with,
-    entry_line,
-    field_bytes,
     iter_entries,
-    parse_rows,
     read_snapshot,
-    row_for,
-    texts_of_type,
     write_rows,
 )
-
-
-class StoreRead:
-    """One read of L5 or L6, queried several times under one lock hold (remember's short path)."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data = split_torn(data)[0]  # a torn last line is not an entry
-
-    def count(self) -> int:
-        data = self._data
-        return data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
-
-    def holds(self, entry_id: str) -> bool:
-        return field_bytes("id", entry_id) in self._data
-
-    def rows_of_type(self, type_name: str) -> list[Row]:
-        """Every row; only those of this type are parsed (the others keep entry None)."""
-        return parse_rows(self._data, field_bytes("type", type_name))
-
-    def rows_around(self, entry_id: str) -> list[Row]:
-        """Every row; only the one holding this id is parsed."""
-        return parse_rows(self._data, field_bytes("id", entry_id))
-
-    def texts_of_type(self, type_name: str) -> list[tuple[str, str]]:
-        """(id, text) of every entry of one type."""
-        return texts_of_type(self._data, type_name)
-
-    def last_left_as(self, reasons: tuple[str, ...]) -> dict[str, Entry]:
-        """For each id with a line giving one of these reasons, the last such line (a later
-        reason in `reasons` wins over an earlier one)."""
-        last: dict[str, Entry] = {}
-        for reason in reasons:
-            for entry in entries_with(self._data, field_bytes("reason", reason)):
-                if entry.reason in reasons:
-                    last[entry.id] = entry
-        return last
-
-    def last_line_gives(self, entry_id: str, reasons: tuple[str, ...]) -> bool:
-        """Whether the last line about this id gives one of these reasons."""
-        data = self._data
-        final = data.rfind(field_bytes("id", entry_id))
-        end = data.find(b"\n", final)
-        line = data[data.rfind(b"\n", 0, final) + 1: end if end >= 0 else len(data)]
-        return any(field_bytes("reason", reason) in line for reason in reasons)
+from memctl.longterm.store_base import (  # noqa: F401  (the names callers import from here)
+    EntryForms,
+    StoreRead,
+    bytes_digest,
+    duplicate_ids,
+    refuse_duplicates,
+)
 
 
 class EntryFile:
@@ -147,34 +105,7 @@ class EntryFile:
         return bytes_digest(_read_bytes(self._path))
 
 
-def bytes_digest(data: bytes) -> str:
-    import hashlib
-
-    return hashlib.sha256(data).hexdigest()
-
-
-def refuse_duplicates(rows: list[Row], ids: Iterable[str], what: str) -> None:
-    """A duplicate id is never resolved by dropping one of its texts: refuse, naming it."""
-    wanted = set(ids)
-    seen: set[str] = set()
-    for row in rows:
-        if row.entry is not None and row.entry.id in wanted:
-            if row.entry.id in seen:
-                raise UsageError(f"{row.entry.id} is on more than one line of {what}; nothing was changed "
-                                 "(give one of the lines a new id, then rerun)")
-            seen.add(row.entry.id)
-
-
-def duplicate_ids(rows: list[Row]) -> set[str]:
-    seen: set[str] = set()
-    twice = set()
-    for row in rows:
-        if row.entry is not None:
-            (twice if row.entry.id in seen else seen).add(row.entry.id)
-    return twice
-
-
-class JsonlEntryStore:
+class JsonlEntryStore(EntryForms):
     """L5 (`active`), L6 (`archive`) and the dream log as JSON Lines files under the root."""
 
     def __init__(self, layout: Layout) -> None:
@@ -189,32 +120,6 @@ class JsonlEntryStore:
         moved.append((str(self._log), quarantine_torn_tail(self._log, self._quarantine)))
         return [f"{where}: torn last line ({size} bytes) moved to {self._quarantine}" for where, size in moved if size]
 
-    # --- the stored form of one entry
-
-    def row_for(self, entry: Entry) -> Row:
-        return row_for(entry)
-
-    def stored_form(self, entry: Entry) -> bytes:
-        """What `Row.raw` is for this entry once written."""
-        return entry_line(entry)
-
-    def row_from_record(self, record: dict) -> Row:
-        """The row an audit record's copy of an entry came from (byte for byte)."""
-        return Row((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"), Entry.from_dict(record))
-
-    def record_of(self, row: Row) -> dict:
-        """An entry's stored form as the audit log keeps it."""
-        return json.loads(row.raw)
-
-    def departed(self) -> dict[str, Entry]:
-        """Ids not in L5, each with its last L6 line (why and when it left)."""
-        active = self.active.ids()
-        last: dict[str, Entry] = {}
-        for entry in self.archive.iter():
-            if entry.id not in active:
-                last[entry.id] = entry
-        return last
-
     # --- the dream log: one JSON record a change
 
     @property
@@ -227,7 +132,7 @@ class JsonlEntryStore:
 
     def append_log(self, records: list[dict]) -> None:
         if records:
-            payload = b"".join((json.dumps(r, ensure_ascii=False) + "\n").encode() for r in records)
+            payload = b"".join(self.log_line(r) for r in records)
             append_lines(self._log, payload, self._quarantine)
 
     def log_length(self) -> int:
@@ -235,6 +140,16 @@ class JsonlEntryStore:
 
     def cut_log_back(self, length: int) -> bool:
         return _cut_back(self._log, length)
+
+    def log_lines(self) -> list[tuple[int, bytes]]:
+        """(line number, line) of every whole line."""
+        whole = split_torn(_read_bytes(self._log))[0]
+        return list(enumerate(whole.splitlines(keepends=True), start=1))
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Around reads that must agree with each other (export): the files need nothing."""
+        yield
 
     def log_records(self) -> list[dict]:
         """Every record, oldest first; a line that does not parse, or torn, is skipped."""
@@ -260,14 +175,45 @@ class JsonlEntryStore:
                 if not _holds_any(raw, needles):
                     out.append(raw)
                 continue
-            out.append((json.dumps(scrub(record), ensure_ascii=False) + "\n").encode())
+            out.append(self.log_line(scrub(record)))
         atomic_write_bytes(self._log, b"".join(out))
         return True
 
 
-def open_store(layout: Layout) -> JsonlEntryStore:
-    """The entry store of a memory root."""
+def open_store(layout: Layout, settings: Settings | None = None) -> JsonlEntryStore:
+    """The entry store of a memory root: its files, or its schema on the server when
+    `[store] backend = "postgres"` (`memctl.longterm.pg_store`, the same methods)."""
+    if settings is None:
+        settings = load_settings(layout.root)
+    if settings.get("store", "backend") == "postgres":
+        from memctl.longterm.pg_store import open_server_store
+
+        return open_server_store(settings)
     return JsonlEntryStore(layout)
+
+
+def export_to(store, folder: Path) -> list[str]:
+    """Write L5, L6 and the dream log of `store` into `folder` as the file backend keeps them
+    (each replaced atomically); the files written."""
+    target = JsonlEntryStore(Layout(Path(folder)))
+    with store.reading():
+        active, archive, log = store.active.snapshot().rows, store.archive.snapshot().rows, store.log_lines()
+    target.active.rewrite(active)
+    target.archive.rewrite(archive)
+    atomic_write_bytes(target._log, b"".join(raw for _, raw in log))
+    return [target.active.location, target.archive.location, target.log_location]
+
+
+def load_files(store, folder: Path) -> dict[str, int]:
+    """Load the L5, L6 and dream log files of a file memory in `folder` into a server store,
+    adding only what it does not hold yet (`PostgresEntryStore.load_rows`)."""
+    source = JsonlEntryStore(Layout(Path(folder)))
+    snapshots = [source.active.snapshot(), source.archive.snapshot()]
+    for snapshot in snapshots:
+        if snapshot.data and not snapshot.data.endswith(b"\n"):
+            raise UsageError(f"{snapshot.path} ends in a torn line; run `memctl --root {folder} verify --repair` "
+                             "first, then load it again")
+    return store.load_rows(snapshots[0].rows, snapshots[1].rows, [raw for _, raw in source.log_lines()])
 
 
 def _read_bytes(path: Path) -> bytes:

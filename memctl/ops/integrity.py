@@ -101,10 +101,38 @@ def verify(layout: Layout, max_lines: int = 30, max_bytes: int = 1024,
     _check_insight(layout, max_lines, max_bytes, report)
     _check_permissions(layout, report)
     _check_secrets(layout, extra_patterns, report)
+    from memctl.longterm.store import open_store
+
+    store = open_store(layout)
+    if store.on_server:
+        _check_server_rows(store, report)
+        return report
     _check_jsonl(layout.long_term, "l5", _entry_problem, report)
     _check_jsonl(layout.cold_archive, "l6", _entry_problem, report)
     _check_jsonl(layout.dream_log, "dream-log", _object_problem, report)
     return report
+
+
+def _check_server_rows(store, report: VerifyReport) -> None:
+    """L5 and L6 rows of a server memory read back as entries (line numbers as `export` writes
+    them), no id twice in L5, and the dream log's rows as JSON."""
+    from memctl.longterm.store import duplicate_ids
+
+    for kind, part in (("l5", store.active), ("l6", store.archive)):
+        rows = part.snapshot().rows
+        for number, row in enumerate(rows, start=1):
+            problem = _line_problem(row.raw, _entry_problem)
+            if problem:
+                report.findings.append(Finding(f"{part.location}:{number}", kind, problem))
+            else:
+                report.checked["entries"] += 1
+        if kind == "l5":
+            for entry_id in sorted(duplicate_ids(rows)):
+                report.findings.append(Finding(part.location, kind, f"id {entry_id} is on more than one row"))
+    for number, raw in enumerate((raw for _, raw in store.log_lines()), start=1):
+        problem = _line_problem(raw, _object_problem)
+        if problem:
+            report.findings.append(Finding(f"{store.log_location}:{number}", "dream-log", problem))
 
 
 # ---------------------------------------------------------------- L4: manifest and zips
@@ -450,21 +478,26 @@ def _json_lines(path: Path) -> Iterator[tuple[int, object, str | None]]:
         return
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                value = json.loads(raw)
-            except ValueError as exc:
-                torn = "" if raw.endswith(b"\n") else " (a torn last line?)"
-                yield number, None, f"not JSON ({exc}){torn}"
-                continue
-            except RecursionError:
-                yield number, None, "JSON nested too deeply"
-                continue
-            if not isinstance(value, dict):
-                yield number, None, "not a JSON object"
-                continue
-            yield number, value, None
+            if raw.strip():
+                yield (number,) + _parsed_line(raw)
+
+
+def _parsed_line(raw: bytes) -> tuple[object, str | None]:
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        torn = "" if raw.endswith(b"\n") else " (a torn last line?)"
+        return None, f"not JSON ({exc}){torn}"
+    except RecursionError:
+        return None, "JSON nested too deeply"
+    if not isinstance(value, dict):
+        return None, "not a JSON object"
+    return value, None
+
+
+def _line_problem(raw: bytes, problem_of: Callable[[dict], str | None]) -> str | None:
+    value, problem = _parsed_line(raw)
+    return problem or problem_of(value)  # type: ignore[arg-type]
 
 
 def _entry_problem(data: dict) -> str | None:

@@ -39,7 +39,7 @@ class RepairReport:
 
 def repair(layout: Layout, lock_wait: float = 0.0) -> RepairReport:
     report = RepairReport()
-    with writing(layout, lock_wait, retry_pending=True) as settled:
+    with writing(layout, lock_wait, retry_pending=True, whole=True) as settled:
         report.actions += settled
         for path, is_entry_store in _jsonl_files(layout):
             report.actions += quarantine_bad_lines(layout, path, is_entry_store)

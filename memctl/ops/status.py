@@ -40,6 +40,8 @@ class Status:
     last_dream: dict = field(default_factory=dict)  # run, at, op of the dream log's last line
     index: dict = field(default_factory=dict)  # exists, fresh, built, newest_layer_file
     l4_sessions: dict = field(default_factory=dict)  # archived by: memctl, genericagent (adopted, lossy)
+    backend: str = "files"  # where L5, L6 and the dream log are: "files" or "postgres"
+    where: str = ""  # the root, or the schema and the server (memctl.ops.server.describe)
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -48,9 +50,16 @@ class Status:
 
 
 def collect(settings: Settings) -> Status:
+    from memctl.ops.server import describe
+
     layout = settings.layout
-    layers = [_l1(layout), _l2(layout), _l3(layout), _l4(layout),
-              _jsonl("L5", layout.long_term), _jsonl("L6", layout.cold_archive)]
+    backend, where = describe(settings)
+    if backend == "files":
+        entry_layers, last_dream = [_jsonl("L5", layout.long_term), _jsonl("L6", layout.cold_archive)], \
+            _last_dream(layout.dream_log)
+    else:
+        entry_layers, last_dream = _server_layers(settings)
+    layers = [_l1(layout), _l2(layout), _l3(layout), _l4(layout)] + entry_layers
     raw_dir = settings.raw_dir()
     pending, pending_bytes = _pending_raw(raw_dir)
     return Status(
@@ -61,10 +70,26 @@ def collect(settings: Settings) -> Status:
         pending_raw_bytes=pending_bytes,
         active_tasks=_count(layout.working_dir.glob("*.json")) if layout.working_dir.is_dir() else 0,
         last_archive=max((r.archived_at for r in iter_manifest(layout)), default=""),
-        last_dream=_last_dream(layout.dream_log),
+        last_dream=last_dream,
         index=index_freshness(settings),
         l4_sessions=_sessions_by_origin(layout),
+        backend=backend,
+        where=where,
     )
+
+
+def _server_layers(settings: Settings) -> tuple[list[LayerStatus], dict]:
+    """L5 and L6 as rows of the server memory (files 0), and its last dream record."""
+    from memctl.longterm.store import open_store
+
+    store = open_store(settings.layout, settings)
+    layers = []
+    for layer, part in (("L5", store.active), ("L6", store.archive)):
+        rows = part.snapshot().rows
+        layers.append(LayerStatus(layer, 0, len(rows), sum(len(r.raw) for r in rows), ENTRY_UNITS[layer]))
+    records = [r for r in store.log_records() if isinstance(r, dict)]
+    last = {k: records[-1][k] for k in ("run", "at", "op") if k in records[-1]} if records else {}
+    return layers, last
 
 
 def _size(path: Path) -> int:

@@ -119,6 +119,7 @@ def import_lines(layout: Layout, lines: Iterable[bytes], layer: str = "L6", defa
     store = open_store(layout)
     target = store.active if layer == "L5" else store.archive
     with writing(layout, lock_wait):
+        store.lock_types(e.type for _, e in parsed)  # two imports of one file must not both add it
         fresh = _fresh(target, parsed, layer, report)
         name = _input_digest(lines)
         intent = journal.begin(layout, "import", name[:16], {"layer": layer, "ids": len(fresh)})

@@ -87,6 +87,7 @@ def status(
         render.json_line(result.to_json())
         return
     render.line(f"root\t{result.root}")
+    render.line(f"store\t{result.backend}\t{result.where}")
     for layer in result.layers:
         render.line(f"{layer.layer}\t{layer.files} files\t{layer.entries} {layer.unit}\t{layer.bytes} bytes")
     render.line(f"pending raw logs\t{result.pending_raw} files\t{result.pending_raw_bytes} bytes\t{result.raw_dir}")

@@ -6,7 +6,7 @@ import typer
 
 from memctl.cli import render
 from memctl.cli.state import state
-from memctl.core.config import META_RULES, effective_settings, init_root
+from memctl.core.config import META_RULES, effective_settings, init_root, load_settings
 from memctl.core.errors import UsageError
 
 
@@ -42,7 +42,20 @@ def init(
         app_state.root_option = str(root)
         with app_state.writer_lock():
             done = genericagent.set_up_checkout(found[0], root, plugin=not no_plugin).done
+    done += _init_server(root)
     _report_changes(done, root, created, json_out)
+
+
+def _init_server(root) -> list[str]:
+    """A memory whose `[store] backend` is "postgres": its schema created or migrated."""
+    from memctl.ops import server
+
+    settings = load_settings(root)
+    if not server.on_server(settings):
+        return []
+    result = server.initialise(settings)
+    versions = ", ".join(f"{component} v{number}" for component, number in result["versions"].items())
+    return [f"schema {result['schema']} at {result['where']} is ready ({versions})"]
 
 
 def _report_changes(done: list[str], root, created: list | None, json_out: bool) -> None:

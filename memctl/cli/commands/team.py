@@ -1,0 +1,74 @@
+"""Team memory on a PostgreSQL server (issue #14): `export` writes L5, L6 and the dream log
+as the file backend keeps them; `import-files` loads a file memory's into the server.
+
+`import-files` is not an option of `import`: `import` turns foreign JSON Lines into new
+entries (ids derived, secrets redacted, types checked), while this copies memctl's own three
+files byte for byte; none of the one's options would mean anything to the other.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from memctl.cli import render
+from memctl.cli.state import state
+from memctl.core.errors import NotFound, UsageError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("export")(export_cmd)
+    app.command("import-files")(import_files_cmd)
+
+
+def export_cmd(
+    ctx: typer.Context,
+    to: Optional[Path] = typer.Option(None, "--to", help="Folder to write the three files into "
+                                      "(default: the memory root, which makes it a file memory again)."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON object: the files written."),
+) -> None:
+    """Write long_term.jsonl, archive.jsonl and dream_log.jsonl, byte for byte as the file
+    backend keeps them (the way back from a server memory to files: then set
+    `[store] backend = "files"`)."""
+    from memctl.longterm.store import export_to, open_store
+
+    settings = state(ctx).settings
+    folder = (to or settings.layout.root).expanduser().absolute()
+    store = open_store(settings.layout, settings)
+    if not store.on_server and folder == settings.layout.root.absolute():
+        raise UsageError(f"{folder} already keeps this memory in files; pass --to FOLDER to copy them")
+    if not folder.is_dir():
+        raise NotFound(f"{folder} is not a folder; create it first")
+    written = export_to(store, folder)
+    if json_out:
+        render.json_line({"files": written})
+        return
+    for path in written:
+        render.line(path)
+
+
+def import_files_cmd(
+    ctx: typer.Context,
+    folder: Path = typer.Argument(..., help="A file memory's root: its long_term.jsonl, archive.jsonl, dream_log.jsonl."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON object: how many lines each part gained."),
+) -> None:
+    """Load a file memory's L5, L6 and dream log into this server memory, in one transaction.
+    Lines the server already holds are skipped, so running it again adds nothing; an L5 entry
+    the server holds with other contents stops the load (nothing is loaded)."""
+    from memctl.longterm.store import load_files, open_store
+
+    settings = state(ctx).settings
+    store = open_store(settings.layout, settings)
+    if not store.on_server:
+        raise UsageError('import-files loads into a server memory ([store] backend = "postgres"); '
+                         "this memory keeps its own files")
+    source = folder.expanduser().absolute()
+    if not source.is_dir():
+        raise NotFound(f"{source} is not a folder")
+    added = load_files(store, source)
+    if json_out:
+        render.json_line({"from": str(source), "added": added})
+        return
+    render.message(f"loaded {source} into {store.where}: " + ", ".join(f"{part} +{n}" for part, n in added.items()))

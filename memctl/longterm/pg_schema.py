@@ -1,0 +1,54 @@
+"""The server tables of the entry store (component "longterm" of a memory's schema, issue #14).
+
+Step i creates version i+1 (`memctl.core.pg.migrate`); a step is never edited once released,
+a change is a new step. `memctl init` applies them (with the other components' steps, see
+`memctl.ops.server`); every other command only checks the version.
+
+The contract with the search index on the server (component "recall", which reads these
+tables to index L5 and L6):
+- `entries`: one row per line of L5 (`part = 'active'`) or L6 (`'archive'`); `raw` is the line
+  exactly as the file backend writes it (newline included; bytea, since a line may hold bytes
+  PostgreSQL text refuses), the file order is `ORDER BY seq`; the other columns are lookups
+  (`id` is '' for a line that is not an entry). `merge_key` is set for active entries of a
+  merge-policy type and unique among them.
+- `entry_parts`: in the same transaction as any change to a part, an append raises
+  `last_seq` and anything else (a line replaced or deleted) bumps `rewrites`. A writer locks
+  both rows before it allocates a seq, so seqs of a part become visible in increasing order:
+  "every row with seq > the last one I indexed" misses nothing.
+- `dream_log`: one row per line of `dream_log.jsonl`, `raw` as the file holds it.
+"""
+
+from __future__ import annotations
+
+COMPONENT = "longterm"
+
+STEPS = [
+    """
+    CREATE TABLE {schema}.entries (
+        seq bigserial PRIMARY KEY,
+        part text NOT NULL CHECK (part IN ('active', 'archive')),
+        id text NOT NULL,
+        type text,
+        topic text,
+        reason text,
+        fingerprint text,
+        merge_key text,
+        raw bytea NOT NULL
+    );
+    CREATE INDEX entries_part_id ON {schema}.entries (part, id);
+    CREATE INDEX entries_part_type ON {schema}.entries (part, type);
+    CREATE INDEX entries_fingerprint ON {schema}.entries (fingerprint) WHERE part = 'archive';
+    CREATE UNIQUE INDEX entries_active_merge_key ON {schema}.entries (merge_key)
+        WHERE part = 'active' AND merge_key IS NOT NULL;
+    CREATE TABLE {schema}.entry_parts (
+        part text PRIMARY KEY,
+        last_seq bigint NOT NULL DEFAULT 0,
+        rewrites bigint NOT NULL DEFAULT 0
+    );
+    INSERT INTO {schema}.entry_parts (part) VALUES ('active'), ('archive');
+    CREATE TABLE {schema}.dream_log (
+        seq bigserial PRIMARY KEY,
+        raw bytea NOT NULL
+    );
+    """,
+]

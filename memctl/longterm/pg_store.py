@@ -1,0 +1,521 @@
+"""The entry store on PostgreSQL (`[store] backend = "postgres"`, issue #14): L5, L6 and the
+dream log as rows of the memory's schema (`memctl.longterm.pg_schema`).
+
+`PostgresEntryStore` has the methods of `memctl.longterm.store.JsonlEntryStore`, so that
+remember, forget, the dream pass, import and `task done` do not know which backend they
+write to. What differs is underneath:
+
+- A write is one server transaction (`transaction`, what `recovery.writing` opens on this
+  backend): a change that appends to L6 and the log and rewrites L5 commits whole or not at
+  all, so there is nothing to journal and nothing to settle; a killed process or a dropped
+  connection leaves the rows as they were. Writers of one memory share its advisory lock;
+  whole-memory writers (dream, undo, purge) take it alone (`memctl.core.pg.hold_memory_lock`).
+  Writers of one type queue on a lock of that type (`lock_types`), so two remembers of the
+  same fact cannot both add it.
+- A rewrite is applied as the difference from what this process read: rows it read and
+  dropped are deleted, a changed row takes the place of the one it replaces, new rows go at
+  the end; rows other writers added meanwhile are untouched. Only when an entry must go
+  between two kept rows (an undo) are the rows it read written again, in order.
+- Each row keeps the exact line the file backend would write (`raw`), so `memctl export`
+  gives back the same bytes.
+
+One connection per process and memory, opened on first use; the schema must be at the
+version this memctl writes (else one line: run `memctl init`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from memctl.core import faults, pg
+from memctl.core.errors import MemctlError, UsageError
+from memctl.longterm import pg_schema
+from memctl.longterm.entries import BAD_LINE, Entry, Row, Snapshot, content_hash, entry_problem, rows_bytes
+from memctl.longterm.policies import normalize_topic
+from memctl.longterm.store_base import EntryForms, StoreRead, bytes_digest
+
+PARTS = ("active", "archive")
+PAUSE_VARIABLE = "MEMCTL_FAULT_PG_PAUSE"  # tests: hold a write transaction open at a named point
+
+_SERVERS: dict[tuple[str, str], "Server"] = {}
+
+
+class Server:
+    """One connection to one memory's schema, and the state of its open transaction."""
+
+    def __init__(self, dsn: str, schema: str) -> None:
+        self.dsn, self.schema = dsn, schema
+        self.where = pg.where(dsn)
+        self.conn = pg.connect(dsn, autocommit=True)
+        with translated(self.where):
+            pg.require_version(self.conn, schema, pg_schema.COMPONENT, pg_schema.STEPS)
+        self.depth = 0
+        self.parts_locked = False
+        self.seen: dict[str, set[int]] = {part: set() for part in PARTS}
+
+    def execute(self, sql: str, params: Iterable = ()):
+        with translated(self.where):
+            return self.conn.execute(sql.replace("{s}", self.schema), tuple(params))
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """A transaction, or a savepoint inside the one already open."""
+        with translated(self.where), self.conn.transaction():
+            self.depth += 1
+            try:
+                yield
+            finally:
+                self.depth -= 1
+                if self.depth == 0:
+                    self.parts_locked = False
+
+    @contextlib.contextmanager
+    def change(self) -> Iterator[None]:
+        """Around a change to L5 or L6: both parts' rows locked first, in one order, so seqs
+        become visible in increasing order and two writers never deadlock on them."""
+        with self.transaction():
+            if not self.parts_locked:
+                self.execute("SELECT part FROM {s}.entry_parts ORDER BY part FOR UPDATE")
+                self.parts_locked = True
+            yield
+
+    def bump(self, part: str, appended: bool, rewritten: bool) -> None:
+        if appended:
+            self.execute("UPDATE {s}.entry_parts SET last_seq = (SELECT coalesce(max(seq), 0) FROM {s}.entries) "
+                         "WHERE part = %s", (part,))
+        if rewritten:
+            self.execute("UPDATE {s}.entry_parts SET rewrites = rewrites + 1 WHERE part = %s", (part,))
+
+
+def server_for(dsn: str, schema: str) -> Server:
+    key = (dsn, schema)
+    if key not in _SERVERS:
+        _SERVERS[key] = Server(dsn, schema)
+    return _SERVERS[key]
+
+
+@contextlib.contextmanager
+def translated(where: str) -> Iterator[None]:
+    """A server error as memctl's one line (the host, never the password)."""
+    import psycopg
+
+    try:
+        yield
+    except psycopg.errors.UniqueViolation:
+        raise UsageError("two active entries would have the same type and topic; nothing was changed "
+                         "(forget one of them first)") from None
+    except psycopg.OperationalError as exc:
+        raise pg.ServerUnavailable(f"PostgreSQL at {where} failed: {_first_line(exc)}") from None
+    except psycopg.Error as exc:
+        raise MemctlError(f"PostgreSQL at {where}: {_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else "the statement failed")[:200]
+
+
+def pause_point(label: str) -> None:
+    """MEMCTL_FAULT_PG_PAUSE=LABEL:FILE: at LABEL, create FILE and wait to be killed (a test
+    SIGKILLs the process there, in the middle of an open transaction)."""
+    spec = os.environ.get(PAUSE_VARIABLE)
+    if not spec:
+        return
+    wanted, _, marker = spec.partition(":")
+    if wanted == label:
+        Path(marker).write_text(str(os.getpid()))
+        import time
+
+        time.sleep(600)
+    faults.checkpoint(label)
+
+
+def _column(value: str) -> str:
+    """A lookup column's text (raw keeps the exact bytes): PostgreSQL text holds no NUL and no
+    lone surrogate."""
+    return value.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
+
+
+class ServerRead(StoreRead):
+    """One read of a part: the byte-level queries of `StoreRead`, rows that know their seq."""
+
+    def __init__(self, pairs: list[tuple[int, bytes]]) -> None:
+        super().__init__(b"".join(raw for _, raw in pairs))
+        self._pairs = pairs
+
+    def _rows(self, wanted: bytes) -> list[Row]:
+        return [_row(seq, raw, wanted in raw) for seq, raw in self._pairs]
+
+
+def _row(seq: int, raw: bytes, parse: bool = True) -> Row:
+    entry = None
+    if parse:
+        try:
+            entry = Entry.from_dict(json.loads(raw))
+        except BAD_LINE:
+            entry = None
+    row = Row(raw, entry)
+    row.seq = seq  # which server row it is: a rewrite changes only the rows it must
+    return row
+
+
+class ServerPart:
+    """L5 or L6 as the rows of one part."""
+
+    def __init__(self, server: Server, part: str, label: str, file_name: str, merge_types: frozenset[str]) -> None:
+        self._server, self._part, self._label, self._file_name = server, part, label, file_name
+        self._merge_types = merge_types
+
+    @property
+    def location(self) -> str:
+        return f"{self._label} in {self._server.schema} at {self._server.where}"
+
+    def _pairs(self) -> list[tuple[int, bytes]]:
+        found = self._server.execute("SELECT seq, raw FROM {s}.entries WHERE part = %s ORDER BY seq",
+                                     (self._part,)).fetchall()
+        pairs = [(int(seq), bytes(raw)) for seq, raw in found]
+        self._server.seen[self._part].update(seq for seq, _ in pairs)
+        return pairs
+
+    def read(self) -> ServerRead:
+        return ServerRead(self._pairs())
+
+    def snapshot(self, previous: Snapshot | None = None) -> Snapshot:
+        known = {} if previous is None else {r.raw: r.entry for r in previous.rows}
+        rows = []
+        for seq, raw in self._pairs():
+            if raw in known:
+                row = Row(raw, known[raw])
+                row.seq = seq
+            else:
+                row = _row(seq, raw)
+            rows.append(row)
+        return Snapshot(Path(self._file_name), rows_bytes(rows), rows)
+
+    def iter(self) -> Iterator[Entry]:
+        for row in self.snapshot().rows:
+            if row.entry is not None:
+                yield row.entry
+
+    def bad_lines(self) -> list[tuple[str, int, str]]:
+        """As the file backend says them: the exported file's name and line number."""
+        found = []
+        for number, (_, raw) in enumerate(self._pairs(), start=1):
+            problem = entry_problem(raw)
+            if problem:
+                found.append((self._file_name, number, problem))
+        return found
+
+    def entries(self) -> list[Entry]:
+        return list(self.iter())
+
+    def ids(self) -> set[str]:
+        return {e.id for e in self.iter()}
+
+    def append(self, entries: Iterable[Entry]) -> int:
+        rows = [_row(0, self._stored(e)) for e in entries]
+        if rows:
+            with self._server.change():
+                self._insert(rows)
+                self._server.bump(self._part, appended=True, rewritten=False)
+                pause_point("pg-append")
+        return len(rows)
+
+    def _stored(self, entry: Entry) -> bytes:
+        return EntryForms().stored_form(entry)
+
+    def _columns(self, row: Row) -> tuple:
+        entry = row.entry
+        if entry is None:
+            return (self._part, "", None, None, None, None, None, row.raw)
+        merge_key = None
+        if self._part == "active" and entry.type in self._merge_types:
+            merge_key = _column(f"{entry.type}\x1f{normalize_topic(entry.topic)}")
+        fingerprint = entry.extra.get("sha256") if isinstance(entry.extra.get("sha256"), str) else None
+        return (self._part, _column(entry.id), _column(entry.type), _column(entry.topic), _column(entry.reason),
+                _column(fingerprint or content_hash(entry.text)), merge_key, row.raw)
+
+    def _insert(self, rows: list[Row]) -> None:
+        """New rows at the end, in order; each row learns its seq."""
+        if not rows:
+            return
+        sql = ("INSERT INTO {s}.entries (part, id, type, topic, reason, fingerprint, merge_key, raw) "
+               "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING seq").replace("{s}", self._server.schema)
+        with translated(self._server.where), self._server.conn.cursor() as cursor:
+            cursor.executemany(sql, [self._columns(r) for r in rows], returning=True)
+            seqs = []
+            while True:
+                seqs.append(int(cursor.fetchone()[0]))
+                if not cursor.nextset():
+                    break
+        for row, seq in zip(rows, seqs):
+            row.seq = seq
+        self._server.seen[self._part].update(seqs)
+
+    def rewrite(self, rows: list[Row]) -> Snapshot:
+        """The part becomes these rows, changing only what differs from what was read."""
+        seen = self._server.seen[self._part]
+        with self._server.change():
+            plan = _rewrite_plan(rows, seen)
+            if plan is None:
+                self._rewrite_all(rows, seen)
+            else:
+                deletes, updates, appends = plan
+                self._delete(deletes)
+                for seq, row in updates:
+                    self._server.execute(
+                        "UPDATE {s}.entries SET part = %s, id = %s, type = %s, topic = %s, reason = %s, "
+                        "fingerprint = %s, merge_key = %s, raw = %s WHERE seq = %s", self._columns(row) + (seq,))
+                    row.seq = seq
+                self._insert(appends)
+                self._server.bump(self._part, appended=bool(appends), rewritten=bool(deletes or updates))
+            pause_point("pg-rewrite")
+        return Snapshot(Path(self._file_name), rows_bytes(rows), list(rows))
+
+    def _delete(self, seqs: list[int]) -> None:
+        if seqs:
+            self._server.execute("DELETE FROM {s}.entries WHERE part = %s AND seq = ANY(%s)", (self._part, seqs))
+            self._server.seen[self._part].difference_update(seqs)
+
+    def _rewrite_all(self, rows: list[Row], seen: set[int]) -> None:
+        """Every row read goes, these come in order (an entry put back between two others)."""
+        self._delete(sorted(seen))
+        fresh = [Row(r.raw, r.entry) for r in rows]
+        self._insert(fresh)
+        for row, new in zip(rows, fresh):
+            row.seq = new.seq
+        self._server.bump(self._part, appended=True, rewritten=True)
+
+    def length(self) -> int:
+        """The last seq now: a point to cut back to."""
+        return int(self._server.execute("SELECT coalesce(max(seq), 0) FROM {s}.entries WHERE part = %s",
+                                        (self._part,)).fetchone()[0])
+
+    def cut_back(self, length: int) -> bool:
+        with self._server.change():
+            gone = self._server.execute("DELETE FROM {s}.entries WHERE part = %s AND seq > %s",
+                                        (self._part, length)).rowcount
+            if gone:
+                self._server.bump(self._part, appended=False, rewritten=True)
+        return bool(gone)
+
+    def settle(self) -> int:
+        return 0  # a transaction is whole or absent: no torn line
+
+    def digest(self) -> str:
+        return bytes_digest(b"".join(raw for _, raw in self._pairs()))
+
+
+def _rewrite_plan(rows: list[Row], seen: set[int]) -> tuple[list[int], list[tuple[int, Row]], list[Row]] | None:
+    """(seqs to delete, (seq, row) to write in place, rows to append) that turn the rows read
+    (`seen`) into `rows`; None when a new row must go between two kept ones with no freed
+    place for it."""
+    kept = [getattr(r, "seq", None) for r in rows]
+    kept = [seq if seq in seen else None for seq in kept]
+    order = [seq for seq in kept if seq is not None]
+    if any(a >= b for a, b in zip(order, order[1:])):
+        return None
+    freed = sorted(seen - set(order))
+    updates: list[tuple[int, Row]] = []
+    appends: list[Row] = []
+    last, used = 0, set()
+    following = _next_kept(kept)
+    for index, (row, seq) in enumerate(zip(rows, kept)):
+        if seq is not None:
+            last = seq
+            continue
+        bound = following[index]
+        slot = next((f for f in freed if last < f and f not in used and (bound is None or f < bound)), None)
+        if slot is not None:
+            used.add(slot)
+            updates.append((slot, row))
+            last = slot
+        elif bound is None:
+            appends.append(row)
+            last = float("inf")
+        else:
+            return None
+    return [f for f in freed if f not in used], updates, appends
+
+
+def _next_kept(kept: list[int | None]) -> list[int | None]:
+    """For each position, the next kept seq after it (None: none)."""
+    out: list[int | None] = [None] * len(kept)
+    upcoming = None
+    for index in range(len(kept) - 1, -1, -1):
+        out[index] = upcoming
+        if kept[index] is not None:
+            upcoming = kept[index]
+    return out
+
+
+class PostgresEntryStore(EntryForms):
+    """L5 (`active`), L6 (`archive`) and the dream log as rows of one memory's schema."""
+
+    on_server = True
+
+    def __init__(self, server: Server, merge_types: frozenset[str]) -> None:
+        self._server = server
+        self.active = ServerPart(server, "active", "L5", "long_term.jsonl", merge_types)
+        self.archive = ServerPart(server, "archive", "L6", "archive.jsonl", merge_types)
+
+    @property
+    def where(self) -> str:
+        return f"{self._server.schema} at {self._server.where}"
+
+    @contextlib.contextmanager
+    def transaction(self, wait: float, whole: bool) -> Iterator[None]:
+        """One write: the memory's lock (alone for a whole-memory writer, shared otherwise)
+        for the length of one transaction."""
+        with self._server.transaction():
+            if whole:
+                pg.hold_memory_lock(self._server.conn, self._server.schema, wait)
+            else:
+                _share_memory_lock(self._server, wait)
+            yield
+            pause_point("pg-commit")
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Reads that see one moment of the memory (an export of L5, L6 and the log together)."""
+        with self._server.transaction():
+            self._server.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            yield
+
+    def lock_types(self, types: Iterable[str]) -> None:
+        for name in sorted(set(types)):
+            self._server.execute("SELECT pg_advisory_xact_lock(%s)", (pg.lock_key(self._server.schema, "type:" + name),))
+
+    def settle(self) -> list[str]:
+        return []
+
+    # --- the dream log
+
+    @property
+    def log_location(self) -> str:
+        return f"the dream log in {self.where}"
+
+    @property
+    def log_name(self) -> str:
+        return f"the dream log of {self._server.schema}"
+
+    def append_log(self, records: list[dict]) -> None:
+        self.append_log_lines([self.log_line(r) for r in records])
+
+    def append_log_lines(self, lines: list[bytes]) -> None:
+        if lines:
+            with self._server.transaction(), self._server.conn.cursor() as cursor, translated(self._server.where):
+                cursor.executemany(f"INSERT INTO {self._server.schema}.dream_log (raw) VALUES (%s)",
+                                   [(line,) for line in lines])
+
+    def log_lines(self) -> list[tuple[int, bytes]]:
+        return [(int(seq), bytes(raw)) for seq, raw in
+                self._server.execute("SELECT seq, raw FROM {s}.dream_log ORDER BY seq").fetchall()]
+
+    def log_length(self) -> int:
+        return int(self._server.execute("SELECT coalesce(max(seq), 0) FROM {s}.dream_log").fetchone()[0])
+
+    def cut_log_back(self, length: int) -> bool:
+        return bool(self._server.execute("DELETE FROM {s}.dream_log WHERE seq > %s", (length,)).rowcount)
+
+    def log_records(self) -> list[dict]:
+        out = []
+        for _, raw in self.log_lines():
+            try:
+                out.append(json.loads(raw))
+            except ValueError:
+                continue
+        return out
+
+    def scrub_log(self, ids: set[str], needles: list[bytes], scrub: Callable[[dict], dict]) -> bool:
+        """As the file backend does: every record through `scrub`, a line that does not parse
+        dropped if it holds a string. False: nothing mentions them."""
+        lines = self.log_lines()
+        data = b"".join(raw for _, raw in lines)
+        if not any(i.encode() in data for i in ids) and not any(n in data for n in needles):
+            return False
+        with self._server.transaction():
+            for seq, raw in lines:
+                try:
+                    record = json.loads(raw)
+                except ValueError:
+                    if any(n in raw for n in needles):
+                        self._server.execute("DELETE FROM {s}.dream_log WHERE seq = %s", (seq,))
+                    continue
+                new = self.log_line(scrub(record))
+                if new != raw:
+                    self._server.execute("UPDATE {s}.dream_log SET raw = %s WHERE seq = %s", (new, seq))
+        return True
+
+    # --- export and loading files
+
+    def load_rows(self, active: list[Row], archive: list[Row], log_lines: list[bytes]) -> dict[str, int]:
+        """Add what the server does not hold yet, in order, under the memory's lock alone: an
+        L5 line whose id is active here with other bytes is refused (nothing is loaded)."""
+        added = {}
+        with self.transaction(0.0, whole=True):
+            for part, rows in ((self.active, active), (self.archive, archive)):
+                held = part.snapshot().rows
+                have = {r.raw for r in held}
+                if part is self.active:
+                    _refuse_clashes(held, rows)
+                fresh = [Row(r.raw, r.entry) for r in rows if r.raw not in have]
+                if fresh:
+                    with self._server.change():
+                        part._insert(fresh)
+                        self._server.bump(part._part, appended=True, rewritten=False)
+                added[part._label] = len(fresh)
+            have_log = {raw for _, raw in self.log_lines()}
+            new_log = [line for line in log_lines if line not in have_log]
+            self.append_log_lines(new_log)
+            added["dream log"] = len(new_log)
+        return added
+
+
+def _refuse_clashes(held: list[Row], rows: list[Row]) -> None:
+    mine = {r.entry.id: r.raw for r in held if r.entry is not None}
+    for row in rows:
+        if row.entry is not None and mine.get(row.entry.id, row.raw) != row.raw:
+            raise UsageError(f"{row.entry.id} is active on the server with other contents; nothing was loaded "
+                             "(export the server's memory, reconcile, then load again)")
+
+
+def _share_memory_lock(server: Server, wait: float) -> None:
+    """The memory's lock beside other writers of entries; a whole-memory writer holds it alone."""
+    import psycopg
+
+    from memctl.core.errors import LockBusy
+
+    key = pg.lock_key(server.schema, "writer")
+    if wait <= 0:
+        if not server.execute("SELECT pg_try_advisory_xact_lock_shared(%s)", (key,)).fetchone()[0]:
+            raise LockBusy(f"a dream or purge is writing to the memory {server.schema} on the server; "
+                           "retry, or pass --wait SECONDS")
+        return
+    server.execute(f"SET LOCAL lock_timeout = {int(wait * 1000)}")
+    try:
+        server.conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (key,))
+    except psycopg.errors.LockNotAvailable:
+        raise LockBusy(f"a dream or purge kept the memory {server.schema} on the server busy for {wait:g} s; "
+                       "retry later") from None
+
+
+def open_server_store(settings) -> PostgresEntryStore:
+    """The store of a memory whose `[store] backend` is "postgres"."""
+    schema = pg.schema_for(str(settings.get("store", "memory")))
+    merge_types = frozenset(t for t, spec in settings.types.items() if spec.get("policy") == "merge")
+    return PostgresEntryStore(server_for(pg.dsn_from_env(), schema), merge_types)
+
+
+def initialise(dsn: str, schema: str) -> int:
+    """Create or bring up to date this component's tables; the version now."""
+    conn = pg.connect(dsn, autocommit=True)
+    try:
+        with translated(pg.where(dsn)):
+            return pg.migrate(conn, schema, pg_schema.COMPONENT, pg_schema.STEPS)
+    finally:
+        conn.close()

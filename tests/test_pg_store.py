@@ -1,0 +1,314 @@
+"""The entry store on PostgreSQL (issue #14), against a real throwaway server (`pg_server`).
+
+The same commands run on a file memory and on a server memory must leave the same L5, L6 and
+dream log: the server's, written out by `memctl export`, byte for byte the file backend's
+files once each random id is replaced by its order of first appearance (ids come from
+`secrets`; the clock is fixed with MEMCTL_NOW). Then what only a server has: two roots sharing
+one memory, the schema's version, a server that cannot be reached, a process killed inside a
+transaction, and many writers at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import clean_env
+
+PARTS = ("long_term.jsonl", "archive.jsonl", "dream_log.jsonl")
+ID = re.compile(rb"(?<![0-9A-Za-z])(?:[a-z]-?[0-9a-f]{12}|d-\d{8}T\d{6}-[0-9a-f]{6})(?![0-9A-Za-z])")
+
+
+class Memory:
+    """One memory root on one backend, driven through the installed `memctl`."""
+
+    def __init__(self, run, root: Path, env: dict, backend: str) -> None:
+        self.run_, self.root, self.env, self.backend = run, root, env, backend
+
+    def run(self, *args, env: dict | None = None, input: bytes | None = None):
+        return self.run_(*args, root=self.root, env={**self.env, **(env or {})}, input=input)
+
+    def ok(self, *args, **kw) -> str:
+        done = self.run(*args, **kw)
+        assert done.returncode == 0, (args, done.stderr)
+        return done.stdout.decode()
+
+    def parts(self) -> dict[str, bytes]:
+        """L5, L6 and the dream log as the file backend keeps them."""
+        folder = self.root
+        if self.backend == "postgres":
+            folder = self.root.parent / (self.root.name + "-export")
+            folder.mkdir(exist_ok=True)
+            self.ok("export", "--to", folder)
+        return {name: (folder / name).read_bytes() if (folder / name).exists() else b"" for name in PARTS}
+
+
+def store_config(memory_name: str) -> str:
+    return f'[store]\nbackend = "postgres"\nmemory = "{memory_name}"\n'
+
+
+def make(run, tmp_path: Path, backend: str, dsn: str = "", memory_name: str = "", name: str = "") -> Memory:
+    root = tmp_path / (name or backend)
+    env = {"MEMCTL_PG_DSN": dsn} if backend == "postgres" else {}
+    memory = Memory(run, root, env, backend)
+    memory.ok("init")
+    if backend == "postgres":
+        with open(root / "memctl.toml", "a", encoding="utf-8") as handle:
+            handle.write(store_config(memory_name))
+        memory.ok("init")
+    return memory
+
+
+@pytest.fixture
+def both(run, tmp_path, request):
+    """(file memory, server memory); the server half skips, saying why, without a server."""
+    dsn = request.getfixturevalue("pg_server")
+    name = request.getfixturevalue("pg_memory_name")
+    return make(run, tmp_path, "files"), make(run, tmp_path, "postgres", dsn, name)
+
+
+@pytest.fixture
+def server_memory(run, tmp_path, pg_server, pg_memory_name):
+    return make(run, tmp_path, "postgres", pg_server, pg_memory_name)
+
+
+def canonical(parts: dict[str, bytes]) -> dict[str, bytes]:
+    """Each id replaced by its number in order of first appearance over L5, L6, the log."""
+    seen: dict[bytes, bytes] = {}
+
+    def number(match: re.Match) -> bytes:
+        return seen.setdefault(match.group(0), b"<id%d>" % len(seen))
+
+    return {name: ID.sub(number, parts[name]) for name in PARTS}
+
+
+def assert_same(files: Memory, server: Memory) -> dict[str, bytes]:
+    left, right = canonical(files.parts()), canonical(server.parts())
+    for name in PARTS:
+        assert left[name] == right[name], name
+    assert left["long_term.jsonl"], "the scenario wrote something"
+    return left
+
+
+# --- the same commands on both backends
+
+
+def remember_forget_restore(memory: Memory) -> None:
+    at = {"MEMCTL_NOW": "2026-04-10T09:00:00"}
+    memory.ok("remember", "I use vim", "--type", "preference", "--topic", "editor", env=at)
+    memory.ok("remember", "I switched to helix", "--type", "preference", "--topic", "Editor", env=at)
+    memory.ok("remember", "The deploy script needs sudo on bk-02", "--type", "lesson", env=at)
+    memory.ok("remember", "the deploy script needs sudo on bk-02.", "--type", "lesson", env=at)  # seen 2
+    gone = memory.ok("remember", "the old build host was bk-01", "--type", "event", env=at).strip()
+    memory.ok("remember", "staging uses postgres 15", "--type", "event", env=at)
+    memory.ok("forget", gone, "--reason", "host retired", env=at)
+    refused = memory.run("remember", "the old build host was bk-01", "--type", "event", env=at)
+    assert refused.returncode == 2 and b"forgotten" in refused.stderr
+    memory.ok("restore", gone, env=at)
+    memory.ok("forget", "--match", "staging", "--yes", env=at)
+    assert memory.run("restore", gone).returncode == 2  # already active
+
+
+def test_remember_forget_restore_leave_the_same_l5_l6_and_log(both):
+    files, server = both
+    for memory in both:
+        remember_forget_restore(memory)
+    parts = assert_same(files, server)
+    assert parts["long_term.jsonl"].count(b"\n") == 3 and b'"seen": 2' in parts["long_term.jsonl"]
+    assert server.ok("show", "L5:" + json.loads(server.parts()["long_term.jsonl"].splitlines()[0])["id"])
+
+
+SEED = [
+    {"id": "a", "text": "Always run the migrations before deploying the api", "type": "case"},
+    {"id": "b", "text": "always run migrations before deploying the API!", "type": "case"},
+    {"id": "c", "text": "Always run the migration before deploying the api", "type": "case"},
+    {"id": "v1", "text": "deploys via jenkins", "type": "decision"},
+    {"id": "v2", "text": "deploys via actions", "type": "decision", "supersedes": ["v1"]},
+    {"id": "m1", "text": "bk-02 backs up", "type": "lesson", "topic": "bk-02", "confidence": 8},
+    {"id": "m2", "text": "bk-02 has 64 GB", "type": "lesson", "topic": "bk-02", "confidence": 8},
+] + [{"id": f"n{i}", "text": f"note number {i} about topic {i * 7919 % 1000}", "type": "lesson"} for i in range(12)]
+
+
+def import_dream_undo(memory: Memory) -> None:
+    lines = b"".join(json.dumps(e).encode() + b"\n" for e in SEED)
+    memory.ok("import", "-", "--layer", "L5", input=lines, env={"MEMCTL_NOW": "2026-05-30T10:00:00"})
+    memory.ok("import", "-", "--layer", "L5", input=lines, env={"MEMCTL_NOW": "2026-05-30T10:00:00"})  # no-op
+    memory.ok("import", "-", "--layer", "L6", input=b'{"id": "z", "text": "earlier", "type": "event"}\n',
+              env={"MEMCTL_NOW": "2026-05-30T10:00:00"})
+    report = json.loads(memory.ok("dream", "--json", "--force", env={"MEMCTL_NOW": "2026-06-01T04:00:00"}))
+    assert report["counts"].get("consolidate") == 3, report
+    memory.ok("dream", "--undo", report["run"], env={"MEMCTL_NOW": "2026-06-01T05:00:00"})
+    later = json.loads(memory.ok("dream", "--json", "--force", env={"MEMCTL_NOW": "2026-12-01T04:00:00"}))
+    assert later["counts"].get("archive") or later["counts"].get("forget"), later
+
+
+def test_import_dream_and_undo_leave_the_same_l5_l6_and_log(both):
+    files, server = both
+    for memory in both:
+        import_dream_undo(memory)
+    parts = assert_same(files, server)
+    assert b'"op": "undo"' in parts["dream_log.jsonl"] and b'"consolidated"' in parts["archive.jsonl"]
+
+
+SECRET = "sk-vault-7f3a-purple-elephant"
+
+
+def purge_and_task(memory: Memory) -> None:
+    at = {"MEMCTL_NOW": "2026-04-10T09:00:00"}
+    secret = memory.ok("remember", f"The vault key is {SECRET}", "--type", "event", env=at).strip()
+    memory.ok("remember", "the vault lives on bk-07", "--type", "event", env=at)
+    memory.ok("forget", secret, env=at)
+    memory.ok("restore", secret, env=at)
+    memory.ok("remember", f"vault key: {SECRET}", "--type", "tool", "--topic", "vault", env=at)
+    memory.ok("remember", "vault key rotated, ask ops", "--type", "tool", "--topic", "vault", env=at)
+    memory.ok("forget", "--purge", "--match", SECRET, "--yes", "--reason", "leaked key", env=at)
+    state = json.dumps({"goal": "restore nightly backup on bk-02", "summary": "stale key"}).encode()
+    memory.ok("task", "save", "bk-02-backup", input=state, env=at)
+    memory.ok("task", "done", "bk-02-backup", env={"MEMCTL_NOW": "2026-04-10T10:00:00"})
+
+
+def test_purge_and_task_done_leave_the_same_l5_l6_and_log(both):
+    files, server = both
+    for memory in both:
+        purge_and_task(memory)
+    parts = assert_same(files, server)
+    assert all(SECRET.encode() not in data for data in parts.values())
+    assert b'"reason": "purged"' in parts["archive.jsonl"] and b'"type": "case"' in parts["long_term.jsonl"]
+    assert server.run("verify").returncode == 0
+
+
+# --- what only a server memory has
+
+
+def test_import_files_loads_a_file_memory_byte_for_byte_and_twice_adds_nothing(both, tmp_path):
+    files, server = both
+    remember_forget_restore(files)
+    first = json.loads(server.ok("import-files", files.root, "--json"))
+    assert first["added"]["L5"] == 3 and first["added"]["L6"] >= 2
+    again = json.loads(server.ok("import-files", files.root, "--json"))
+    assert again["added"] == {"L5": 0, "L6": 0, "dream log": 0}
+    assert server.parts() == files.parts()  # the same ids: no canonical form needed
+    status = json.loads(server.ok("status", "--json"))
+    assert status["backend"] == "postgres" and status["layers"]["L5"]["entries"] == 3
+    assert json.loads(files.ok("status", "--json"))["backend"] == "files"
+    # the way back: export into the root, then the file backend reads the same memory
+    server.ok("export")
+    config = server.root / "memctl.toml"
+    config.write_text(config.read_text().replace('backend = "postgres"', 'backend = "files"'))
+    assert server.run("show", "L5:" + json.loads(files.parts()["long_term.jsonl"].splitlines()[0])["id"]).returncode == 0
+
+
+def test_two_roots_on_two_machines_share_one_memory(run, tmp_path, pg_server, pg_memory_name):
+    one = make(run, tmp_path, "postgres", pg_server, pg_memory_name, name="machine-one")
+    two = make(run, tmp_path, "postgres", pg_server, pg_memory_name, name="machine-two")
+    one.env["MEMCTL_HOME"], two.env["MEMCTL_HOME"] = str(one.root), str(two.root)
+    mine = one.ok("remember", "the build host is bk-02", "--type", "event").strip()
+    theirs = two.ok("remember", "backups run at 03:00 on bk-07", "--type", "event").strip()
+    assert b"bk-02" in two.ok("show", "L5:" + mine).encode()
+    assert b"bk-07" in one.ok("show", "L5:" + theirs).encode()
+    assert one.parts() == two.parts()
+    one.ok("forget", theirs, "--reason", "moved")
+    refused = two.run("remember", "backups run at 03:00 on bk-07", "--type", "event")
+    assert refused.returncode == 2 and theirs.encode() in refused.stderr
+    assert two.run("show", "L5:" + theirs).returncode == 2
+
+
+def test_init_migrates_refuses_a_newer_schema_and_other_commands_ask_for_init(run, tmp_path, pg_server, pg_memory_name):
+    import psycopg
+
+    memory = Memory(run, tmp_path / "m", {"MEMCTL_PG_DSN": pg_server}, "postgres")
+    memory.ok("init")
+    (memory.root / "memctl.toml").write_text(store_config(pg_memory_name))
+    asked = memory.run("remember", "x", "--type", "event")
+    assert asked.returncode == 2 and b"memctl init" in asked.stderr and len(asked.stderr.splitlines()) == 1
+    assert b"longterm v1" in memory.run("init").stderr
+    assert b"longterm v1" in memory.run("init").stderr  # again: nothing to do, the same answer
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f"UPDATE memctl_{pg_memory_name}.schema_version SET version = 99 WHERE component = 'longterm'")
+    for args in (("init",), ("remember", "x", "--type", "event")):
+        refused = memory.run(*args)
+        assert refused.returncode == 2 and b"newer" in refused.stderr and len(refused.stderr.splitlines()) == 1
+
+
+def test_an_unreachable_server_is_one_line_naming_the_host_never_the_password(run, tmp_path):
+    memory = Memory(run, tmp_path / "m", {"MEMCTL_PG_DSN": "postgresql://team:hunter2secret@127.0.0.1:9/memory"},
+                    "postgres")
+    memory.ok("init")
+    (memory.root / "memctl.toml").write_text(store_config("team"))
+    for args in (("init",), ("remember", "x", "--type", "event"), ("status",), ("export", "--to", tmp_path)):
+        done = memory.run(*args)
+        assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, (args, done.stderr)
+        assert b"127.0.0.1:9" in done.stderr and b"hunter2secret" not in done.stderr + done.stdout
+
+
+def _pg_rows(dsn: str, schema: str) -> tuple:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        entries = conn.execute(f"SELECT seq, part, raw FROM {schema}.entries ORDER BY seq").fetchall()
+        log = conn.execute(f"SELECT seq, raw FROM {schema}.dream_log ORDER BY seq").fetchall()
+        parts = conn.execute(f"SELECT * FROM {schema}.entry_parts ORDER BY part").fetchall()
+    return entries, log, parts
+
+
+@pytest.mark.parametrize("command", [["forget", "ID"], ["remember", "I switched to helix", "--type", "preference",
+                                                          "--topic", "editor"]])
+def test_a_process_killed_inside_its_transaction_leaves_the_rows_as_they_were(server_memory, memctl_bin, tmp_path,
+                                                                               pg_memory_name, command):
+    memory = server_memory
+    kept = memory.ok("remember", "I use vim", "--type", "preference", "--topic", "editor").strip()
+    memory.ok("remember", "the build host is bk-02", "--type", "event")
+    schema = "memctl_" + pg_memory_name
+    before = _pg_rows(memory.env["MEMCTL_PG_DSN"], schema)
+    marker = tmp_path / "paused"
+    args = [a.replace("ID", kept) for a in command]
+    env = clean_env(MEMCTL_PG_DSN=memory.env["MEMCTL_PG_DSN"], MEMCTL_FAULT_PG_PAUSE=f"pg-commit:{marker}")
+    child = subprocess.Popen([memctl_bin, "--root", str(memory.root), *args], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):  # bounded: at most 60 s for the child to reach its fault point
+            if marker.exists() or child.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert marker.exists(), "the child never reached its pause inside the transaction"
+        assert _pg_rows(memory.env["MEMCTL_PG_DSN"], schema) == before  # written, not committed: invisible
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait()
+    assert _pg_rows(memory.env["MEMCTL_PG_DSN"], schema) == before
+    assert memory.run("verify").returncode == 0
+    memory.ok(*args)  # its locks went with its connection: the same change now goes through
+    assert _pg_rows(memory.env["MEMCTL_PG_DSN"], schema) != before
+
+
+WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
+         "quebec romeo sierra tango uniform victor whiskey xray yankee zulu amber basalt cobalt dune").split()
+
+
+def _fact(k: int) -> str:
+    """Facts that share no word with each other (none is a near-duplicate of another)."""
+    return f"{WORDS[k]} {WORDS[(k * 7 + 3) % 30]}x {WORDS[(k * 11 + 5) % 30]}y host{k}"
+
+
+def test_concurrent_remembers_from_many_processes_lose_nothing_and_refuse_nothing(server_memory, memctl_bin):
+    memory = server_memory
+    env = clean_env(**memory.env)
+    children = []
+    for writer in range(6):
+        texts = [_fact(writer * 5 + i) for i in range(5)]
+        script = " && ".join(f'"$0" --root "$1" remember "{t}" --type {("event", "lesson")[writer % 2]}' for t in texts)
+        children.append(subprocess.Popen(["sh", "-c", script, memctl_bin, str(memory.root)], env=env,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+    failures = [err for child in children for err in [child.communicate(timeout=300)[1]] if child.returncode != 0]
+    assert failures == []
+    l5 = [json.loads(line) for line in memory.parts()["long_term.jsonl"].splitlines()]
+    assert sorted(e["text"] for e in l5) == sorted(_fact(k) for k in range(30))
+    assert memory.run("verify").returncode == 0
