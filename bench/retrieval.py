@@ -122,6 +122,7 @@ def import_memory(docs: list[dict], workdir: Path, config: str = "") -> Path:
     if config:
         with open(root / "memctl.toml", "a", encoding="utf-8") as handle:
             handle.write("\n" + config)
+        subprocess.run([*cmd, "--root", str(root), "init"], check=True, capture_output=True)  # on the server
     items = workdir / "items.jsonl"
     items.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
     imported = subprocess.run([*cmd, "--root", str(root), "import", str(items)], capture_output=True)

@@ -114,8 +114,9 @@ SERVER_ROOTS: dict[str, dict[str, str]] = {}  # root -> the environment its comm
 
 
 class Backend:
-    """Where a test's memory keeps its index: "files" (.memctl/index.sqlite) or "postgres" (a
-    fresh schema on the suite's server). `use(root)` after `memctl init` points the root at it."""
+    """Where a test's memory lives: "files" (the folder, .memctl/index.sqlite) or "postgres" (its
+    entries and index in a fresh schema on the suite's server). `use(root)` after `memctl init`
+    points the root at it and sets the schema up (`memctl init` again, on the server)."""
 
     def __init__(self, name: str, dsn: str = ""):
         self.name, self.dsn = name, dsn
@@ -135,6 +136,9 @@ class Backend:
             with open(root / "memctl.toml", "a", encoding="utf-8") as handle:
                 handle.write(f'\n[store]\nbackend = "postgres"\nmemory = "{memory}"\n')
             SERVER_ROOTS[str(root)] = self.env
+            done = subprocess.run([memctl_executable(), "--root", str(root), "init"], capture_output=True,
+                                  env=clean_env(**self.env))  # the memory's schema on the server
+            assert done.returncode == 0, done.stderr.decode()
         return root
 
 

@@ -127,48 +127,34 @@ def test_two_machines_share_the_index_and_show_each_others_sessions(run, tmp_pat
     assert not any(k.startswith("L4_raw_sessions") for k in keys)
 
 
-CONTRACT_TABLES = """
-CREATE TABLE IF NOT EXISTS {schema}.entries(seq bigserial PRIMARY KEY, part text NOT NULL, id text NOT NULL,
-    type text, topic text, reason text, fingerprint text, raw bytea NOT NULL);
-CREATE TABLE IF NOT EXISTS {schema}.entry_parts(part text PRIMARY KEY, last_seq bigint, rewrites bigint);
-"""
-
-
-def test_entry_rows_on_the_server_are_indexed_as_they_are_appended_and_rewritten(run, root, pg_server, pg_memory_name):
-    """The contract with the entry store on the server (memctl.longterm, component "longterm"):
-    rows with seq above the last indexed are added; a bumped `rewrites` indexes the part again."""
+def test_entries_on_the_server_are_indexed_as_they_are_remembered_and_forgotten(run, root, pg_server,
+                                                                                pg_memory_name):
+    """The contract with the entry store on the server (memctl.longterm.pg_schema): rows with
+    seq above the last indexed are added; a bumped `rewrites` (a forget) indexes the part again."""
     import psycopg
 
     assert run("init", root=root).returncode == 0
     Backend("postgres", pg_server).use(root, pg_memory_name)
-    schema = f"memctl_{pg_memory_name}"
-    conn = psycopg.connect(pg_server, autocommit=True)
-
-    def append(entry: dict) -> None:
-        with conn.transaction():
-            raw = (json.dumps(entry, ensure_ascii=False) + "\n").encode()
-            seq = conn.execute(f"INSERT INTO {schema}.entries(part, id, raw) VALUES ('active', %s, %s) RETURNING seq",
-                               (entry["id"], raw)).fetchone()[0]
-            conn.execute(f"INSERT INTO {schema}.entry_parts VALUES ('active', %s, 0) ON CONFLICT (part) "
-                         "DO UPDATE SET last_seq = EXCLUDED.last_seq", (seq,))
 
     def found(query: str) -> list[str]:
-        result = run("search", query, "--json", root=root)
+        result = run("search", query, "--json", "--layers", "L5,L6", root=root)
         return [json.loads(line)["ref"] for line in result.stdout.decode().splitlines()]
 
-    try:
-        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
-        conn.execute(CONTRACT_TABLES.format(schema=schema))
-        append({"id": "tea", "text": "Caroline prefers green tea in the afternoon."})
-        assert found("green tea") == ["L5:tea"]
-        append({"id": "coffee", "text": "Bob drinks black coffee before standup."})
-        assert found("coffee") == ["L5:coffee"] and found("green tea") == ["L5:tea"]
-        with conn.transaction():
-            conn.execute(f"DELETE FROM {schema}.entries WHERE id = 'tea'")
-            conn.execute(f"UPDATE {schema}.entry_parts SET rewrites = rewrites + 1 WHERE part = 'active'")
-        assert found("green tea") == [] and found("coffee") == ["L5:coffee"]
-    finally:
-        conn.close()
+    def remember(text: str) -> str:
+        done = run("remember", text, "--type", "event", root=root)
+        assert done.returncode == 0, done.stderr.decode()
+        return done.stdout.decode().strip()
+
+    tea = remember("Caroline prefers green tea in the afternoon.")
+    assert found("green tea") == [f"L5:{tea}"]
+    coffee = remember("Bob drinks black coffee before standup.")
+    assert found("coffee") == [f"L5:{coffee}"] and found("green tea") == [f"L5:{tea}"]
+    assert run("forget", tea, root=root).returncode == 0
+    assert found("green tea") == [f"L6:{tea}"] and found("coffee") == [f"L5:{coffee}"]
+    assert not (root / "long_term.jsonl").exists() or not (root / "long_term.jsonl").read_text()
+    with psycopg.connect(pg_server) as conn:
+        keys = {k for (k,) in conn.execute(f"SELECT key FROM memctl_{pg_memory_name}.index_sources")}
+    assert {"server:L5", "server:L6"} <= keys
 
 
 def test_a_refresh_killed_mid_transaction_leaves_the_index_as_it_was(run, root, pg_server, pg_memory_name):

@@ -83,7 +83,8 @@ class Refresh:
         rows = self.store.row_sources(self.options.include_l6)
         if rows is None:
             return found
-        return [s for s in found if s.kind not in ("l5", "l6")] + rows
+        # where the files would be (after L2): the same order, so the same rowids, as on files
+        return [s for s in found if s.kind == "l2"] + rows + [s for s in found if s.kind not in ("l2", "l5", "l6")]
 
     def _rows_changed(self) -> bool:
         rows = self.store.row_sources(self.options.include_l6) or []
