@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -20,18 +18,13 @@ def server_dsn():
         yield given
         return
     sys.path.insert(0, str(HERE.parent / "tests"))
-    from pgcluster import start_cluster, why_unavailable
+    from pgcluster import running_cluster, why_unavailable
 
     reason = why_unavailable()
     if reason:
         sys.exit(f"no PostgreSQL for the benchmark: {reason}")
-    folder = Path(tempfile.mkdtemp(prefix="memctl-bench-pg-"))
-    cluster = start_cluster(folder)
-    try:
-        yield cluster.dsn
-    finally:
-        cluster.stop()
-        shutil.rmtree(folder, ignore_errors=True)
+    with running_cluster("memctl-bench-pg-") as dsn:
+        yield dsn
 
 
 def store_config(memory: str) -> str:

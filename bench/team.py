@@ -36,25 +36,7 @@ sys.path.insert(0, str(HERE))
 
 from pgserver import server_dsn, store_config  # noqa: E402
 from retrieval import DEFAULT_BENCH, locomo_sets, memctl_command  # noqa: E402
-
-WRITER = r"""
-import json, subprocess, sys, time
-memctl, root, seconds, worker = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
-end = time.monotonic() + seconds
-acked, refused, failed, i = [], 0, 0, 0
-while time.monotonic() < end:
-    i += 1
-    done = subprocess.run([memctl, "--root", root, "remember", f"team writer {worker} fact {i} about node n{i:05d}",
-                           "--type", "event", "--wait", "10"], capture_output=True, text=True)
-    if done.returncode == 0:
-        acked.append(done.stdout.strip())
-    elif done.returncode == 75:
-        refused += 1
-    else:
-        failed += 1
-        sys.stderr.write(done.stderr[-300:])
-print(json.dumps([acked, refused, failed]))
-"""
+from writes import WRITER  # noqa: E402  (the same writer loop as the file backend's bench)
 
 SEARCHER = r"""
 import json, sys, time

@@ -80,9 +80,7 @@ def sample_logs() -> list[Path]:
 def pg_server():
     """A real PostgreSQL on 127.0.0.1 (tests/pgcluster.py), or a skip saying why there is none.
     $MEMCTL_TEST_PG_DSN points the suite at a server started elsewhere instead."""
-    import tempfile
-
-    from pgcluster import start_cluster, why_unavailable
+    from pgcluster import running_cluster, why_unavailable
 
     given = os.environ.get("MEMCTL_TEST_PG_DSN")
     if given:
@@ -91,13 +89,8 @@ def pg_server():
     reason = why_unavailable()
     if reason:
         pytest.skip(f"PostgreSQL half skipped: {reason}")
-    folder = Path(tempfile.mkdtemp(prefix="memctl-pg-"))
-    cluster = start_cluster(folder)
-    try:
-        yield cluster.dsn
-    finally:
-        cluster.stop()
-        shutil.rmtree(folder, ignore_errors=True)
+    with running_cluster() as dsn:
+        yield dsn
 
 
 @pytest.fixture

@@ -9,11 +9,13 @@ PostgreSQL half of the suite skips with that reason instead of silently.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
 import socket
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +55,18 @@ class Cluster:
     def stop(self) -> None:
         _as_server_user([str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), "-m", "immediate", "stop"],
                         check=False)
+
+
+@contextlib.contextmanager
+def running_cluster(prefix: str = "memctl-pg-"):
+    """The DSN of a cluster in a temp folder, stopped and removed at the end."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    cluster = start_cluster(folder)
+    try:
+        yield cluster.dsn
+    finally:
+        cluster.stop()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def start_cluster(folder: Path) -> Cluster:
