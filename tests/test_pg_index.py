@@ -157,6 +157,25 @@ def test_entries_on_the_server_are_indexed_as_they_are_remembered_and_forgotten(
     assert {"server:L5", "server:L6"} <= keys
 
 
+def test_a_purge_leaves_no_trace_in_the_index_on_the_server(run, root, pg_server, pg_memory_name):
+    import psycopg
+
+    assert run("init", root=root).returncode == 0
+    Backend("postgres", pg_server).use(root, pg_memory_name)
+    kept = run("remember", "the vault lives on bk-07", "--type", "event", root=root).stdout.decode().strip()
+    run("remember", "The vault passphrase is hunter2-zebra-42", "--type", "event", root=root)
+    assert run("search", "vault", root=root).returncode == 0
+    purged = run("forget", "--purge", "--match", "hunter2-zebra", "--yes", root=root)
+    assert purged.returncode == 0, purged.stderr.decode()
+    schema = f"memctl_{pg_memory_name}"
+    with psycopg.connect(pg_server) as conn:
+        assert conn.execute(f"SELECT count(*) FROM {schema}.index_items WHERE strpos(text, 'hunter2') > 0 "
+                            "OR strpos(body, 'hunter2') > 0").fetchone()[0] == 0
+        assert conn.execute(f"SELECT count(*) FROM {schema}.index_vocab WHERE term LIKE 'hunter2%'").fetchone()[0] == 0
+    hits = run("search", "vault", "--json", root=root)
+    assert [json.loads(line)["ref"] for line in hits.stdout.decode().splitlines()] == [f"L5:{kept}"]
+
+
 def test_a_refresh_killed_mid_transaction_leaves_the_index_as_it_was(run, root, pg_server, pg_memory_name):
     import psycopg
 
