@@ -231,10 +231,9 @@ class PostgresIndexStore:
         """(rowid, rank) as FTS5's `ORDER BY rank LIMIT` gives them: rank = -bm25 over the
         query's phrases, the layer tokens included when layers are given."""
         rows = self._matching("index_items", terms, layers)
-        dfs = self.document_frequencies(terms)
         tokens = [layer_token(layer) for layer in layers]
-        counts = self.document_frequencies(tokens) if tokens else {}
-        phrases = [dfs.get(t, 0) for t in terms] + [counts.get(t, 0) for t in tokens]
+        dfs = self.document_frequencies([*terms, *tokens])  # a layer token's row counts its layer's items
+        phrases = [dfs.get(t, 0) for t in [*terms, *tokens]]
         scored = fts5_scores(rows, phrases, self.item_totals(), layers)
         scored.sort(key=lambda r: (r[1], r[0]))
         return scored[:limit]
