@@ -58,7 +58,8 @@ class RefreshBusy(Exception):
 
 
 class PostgresIndexStore:
-    """memctl.recall.store.SQLiteStore's methods over one memory's schema on the server."""
+    """memctl.recall.store.SQLiteStore's methods over one memory's schema on the server. Rows
+    come in rowid order, as SQLite gives them: the stages add floats up in that order."""
 
     def __init__(self, conn, schema: str, prefix: str):
         self.db = conn
@@ -219,7 +220,8 @@ class PostgresIndexStore:
         terms = list(dict.fromkeys(terms))
         if not terms:
             return {}
-        return dict(self._rows("SELECT term, df FROM {s}.index_vocab WHERE term = ANY(%s)", (terms,)))
+        # in term order, as SQLite walks its primary key: the scores sum the terms in this order
+        return dict(self._rows("SELECT term, df FROM {s}.index_vocab WHERE term = ANY(%s) ORDER BY term", (terms,)))
 
     def surface_words_from(self, letter: str) -> list[tuple[str, str]]:
         return self._rows("SELECT word, term FROM {s}.index_surface WHERE word >= %s AND word < %s "
@@ -263,7 +265,7 @@ class PostgresIndexStore:
                           "ORDER BY rowid", (list(rowids),))
 
     def item_texts(self, rowids: Sequence[int]) -> dict[int, str]:
-        return dict(self._rows("SELECT rowid, text FROM {s}.index_items WHERE rowid = ANY(%s)", (list(rowids),)))
+        return dict(self._rows("SELECT rowid, text FROM {s}.index_items WHERE rowid = ANY(%s) ORDER BY rowid", (list(rowids),)))
 
     def last_item_id(self) -> int:
         return self._rows("SELECT max(rowid) FROM {s}.index_items")[0][0] or 0
@@ -273,7 +275,7 @@ class PostgresIndexStore:
                           (low, high))
 
     def item_bodies(self, rowids: Sequence[int]) -> dict[int, str]:
-        return dict(self._rows("SELECT rowid, body FROM {s}.index_items WHERE rowid = ANY(%s)", (list(rowids),)))
+        return dict(self._rows("SELECT rowid, body FROM {s}.index_items WHERE rowid = ANY(%s) ORDER BY rowid", (list(rowids),)))
 
     def item_totals(self) -> tuple[int, int]:
         return self._totals_of("items")
@@ -288,7 +290,7 @@ class PostgresIndexStore:
         return self._rows("SELECT max(rowid) FROM {s}.index_sessions")[0][0] or 0
 
     def session_keys(self, sessions: Sequence[str]) -> dict[int, str]:
-        return dict(self._rows("SELECT rowid, key FROM {s}.index_sessions WHERE key = ANY(%s)", (list(sessions),)))
+        return dict(self._rows("SELECT rowid, key FROM {s}.index_sessions WHERE key = ANY(%s) ORDER BY rowid", (list(sessions),)))
 
     def best_session_scores(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
         """(key, bm25) of the best session documents, as FTS5 ranks them (each term's document
@@ -301,7 +303,7 @@ class PostgresIndexStore:
         return [(keys[rowid], -rank) for rowid, rank in scored[:limit]]
 
     def session_bodies(self, rowids: Sequence[int]) -> dict[int, str]:
-        return dict(self._rows("SELECT rowid, body FROM {s}.index_sessions WHERE rowid = ANY(%s)", (list(rowids),)))
+        return dict(self._rows("SELECT rowid, body FROM {s}.index_sessions WHERE rowid = ANY(%s) ORDER BY rowid", (list(rowids),)))
 
     def session_totals(self) -> tuple[int, int]:
         return self._totals_of("sessions")
