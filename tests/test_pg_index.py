@@ -197,3 +197,14 @@ def test_a_refresh_killed_mid_transaction_leaves_the_index_as_it_was(run, root, 
                             ).fetchone()[0] == 0
     hits = run("search", "canary", "--json", root=root)
     assert hits.returncode == 0 and "L3:notes/deploy.md" in hits.stdout.decode()
+
+
+def test_a_search_without_its_server_is_one_line_naming_the_host(run, root, pg_server, pg_memory_name):
+    assert run("init", root=root).returncode == 0
+    Backend("postgres", pg_server).use(root, pg_memory_name)
+    gone = {"MEMCTL_PG_DSN": "postgresql://memctl:s3cret-pw@127.0.0.1:1/team"}
+    for args in (("search", "vault"), ("search", "vault", "--json"), ("index", "refresh")):
+        result = run(*args, root=root, env=gone)
+        text = result.stderr.decode()
+        assert result.returncode == 2 and "127.0.0.1:1/team" in text, (args, text)
+        assert "s3cret-pw" not in text and "Traceback" not in text and len(text.strip().splitlines()) == 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 from memctl.core import pg
+from memctl.longterm.pg_store import translated
 from memctl.recall.pg_store import PostgresIndexStore, RefreshBusy
 from memctl.recall.refresh import Refresh, RefreshReport
 
@@ -29,14 +30,14 @@ def ensure_fresh(index, wait: bool) -> RefreshReport:
     settings). Another refresher at work: the index is used as it is, unless `wait`."""
     store = open_store(index, create=True)
     try:
-        usable = store.meta("config") == index.config_signature()
-        store.wait_for_lock = wait or not usable
-        try:
+        with translated(store.where):  # the server gone mid-refresh: one line naming it, exit 2
+            usable = store.meta("config") == index.config_signature()
+            store.wait_for_lock = wait or not usable
             if not usable:
                 return _rebuild(index, store)
             return _timed(lambda: Refresh(store, index.layout, index.options, lambda: index.tokenizer).refresh())
-        except RefreshBusy:
-            return RefreshReport()
+    except RefreshBusy:
+        return RefreshReport()
     finally:
         store.close()
 
@@ -44,7 +45,8 @@ def ensure_fresh(index, wait: bool) -> RefreshReport:
 def rebuild(index) -> RefreshReport:
     store = open_store(index, create=True)
     try:
-        return _rebuild(index, store)
+        with translated(store.where):
+            return _rebuild(index, store)
     finally:
         store.close()
 

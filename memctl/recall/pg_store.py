@@ -24,6 +24,7 @@ import os
 import socket
 
 from memctl.core import pg
+from memctl.longterm.pg_store import translated
 from memctl.recall.pg_schema import COMPONENT, STEPS
 from memctl.recall.scoring import B, K1, MIN_IDF
 from memctl.recall.sources import Source
@@ -68,6 +69,7 @@ class PostgresIndexStore:
         self._meta: dict[str, str] | None = None
         self._totals: dict[str, tuple[int, int]] = {}
         self.wait_for_lock = True
+        self.where = pg.where(conn.info.dsn)
 
     @classmethod
     def connect(cls, dsn: str, memory: str, root: Path, migrate: bool = False) -> PostgresIndexStore:
@@ -90,10 +92,12 @@ class PostgresIndexStore:
         return f"{self.schema}.{name}"
 
     def _rows(self, sql: str, params: Sequence = ()) -> list[tuple]:
-        return self.db.execute(sql.replace("{s}.", self.schema + "."), params).fetchall()
+        with translated(self.where):  # a server gone mid-search: one line naming it, exit 2
+            return self.db.execute(sql.replace("{s}.", self.schema + "."), params).fetchall()
 
     def _run(self, sql: str, params: Sequence = ()) -> None:
-        self.db.execute(sql.replace("{s}.", self.schema + "."), params)
+        with translated(self.where):
+            self.db.execute(sql.replace("{s}.", self.schema + "."), params)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
