@@ -8,10 +8,16 @@ benchmark README describes: plain BM25 over lowercase words (English) and charac
 BM25 (Chinese), k1 = 1.5, b = 0.75.
 
     .venv/bin/python bench/retrieval.py [--cv] [--no-semantic] [--bench-dir ../shared/bench] [--only locomo|memdaily]
+    .venv/bin/python bench/retrieval.py --backend postgres [--sets N] [--only locomo|memdaily]
 
 With the [semantic] extra installed, each memory also gets `memctl index embed` and is searched
 twice: lexical (`[ranking] fusion = "none"`) and fused (the defaults). `--cv` first runs the
 leave-one-out cross-validation of the ranking rules (bench/retrieval_cv.py) in the same run.
+
+`--backend postgres` (issue #14) builds each memory a second time with its index on a
+PostgreSQL server ($MEMCTL_PG_DSN, or a throwaway cluster: bench/pgserver.py), searches it with
+the same queries and reports how many queries have the identical top 10 on both backends, and
+each backend's time per query; `--sets N` takes the first N memories of each dataset.
 """
 
 from __future__ import annotations
@@ -107,11 +113,16 @@ def memdaily_sets(path: Path):
 
 # ---------------------------------------------------------------- memctl through its command line
 
-def import_memory(docs: list[dict], workdir: Path) -> Path:
-    """A memory folder holding the documents as L6 entries (`memctl init`, `memctl import`)."""
-    root = workdir / "memory"
+def import_memory(docs: list[dict], workdir: Path, config: str = "") -> Path:
+    """A memory folder holding the documents as L6 entries (`memctl init`, `memctl import`);
+    `config`: memctl.toml lines added after init (a [store] on the server)."""
+    root = workdir / ("memory-server" if config else "memory")
     cmd = memctl_command()
     subprocess.run([*cmd, "--root", str(root), "init"], check=True, capture_output=True)
+    if config:
+        with open(root / "memctl.toml", "a", encoding="utf-8") as handle:
+            handle.write("\n" + config)
+        subprocess.run([*cmd, "--root", str(root), "init"], check=True, capture_output=True)  # on the server
     items = workdir / "items.jsonl"
     items.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
     imported = subprocess.run([*cmd, "--root", str(root), "import", str(items)], capture_output=True)
@@ -126,13 +137,14 @@ def embed_memory(root: Path) -> bool:
     return done.returncode == 0
 
 
-def search_memory(root: Path, questions: list[dict], workdir: Path, k: int, fusion: str | None = None
-                  ) -> dict[str, list[str]]:
-    """One `memctl search --queries` over the questions; `fusion` set in the folder's memctl.toml."""
+def search_memory(root: Path, questions: list[dict], workdir: Path, k: int, fusion: str | None = None,
+                  store: str = "") -> dict[str, list[str]]:
+    """One `memctl search --queries` over the questions; `fusion` (and `store`, a [store] section)
+    set in the folder's memctl.toml."""
     cmd = memctl_command()
     config = root / "memctl.toml"
     if fusion is not None:
-        config.write_text(f'[ranking]\nfusion = "{fusion}"\n', encoding="utf-8")
+        config.write_text(f'[ranking]\nfusion = "{fusion}"\n{store}', encoding="utf-8")
     queries = workdir / "queries.jsonl"
     queries.write_text("".join(json.dumps({"qid": q["qid"], "query": q["query"]}, ensure_ascii=False) + "\n"
                                for q in questions), encoding="utf-8")
@@ -241,6 +253,55 @@ def evaluate(name: str, sets, analyzer, baseline_name: str, keep: bool, semantic
     return tally, systems
 
 
+class Agreement:
+    """Per query: the same top 10 over the index on the server as over SQLite (--backend postgres)."""
+
+    def __init__(self):
+        self.same = self.total = 0
+        self.seconds = {"files": 0.0, "postgres": 0.0}
+        self.differing: list[str] = []
+
+    def add(self, on_files: dict[str, list[str]], on_server: dict[str, list[str]], questions: list[dict]) -> None:
+        for q in questions:
+            self.total += 1
+            if on_files.get(q["qid"], [])[:10] == on_server.get(q["qid"], [])[:10]:
+                self.same += 1
+            else:
+                self.differing.append(q["qid"])
+
+    def report(self, name: str) -> str:
+        per_query = {b: 1000 * s / max(self.total, 1) for b, s in self.seconds.items()}
+        return (f"{name}: identical top 10 on both backends for {self.same} of {self.total} queries; "
+                f"`search --queries` per query: files {per_query['files']:.1f} ms, postgres "
+                f"{per_query['postgres']:.1f} ms (each run includes the process start and the index check)"
+                + (f"; differing: {', '.join(self.differing[:10])}" if self.differing else ""))
+
+
+def compare_backends(name: str, sets, dsn: str, keep: bool) -> Agreement:
+    """Each memory built twice, its index in SQLite and on the server, searched alike."""
+    from pgserver import store_config
+
+    agreement = Agreement()
+    os.environ["MEMCTL_PG_DSN"] = dsn
+    for number, (set_name, docs, questions, *_) in enumerate(sets):
+        workdir = Path(tempfile.mkdtemp(prefix="memctl-bench-"))
+        try:
+            config = store_config(f"bench{os.getpid()}_{number}")
+            runs = {}
+            for backend, store in (("files", ""), ("postgres", config)):
+                root = import_memory(docs, workdir, store)
+                started = time.monotonic()
+                runs[backend] = search_memory(root, questions, workdir, 10, fusion="none", store=store)
+                agreement.seconds[backend] += time.monotonic() - started
+            agreement.add(runs["files"], runs["postgres"], questions)
+        finally:
+            if not keep:
+                shutil.rmtree(workdir, ignore_errors=True)
+        print(f"  {set_name}: {len(docs)} items, {len(questions)} questions", file=sys.stderr)
+    print(agreement.report(name))
+    return agreement
+
+
 def print_table(title: str, tally: Tally, systems: list[str], groups: list[str]) -> None:
     print(f"\n{title}")
     print(f"{'group':<16}{'n':>6}  " + "  ".join(f"{s + ' R@' + str(k):>16}" for s in systems for k in KS))
@@ -260,11 +321,22 @@ def main() -> None:
                         help="first choose each ranking rule by leave-one-out cross-validation (bench/retrieval_cv.py)")
     parser.add_argument("--no-semantic", action="store_true", help="lexical only, even with the [semantic] extra")
     parser.add_argument("--keep", action="store_true", help="keep the temporary memory folders")
+    parser.add_argument("--backend", choices=("postgres",),
+                        help="compare the top 10 over the index on a PostgreSQL server with SQLite's")
+    parser.add_argument("--sets", type=int, help="only the first N memories of each dataset")
     args = parser.parse_args()
     os.environ.pop("MEMCTL_HOME", None)
     semantic = not args.no_semantic
-    locomo = list(locomo_sets(args.bench_dir / "locomo" / "locomo_dev.json"))
-    memdaily = list(memdaily_sets(args.bench_dir / "memdaily" / "memdaily_dev.json"))
+    locomo = list(locomo_sets(args.bench_dir / "locomo" / "locomo_dev.json"))[:args.sets]
+    memdaily = list(memdaily_sets(args.bench_dir / "memdaily" / "memdaily_dev.json"))[:args.sets]
+    if args.backend:
+        from pgserver import server_dsn
+
+        with server_dsn() as dsn:
+            for name, sets in (("LoCoMo", locomo), ("MemDaily", memdaily)):
+                if args.only in (None, name.lower()):
+                    compare_backends(name, sets, dsn, args.keep)
+        return
     if args.cv:  # the memories are built (and embedded) once, for the cross-validation and the tables
         from retrieval_cv import build_and_validate
 

@@ -67,7 +67,8 @@ def run(memctl_bin):
         if root is not None:
             cmd += ["--root", str(root)]
         cmd += [str(a) for a in args]
-        return subprocess.run(cmd, capture_output=True, input=input, env=clean_env(**(env or {})),
+        env = {**SERVER_ROOTS.get(str(root), {}), **(env or {})}  # a root on the server gets its DSN
+        return subprocess.run(cmd, capture_output=True, input=input, env=clean_env(**env),
                               cwd=cwd, timeout=timeout)
 
     return _run
@@ -101,9 +102,7 @@ def forked(tmp_path_factory):
 def pg_server():
     """A real PostgreSQL on 127.0.0.1 (tests/pgcluster.py), or a skip saying why there is none.
     $MEMCTL_TEST_PG_DSN points the suite at a server started elsewhere instead."""
-    import tempfile
-
-    from pgcluster import start_cluster, why_unavailable
+    from pgcluster import running_cluster, why_unavailable
 
     given = os.environ.get("MEMCTL_TEST_PG_DSN")
     if given:
@@ -112,13 +111,8 @@ def pg_server():
     reason = why_unavailable()
     if reason:
         pytest.skip(f"PostgreSQL half skipped: {reason}")
-    folder = Path(tempfile.mkdtemp(prefix="memctl-pg-"))
-    cluster = start_cluster(folder)
-    try:
-        yield cluster.dsn
-    finally:
-        cluster.stop()
-        shutil.rmtree(folder, ignore_errors=True)
+    with running_cluster() as dsn:
+        yield dsn
 
 
 @pytest.fixture
@@ -127,3 +121,46 @@ def pg_memory_name(request) -> str:
     import uuid
 
     return "t" + uuid.uuid4().hex[:12]
+
+
+# --- both backends (issue #14): the same test on the files and on the server
+
+SERVER_ROOTS: dict[str, dict[str, str]] = {}  # root -> the environment its commands need (the DSN)
+
+
+class Backend:
+    """Where a test's memory lives: "files" (the folder, .memctl/index.sqlite) or "postgres" (its
+    entries and index in a fresh schema on the suite's server). `use(root)` after `memctl init`
+    points the root at it and sets the schema up (`memctl init` again, on the server)."""
+
+    def __init__(self, name: str, dsn: str = ""):
+        self.name, self.dsn = name, dsn
+
+    def __repr__(self) -> str:
+        return self.name
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"MEMCTL_PG_DSN": self.dsn} if self.dsn else {}
+
+    def use(self, root: Path, memory: str = "") -> Path:
+        if self.name == "postgres":
+            import uuid
+
+            memory = memory or "t" + uuid.uuid4().hex[:12]
+            with open(root / "memctl.toml", "a", encoding="utf-8") as handle:
+                handle.write(f'\n[store]\nbackend = "postgres"\nmemory = "{memory}"\n')
+            SERVER_ROOTS[str(root)] = self.env
+            done = subprocess.run([memctl_executable(), "--root", str(root), "init"], capture_output=True,
+                                  env=clean_env(**self.env))  # the memory's schema on the server
+            assert done.returncode == 0, done.stderr.decode()
+        return root
+
+
+@pytest.fixture(scope="module", params=["files", "postgres"])
+def backend(request) -> Backend:
+    """Runs the test once per backend; the postgres half skips with the reason when no server
+    can be had (see pg_server)."""
+    if request.param == "files":
+        return Backend("files")
+    return Backend("postgres", request.getfixturevalue("pg_server"))

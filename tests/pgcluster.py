@@ -9,11 +9,13 @@ PostgreSQL half of the suite skips with that reason instead of silently.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
 import socket
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +62,18 @@ class Cluster:
         """As after a crash: an immediate stop, then the same server started again."""
         self.stop()
         _start(self.bin_dir, self.data_dir, self.options)
+
+
+@contextlib.contextmanager
+def running_cluster(prefix: str = "memctl-pg-"):
+    """The DSN of a cluster in a temp folder, stopped and removed at the end."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    cluster = start_cluster(folder)
+    try:
+        yield cluster.dsn
+    finally:
+        cluster.stop()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def start_cluster(folder: Path) -> Cluster:

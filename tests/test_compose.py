@@ -146,11 +146,15 @@ Notes/digest: notes_digest.py | Scheduling: scheduled_task_sop
 
 
 @pytest.fixture
-def sample_memory(run, tmp_path) -> Path:
+def sample_memory(run, tmp_path, backend, monkeypatch) -> Path:
+    """The sample memory, its index on either backend (the golden block is the same on both)."""
     base = tmp_path / "ga"
     root, raw = base / "memory", base / "temp" / "model_responses"
     raw.mkdir(parents=True)
     assert run("init", root=root).returncode == 0
+    backend.use(root)
+    for name, value in backend.env.items():  # for the in-process compose below
+        monkeypatch.setenv(name, value)
     for path in sorted(SAMPLES.glob("model_responses_*.txt")):
         shutil.copyfile(path, raw / path.name)
         stamp = datetime(2026, 4, 6, 12, 0).timestamp()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import clean_env, memctl_executable
+from conftest import Backend, clean_env, memctl_executable
 
 ITEMS = [
     {"id": "zh-boss", "text": "我的上司名叫赵雅琳，她在深圳上班。", "session": "s1", "date": "2024-04-01T08:39:00"},
@@ -31,18 +31,32 @@ def write_items(path: Path, items: list[dict]) -> Path:
     return path
 
 
+def build_memory(root: Path, backend: Backend) -> Path:
+    """A root with the items in L5 and a built index, on the given backend."""
+    exe = memctl_executable()
+    subprocess.run([exe, "--root", str(root), "init"], check=True, capture_output=True, env=clean_env())
+    backend.use(root)
+    env = clean_env(**backend.env)
+    items = write_items(root.parent / "items.jsonl", ITEMS)
+    subprocess.run([exe, "--root", str(root), "import", str(items), "--layer", "L5"], check=True,
+                   capture_output=True, env=env)
+    (root / "aliases.txt").write_text("five-factor = trust verification\n", encoding="utf-8")
+    subprocess.run([exe, "--root", str(root), "index", "rebuild"], check=True, capture_output=True, env=env)
+    return root
+
+
 @pytest.fixture(scope="module")
 def memory(tmp_path_factory) -> Path:
     """One root with the items in L5 and a built index (jieba runs once for the module)."""
-    root = tmp_path_factory.mktemp("search") / "memory"
-    exe = memctl_executable()
-    subprocess.run([exe, "--root", str(root), "init"], check=True, capture_output=True, env=clean_env())
-    items = write_items(root.parent / "items.jsonl", ITEMS)
-    subprocess.run([exe, "--root", str(root), "import", str(items), "--layer", "L5"], check=True,
-                   capture_output=True, env=clean_env())
-    (root / "aliases.txt").write_text("five-factor = trust verification\n", encoding="utf-8")
-    subprocess.run([exe, "--root", str(root), "index", "rebuild"], check=True, capture_output=True, env=clean_env())
-    return root
+    return build_memory(tmp_path_factory.mktemp("search") / "memory", Backend("files"))
+
+
+@pytest.fixture(scope="module")
+def memory_both(request, tmp_path_factory, backend) -> Path:
+    """The same memory with its index on each backend in turn: the tests using it hold on both."""
+    if backend.name == "files":
+        return request.getfixturevalue("memory")
+    return build_memory(tmp_path_factory.mktemp("search-pg") / "memory", backend)
 
 
 def search(run, root: Path, *args: str):
@@ -53,9 +67,9 @@ def ids(result) -> list[str]:
     return [json.loads(line).get("id") for line in result.stdout.decode().splitlines()]
 
 
-def test_chinese_and_mixed_queries_find_what_fts5_default_tokenizer_misses(run, memory, tmp_path):
-    chinese = search(run, memory, "上司叫什么名字")
-    mixed = search(run, memory, "bk-02 部署")
+def test_chinese_and_mixed_queries_find_what_fts5_default_tokenizer_misses(run, memory_both, tmp_path):
+    chinese = search(run, memory_both, "上司叫什么名字")
+    mixed = search(run, memory_both, "bk-02 部署")
     assert chinese.returncode == 0 and ids(chinese)[0] == "zh-boss"
     assert mixed.returncode == 0 and ids(mixed)[0] == "zh-deploy"
     # the same texts in a plain FTS5 table with its default tokenizer (unicode61) find nothing
@@ -66,20 +80,20 @@ def test_chinese_and_mixed_queries_find_what_fts5_default_tokenizer_misses(run, 
     assert plain.execute("SELECT count(*) FROM t WHERE t MATCH ?", ('"部署"',)).fetchone()[0] == 0
 
 
-def test_alias_links_five_factor_to_trust_verification(run, memory):
-    result = search(run, memory, "five-factor")
+def test_alias_links_five_factor_to_trust_verification(run, memory_both):
+    result = search(run, memory_both, "five-factor")
     assert result.returncode == 0
     assert ids(result)[0] == "en-trust"
 
 
-def test_one_letter_typo_in_a_rare_word_still_finds_the_item(run, memory):
-    result = search(run, memory, "kubernetes ingres certifcate")
+def test_one_letter_typo_in_a_rare_word_still_finds_the_item(run, memory_both):
+    result = search(run, memory_both, "kubernetes ingres certifcate")
     assert result.returncode == 0
     assert ids(result)[0] == "en-kube"
 
 
-def test_no_match_exits_1_with_empty_stdout(run, memory):
-    result = run("search", "xylophone quartz", root=memory)
+def test_no_match_exits_1_with_empty_stdout(run, memory_both):
+    result = run("search", "xylophone quartz", root=memory_both)
     assert result.returncode == 1
     assert result.stdout == b""
 
@@ -90,22 +104,22 @@ def test_bad_usage_exits_2(run, memory):
     assert b"Traceback" not in result.stderr
 
 
-def test_since_and_until_filter_by_date(run, memory):
-    everything = ids(search(run, memory, "kubernetes trust tea"))
+def test_since_and_until_filter_by_date(run, memory_both):
+    everything = ids(search(run, memory_both, "kubernetes trust tea"))
     assert {"en-kube", "en-trust", "en-tea"} <= set(everything)
-    after = ids(search(run, memory, "kubernetes trust tea", "--since", "2024-06-01"))
+    after = ids(search(run, memory_both, "kubernetes trust tea", "--since", "2024-06-01"))
     assert set(after) == {"en-kube", "en-tea"}
-    window = ids(search(run, memory, "kubernetes trust tea", "--since", "2024-05-01", "--until", "2024-06-15"))
+    window = ids(search(run, memory_both, "kubernetes trust tea", "--since", "2024-05-01", "--until", "2024-06-15"))
     assert set(window) == {"en-trust", "en-kube"}
-    assert run("search", "tea", "--since", "not a date at all", root=memory).returncode == 2
+    assert run("search", "tea", "--since", "not a date at all", root=memory_both).returncode == 2
 
 
-def test_type_filter(run, memory):
-    assert ids(search(run, memory, "kubernetes tea", "--type", "preference")) == ["en-tea"]
+def test_type_filter(run, memory_both):
+    assert ids(search(run, memory_both, "kubernetes tea", "--type", "preference")) == ["en-tea"]
 
 
-def test_json_lines_parse_and_carry_the_item_fields(run, memory):
-    result = search(run, memory, "green tea")
+def test_json_lines_parse_and_carry_the_item_fields(run, memory_both):
+    result = search(run, memory_both, "green tea")
     lines = result.stdout.decode().splitlines()
     assert lines
     hit = json.loads(lines[0])
@@ -122,9 +136,9 @@ def test_piped_output_is_one_tab_separated_hit_a_line(run, memory):
     assert ref == "L5:en-tea" and layer == "L5" and float(score) > 0 and "green tea" in snippet
 
 
-def test_batch_queries_give_one_json_line_per_hit_with_qid(run, memory, tmp_path):
+def test_batch_queries_give_one_json_line_per_hit_with_qid(run, memory_both, tmp_path):
     queries = write_items(tmp_path / "q.jsonl", [{"qid": "a", "query": "green tea"}, {"qid": "b", "query": "上司"}])
-    result = run("search", "--queries", queries, "-k", "2", root=memory)
+    result = run("search", "--queries", queries, "-k", "2", root=memory_both)
     hits = [json.loads(line) for line in result.stdout.decode().splitlines()]
     assert result.returncode == 0
     assert {h["qid"] for h in hits} == {"a", "b"}
@@ -179,8 +193,8 @@ def test_closed_pipe_gives_no_traceback(memory, tmp_path):
     assert b"Traceback" not in result.stderr and b"Error" not in result.stderr
 
 
-def test_modes_choose_layers_and_k(run, memory):
-    reply = run("search", "tea kubernetes trust 上司 部署", "--mode", "reply", "--json", root=memory)
+def test_modes_choose_layers_and_k(run, memory_both):
+    reply = run("search", "tea kubernetes trust 上司 部署", "--mode", "reply", "--json", root=memory_both)
     hits = [json.loads(line) for line in reply.stdout.decode().splitlines()]
     assert len(hits) == 3 and all(h["layer"] in ("L5", "L4", "L2") for h in hits)
 

@@ -42,21 +42,27 @@ class Doc:
 
 
 
-class IndexOptions(namedtuple("IndexOptions", "redact_enabled extra_patterns include_l6 max_member_bytes",
-                              defaults=(True, (), True, 64 * 1024 * 1024))):
-    """How documents are indexed (part of the index's signature: a change means a rebuild)."""
+class IndexOptions(namedtuple("IndexOptions", "redact_enabled extra_patterns include_l6 max_member_bytes "
+                                             "backend memory",
+                              defaults=(True, (), True, 64 * 1024 * 1024, "files", "default"))):
+    """How documents are indexed (part of the index's signature: a change means a rebuild),
+    and where the index lives (`[store]`: "files" is .memctl/index.sqlite, "postgres" the
+    memory's schema on the server: memctl.recall.pg_store)."""
 
     __slots__ = ()
     redact_enabled: bool
     extra_patterns: tuple[str, ...]
     include_l6: bool
     max_member_bytes: int  # a zip member past it is indexed up to it (verify reports it)
+    backend: str
+    memory: str
 
     @classmethod
     def from_settings(cls, settings) -> "IndexOptions":
         return cls(redact_enabled=bool(settings.get("redaction", "enabled")),
                    extra_patterns=tuple(settings.get("redaction", "extra_patterns")),
-                   max_member_bytes=int(settings.get("index", "max_member_bytes")))
+                   max_member_bytes=int(settings.get("index", "max_member_bytes")),
+                   backend=str(settings.get("store", "backend")), memory=str(settings.get("store", "memory")))
 
 
 # ---------------------------------------------------------------- dates

@@ -62,6 +62,25 @@ class SearchIndex:
             self._tokenizer.collect_words = True
         return self._tokenizer
 
+    @property
+    def on_server(self) -> bool:
+        """The index is the memory's schema on the server (memctl.recall.pg_index)."""
+        return self.options.backend == "postgres"
+
+    def exists(self) -> bool:
+        return self.on_server or self.path.exists()
+
+    def open_store(self):
+        """The index's store, checked: SQLiteStore, or PostgresIndexStore on the server."""
+        if self.on_server:
+            from memctl.recall import pg_index
+
+            return pg_index.open_store(self)
+        return SQLiteStore.open(self.path)
+
+    def config_signature(self) -> str:
+        return self._config_signature()
+
     def _config_signature(self) -> str:
         return f"{SCHEMA_VERSION}|{file_signature(self.layout.custom_dict)}|{self.options.redact_enabled}|" \
                f"{'|'.join(self.options.extra_patterns)}|{self.options.include_l6}"
@@ -77,6 +96,10 @@ class SearchIndex:
             os.close(fd)
 
     def is_usable(self) -> bool:
+        if self.on_server:
+            from memctl.recall import pg_index
+
+            return pg_index.is_usable(self)
         if not self.path.exists():
             return False
         try:
@@ -90,6 +113,10 @@ class SearchIndex:
 
     def ensure_fresh(self, wait: bool = False) -> RefreshReport:
         """Refresh before a search. If another process is refreshing, use the index as it is."""
+        if self.on_server:
+            from memctl.recall import pg_index
+
+            return pg_index.ensure_fresh(self, wait)
         report = RefreshReport()
         usable = self.is_usable()
         with self._index_lock(wait=wait or not usable) as got:
@@ -103,6 +130,10 @@ class SearchIndex:
                 return self._rebuild_locked()
 
     def rebuild(self) -> RefreshReport:
+        if self.on_server:
+            from memctl.recall import pg_index
+
+            return pg_index.rebuild(self)
         with self._index_lock(wait=True):
             try:
                 return self._rebuild_locked()

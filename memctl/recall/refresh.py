@@ -71,10 +71,25 @@ class Refresh:
             l4_signature, current = self._last_scan_signature, self._last_scan
         else:
             l4_signature = file_signature(self.layout.l4_dir)  # before the scan: a later change shows next time
-            current = scan_sources(self.layout, self.options)
+            current = self._scan()
         tokenizer = self._refresh_tokenizer(current)
         with self.store.transaction():
             return self.update(rebuilt=False, tokenizer=tokenizer, current=(l4_signature, current))
+
+    def _scan(self) -> list[Source]:
+        """The sources to index: the layers' files, and on a server holding the entries its L5
+        and L6 rows instead of the files (memctl.recall.pg_store.PostgresIndexStore.row_sources)."""
+        found = scan_sources(self.layout, self.options)
+        rows = self.store.row_sources(self.options.include_l6)
+        if rows is None:
+            return found
+        # where the files would be (after L2): the same order, so the same rowids, as on files
+        return [s for s in found if s.kind == "l2"] + rows + [s for s in found if s.kind not in ("l2", "l5", "l6")]
+
+    def _rows_changed(self) -> bool:
+        rows = self.store.row_sources(self.options.include_l6) or []
+        known = self._sources_table()
+        return any(known.get(s.key, (None,) * 4)[2:4] != (s.size, s.mtime_ns) for s in rows)
 
     def _refresh_tokenizer(self, current: list[Source]) -> Tokenizer:
         """A few new megabytes are cut against the index's own vocabulary (built by jieba), so a
@@ -90,6 +105,8 @@ class Refresh:
             old = known.get(source.key)
             if old is None or old[2] > source.size:
                 pending += source.size
+            elif source.kind == "rows":  # size and mtime_ns are row numbers: an entry is ~300 bytes
+                pending += 300 * (source.size - old[2] if old[3] == source.mtime_ns else source.size)
             elif (old[2], old[3]) != (source.size, source.mtime_ns):
                 pending += source.size - old[2] if source.kind in ("hist", "l5", "l6") else source.size
         return pending
@@ -102,6 +119,8 @@ class Refresh:
         return self._known_rows
 
     def _changed_sources(self) -> bool:
+        if self._rows_changed():
+            return True
         if self.store.meta("l4_dir") == file_signature(self.layout.l4_dir):
             # Compressed sessions are only ever created, renamed or deleted, never changed in
             # place, and any of that changes the folder's mtime: no need to stat (or even load)
@@ -118,7 +137,7 @@ class Refresh:
             return self._l3_or_top_files_changed({key for key, v in quick if v[0] != "zip"})
         known = self._sources_table()
         self._last_scan_signature = file_signature(self.layout.l4_dir)
-        current = scan_sources(self.layout, self.options)
+        current = self._scan()
         self._last_scan = current
         if len(current) != sum(1 for row in known.values() if row[1] != "member"):
             return True
@@ -136,7 +155,7 @@ class Refresh:
         report = RefreshReport(rebuilt=rebuilt)
         if current is None:
             l4_signature = file_signature(self.layout.l4_dir)  # before the scan: a later change shows next time
-            sources = scan_sources(self.layout, self.options)
+            sources = self._scan()
         else:
             l4_signature, sources = current
         writer = self.store.writer(tokenizer or self.full_tokenizer(), self.options)
@@ -192,6 +211,8 @@ class Refresh:
             return self._index_zip(writer, source)
         if source.kind in ("hist", "l5", "l6"):
             return self._index_appendable(writer, source, row, dates)
+        if source.kind == "rows":
+            return self._index_rows(writer, source, row)
         data = _read_file(source.path)
         writer.remove_source(source.key)
         text = data.decode("utf-8", "replace")
@@ -199,6 +220,7 @@ class Refresh:
             docs = l2_docs(text)
         elif source.kind == "loose":
             docs = session_docs(source.path.stem, text)
+            writer.keep_session_text(source.key, source.path.stem, data)
         else:
             docs = l3_docs(source.key, text) if len(data) <= L3_MAX_BYTES else []
         writer.add(source.key, docs)
@@ -237,6 +259,19 @@ class Refresh:
         self._record(recorded, tail, json.dumps(state))
         return len(data)
 
+    def _index_rows(self, writer: IndexWriter, source: Source, row) -> int:
+        """The entry rows of one part on the server added since the last pass (`size`: the last
+        seq indexed), or all of them again when the part was rewritten (`mtime_ns`: rewrites)."""
+        start = 0
+        if row and row[3] == source.mtime_ns and row[2] <= source.size:
+            start = row[2]
+        else:
+            writer.remove_source(source.key)
+        data = self.store.entry_lines(source.location, start, source.size)
+        writer.add(source.key, jsonl_docs(data, source.key.rpartition(":")[2]))
+        self._record(source, "", "")
+        return len(data)
+
     def _index_zip(self, writer: IndexWriter, source: Source) -> int:
         import zipfile
 
@@ -258,6 +293,7 @@ class Refresh:
                 read += len(data)
                 name = Path(info.filename).stem
                 writer.add(key, session_docs(name, data.decode("utf-8", "replace")))
+                writer.keep_session_text(key, name, data)
                 self._record(Source(key, source.location, "member", info.file_size, 0), signature, "")
         self._record(source, "", "")
         return read

@@ -118,7 +118,7 @@ class Searcher:
         self.semantic = SemanticSignal.open(layout, self.ranking)  # None without item vectors
         self.index = SearchIndex(layout, options)
         self.refresh_report: RefreshReport | None = None
-        if refresh or not self.index.path.exists():
+        if refresh or not self.index.exists():
             self.refresh_report = self._refresh_safely()
         self.store = self._open()
         self.tokenizer = Tokenizer(VocabSegmenter(self.store))
@@ -133,7 +133,7 @@ class Searcher:
     def _open(self) -> SQLiteStore:
         for attempt in range(2):
             try:
-                return SQLiteStore.open(self.index.path)
+                return self.index.open_store()
             except sqlite3.DatabaseError:
                 if attempt:
                     raise

@@ -170,6 +170,10 @@ class SQLiteStore:
         """Forget a source's record (its documents are removed by the writer)."""
         self.db.execute("DELETE FROM sources WHERE key=?", (key,))
 
+    def row_sources(self, include_l6: bool) -> None:
+        """None: L5 and L6 are the memory's files here (a server may hold them as rows)."""
+        return None
+
     def upgrade_schema(self) -> None:
         """Add what an index built by an older memctl lacks (15,000 rows: milliseconds)."""
         self.db.execute("CREATE INDEX IF NOT EXISTS sources_kind ON sources(kind)")

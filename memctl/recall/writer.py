@@ -53,7 +53,7 @@ class IndexWriter:
         if not docs:
             return
         if self.next_rowid is None:
-            self.next_rowid = (self.db.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0) + 1
+            self.next_rowid = self._max_rowid() + 1
         self._waiting.append((source_key, self.next_rowid, docs))
         self._unwritten.add(source_key)
         self.next_rowid += len(docs)
@@ -90,25 +90,44 @@ class IndexWriter:
             self.added += len(docs)
         self.df_delta.update(prepared.document_frequencies)
         self.surface_words.update(prepared.words)
-        self.db.executemany("INSERT INTO items(rowid, source, ref, layer, date, type, item_id, session, ctx, text) "
-                            "VALUES(?,?,?,?,?,?,?,?,?,?)", item_rows)
-        self.db.executemany("INSERT INTO fts(rowid, body) VALUES(?, ?)", fts_rows)
+        self._insert_items(item_rows, fts_rows)
 
     def remove_source(self, source_key: str) -> None:
         if source_key in self._unwritten:
             self._write_everything()
-        rows = self.db.execute("SELECT rowid, session, ctx FROM items WHERE source=?", (source_key,)).fetchall()
-        if not rows:
-            return
-        for rowid, session, ctx in rows:
-            body = self.db.execute("SELECT body FROM fts WHERE rowid=?", (rowid,)).fetchone()
+        rows = self._delete_items(source_key)
+        for session, ctx, body in rows:
             if body:
-                self.df_delta.subtract(set(body[0].split()[1:]))
+                self.df_delta.subtract(set(body.split()[1:]))
             if session and ctx:
                 self.dirty_sessions.add(session)
+        self.removed += len(rows)
+
+    def keep_session_text(self, source_key: str, name: str, data: bytes) -> None:
+        """A session's text as archived, for a backend that serves it to other machines (here: none)."""
+
+    # -- this backend's statements (memctl.recall.pg_writer has the server's)
+
+    def _max_rowid(self) -> int:
+        return self.db.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0
+
+    def _insert_items(self, item_rows: list[tuple], fts_rows: list[tuple[int, str]]) -> None:
+        self.db.executemany("INSERT INTO items(rowid, source, ref, layer, date, type, item_id, session, ctx, text) "
+                            "VALUES(?,?,?,?,?,?,?,?,?,?)", item_rows)
+        self.db.executemany("INSERT INTO fts(rowid, body) VALUES(?, ?)", fts_rows)
+
+    def _delete_items(self, source_key: str) -> list[tuple[str, int, str]]:
+        """Remove a source's items; (session, ctx, body) of each one removed."""
+        rows = self.db.execute("SELECT rowid, session, ctx FROM items WHERE source=?", (source_key,)).fetchall()
+        if not rows:
+            return []
+        removed = []
+        for rowid, session, ctx in rows:
+            body = self.db.execute("SELECT body FROM fts WHERE rowid=?", (rowid,)).fetchone()
+            removed.append((session, ctx, body[0] if body else ""))
         self.db.executemany("DELETE FROM fts WHERE rowid=?", ((r[0],) for r in rows))
         self.db.execute("DELETE FROM items WHERE source=?", (source_key,))
-        self.removed += len(rows)
+        return removed
 
     def finish(self) -> None:
         try:
@@ -121,11 +140,14 @@ class IndexWriter:
 
     def _flush_vocab(self) -> None:
         rows = [(term, delta) for term, delta in self.df_delta.items() if delta and not term.startswith(LAYER_MARK)]
+        self._apply_vocab(rows)
+        self.df_delta.clear()
+
+    def _apply_vocab(self, rows: list[tuple[str, int]]) -> None:
         self.db.executemany(
             "INSERT INTO vocab(term, df) VALUES(?, ?) ON CONFLICT(term) DO UPDATE SET df = df + excluded.df", rows)
         # only terms that lost documents can have dropped to zero (a full scan costs seconds at 1 GB)
         self.db.executemany("DELETE FROM vocab WHERE term = ? AND df <= 0", ((t,) for t, d in rows if d < 0))
-        self.df_delta.clear()
 
     def close(self) -> None:
         """Stop the preparing processes, if any (what waits is dropped: call after a failure)."""
@@ -134,29 +156,48 @@ class IndexWriter:
     def _flush_surface_words(self) -> None:
         words = {w.lower() for w in self.surface_words if len(w) >= 4 and w.isalpha()}
         rows = [(w, terms[0]) for w in words for terms in (latin_tokens(w),) if terms]
-        self.db.executemany("INSERT OR IGNORE INTO surface(word, term) VALUES(?, ?)", rows)
+        self._insert_surface(rows)
         self.surface_words.clear()
+
+    def _insert_surface(self, rows: list[tuple[str, str]]) -> None:
+        self.db.executemany("INSERT OR IGNORE INTO surface(word, term) VALUES(?, ?)", rows)
 
     def _rebuild_session_docs(self) -> None:
         for session in sorted(self.dirty_sessions):
-            row = self.db.execute("SELECT rowid FROM sessions WHERE key=?", (session,)).fetchone()
-            if row:
-                self.db.execute("DELETE FROM sfts WHERE rowid=?", (row[0],))
-            bodies = self.db.execute(
-                "SELECT fts.body FROM items JOIN fts ON fts.rowid = items.rowid WHERE items.session=? AND items.ctx=1",
-                (session,)).fetchall()
-            terms: list[str] = []
-            for (body,) in bodies:
-                terms.extend(body.split()[1:])
-                if len(terms) > SESSION_DOC_MAX_TOKENS:
-                    break
-            if not terms:
-                if row:
-                    self.db.execute("DELETE FROM sessions WHERE rowid=?", (row[0],))
-                continue
-            if row:
-                rowid = row[0]
-            else:
-                rowid = self.db.execute("INSERT INTO sessions(key) VALUES(?)", (session,)).lastrowid
-            self.db.execute("INSERT INTO sfts(rowid, body) VALUES(?, ?)", (rowid, " ".join(terms)))
+            terms = session_terms(self._context_bodies(session))
+            rowid = self._session_rowid(session)
+            if rowid is not None:
+                self._delete_session_doc(rowid, keep_key=bool(terms))
+            if terms:
+                self._insert_session_doc(session, rowid, " ".join(terms))
         self.dirty_sessions.clear()
+
+    def _context_bodies(self, session: str) -> Iterable[str]:
+        return (body for (body,) in self.db.execute(
+            "SELECT fts.body FROM items JOIN fts ON fts.rowid = items.rowid WHERE items.session=? AND items.ctx=1",
+            (session,)))
+
+    def _session_rowid(self, session: str) -> int | None:
+        row = self.db.execute("SELECT rowid FROM sessions WHERE key=?", (session,)).fetchone()
+        return row[0] if row else None
+
+    def _delete_session_doc(self, rowid: int, keep_key: bool) -> None:
+        self.db.execute("DELETE FROM sfts WHERE rowid=?", (rowid,))
+        if not keep_key:
+            self.db.execute("DELETE FROM sessions WHERE rowid=?", (rowid,))
+
+    def _insert_session_doc(self, session: str, rowid: int | None, body: str) -> None:
+        if rowid is None:
+            rowid = self.db.execute("INSERT INTO sessions(key) VALUES(?)", (session,)).lastrowid
+        self.db.execute("INSERT INTO sfts(rowid, body) VALUES(?, ?)", (rowid, body))
+
+
+def session_terms(bodies: Iterable[str]) -> list[str]:
+    """A session document's terms: its context items' terms in order, up to the cap (the
+    item that crosses it is kept whole)."""
+    terms: list[str] = []
+    for body in bodies:
+        terms.extend(body.split()[1:])
+        if len(terms) > SESSION_DOC_MAX_TOKENS:
+            break
+    return terms

@@ -11,7 +11,7 @@ import typer
 from memctl.cli import render
 from memctl.l4.archive import ArchiveReport, options_from_settings, run_archive
 from memctl.cli.state import state
-from memctl.core.errors import EXIT_ERROR, EXIT_PARTIAL
+from memctl.core.errors import EXIT_ERROR, EXIT_PARTIAL, NotFound, UsageError
 from memctl.core.redact import find_secrets
 from memctl.l4.sessions import compress_file, find_session, write_compressed, write_raw
 
@@ -130,9 +130,15 @@ def show(
     raw: bool = typer.Option(False, "--raw", help="Print the original raw log, byte for byte (sha256 checked)."),
 ) -> None:
     """Print an archived session: its compressed text, or with --raw the original log."""
-    layout = state(ctx).settings.layout
-    session = find_session(layout, ref)
+    settings = state(ctx).settings
+    layout = settings.layout
     out = sys.stdout.buffer
+    try:
+        session = find_session(layout, ref)
+    except NotFound:
+        if not _show_from_server(settings, ref, raw, out):
+            raise
+        return
     if raw:  # byte-exact by contract: not redacted, but the reader is told when it matters
         seen = _LineScanner()
         write_raw(layout, session, lambda chunk: (out.write(chunk), seen.feed(chunk)))
@@ -143,6 +149,25 @@ def show(
         write_compressed(layout, session, redactor.feed)
         redactor.finish()
     out.flush()
+
+
+def _show_from_server(settings, ref: str, raw: bool, out) -> bool:
+    """A session archived on another machine of a team memory: its compressed text from the
+    server (the raw log stays on the machine that archived it). False: not there either."""
+    from memctl.recall.documents import IndexOptions
+    from memctl.recall.pg_index import shared_session_text
+
+    text = shared_session_text(IndexOptions.from_settings(settings), settings.layout.root, ref)
+    if text is None:
+        return False
+    if raw:
+        raise UsageError(f"{ref} was archived on another machine: the server keeps its compressed text "
+                         "(`memctl show` without --raw); the raw log stays where it was archived")
+    redactor = _LineRedactor(out.write)
+    redactor.feed(text)
+    redactor.finish()
+    out.flush()
+    return True
 
 
 class _LineScanner:

@@ -134,6 +134,7 @@ def _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn)
                 render.message("purge is irreversible; rerun with --yes to erase the text everywhere")
         return
     result = purge_fn(settings, targets, strings, reason, clock.now(), wait)
+    _scrub_shared_index(settings)
     if json_out:
         render.json_line({"run": result.run, "purged": result.ids, "hashes": result.hashes,
                           "files": result.files, "l4": result.l4, "pending": result.pending,
@@ -142,6 +143,17 @@ def _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn)
         _print_purge(result)
     if result.pending:
         raise typer.Exit(EXIT_PARTIAL)
+
+
+def _scrub_shared_index(settings) -> None:
+    """On a team memory the index is on the server, not a file the purge can delete: refreshed
+    now, it drops the purged entries' rows and reads this machine's scrubbed L4 files again."""
+    if settings.get("store", "backend") != "postgres":
+        return
+    from memctl.recall.index import refresh_after_write
+
+    for warning in refresh_after_write(settings):
+        render.warning(warning)
 
 
 def _print_purge(result) -> None:

@@ -259,8 +259,9 @@ def show(
     from memctl.cli.commands import l4
     from memctl.recall.search import find_item
 
-    layout = state(ctx).settings.layout
-    item = find_item(layout, ref)
+    settings = state(ctx).settings
+    layout = settings.layout
+    item = _history_line_of_a_team_memory(settings, ref) or find_item(layout, ref)
     if item is None:
         item = _find_unprefixed(layout, ref)
     if item is None or item.layer == "L4-session":
@@ -273,6 +274,17 @@ def show(
 
 
 LAYER_PREFIXES = ("L2:", "L3:", "L4:", "L5:", "L6:")
+
+
+def _history_line_of_a_team_memory(settings, ref: str):
+    """On a team memory a history line may be another machine's: its text from the index."""
+    if settings.get("store", "backend") != "postgres" or not ref.startswith("L4:") or "#h" not in ref:
+        return None
+    from memctl.recall.pg_index import shared_history_line
+    from memctl.recall.search import Item
+
+    text = shared_history_line(index_options(settings), settings.layout.root, ref)
+    return Item("L4", ref[3:], text) if text is not None else None
 
 
 def _find_unprefixed(layout, ref: str):

@@ -1,0 +1,366 @@
+"""The derived index on PostgreSQL (`[store] backend = "postgres"`, issue #14): the second
+backend of the index store, with the method set of memctl.recall.store.SQLiteStore.
+
+The server stores and retrieves; memctl ranks. Each item keeps its body (the layer token,
+then memctl's own terms, space-separated, exactly as FTS5 holds it), its length and its term
+counts (`tf`, a jsonb object with a GIN index: PostgreSQL's parsers would split `bk-02` and
+`sk_live`, so no tsvector). The rank `ranked_item_scores` returns is FTS5's bm25 computed here
+with FTS5's formula, operation for operation, from the vocabulary's document frequencies and
+the index's totals, so ranking over either backend gives the same numbers.
+
+Several machines share one index: sources from this machine's files (L1-L3, L4 zips and
+histories) are keyed `host:/root/relative-path`, and each machine's refresh sees, updates and
+forgets only its own; the keys handed to and from `Refresh` stay relative. L5 and L6 come from
+the server's `entries` rows when the memory's entries live there (the `longterm` component,
+memctl.longterm), as the sources `server:L5` / `server:L6`: their `size` is the last `seq`
+indexed, their `mtime_ns` the part's `rewrites` (see `row_sources`). One refresher at a time
+per memory (a transaction-level advisory lock); a search never waits for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+
+from memctl.core import pg
+from memctl.longterm.pg_store import translated
+from memctl.recall.pg_schema import COMPONENT, STEPS
+from memctl.recall.scoring import B, K1, MIN_IDF
+from memctl.recall.sources import Source
+from memctl.recall.writer import layer_token
+
+TYPE_CHECKING = False  # typing costs ~20 ms to import, paid by every search
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Iterator, Sequence
+
+    from memctl.recall.documents import IndexOptions
+    from memctl.recall.pg_writer import PgIndexWriter
+    from memctl.recall.text import Tokenizer
+
+SERVER_PREFIX = "server:"  # sources on the server itself (L5/L6 rows), shared by every machine
+PARTS = (("active", "L5"), ("archive", "L6"))
+LOCAL_META = ("config", "l4_dir")  # meta records of one machine's files, kept per machine
+ITEM_COLUMNS = "rowid, ref, layer, date, type, item_id, session, ctx"
+
+def migrate_index(conn, schema: str) -> int:
+    """Create or upgrade the index tables of `schema` (`memctl init` calls this)."""
+    return pg.migrate(conn, schema, COMPONENT, STEPS)
+
+
+def machine_prefix(root: Path) -> str:
+    """`host:/absolute/root/`: this machine's sources apart from every other machine's."""
+    return f"{socket.gethostname()}:{os.path.realpath(root)}/"
+
+
+class RefreshBusy(Exception):
+    """Another process holds the index lock (a search then uses the index as it is)."""
+
+
+class PostgresIndexStore:
+    """memctl.recall.store.SQLiteStore's methods over one memory's schema on the server. Rows
+    come in rowid order, as SQLite gives them: the stages add floats up in that order."""
+
+    def __init__(self, conn, schema: str, prefix: str):
+        self.db = conn
+        self.schema = schema
+        self.prefix = prefix
+        self._meta: dict[str, str] | None = None
+        self._totals: dict[str, tuple[int, int]] = {}
+        self.wait_for_lock = True
+        self.where = pg.where(conn.info.dsn)
+
+    @classmethod
+    def connect(cls, dsn: str, memory: str, root: Path, migrate: bool = False) -> PostgresIndexStore:
+        """The index of memory `memory` on the server (its tables created first with `migrate`)."""
+        conn = pg.connect(dsn, autocommit=True)  # reads see each commit; writes are in transaction()
+        schema = pg.schema_for(memory)
+        try:
+            if migrate and pg.schema_version(conn, schema, COMPONENT) < len(STEPS):
+                migrate_index(conn, schema)  # the index is derived: its tables are made when missing
+            pg.require_version(conn, schema, COMPONENT, STEPS)
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, schema, machine_prefix(root))
+
+    def close(self) -> None:
+        self.db.close()
+
+    def table(self, name: str) -> str:
+        return f"{self.schema}.{name}"
+
+    def _rows(self, sql: str, params: Sequence = ()) -> list[tuple]:
+        with translated(self.where):  # a server gone mid-search: one line naming it, exit 2
+            return self.db.execute(sql.replace("{s}.", self.schema + "."), params).fetchall()
+
+    def _run(self, sql: str, params: Sequence = ()) -> None:
+        with translated(self.where):
+            self.db.execute(sql.replace("{s}.", self.schema + "."), params)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All the writes inside, or none, under the memory's index lock (one refresher at a
+        time on every machine); with `wait_for_lock` false a busy lock raises RefreshBusy."""
+        self._meta = None
+        self._totals.clear()
+        try:
+            with self.db.transaction():
+                key = pg.lock_key(self.schema, "index")
+                if self.wait_for_lock:
+                    self._run("SELECT pg_advisory_xact_lock(%s)", (key,))
+                elif not self._rows("SELECT pg_try_advisory_xact_lock(%s)", (key,))[0][0]:
+                    raise RefreshBusy(f"another memctl is refreshing the index of {self.schema}")
+                yield
+        finally:
+            self._meta = None
+            self._totals.clear()
+
+    # -- keys: this machine's files carry its prefix on the server
+
+    def source_key(self, key: str) -> str:
+        return key if key.startswith(SERVER_PREFIX) else self.prefix + key
+
+    def _local_key(self, key: str) -> str:
+        return key[len(self.prefix):] if key.startswith(self.prefix) else key
+
+    def _mine(self) -> str:
+        return "(starts_with(key, %s) OR starts_with(key, %s))"
+
+    # -- refresh: what the index holds of each source
+
+    def meta(self, key: str, default: str = "") -> str:
+        if self._meta is None:
+            self._meta = dict(self._rows("SELECT key, value FROM {s}.index_meta"))
+        return self._meta.get(self._meta_key(key), default)
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._run("INSERT INTO {s}.index_meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                  (self._meta_key(key), value))
+        if self._meta is not None:
+            self._meta[self._meta_key(key)] = value
+
+    def _meta_key(self, key: str) -> str:
+        return f"{key}@{self.prefix}" if key in LOCAL_META else key
+
+    def has_vocabulary(self) -> bool:
+        return bool(self._rows("SELECT 1 FROM {s}.index_vocab LIMIT 1"))
+
+    def tracked_sources(self) -> dict[str, tuple]:
+        rows = self._rows("SELECT key, kind, size, mtime_ns, tail, state FROM {s}.index_sources WHERE " + self._mine(),
+                          (self.prefix, SERVER_PREFIX))
+        return {self._local_key(row[0]): (self._local_key(row[0]), *row[1:]) for row in rows}
+
+    def sources_of_kinds(self, kinds: Sequence[str]) -> list[tuple[str, str, int, int]]:
+        rows = self._rows("SELECT key, kind, size, mtime_ns FROM {s}.index_sources WHERE kind = ANY(%s) AND "
+                          "starts_with(key, %s)", (list(kinds), self.prefix))
+        return [(self._local_key(key), *rest) for key, *rest in rows]
+
+    def member_signatures(self, zip_key: str) -> dict[str, str]:
+        rows = self._rows("SELECT key, tail FROM {s}.index_sources WHERE starts_with(key, %s) AND kind = 'member'",
+                          (self.source_key(zip_key) + "!",))
+        return {self._local_key(key): tail for key, tail in rows}
+
+    def record_source(self, key: str, kind: str, size: int, mtime_ns: int, tail: str, state: str) -> None:
+        self._run("INSERT INTO {s}.index_sources VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (key) DO UPDATE SET "
+                  "kind = EXCLUDED.kind, size = EXCLUDED.size, mtime_ns = EXCLUDED.mtime_ns, tail = EXCLUDED.tail, "
+                  "state = EXCLUDED.state", (self.source_key(key), kind, size, mtime_ns, tail, state))
+
+    def drop_source(self, key: str) -> None:
+        self._run("DELETE FROM {s}.index_sources WHERE key = %s", (self.source_key(key),))
+
+    def upgrade_schema(self) -> None:
+        """The server's tables are versioned by memctl.core.pg.migrate: nothing to add here."""
+
+    def optimize(self) -> None:
+        """PostgreSQL's autovacuum keeps the statistics."""
+
+    def writer(self, tokenizer: Tokenizer, options: IndexOptions) -> PgIndexWriter:
+        from memctl.recall.pg_writer import PgIndexWriter
+
+        return PgIndexWriter(self, tokenizer, options)
+
+    def mark_all_changed(self) -> None:
+        """A rebuild of this machine's part: every source it tracked (and the server's rows)
+        reads as changed, so the next pass removes and indexes each one again, and forgets
+        the ones that are gone. Other machines' items stay."""
+        self._run("UPDATE {s}.index_sources SET size = -1, mtime_ns = -1, tail = '' WHERE " + self._mine(),
+                  (self.prefix, SERVER_PREFIX))
+
+    # -- L5 and L6 rows of the entry store on the server
+
+    def row_sources(self, include_l6: bool) -> list[Source] | None:
+        """`server:L5` and `server:L6` as sources (size: the part's last seq, mtime_ns: its
+        rewrites), or None when the memory's entries are not on the server (then L5 and L6
+        are this machine's files, indexed like the other files)."""
+        if self._rows("SELECT to_regclass(%s)", (self.table("entry_parts"),))[0][0] is None:
+            return None
+        parts = dict((part, (last or 0, rewrites or 0)) for part, last, rewrites in
+                     self._rows("SELECT part, last_seq, rewrites FROM {s}.entry_parts"))
+        found = []
+        for part, layer in PARTS:
+            if layer == "L6" and not include_l6:
+                continue
+            last, rewrites = parts.get(part, (0, 0))
+            found.append(Source(SERVER_PREFIX + layer, part, "rows", last, rewrites))
+        return found
+
+    def entry_lines(self, part: str, after_seq: int, up_to_seq: int) -> bytes:
+        """The raw lines of a part's rows with after_seq < seq <= up_to_seq, in order."""
+        rows = self._rows("SELECT raw FROM {s}.entries WHERE part = %s AND seq > %s AND seq <= %s ORDER BY seq",
+                          (part, after_seq, up_to_seq))
+        return b"".join(bytes(raw) for (raw,) in rows)
+
+    # -- the vocabulary
+
+    def item_count(self) -> int:
+        return int(self.meta("items", "0") or 0)
+
+    def present_layers(self) -> tuple[str, ...]:
+        return tuple(filter(None, self.meta("layers").split(",")))
+
+    def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
+        terms = list(dict.fromkeys(terms))
+        if not terms:
+            return {}
+        # in term order, as SQLite walks its primary key: the scores sum the terms in this order
+        return dict(self._rows("SELECT term, df FROM {s}.index_vocab WHERE term = ANY(%s) ORDER BY term", (terms,)))
+
+    def surface_words_from(self, letter: str) -> list[tuple[str, str]]:
+        return self._rows("SELECT word, term FROM {s}.index_surface WHERE word >= %s AND word < %s "
+                          "ORDER BY word LIMIT 300000", (letter, chr(ord(letter) + 1)))
+
+    # -- items
+
+    def ranked_item_scores(self, terms: Sequence[str], layers: Sequence[str], limit: int) -> list[tuple[int, float]]:
+        """(rowid, rank) as FTS5's `ORDER BY rank LIMIT` gives them: rank = -bm25 over the
+        query's phrases, the layer tokens included when layers are given."""
+        rows = self._matching("index_items", terms, layers)
+        tokens = [layer_token(layer) for layer in layers]
+        dfs = self.document_frequencies([*terms, *tokens])  # a layer token's row counts its layer's items
+        phrases = [dfs.get(t, 0) for t in [*terms, *tokens]]
+        scored = fts5_scores(rows, phrases, self.item_totals(), layers)
+        scored.sort(key=lambda r: (r[1], r[0]))
+        return scored[:limit]
+
+    def matching_item_ids(self, terms: Sequence[str], layers: Sequence[str], limit: int) -> list[int]:
+        return self._ids("ORDER BY rowid", terms, layers, limit)
+
+    def newest_matching_item_ids(self, terms: Sequence[str], layers: Sequence[str], limit: int) -> list[int]:
+        return self._ids("ORDER BY rowid DESC", terms, layers, limit)
+
+    def _ids(self, order: str, terms: Sequence[str], layers: Sequence[str], limit: int) -> list[int]:
+        where, params = _where(terms, layers)
+        return [r for (r,) in self._rows(f"SELECT rowid FROM {{s}}.index_items WHERE {where} {order} LIMIT %s",
+                                         [*params, limit])]
+
+    def _matching(self, table: str, terms: Sequence[str], layers: Sequence[str]) -> list[tuple]:
+        """(rowid, length, layer or key, [tf of each term]) of the rows holding any term."""
+        where, params = _where(terms, layers)
+        counts = ", ".join(["coalesce((tf->>%s)::int, 0)"] * len(terms))
+        label = "layer" if table == "index_items" else "key"
+        return self._rows(f"SELECT rowid, length, {label}, ARRAY[{counts}] FROM {{s}}.{table} WHERE {where}",
+                          [*terms, *params])
+
+    def item_rows(self, rowids: Sequence[int], context_only: bool = False) -> list[tuple]:
+        only_context = " AND ctx = 1 AND session <> ''" if context_only else ""
+        return self._rows(f"SELECT {ITEM_COLUMNS} FROM {{s}}.index_items WHERE rowid = ANY(%s){only_context} "
+                          "ORDER BY rowid", (list(rowids),))
+
+    def item_texts(self, rowids: Sequence[int]) -> dict[int, str]:
+        return dict(self._rows("SELECT rowid, text FROM {s}.index_items WHERE rowid = ANY(%s) ORDER BY rowid", (list(rowids),)))
+
+    def last_item_id(self) -> int:
+        return self._rows("SELECT max(rowid) FROM {s}.index_items")[0][0] or 0
+
+    def item_texts_between(self, low: int, high: int) -> list[tuple[int, str]]:
+        return self._rows("SELECT rowid, text FROM {s}.index_items WHERE rowid BETWEEN %s AND %s ORDER BY rowid",
+                          (low, high))
+
+    def item_bodies(self, rowids: Sequence[int]) -> dict[int, str]:
+        return dict(self._rows("SELECT rowid, body FROM {s}.index_items WHERE rowid = ANY(%s) ORDER BY rowid", (list(rowids),)))
+
+    def item_totals(self) -> tuple[int, int]:
+        return self._totals_of("items")
+
+    def context_item_ids_near(self, session: str, low: int, high: int) -> list[int]:
+        return [r for (r,) in self._rows("SELECT rowid FROM {s}.index_items WHERE session = %s AND ctx = 1 AND "
+                                         "rowid BETWEEN %s AND %s ORDER BY rowid", (session, low, high))]
+
+    # -- session documents
+
+    def session_document_count(self) -> int:
+        return self._rows("SELECT max(rowid) FROM {s}.index_sessions")[0][0] or 0
+
+    def session_keys(self, sessions: Sequence[str]) -> dict[int, str]:
+        return dict(self._rows("SELECT rowid, key FROM {s}.index_sessions WHERE key = ANY(%s) ORDER BY rowid", (list(sessions),)))
+
+    def best_session_scores(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
+        """(key, bm25) of the best session documents, as FTS5 ranks them (each term's document
+        frequency among the session documents: every one holding it is among the rows read)."""
+        rows = self._matching("index_sessions", terms, ())
+        phrases = [sum(1 for row in rows if row[3][i]) for i in range(len(terms))]
+        scored = fts5_scores(rows, phrases, self.session_totals(), ())
+        scored.sort(key=lambda r: (r[1], r[0]))
+        keys = {row[0]: row[2] for row in rows}
+        return [(keys[rowid], -rank) for rowid, rank in scored[:limit]]
+
+    def session_bodies(self, rowids: Sequence[int]) -> dict[int, str]:
+        return dict(self._rows("SELECT rowid, body FROM {s}.index_sessions WHERE rowid = ANY(%s) ORDER BY rowid", (list(rowids),)))
+
+    def session_totals(self) -> tuple[int, int]:
+        return self._totals_of("sessions")
+
+    def _totals_of(self, table: str) -> tuple[int, int]:
+        if table not in self._totals:
+            self._totals[table] = (int(self.meta(f"{table}_rows", "0")), int(self.meta(f"{table}_terms", "0")))
+        return self._totals[table]
+
+    # -- for `show` on any machine
+
+    def item_text_by_ref(self, ref: str) -> str | None:
+        """The (redacted) text of the item `ref` names, this machine's first: a history line's
+        number is a line of the all_histories.txt of the machine that indexed it."""
+        rows = self._rows("SELECT text FROM {s}.index_items WHERE ref = %s ORDER BY starts_with(source, %s) DESC, "
+                          "rowid LIMIT 1", (ref, self.prefix))
+        return rows[0][0] if rows else None
+
+    def session_text(self, name: str) -> bytes | None:
+        """The compressed text of an archived session, as its zip member holds it."""
+        import zlib
+
+        rows = self._rows("SELECT data FROM {s}.session_texts WHERE name = %s", (name,))
+        return zlib.decompress(bytes(rows[0][0])) if rows else None
+
+
+def _where(terms: Sequence[str], layers: Sequence[str]) -> tuple[str, list]:
+    where, params = "tf ?| %s", [list(terms)]
+    if layers:
+        where += " AND lower(layer) = ANY(%s)"
+        params.append([layer.lower() for layer in layers])
+    return where, params
+
+
+def fts5_scores(rows: Sequence[tuple], phrase_hits: Sequence[int], totals: tuple[int, int],
+                layers: Sequence[str]) -> list[tuple[int, float]]:
+    """(rowid, rank) of each row, rank = -bm25 exactly as SQLite's fts5_aux.c computes it:
+    one IDF per phrase (the query's terms, then its layer tokens), the same operations in the
+    same order, so the floats agree to the last bit. A row's layer token occurs once in it."""
+    import math
+
+    row_count, token_count = totals
+    average = token_count / row_count if row_count else 1.0
+    idfs = []
+    for hits in phrase_hits:
+        idf = math.log((row_count - hits + 0.5) / (hits + 0.5)) if row_count else 0.0
+        idfs.append(MIN_IDF if idf <= 0.0 else idf)
+    wanted = [layer.lower() for layer in layers]
+    scored = []
+    for rowid, length, label, counts in rows:
+        frequencies = list(counts) + [1 if label.lower() == layer else 0 for layer in wanted]
+        score = 0.0
+        for idf, tf in zip(idfs, frequencies):
+            score += idf * ((tf * (K1 + 1.0)) / (tf + K1 * (1 - B + B * length / average)))
+        scored.append((rowid, -1.0 * score))
+    return scored
