@@ -60,7 +60,9 @@ def dream_lock(layout: Layout) -> Iterator[None]:
     try:
         if not try_lock(fd):
             raise LockBusy("another memctl dream is running on this memory; retry later")
-        open_store(layout).active.remove_staged()  # a killed dream's: only a dream stages them
+        store = open_store(layout)
+        if not store.on_server:
+            store.active.remove_staged()  # a killed dream's: only a dream stages them
         yield
     finally:
         os.close(fd)
