@@ -77,7 +77,8 @@ def embed_missing(layout, ranking, batch_size: int | None = None) -> EmbedReport
     from memctl.recall.store import SQLiteStore
 
     started = time.monotonic()
-    encoder = _encoder(ranking)  # first: without the extra this is the one clear error
+    _single_threaded_blas()  # a background pass on a shared machine: one core
+    encoder = _encoder(ranking, batch_pass=True)  # first: without the extra this is the one clear error
     from memctl.recall.vectors import VectorStore
 
     report = EmbedReport()
@@ -146,13 +147,20 @@ def _embed_range(index, store, encoder, low: int, high: int, batch: int, report:
     report.dropped += len(gone)
 
 
-def _encoder(ranking):
+def _encoder(ranking, batch_pass: bool = False):
+    """The model; a query's is always the numpy pass (torch would cost seconds to import)."""
     try:
         from memctl.recall.encoder import load_encoder
     except ImportError as exc:
         raise MemctlError(f"the [semantic] extra is not installed ({exc.name} is missing): "
                           "pip install 'memctl[semantic]'") from None
-    return load_encoder(str(ranking.semantic_option("model") or ""))
+    backend = str(ranking.semantic_option("backend")) if batch_pass else "numpy"
+    if backend == "auto":
+        import importlib.util
+
+        backend = "torch" if importlib.util.find_spec("torch") else "numpy"
+    return load_encoder(str(ranking.semantic_option("model") or ""), int(ranking.semantic_option("max_tokens")),
+                        backend)
 
 
 # ---------------------------------------------------------------- query time
