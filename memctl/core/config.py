@@ -65,6 +65,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # development folds (bench/retrieval.py --cv, bench/RESULTS.md); 0 turns a rule off
     "ranking": {
         "session_weight": 0.0,  # bm25 of the item's session as one document (was 0.5: hurt a fold)
+        "session_prior": 0.0,  # the same, scaling the item's own score: item × (1 + prior × session)
         "neighbour_weight": 0.3,  # the turns right before and after a strong match
         "neighbour_sources": 30,
         "feedback_weight": 0.9,  # a strong match's session items about the same things (was 0.6)
