@@ -88,6 +88,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         # the embedding pass's forward: "auto" (torch when installed, else numpy), "numpy", "torch",
         # "torch-bf16" (products in bfloat16: about twice as fast again, cosine >= 0.9999); a query is numpy
         "backend": "auto",
+        "embed_after_writes": True,  # import/archive start `memctl index embed` in the background (opted-in memories)
         "probe_lists": 8,
         "scan_below": 20000,  # up to this many vectors a search compares them all
         # the default model is English-only: Chinese queries stay lexical, mostly-Chinese items get no vector
