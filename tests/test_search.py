@@ -328,3 +328,29 @@ def test_a_session_with_the_query_word_outranks_one_with_its_stray_characters(ru
     (root / "memctl.toml").write_text("[ranking]\nsession_weight = 0.5\n")
     found = ids(search(run, root, "上司的爱好和工作地点", "-k", "8"))
     assert found.index("climb-a") < found.index("climb-b")
+
+
+def test_the_session_prior_lifts_an_item_whose_session_matches_the_query_as_a_whole(run, tmp_path):
+    """[ranking] session_prior scales an item's own score by its session's: of two copies of one
+    item, the one in the session about deploy keys scores above the one in a session about
+    nothing else the query asks; without the prior they tie."""
+    fillers = ["lunch at the canteen", "the printer is out of paper", "standup moved to ten",
+               "parking lot closed friday", "new coffee machine arrived", "holiday calendar posted"]
+    copy = "the deploy key rotates monthly on the first working day"
+    root = small_memory(run, tmp_path, [
+        {"id": "copy-b", "text": copy, "session": "b"},
+        {"id": "lunch-b", "text": "team lunch on thursday", "session": "b"},
+        {"id": "copy-a", "text": copy, "session": "a"},
+        {"id": "vault-a", "text": "each deploy key that rotates monthly is logged in the vault", "session": "a"},
+        *({"id": f"filler-{n}", "text": text, "session": f"f{n}"} for n, text in enumerate(fillers)),
+    ])
+
+    def scores(settings: str) -> dict[str, float]:
+        (root / "memctl.toml").write_text("[ranking]\nneighbour_weight = 0\nfeedback_weight = 0\n" + settings)
+        found = search(run, root, "deploy key rotates monthly", "-k", "5")
+        return {hit["id"]: hit["score"] for hit in map(json.loads, found.stdout.decode().splitlines())}
+
+    plain = scores("")
+    assert plain["copy-a"] == plain["copy-b"]
+    lifted = scores("session_prior = 0.5\n")
+    assert lifted["copy-a"] > lifted["copy-b"] > 0

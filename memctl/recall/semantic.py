@@ -23,8 +23,18 @@ EMBED_RANGE = 5_000  # index rows compared with the store at a time: bounded mem
 LEXICAL_COMPARED = 100  # the best lexical candidates also get their cosine (score fusion needs it)
 
 
+VECTORS_NAME = "vectors.sqlite"
+
+
 def vectors_path(layout):
-    return layout.state_dir / "vectors.sqlite"
+    """Beside the index (memctl.core.config.Layout.derived_dir: `.memctl/` when it can be
+    written, else the cache dir), so a read-only memory gets its vectors where its index is; a
+    read-only memory that carries vectors of its own is read from them until it has its own."""
+    beside_index = layout.derived_dir / VECTORS_NAME
+    carried = layout.state_dir / VECTORS_NAME
+    if beside_index != carried and not beside_index.exists() and carried.is_file():
+        return carried
+    return beside_index
 
 
 def has_vectors(layout) -> bool:
@@ -49,7 +59,7 @@ def locked(layout):
     """The embedding pass's own lock, one pass at a time (searches never take it; LockBusy if held)."""
     from memctl.core.fsutil import WriterLock
 
-    return WriterLock(layout.state_dir / "vectors.lock")
+    return WriterLock(layout.derived_dir / "vectors.lock")
 
 
 # ---------------------------------------------------------------- index time
@@ -77,7 +87,8 @@ def embed_missing(layout, ranking, batch_size: int | None = None) -> EmbedReport
     from memctl.recall.store import SQLiteStore
 
     started = time.monotonic()
-    encoder = _encoder(ranking)  # first: without the extra this is the one clear error
+    _single_threaded_blas()  # a background pass on a shared machine: one core
+    encoder = _encoder(ranking, batch_pass=True)  # first: without the extra this is the one clear error
     from memctl.recall.vectors import VectorStore
 
     report = EmbedReport()
@@ -85,7 +96,7 @@ def embed_missing(layout, ranking, batch_size: int | None = None) -> EmbedReport
     if not layout.index.exists():
         raise MemctlError("no search index yet: run `memctl index rebuild` first")
     index = SQLiteStore.at(layout.index)
-    store = VectorStore(vectors_path(layout))
+    store = VectorStore(layout.derived_dir / VECTORS_NAME)  # written beside the index, never into a read-only memory
     batch = int(batch_size or ranking.semantic_option("batch_size"))
     cjk_model = bool(ranking.semantic_option("cjk_queries"))
     try:
@@ -120,6 +131,29 @@ def embed_if_opted_in(settings) -> str:
         return f"item vectors not updated: {exc}"
 
 
+def embed_in_background(settings) -> str:
+    """After a write (import, archive) to a memory that has vectors: the new items' vectors by
+    a detached `memctl index embed`, so the writing command returns at once and no search ever
+    waits for the model (a search uses the vectors that exist; the pass takes its own lock, so a
+    second one started meanwhile gives way). Returns a warning line when it could not start, or ""."""
+    import subprocess
+    import sys
+
+    from memctl.recall.ranking import Ranking
+
+    ranking = Ranking.from_settings(settings)
+    if not (ranking.semantic_option("enabled") and ranking.semantic_option("embed_after_writes")
+            and has_vectors(settings.layout)):
+        return ""
+    command = [sys.executable, "-m", "memctl", "--root", str(settings.layout.root), "index", "embed"]
+    try:
+        subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True, close_fds=True)
+    except OSError as exc:
+        return f"item vectors not updated ({exc.strerror or exc}): run `memctl index embed`"
+    return ""
+
+
 def _embed_range(index, store, encoder, low: int, high: int, batch: int, report: EmbedReport,
                  cjk_model: bool) -> None:
     """One range of index rows: drop the vectors of rows gone, embed the texts never seen."""
@@ -146,13 +180,20 @@ def _embed_range(index, store, encoder, low: int, high: int, batch: int, report:
     report.dropped += len(gone)
 
 
-def _encoder(ranking):
+def _encoder(ranking, batch_pass: bool = False):
+    """The model; a query's is always the numpy pass (torch would cost seconds to import)."""
     try:
         from memctl.recall.encoder import load_encoder
     except ImportError as exc:
         raise MemctlError(f"the [semantic] extra is not installed ({exc.name} is missing): "
                           "pip install 'memctl[semantic]'") from None
-    return load_encoder(str(ranking.semantic_option("model") or ""))
+    backend = str(ranking.semantic_option("backend")) if batch_pass else "numpy"
+    if backend == "auto":
+        import importlib.util
+
+        backend = "torch" if importlib.util.find_spec("torch") else "numpy"
+    return load_encoder(str(ranking.semantic_option("model") or ""), int(ranking.semantic_option("max_tokens")),
+                        backend)
 
 
 # ---------------------------------------------------------------- query time

@@ -91,8 +91,11 @@ def archive(
     if not dry_run and report.summary()["new_sessions"]:  # outside the lock, after the raw logs are gone
         from memctl.recall.index import refresh_after_write
 
-        for warning in refresh_after_write(settings):
-            render.warning(warning)
+        from memctl.recall.semantic import embed_in_background  # [semantic] embed_after_writes
+
+        for warning in [*refresh_after_write(settings), embed_in_background(settings)]:
+            if warning:
+                render.warning(warning)
     if report.errors:
         processed = report.summary()["processed"]
         raise typer.Exit(EXIT_PARTIAL if processed else EXIT_ERROR)

@@ -175,8 +175,11 @@ def import_command(
     if report.imported:  # the next search finds them indexed (a failure here is a warning)
         from memctl.recall.index import refresh_after_write
 
-        for warning in refresh_after_write(settings):
-            render.warning(warning)
+        from memctl.recall.semantic import embed_in_background  # [semantic] embed_after_writes
+
+        for warning in [*refresh_after_write(settings), embed_in_background(settings)]:
+            if warning:
+                render.warning(warning)
     if report.bad:
         raise typer.Exit(3 if report.imported else 2)
 
