@@ -399,13 +399,6 @@ class PostgresEntryStore(EntryForms):
             "SELECT DISTINCT id FROM {s}.entries WHERE part = 'active' AND id = ANY(%s)", (ids,)).fetchall()}
         return [e for e in last.values() if e.id not in active and final.get(e.id) in GONE_FOR_GOOD]
 
-    def departed_entry(self, entry_id: str) -> Entry | None:
-        """The last L6 row of an id that is not in L5, or None (active, or never in L6)."""
-        if self.active.holds(entry_id):
-            return None
-        row = self.archive.row(entry_id)
-        return row.entry if row is not None else None
-
     # --- the dream log
 
     @property

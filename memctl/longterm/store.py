@@ -371,14 +371,6 @@ class JsonlEntryStore(EntryForms):
                 return [row.entry for _, row in found]
         return store_scan.gone_for_good(self.active._data(), self.archive._data(), text, fingerprint, cutoff)
 
-    def departed_entry(self, entry_id: str) -> Entry | None:
-        """The last L6 line of an id that is not in L5 (why and when it left), or None: it is
-        active, or it was never in L6. What `restore` puts back."""
-        if self.active.holds(entry_id):
-            return None
-        row = self.archive.row(entry_id)
-        return row.entry if row is not None else None
-
     # --- the dream log: one JSON record a change
 
     @property

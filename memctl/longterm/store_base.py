@@ -125,6 +125,14 @@ class EntryForms:
         """The row an audit record's copy of an entry came from (byte for byte)."""
         return Row((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"), Entry.from_dict(record))
 
+    def departed_entry(self, entry_id: str) -> Entry | None:
+        """The last L6 entry of an id that is not in L5 (why and when it left), or None: it is
+        active, or it was never in L6. What `restore` puts back."""
+        if self.active.holds(entry_id):
+            return None
+        row = self.archive.row(entry_id)
+        return row.entry if row is not None else None
+
     def log_line(self, record: dict) -> bytes:
         """One dream-log record as it is stored."""
         return (json.dumps(record, ensure_ascii=False) + "\n").encode()
