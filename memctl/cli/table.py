@@ -106,9 +106,9 @@ def _line(cells_: list[str], last: str, style: str, colour: bool) -> str:
 
 def _highlight(text: str, words: Sequence[str], colour: bool) -> str:
     """The query's words in bold yellow (case-insensitive), where they are whole in `text`."""
-    if not colour or not words:
-        return text
     lowered = text.lower()
+    if not colour or not words or len(lowered) != len(text):  # lower() changed lengths: spans would drift
+        return text
     marks = [False] * len(text)
     for word in words:
         needle = word.lower()
@@ -117,7 +117,7 @@ def _highlight(text: str, words: Sequence[str], colour: bool) -> str:
             for k in range(start, min(start + len(needle), len(text))):
                 marks[k] = True
             start = lowered.find(needle, start + len(needle))
-    if not any(marks) or len(lowered) != len(text):
+    if not any(marks):
         return text
     out, inside = [], False
     for char, marked in zip(text, marks):

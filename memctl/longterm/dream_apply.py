@@ -137,9 +137,10 @@ class _Run:
             with writing(self.layout, self.wait, STEP_POLL, whole=True):
                 locked_at = time.monotonic()
                 tail = self.store.active.appended_since(snapshot)
-                if tail is None or not _new_ids_only(tail, known) or not staged.present():
+                tail_rows = parse_rows(tail) if tail else []
+                if tail is None or not _new_ids_only(tail_rows, known) or not staged.present():
                     return None
-                written = step.commit(staged, tail, payloads)
+                written = step.commit(staged, tail, tail_rows, payloads)
                 return good, stale, written, time.monotonic() - locked_at
         finally:
             staged.discard()
@@ -155,10 +156,9 @@ class _Run:
             return good, stale, written, time.monotonic() - locked_at
 
 
-def _new_ids_only(tail: bytes, known: set[str]) -> bool:
+def _new_ids_only(rows: list[Row], known: set[str]) -> bool:
     """Whether the lines appended meanwhile are all entries the step does not know (a line
     that does not parse, or an id on two lines, is for the locked path to weigh)."""
-    rows = parse_rows(tail)
     ids = [row.entry.id for row in rows if row.entry is not None]
     return len(ids) == len(rows) and len(set(ids)) == len(ids) and known.isdisjoint(ids)
 
@@ -218,7 +218,8 @@ class Step:
         of a second: a staged step does it before the lock)."""
         return self.store.archive.encode(to_l6), self.store.encode_log(records)
 
-    def commit(self, staged: StagedRewrite, tail: bytes, payloads: tuple[bytes, bytes]) -> Snapshot:
+    def commit(self, staged: StagedRewrite, tail: bytes, tail_rows: list[Row],
+               payloads: tuple[bytes, bytes]) -> Snapshot:
         """The same writes, L5 being a staged rewrite plus what was appended since it was read."""
 
         def appends() -> None:
@@ -226,7 +227,7 @@ class Step:
             self.store.append_log_encoded(payloads[1])
 
         with self._journaled(appends, l5_after=staged.digest_with(tail)):
-            return staged.commit(tail)
+            return staged.commit(tail, tail_rows)
 
     @contextlib.contextmanager
     def _journaled(self, appends, new_rows: list[Row] | None = None, l5_after: str = "") -> Iterator[None]:

@@ -270,32 +270,6 @@ def _parse_lines(data: bytes, wanted: bytes | None) -> list[Row]:
     return rows
 
 
-def texts_of_type(data: bytes, type_name: str) -> list[tuple[str, str]]:
-    """(id, text) of every entry of one type. Lines as memctl writes them
-    (`{"id": …, "text": …, "type": …`) are sliced, not parsed; any other line goes through json."""
-    marker = field_bytes("type", type_name).decode("utf-8")
-    text = data.decode("utf-8", "surrogateescape")
-    if marker not in text:
-        return []
-    found = []
-    tail = f'", {marker}'
-    for line in _lines_with(text, marker):
-        end = line.find(tail)
-        cut = line.find('", "text": "')
-        if line.startswith('{"id": "') and 0 < cut < end and line[end + len(tail)] in ",}":
-            entry_id, body = line[8:cut], line[cut + 12:end]
-            if "\\" not in entry_id + body and '"' not in entry_id + body:
-                found.append((entry_id, body))
-                continue
-        # escapes, another key order, or hand-written: parse the line
-        try:
-            entry = Entry.from_dict(json.loads(line))
-        except BAD_LINE:
-            continue
-        if entry.type == type_name:
-            found.append((entry.id, entry.text))
-    return found
-
 
 def _parse_all(data: bytes) -> list[Row] | None:
     """All lines in one json call (a big L5 reads twice as fast); None if any line is bad."""

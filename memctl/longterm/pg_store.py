@@ -34,7 +34,7 @@ from memctl.core.errors import UsageError
 from memctl.longterm.pg_conn import Server, pause_point, server_for, share_memory_lock, translated
 from memctl.longterm.entries import BAD_LINE, Entry, Row, Snapshot, content_hash, entry_problem, rows_bytes
 from memctl.longterm.policies import match_key, normalize_topic, reachable_lengths
-from memctl.longterm.store_base import Candidates, EntryForms, StoreRead, bytes_digest
+from memctl.longterm.store_base import Candidates, EntryForms, bytes_digest
 
 GONE_FOR_GOOD = ("forgotten", "purged")  # L6 reasons a remember must not silently undo
 def duplicate_error(entry_id: str) -> UsageError:
@@ -46,17 +46,6 @@ def _column(value: str) -> str:
     """A lookup column's text (raw keeps the exact bytes): PostgreSQL text holds no NUL and no
     lone surrogate."""
     return value.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
-
-
-class ServerRead(StoreRead):
-    """One read of a part: the byte-level queries of `StoreRead`, rows that know their seq."""
-
-    def __init__(self, pairs: list[tuple[int, bytes]]) -> None:
-        super().__init__(b"".join(raw for _, raw in pairs))
-        self._pairs = pairs
-
-    def _rows(self, wanted: bytes) -> list[Row]:
-        return [_row(seq, raw, wanted in raw) for seq, raw in self._pairs]
 
 
 def _row(seq: int, raw: bytes, parse: bool = True) -> Row:
@@ -88,9 +77,6 @@ class ServerPart:
         pairs = [(int(seq), bytes(raw)) for seq, raw in found]
         self._server.seen[self._part].update(seq for seq, _ in pairs)
         return pairs
-
-    def read(self) -> ServerRead:
-        return ServerRead(self._pairs())
 
     def snapshot(self, previous: Snapshot | None = None) -> Snapshot:
         known = {} if previous is None else {r.raw: r.entry for r in previous.rows}

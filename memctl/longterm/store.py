@@ -45,7 +45,6 @@ from memctl.longterm.entries import (
     entry_line,
     file_stamp,
     iter_entries,
-    parse_rows,
     read_snapshot,
     rows_bytes,
     write_rows,
@@ -54,10 +53,8 @@ from memctl.longterm.store_base import (  # noqa: F401  (the names callers impor
     Candidates,
     EntryForms,
     LazyRow,
-    StoreRead,
     bytes_digest,
     duplicate_ids,
-    refuse_duplicates,
 )
 
 
@@ -329,9 +326,10 @@ class StagedRewrite:
         digest.update(tail)
         return digest.hexdigest()
 
-    def commit(self, tail: bytes) -> Snapshot:
+    def commit(self, tail: bytes, tail_rows: list[Row]) -> Snapshot:
+        """Put the staged rows in place with `tail` (its rows: `tail_rows`) appended."""
         self._staged.put_in_place(tail)
-        return Snapshot(self._path, self.data + tail, self.rows + parse_rows(tail), file_stamp(self._path))
+        return Snapshot(self._path, self.data + tail, self.rows + tail_rows, file_stamp(self._path))
 
     def discard(self) -> None:
         self._staged.discard()

@@ -1,5 +1,5 @@
-"""What both backends of the entry store share: one read of L5 or L6 queried several times
-(`StoreRead`), an entry's stored form (`EntryForms`), and the checks over rows.
+"""What both backends of the entry store share: an entry's stored form (`EntryForms`), the
+write path's candidate rows (`Candidates`, `LazyRow`), and the checks over rows.
 
 `memctl.longterm.store` (JSON Lines files) and `memctl.longterm.pg_store` (PostgreSQL rows)
 are built on this module; the rest of memctl imports these names from `store`.
@@ -10,56 +10,7 @@ from __future__ import annotations
 import json
 from typing import Callable, Iterable, Sequence
 
-from memctl.core.errors import UsageError
-from memctl.longterm.entries import Entry, Row, entries_with, entry_line, field_bytes, parse_rows, row_for, texts_of_type
-from memctl.core.jsonl import split_torn
-
-
-class StoreRead:
-    """One read of L5 or L6, queried several times under one lock hold (remember's short path)."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data = split_torn(data)[0]  # a torn last line is not an entry
-
-    def count(self) -> int:
-        data = self._data
-        return data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
-
-    def holds(self, entry_id: str) -> bool:
-        return field_bytes("id", entry_id) in self._data
-
-    def rows_of_type(self, type_name: str) -> list[Row]:
-        """Every row; only those of this type are parsed (the others keep entry None)."""
-        return self._rows(field_bytes("type", type_name))
-
-    def rows_around(self, entry_id: str) -> list[Row]:
-        """Every row; only the one holding this id is parsed."""
-        return self._rows(field_bytes("id", entry_id))
-
-    def _rows(self, wanted: bytes) -> list[Row]:
-        return parse_rows(self._data, wanted)
-
-    def texts_of_type(self, type_name: str) -> list[tuple[str, str]]:
-        """(id, text) of every entry of one type."""
-        return texts_of_type(self._data, type_name)
-
-    def last_left_as(self, reasons: tuple[str, ...]) -> dict[str, Entry]:
-        """For each id with a line giving one of these reasons, the last such line (a later
-        reason in `reasons` wins over an earlier one)."""
-        last: dict[str, Entry] = {}
-        for reason in reasons:
-            for entry in entries_with(self._data, field_bytes("reason", reason)):
-                if entry.reason in reasons:
-                    last[entry.id] = entry
-        return last
-
-    def last_line_gives(self, entry_id: str, reasons: tuple[str, ...]) -> bool:
-        """Whether the last line about this id gives one of these reasons."""
-        data = self._data
-        final = data.rfind(field_bytes("id", entry_id))
-        end = data.find(b"\n", final)
-        line = data[data.rfind(b"\n", 0, final) + 1: end if end >= 0 else len(data)]
-        return any(field_bytes("reason", reason) in line for reason in reasons)
+from memctl.longterm.entries import Entry, Row, entry_line, row_for
 
 
 class LazyRow(Row):
@@ -166,17 +117,6 @@ def bytes_digest(data: bytes) -> str:
 
     return hashlib.sha256(data).hexdigest()
 
-
-def refuse_duplicates(rows: list[Row], ids: Iterable[str], what: str) -> None:
-    """A duplicate id is never resolved by dropping one of its texts: refuse, naming it."""
-    wanted = set(ids)
-    seen: set[str] = set()
-    for row in rows:
-        if row.entry is not None and row.entry.id in wanted:
-            if row.entry.id in seen:
-                raise UsageError(f"{row.entry.id} is on more than one line of {what}; nothing was changed "
-                                 "(give one of the lines a new id, then rerun)")
-            seen.add(row.entry.id)
 
 
 def duplicate_ids(rows: list[Row]) -> set[str]:
