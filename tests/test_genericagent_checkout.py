@@ -109,6 +109,8 @@ def test_memctl_adopts_genericagents_archive_and_takes_over_its_12_hour_job(tmp_
     status = json.loads(run("status", "--json", cwd=checkout.base).stdout)
     assert status["l4_sessions"] == {"memctl": 7, "genericagent": len(ga_sessions)}
     assert status["layers"]["L4"]["entries"] == 7 + len(ga_sessions)
+    plain = run("status", cwd=checkout.base).stdout.decode()
+    assert f"L4 archived by\tmemctl 7 sessions\tGenericAgent {len(ga_sessions)} sessions" in plain
     shared_zip = checkout.l4 / ga_sessions[max(ga_sessions)]
     memctl_names = {r["member"] for r in _manifest(checkout.l4) if not r.get("origin") and r["zip"] == shared_zip.name}
     with zipfile.ZipFile(shared_zip) as archive:  # new sessions join GenericAgent's monthly zip
