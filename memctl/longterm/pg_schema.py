@@ -16,6 +16,10 @@ tables to index L5 and L6):
   both rows before it allocates a seq, so seqs of a part become visible in increasing order:
   "every row with seq > the last one I indexed" misses nothing.
 - `dream_log`: one row per line of `dream_log.jsonl`, `raw` as the file holds it.
+- `refs` (version 2): one row per reference a search or compose recorded, from any machine;
+  `refs_cursor.seq` the last one a dream folded (`.memctl/refs.log` and `refs.offset` on
+  files); `tasks`: one row per open task, `record` the JSON a `working/<id>.json` holds
+  (`memctl.longterm.pg_shared`).
 """
 
 from __future__ import annotations
@@ -50,6 +54,22 @@ STEPS = [
     CREATE TABLE {schema}.dream_log (
         seq bigserial PRIMARY KEY,
         raw bytea NOT NULL
+    );
+    """,
+    """
+    CREATE TABLE {schema}.refs (
+        seq bigserial PRIMARY KEY,
+        at text NOT NULL,
+        id text NOT NULL
+    );
+    CREATE TABLE {schema}.refs_cursor (
+        only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+        seq bigint NOT NULL DEFAULT 0
+    );
+    INSERT INTO {schema}.refs_cursor DEFAULT VALUES;
+    CREATE TABLE {schema}.tasks (
+        id text PRIMARY KEY,
+        record text NOT NULL
     );
     """,
 ]

@@ -339,6 +339,11 @@ class PostgresEntryStore(EntryForms):
     def where(self) -> str:
         return f"{self._server.schema} at {self._server.where}"
 
+    @property
+    def server(self) -> Server:
+        """The memory's connection, for what it shares beside the entries (`pg_shared`)."""
+        return self._server
+
     @contextlib.contextmanager
     def transaction(self, wait: float, whole: bool) -> Iterator[None]:
         """One write: the memory's lock (alone for a whole-memory writer, shared otherwise)
