@@ -136,19 +136,22 @@ def _record_references(settings: Settings, pieces: list[Piece]) -> None:
     ids = [p.ref.split(":", 1)[1] for p in pieces if p.section == "l5" and p.ref.startswith("L5:")]
     if not ids:
         return
-    try:
-        if settings.get("store", "backend") == "postgres":
-            from memctl.longterm import pg_shared
-            from memctl.longterm.store import open_store
+    if settings.get("store", "backend") == "postgres":
+        from memctl.longterm import pg_shared
+        from memctl.longterm.store import open_store
 
+        try:
             server = open_store(settings.layout, settings).server
             pg_shared.record_refs(server, server.schema, ids, clock.iso())
-        elif settings.layout.state_writable():
-            from memctl.longterm.refs import record_refs
+        except MemctlError:
+            pass  # a reference count is a hint; a server that refused it must not fail the compose
+    elif settings.layout.state_writable():
+        from memctl.longterm.refs import record_refs
 
+        try:
             record_refs(settings.layout.refs_log, ids, clock.iso())
-    except (OSError, MemctlError):
-        pass  # a reference count is a hint; a read-only memory must still compose
+        except OSError:
+            pass  # a reference count is a hint; a read-only memory must still compose
 
 
 def gather(settings: Settings, query: str, scrub: Callable[[str], str],

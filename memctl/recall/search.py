@@ -271,13 +271,17 @@ def record_references(layout: Layout, hits: Iterable[Hit], store=None) -> None:
     ids = [h.item_id for h in hits if h.layer == "L5" and h.item_id]
     if not ids:
         return
-    try:
-        if getattr(store, "on_server", False):
+    if getattr(store, "on_server", False):
+        try:
             store.record_refs(ids, clock.iso())
-        elif layout.state_writable():
+        except MemctlError:
+            pass  # a reference count is a hint; a server that refused it must not fail the search
+        return
+    if layout.state_writable():
+        try:
             record_refs(layout.refs_log, ids, clock.iso())
-    except (OSError, MemctlError):
-        pass  # a reference count is a hint; a read-only memory must still be searchable
+        except OSError:
+            pass  # a reference count is a hint; a read-only memory must still be searchable
 
 
 def search_once(layout: Layout, request: SearchRequest, options: IndexOptions | None = None,
