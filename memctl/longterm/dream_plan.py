@@ -16,13 +16,13 @@ from array import array
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from memctl.core.clock import iso
 from memctl.core.config import Settings
 from memctl.longterm.dream_refs import Refs, fold, parse_time
 from memctl.longterm.dream_similar import similar_groups
-from memctl.longterm.entries import Entry, Row, new_id
+from memctl.longterm.entries import Entry, LeanRow, Row, new_id
 from memctl.longterm.policies import TypePolicy, known_types, lifespan_of, merge_key
 
 OPS = ("consolidate", "archive", "forget", "merge")
@@ -121,17 +121,25 @@ class _Folded:
     def at(self, position: int) -> Entry:
         return fold(self.rows[position].entry, self.refs)
 
-    def all(self) -> Iterator[tuple[int, Entry]]:
-        for position in self.positions:
-            yield position, self.at(position)
+    def linked_at(self, position: int) -> Entry | None:
+        """The entry, or None when its line shows it has no `supersedes`, `contradicts` or
+        `topic` (most lines: a key spelled with an escape, `\\u`, is parsed to be sure)."""
+        row = self.rows[position]
+        if isinstance(row, LeanRow) and not any(marker in row.raw for marker in _LINK_MARKERS):
+            return None
+        return self.at(position)
+
+
+_LINK_MARKERS = (b'"supersedes"', b'"contradicts"', b'"topic"', b"\\u")
 
 
 def plan_rows(rows: Sequence[Row], refs: Refs, settings: Settings, now: datetime,
               ops: Iterable[str] = OPS, history: Sequence[tuple[str, str]] = (),
               summarizer: str | None = None) -> Plan:
     """`plan` over L5's rows as a snapshot holds them (lean or not): the same plan, reading each
-    entry when a rule needs it — a pass for supersede, one for consolidate, one for archive and
-    forget — instead of holding every entry."""
+    entry when a rule needs it instead of holding every entry — the lines that can link
+    (supersede), every entry once (consolidate, judging archive and forget on the way), then
+    the entries that change."""
     ops = tuple(ops)
     cfg = settings.values["dream"]
     types = known_types(settings)
@@ -153,10 +161,11 @@ def plan_rows(rows: Sequence[Row], refs: Refs, settings: Settings, now: datetime
         for change in _plan_superseded(view, types):
             if not taken.intersection(e.id for e in change.before):
                 take(change)
+    ageing = _Ageing(len(rows), refs, now, ops, types, cfg)
     if "consolidate" in ops:
-        for change in _plan_consolidate(view, taken, types, history, cfg, stamp):
+        for change in _plan_consolidate(view, taken, types, history, cfg, stamp, ageing.judge):
             take(change)
-    kept, mergeable = _plan_ageing(view, taken, refs, now, ops, types, cfg, take)
+    kept, mergeable = _plan_ageing(view, taken, ageing, take)
     if "merge" in ops:
         for change in _plan_merge([e for p in mergeable if view.id_at(p) not in taken for e in [view.at(p)]],
                                   cfg, stamp, summarizer):
@@ -166,30 +175,61 @@ def plan_rows(rows: Sequence[Row], refs: Refs, settings: Settings, now: datetime
     return Plan(stamp, len(view.positions), changes, [(i, r) for i, r in kept.items() if i not in taken], refs)
 
 
-def _plan_ageing(view: _Folded, taken: set[str], refs: Refs, now: datetime, ops: tuple[str, ...],
-                 types: dict[str, TypePolicy], cfg: dict, take) -> tuple[dict[str, str], list[int]]:
+class _Ageing:
+    """The archive and forget rules and the rule that keeps an entry. They depend on the entry
+    alone, so the consolidation pass, which reads every entry anyway, judges each one as it
+    goes (`judge`); the ageing pass then reads again only the entries that change."""
+
+    CHANGES, UNJUDGED = -1, -2
+
+    def __init__(self, rows: int, refs: Refs, now: datetime, ops: tuple[str, ...],
+                 types: dict[str, TypePolicy], cfg: dict) -> None:
+        self.refs, self.ops, self.types, self.cfg = refs, ops, types, cfg
+        self.archive_cut = now - timedelta(days=float(cfg["archive_after_days"]))
+        self.forget_cut = now - timedelta(days=float(cfg["forget_after_days"]))
+        self.floor = float(cfg["merge_min_confidence"])
+        self.codes = array("l", [self.UNJUDGED]) * rows  # per row: CHANGES, or a kept verdict's number
+        self.verdicts: list[tuple[str, bool]] = []  # (the rule that keeps it, mergeable) by number
+        self._numbers: dict[tuple[str, bool], int] = {}
+
+    def change(self, entry: Entry) -> Change | None:
+        written = last_written(entry)
+        change = _archive_rule(entry, written, self.refs, self.archive_cut, self.types, self.cfg) \
+            if "archive" in self.ops else None
+        if change is None and "forget" in self.ops:
+            change = _forget_rule(entry, written, self.refs, self.forget_cut, self.cfg)
+        return change
+
+    def judge(self, position: int, entry: Entry) -> int:
+        if self.change(entry) is not None:
+            code = self.CHANGES
+        else:
+            rule = _keep_rule(entry, last_written(entry), self.archive_cut, self.types)
+            verdict = (rule, bool(entry.topic) and _number(entry.confidence) >= self.floor)
+            code = self._numbers.setdefault(verdict, len(self.verdicts))
+            if code == len(self.verdicts):
+                self.verdicts.append(verdict)
+        self.codes[position] = code
+        return code
+
+
+def _plan_ageing(view: _Folded, taken: set[str], ageing: _Ageing, take) -> tuple[dict[str, str], list[int]]:
     """Archive, then forget, each entry no earlier rule took, in L5 order; the rule that kept
     each other one, and the positions the merge rule may group."""
-    archive_cut = now - timedelta(days=float(cfg["archive_after_days"]))
-    forget_cut = now - timedelta(days=float(cfg["forget_after_days"]))
-    floor = float(cfg["merge_min_confidence"])
     kept: dict[str, str] = {}
-    rules: dict[str, str] = {}  # one string per distinct rule ("written 2026-05-30" is shared)
     mergeable: list[int] = []
     for position in view.positions:
         if view.id_at(position) in taken:
             continue
-        entry = view.at(position)
-        written = last_written(entry)
-        change = _archive_rule(entry, written, refs, archive_cut, types, cfg) if "archive" in ops else None
-        if change is None and "forget" in ops:
-            change = _forget_rule(entry, written, refs, forget_cut, cfg)
-        if change is not None:
-            take(change)
+        code = ageing.codes[position]
+        if code == ageing.UNJUDGED:
+            code = ageing.judge(position, view.at(position))
+        if code == ageing.CHANGES:
+            take(ageing.change(view.at(position)))
             continue
-        rule = _keep_rule(entry, written, archive_cut, types)
-        kept[view.id_at(position)] = rules.setdefault(rule, rule)
-        if entry.topic and _number(entry.confidence) >= floor:
+        rule, merges = ageing.verdicts[code]
+        kept[view.id_at(position)] = rule
+        if merges:
             mergeable.append(position)
     return kept, mergeable
 
@@ -232,7 +272,10 @@ def _plan_superseded(view: _Folded, types: dict[str, TypePolicy]) -> Iterator[Ch
     """Forget entries a newer one supersedes or contradicts, and older versions of a merge key."""
     links: list[tuple[str, str, str]] = []  # (entry id, "superseded" or "contradicted", target id)
     groups: dict[tuple[str, str], list[tuple[int, int, str]]] = defaultdict(list)  # (order, position, stamp)
-    for order, (position, entry) in enumerate(view.all()):
+    for order, position in enumerate(view.positions):
+        entry = view.linked_at(position)
+        if entry is None:
+            continue
         contradicts = entry.extra.get("contradicts") or []
         for word, targets in (("superseded", entry.supersedes),
                               ("contradicted", contradicts if isinstance(contradicts, list) else [contradicts])):
@@ -298,10 +341,11 @@ def _summarize(command: str, texts: list[str]) -> str:
 
 
 def _plan_consolidate(view: _Folded, taken: set[str], types: dict[str, TypePolicy],
-                      history: Sequence[tuple[str, str]], cfg: dict, stamp: str) -> Iterator[Change]:
+                      history: Sequence[tuple[str, str]], cfg: dict, stamp: str,
+                      seen: Callable[[int, Entry], Any]) -> Iterator[Change]:
     """Near-duplicates among the entries no earlier rule took (of types that do not merge by
     topic) and the recent history lines, each group of at least `consolidate_min` sightings
-    becoming one entry."""
+    becoming one entry. Each entry read is shown to `seen` (position, entry) too."""
     minimum = int(cfg["consolidate_min"])
     appendable = array("l")  # the positions of the texts compared, in order
 
@@ -310,6 +354,7 @@ def _plan_consolidate(view: _Folded, taken: set[str], types: dict[str, TypePolic
             if view.id_at(position) in taken:
                 continue
             entry = view.at(position)
+            seen(position, entry)
             if not (entry.type in types and types[entry.type].merges):
                 appendable.append(position)
                 yield entry.text
