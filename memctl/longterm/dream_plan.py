@@ -122,8 +122,9 @@ class _Folded:
         return fold(self.rows[position].entry, self.refs)
 
     def linked_at(self, position: int) -> Entry | None:
-        """The entry, or None when its line shows it has no `supersedes`, `contradicts` or
-        `topic` (most lines: a key spelled with an escape, `\\u`, is parsed to be sure)."""
+        """The entry, or None when its line cannot hold a `supersedes`, `contradicts` or
+        `topic` key (most lines, left unparsed). A line with a `\\u` escape is parsed: a key
+        may be spelled with one."""
         row = self.rows[position]
         if isinstance(row, LeanRow) and not any(marker in row.raw for marker in _LINK_MARKERS):
             return None
@@ -167,7 +168,7 @@ def plan_rows(rows: Sequence[Row], refs: Refs, settings: Settings, now: datetime
             take(change)
     kept, mergeable = _plan_ageing(view, taken, ageing, take)
     if "merge" in ops:
-        for change in _plan_merge([e for p in mergeable if view.id_at(p) not in taken for e in [view.at(p)]],
+        for change in _plan_merge([view.at(p) for p in mergeable if view.id_at(p) not in taken],
                                   cfg, stamp, summarizer):
             take(change)
             for e in change.before:
