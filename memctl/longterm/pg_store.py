@@ -78,7 +78,8 @@ class ServerPart:
         self._server.seen[self._part].update(seq for seq, _ in pairs)
         return pairs
 
-    def snapshot(self, previous: Snapshot | None = None) -> Snapshot:
+    def snapshot(self, previous: Snapshot | None = None, lean: bool = False) -> Snapshot:
+        """Every row (`lean` is for the files: a server part's rows are read whole)."""
         known = {} if previous is None else {r.raw: r.entry for r in previous.rows}
         rows = []
         for seq, raw in self._pairs():
