@@ -60,13 +60,14 @@ def surface_candidates(words: set[str]) -> set[str]:
 
 def prepare_batch(tokenizer: Tokenizer, options: IndexOptions, texts: Sequence[str]) -> Prepared:
     """Redact and tokenize `texts` (the one definition of a document's terms)."""
-    from memctl.core.redact import redact  # here, not at the top: a search never needs its patterns
+    from memctl.core.redact import batch_checks, redact  # here, not at the top: a search never needs its patterns
 
     shown: list[str | None] = []
     bodies: list[str] = []
     frequencies: Counter[str] = Counter()
+    checks = batch_checks(texts) if options.redact_enabled else ()
     for text in texts:
-        redacted = redact(text, options.extra_patterns) if options.redact_enabled else text
+        redacted = redact(text, options.extra_patterns, checks) if options.redact_enabled else text
         terms = tokenizer.tokens(redacted)
         frequencies.update(set(terms))
         shown.append(None if redacted == text else redacted)
@@ -155,14 +156,19 @@ class Preparer:
 
 
 def usable_cores() -> int:
-    """The pool's workers: one per core this process may run on (MEMCTL_INDEX_WORKERS
-    overrides; 1 = no pool). The load average is not asked: this process only inserts while the
-    workers redact and tokenize, so a build gets both cores' share even on a busy machine, and
-    paired runs at load 3-5 finished sooner with the pool (bench/RESULTS.md)."""
+    """The cores a pool would find free: this process's own, plus those the load average says
+    nobody else is using (MEMCTL_INDEX_WORKERS overrides; 1 = no pool). On a machine already
+    busy, a pool only adds its own costs (fork, pickling, pages copied on write): measured on
+    2 shared cores at load 5-8, serial builds finished sooner (bench/RESULTS.md)."""
     override = os.environ.get("MEMCTL_INDEX_WORKERS", "")
     if override.isdigit():
         return int(override)
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    try:
+        others = os.getloadavg()[0]
+    except OSError:
+        others = 0.0
+    return max(1, min(cores, round(cores - others + 1)))
