@@ -1,5 +1,5 @@
-"""`memctl search`, `memctl index refresh`, `memctl index rebuild [--json]` (and, through `cli.writes`, `remember`, `forget ID…`,
-`restore ID`) without typer, rich or pydantic.
+"""`memctl search`, `memctl index refresh`, `memctl index rebuild [--json]` (and, through
+`cli.writes`, `remember`, `forget ID…`, `restore ID`) without typer, rich or pydantic.
 
 The console script (memctl.entry) tries these first: agents, hooks and timers run them many
 times a day, and the full command line's imports cost ~0.3 s, more than a search itself.
