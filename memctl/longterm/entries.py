@@ -20,6 +20,7 @@ far it read in `.memctl/refs.offset`; it counts lines inside a window for the fo
 from __future__ import annotations
 
 import json
+from json.scanner import make_scanner
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -321,16 +322,31 @@ def _parse_lines(data: bytes, wanted: bytes | None) -> list[Row]:
 
 
 
+_SCAN = make_scanner(json.JSONDecoder())  # json.loads's own C scanner, without its per-call work
+_JSON_SPACE = " \t\n\r"
+
+
 def _parse_all(data: bytes) -> list[Row] | None:
-    """All lines in one json call (a big L5 reads twice as fast); None if any line is bad."""
-    lines = [raw if raw.endswith(b"\n") else raw + b"\n" for raw in data.splitlines(keepends=True) if raw.strip()]
-    if not lines:
-        return []
-    try:
-        dicts = json.loads(b"[" + b",".join(lines) + b"]")
-        return [Row(raw, Entry.from_dict(d)) for raw, d in zip(lines, dicts)]
-    except BAD_LINE:
-        return None
+    """Every line parsed alone by the C scanner (a big L5 reads twice as fast as through
+    json.loads per line); None when a line needs the careful path (bad JSON, not plain UTF-8, a
+    BOM...), which then decides line by line. Not one json call over the lines joined by commas:
+    a line that leaves an array open (`{"k": [{"a": 1}`) would take the next line in, another
+    holding two objects would split, and every row after them would get another line's entry."""
+    rows = []
+    for raw in data.splitlines(keepends=True):
+        if not raw.strip():
+            continue
+        if not raw.endswith(b"\n"):
+            raw += b"\n"
+        try:
+            text = raw.decode("utf-8")
+            value, end = _SCAN(text, len(text) - len(text.lstrip(_JSON_SPACE)))
+            if text[end:].strip(_JSON_SPACE):
+                return None
+            rows.append(Row(raw, Entry.from_dict(value)))
+        except (StopIteration, UnicodeDecodeError) + BAD_LINE:
+            return None
+    return rows
 
 
 def _lines_with(text, marker):
