@@ -22,7 +22,7 @@ from typing import Iterable, Iterator
 from memctl.core.fsutil import NOFOLLOW
 from memctl.l4.codec import encode_stream
 from memctl.l4.history import HistoryBuilder
-from memctl.l4.logs import RawEntry
+from memctl.l4.logs import RawEntry, copy_out
 from memctl.l4.naming import NameClock, WatchedReader
 
 
@@ -81,7 +81,7 @@ class DeflatingSink:
     def write(self, data: bytes) -> None:
         self.buffer += data
         while len(self.buffer) >= self.BLOCK:
-            block = bytes(self.buffer[: self.BLOCK])
+            block = copy_out(self.buffer, 0, self.BLOCK)
             del self.buffer[: self.BLOCK]
             self._submit(block, final=False)
 
@@ -89,7 +89,7 @@ class DeflatingSink:
         self.crc = ZLIB.crc32(block, self.crc)
         self.size += len(block)
         self.in_flight.append(worker_pool().submit(_deflate_block, block, self.window, self.level, final))
-        self.window = (self.window + block)[-self.WINDOW:]
+        self.window = block[-self.WINDOW:] if len(block) >= self.WINDOW else (self.window + block)[-self.WINDOW:]
         while len(self.in_flight) > self.IN_FLIGHT:
             self._write_out(self.in_flight.popleft().result())
 
