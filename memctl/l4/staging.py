@@ -186,9 +186,12 @@ class Staged:
         return f"{self.start:%Y-%m}"
 
 
-def stage(candidate: Candidate, folder: Path, extra_patterns: Iterable[str] = (), level: int | None = 6) -> Staged:
+def stage(
+    candidate: Candidate, folder: Path, extra_patterns: Iterable[str] = (), level: int | None = 6, durable: bool = True
+) -> Staged:
     """Encode one raw log into a hidden staging file in `folder` (raw-deflated at `level`, or
-    plain text when level is None); nothing else is touched."""
+    plain text when level is None); nothing else is touched. `durable`: fsynced, for a caller
+    that renames the file into place; the archive copies it into a zip it fsyncs instead."""
     fd, staging_name = tempfile.mkstemp(dir=folder, prefix=".staging-", suffix=".tmp")
     staging = Path(staging_name)
     builder = HistoryBuilder()
@@ -211,7 +214,8 @@ def stage(candidate: Candidate, folder: Path, extra_patterns: Iterable[str] = ()
             finally:
                 sink.close()
             out.flush()
-            os.fsync(out.fileno())
+            if durable:
+                os.fsync(out.fileno())
     except BaseException:
         staging.unlink(missing_ok=True)
         raise
@@ -251,7 +255,7 @@ def stage_ahead(
     stagers = concurrent.futures.ThreadPoolExecutor(STAGERS, thread_name_prefix="memctl-stage")
     futures: dict[int, concurrent.futures.Future] = {}
     for number in sorted(range(len(candidates)), key=lambda n: -candidates[n].signature.size):
-        futures[number] = stagers.submit(stage, candidates[number], folder, patterns, level)
+        futures[number] = stagers.submit(stage, candidates[number], folder, patterns, level, durable=False)
     taken = 0
     try:
         for taken, candidate in enumerate(candidates, start=1):
