@@ -11,6 +11,7 @@ memctl's own (`logs.iter_log`).
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 _KINDS = (b"Prompt", b"Response")
@@ -67,10 +68,11 @@ class NameClock:
         return f"{first}-{last or first}"
 
 
+_STAMP = re.compile(rb" \d\d\d\d-\d\d-\d\d \d\d:\d\d:\d\d")  # bytes: \d is ASCII 0-9 only
+
+
 def _is_stamp(text: bytes) -> bool:
-    return (len(text) == _STAMP_LENGTH and text[:1] == b" " and text[5:6] == b"-" and text[8:9] == b"-"
-            and text[11:12] == b" " and text[14:15] == b":" and text[17:18] == b":"
-            and all(text[i: i + 1].isdigit() for i in (1, 2, 3, 4, 6, 7, 9, 10, 12, 13, 15, 16, 18, 19)))
+    return _STAMP.fullmatch(text) is not None
 
 
 def _minute(stamp: bytes) -> str | None:
