@@ -172,7 +172,7 @@ def _old_members_kept(new_zip: NewZip) -> IntegrityError | None:
     try:
         with zipfile.ZipFile(new_zip.tmp) as archive:
             signatures = [(i.filename, i.CRC, i.file_size) for i in archive.infolist()]
-    except zipfile.BadZipFile as exc:
+    except (zipfile.BadZipFile, OSError) as exc:
         return _as_integrity_error(new_zip.path.name, exc)
     if signatures[: len(new_zip.old_members)] != new_zip.old_members:
         return IntegrityError(f"{new_zip.path.name}: existing members changed while adding new ones")
