@@ -34,7 +34,7 @@ def run(argv: list[str]) -> int | None:
             root = args.pop(0)
         else:
             debug = True
-    if args[:1] and args[0] in ("remember", "forget", "restore"):
+    if args[:1] and args[0] in ("remember", "forget", "restore", "archive"):
         if debug:  # tracebacks are the full command line's
             return None
         from memctl.cli import writes
