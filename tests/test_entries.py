@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import asdict
-
 from memctl.longterm.entries import Entry, entry_line
 
 
 def reference_dict(entry: Entry) -> dict:
     """The historical definition: every field in declaration order, empty ones left out, the
     extra keys after them, id/type/text always present."""
-    data = {k: v for k, v in asdict(entry).items() if k != "extra" and v not in ("", [], None)}
+    fields = {name: getattr(entry, name) for name in Entry.__slots__}  # declaration order
+    data = {k: v for k, v in fields.items() if k != "extra" and v not in ("", [], None)}
     data.update(entry.extra)
     for required in ("id", "type", "text"):
         data[required] = getattr(entry, required)
@@ -36,3 +35,21 @@ def test_to_dict_copies_lists_so_a_caller_cannot_change_the_entry():
     entry = Entry(id="m1", text="t", supersedes=["a"])
     entry.to_dict()["supersedes"].append("b")
     assert entry.supersedes == ["a"]
+
+
+# the dataclass's field order, which fixes the key order of every stored line
+HISTORICAL_FIELDS = ("id", "text", "type", "topic", "confidence", "refs", "last_ref", "created", "updated", "source",
+                     "seen", "date", "session", "speaker", "supersedes", "merged_from", "consolidated_from",
+                     "left_at", "reason", "run", "note", "extra")
+
+
+def test_entry_keeps_the_dataclass_field_order_defaults_equality_and_replace():
+    assert Entry.__slots__ == HISTORICAL_FIELDS
+    entry = Entry("m1", "text")
+    assert (entry.type, entry.confidence, entry.seen, entry.supersedes, entry.extra) == ("event", 5, 1, [], {})
+    assert Entry("m1", "text").supersedes is not entry.supersedes  # a fresh list each
+    changed = entry.replace(reason="forgotten", seen=2)
+    assert (changed.reason, changed.seen, changed.text, entry.reason) == ("forgotten", 2, "text", "")
+    assert changed != entry and changed.replace(reason="", seen=1) == entry
+    assert entry != "m1" and Entry("m1", "text", extra={"a": 1}) != entry
+    assert "reason='forgotten'" in repr(changed)

@@ -311,18 +311,45 @@ def derived_dir_for(root: Path) -> Path:
 
 def load_settings(root: Path) -> Settings:
     layout = Layout(Path(root))
+    values, origins = _loaded(layout)
+    return Settings(layout=layout, values=copy.deepcopy(values), origins=dict(origins))
+
+
+def store_backend(root: Path) -> str:
+    """`[store] backend` of a root ("files" or "postgres"), without copying the settings:
+    every opening of the entry store asks it, several times in one write."""
+    return _loaded(Layout(Path(root)))[0]["store"]["backend"]
+
+
+_LOADED: dict[tuple[str, bytes | None], tuple[dict, dict]] = {}  # (root, memctl.toml's bytes) -> parsed
+
+
+def _loaded(layout: Layout) -> tuple[dict, dict]:
+    """(values, origins) of a root, parsed once per process for the same memctl.toml bytes
+    (a `remember` reads its settings in five places); never to be changed by the caller."""
+    path = layout.config_file
+    data = path.read_bytes() if path.is_file() else None
+    key = (str(layout.root), data)
+    found = _LOADED.get(key)
+    if found is None:
+        found = _parse_settings(path, data)
+        if len(_LOADED) >= 32:  # a long-lived process (tests, a plugin) visits many roots
+            _LOADED.clear()
+        _LOADED[key] = found
+    return found
+
+
+def _parse_settings(path: Path, data: bytes | None) -> tuple[dict, dict]:
     values = copy.deepcopy(DEFAULTS)
     origins = {f"{section}.{key}": "default" for section, table in DEFAULTS.items() for key in table}
-    path = layout.config_file
-    if path.is_file():
+    if data is not None:
         try:
-            text = path.read_text(encoding="utf-8")
+            text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as read_text reads it
         except UnicodeDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML ({exc}); fix or remove the file") from None
         if _sets_something(text):
             _merge_user_config(values, origins, _parse_toml(text, path), path)
-    return Settings(layout=layout, values=values, origins=origins)
-
+    return values, origins
 
 
 def _sets_something(text: str) -> bool:

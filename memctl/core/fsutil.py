@@ -128,6 +128,18 @@ def write_failed(path: Path, exc: OSError) -> WriteFailed:
     return WriteFailed(f"{_DISK_ERRORS.get(exc.errno, 'cannot write')} {path}: nothing was written")
 
 
+def make_temp(folder: Path, prefix: str, suffix: str) -> tuple[int, Path]:
+    """A new private file `folder/prefix<random>suffix`, opened for writing: what
+    `tempfile.mkstemp` does (O_EXCL, mode 0600), without its import (~4 ms of a write process)."""
+    for _ in range(100):
+        path = Path(folder) / f"{prefix}{os.urandom(6).hex()}{suffix}"
+        try:
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | NOFOLLOW, FILE_MODE), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(folder))
+
+
 @contextlib.contextmanager
 def atomic_writer(dest: Path, mode: int = FILE_MODE) -> Iterator[object]:
     """Yield a binary writer; on success it replaces `dest` atomically and durably. A full or
@@ -135,10 +147,7 @@ def atomic_writer(dest: Path, mode: int = FILE_MODE) -> Iterator[object]:
     dest = Path(dest)
     folder = dest.parent
     refuse_symlink(dest)  # os.replace would swap the link itself, but a planted link is refused
-    import tempfile  # here: a search never writes whole files, and the import costs ~5 ms
-
-    fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{dest.name}.", suffix=TMP_SUFFIX)
-    tmp = Path(tmp_name)
+    fd, tmp = make_temp(folder, f".{dest.name}.", TMP_SUFFIX)
     try:
         try:
             yield _GuardedFile(fd)
@@ -168,10 +177,7 @@ class StagedFile:
         self.dest = Path(dest)
         self._mode = mode
         refuse_symlink(self.dest)
-        import tempfile
-
-        fd, name = tempfile.mkstemp(dir=self.dest.parent, prefix=f".{self.dest.name}.", suffix=suffix)
-        self._tmp = Path(name)
+        fd, self._tmp = make_temp(self.dest.parent, f".{self.dest.name}.", suffix)
         self._guarded(fd, data)
 
     def present(self) -> bool:

@@ -355,15 +355,21 @@ def _check(rule: _Rule) -> tuple[_Rule, str, tuple[str, ...], re.Pattern[str] | 
 
 
 _CHECKS = tuple(_check(rule) for rule in RULES)
-_CHECKS_BY_PIVOTS = {
-    present: tuple(check for check in _CHECKS if not check[1] or any(c in present for c in check[1]))
-    for present in ("".join(c for i, c in enumerate(_PIVOTS) if mask >> i & 1) for mask in range(1 << len(_PIVOTS)))
-}
+_CHECKS_BY_PIVOTS: dict[str, tuple] = {}  # filled as texts meet each combination (not all 256 at import)
+
+
+def _checks_for(present: str) -> tuple:
+    """The checks whose pivot characters `present` (the pivots a text holds, in order) allows."""
+    found = _CHECKS_BY_PIVOTS.get(present)
+    if found is None:
+        found = _CHECKS_BY_PIVOTS[present] = tuple(
+            check for check in _CHECKS if not check[1] or any(c in present for c in check[1]))
+    return found
 
 
 def _possible_rules(lowered: str) -> Iterable[_Rule]:
     present = "".join(c for c in _PIVOTS if c in lowered)
-    for rule, _, needles, hint, gate in _CHECKS_BY_PIVOTS[present]:
+    for rule, _, needles, hint, gate in _checks_for(present):
         for needle in needles:
             if needle in lowered:
                 break

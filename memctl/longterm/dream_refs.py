@@ -10,7 +10,7 @@ lines inside the archive and forget windows (`Refs.count_since`). This module ow
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from memctl.core.config import Layout
@@ -80,4 +80,4 @@ def fold(entry: Entry, refs: Refs) -> Entry:
     if not found:
         return entry
     count, last = found
-    return replace(entry, refs=entry.refs + count, last_ref=max(entry.last_ref or "", last), extra=dict(entry.extra))
+    return entry.replace(refs=entry.refs + count, last_ref=max(entry.last_ref or "", last), extra=dict(entry.extra))
