@@ -9,6 +9,9 @@ is recoverable.
 buffer and then SIGKILLs the process, `enospc` and `eio` raise that OSError instead, as a
 full or failing disk would.
 
+`MEMCTL_FAULT_SYNC=eio` (or `enospc`) makes the fsync of a write's last append, deferred
+until the writer lock is released (group commit, `fsutil.sync_pending`), fail so.
+
 `MEMCTL_FAULT_DERIVED=enospc` makes every write of derived state that goes through
 `derived_write` (the write lookups) fail as a full disk would; `derived_write` is also a
 `checkpoint`, so `MEMCTL_FAULT_AFTER` can kill a run just before one.
@@ -55,6 +58,15 @@ def _maybe_fail(fd: int, data: bytes | memoryview, spec: str) -> None:
     os.write(fd, data[: len(data) // 2])
     os.fsync(fd)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def sync(fd: int) -> None:
+    """`os.fsync`, unless MEMCTL_FAULT_SYNC names the error it fails with."""
+    kind = os.environ.get("MEMCTL_FAULT_SYNC")
+    if kind in _ERRORS:
+        code = _ERRORS[kind]
+        raise OSError(code, os.strerror(code))
+    os.fsync(fd)
 
 
 def derived_write(label: str) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from memctl.core.clock import iso
 from memctl.longterm.entries import PURGED, Entry, content_hash, new_id
 from memctl.core.errors import NotFound, UsageError, WriteFailed
+from memctl.core.fsutil import synced_after_unlock
 from memctl.longterm import journal
 from memctl.longterm.recovery import journaled_rewrite, writing
 from memctl.longterm.store import open_store
@@ -142,7 +143,8 @@ def restore(settings: Settings, entry_id: str, now: datetime, lock_wait: float) 
         store.append_log([{"run": "r-" + new_id(""), "at": iso(now), "op": "restore", "ids": [entry_id],
                            "before": None, "after": entry.to_dict(), "reason": f"restored from {last.reason}"}])
         try:
-            store.active.append([entry])
+            with synced_after_unlock():  # group commit: fsynced once the lock is released, before the exit
+                store.active.append([entry])
         except WriteFailed:
             store.cut_log_back(log_length)  # nothing was restored: the log must not say so
             raise

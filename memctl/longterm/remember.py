@@ -11,19 +11,18 @@ flat as the memory grows (the store answers from `.memctl/lookups.sqlite`).
 
 from __future__ import annotations
 
-
 from memctl.core.clock import iso
-
-TYPE_CHECKING = False  # datetime and Settings are only annotations here
-if TYPE_CHECKING:
-    from datetime import datetime
-
 from memctl.core.config import Settings
+from memctl.core.fsutil import synced_after_unlock
 from memctl.longterm.entries import Entry, content_hash, new_id
 from memctl.core.errors import MemctlError, UsageError
 from memctl.longterm.policies import best_key_match, near_duplicate, normalize, policy_for, similarity_threshold
 from memctl.longterm.recovery import journaled_rewrite, writing
 from memctl.longterm.store import JsonlEntryStore, open_store
+
+TYPE_CHECKING = False  # datetime is only an annotation here
+if TYPE_CHECKING:
+    from datetime import datetime
 
 ADDED = "added"
 SUPERSEDED = "superseded"
@@ -152,7 +151,8 @@ def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
         if found is not None:
             existing = store.active.row(rows[found[0]].entry_id)
             return _raise_seen(store, existing.entry, stamp, found[1], count, threshold)
-    store.active.append([entry])
+    with synced_after_unlock():  # group commit: the fsync waits for the lock's release, the exit for the fsync
+        store.active.append([entry])
     return RememberResult(ADDED, entry, None, None, count + 1, count + 1 >= threshold)
 
 
