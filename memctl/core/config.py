@@ -7,13 +7,14 @@ what `memctl rules` prints.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 from collections import namedtuple
 from pathlib import Path
 
-from memctl.core.errors import ConfigError, NotAMemory
-from memctl.core.fsutil import FILE_MODE, NOFOLLOW, ensure_private_dir, refuse_symlink, set_mode
+from memctl.core.errors import ConfigError, NotAMemory, UnsafePath
+from memctl.core.fsutil import FILE_MODE, NOFOLLOW, TMP_SUFFIX, ensure_private_dir, refuse_symlink, set_mode
 
 TYPE_CHECKING = False  # typing costs ~7 ms to import; annotations here are never evaluated
 if TYPE_CHECKING:
@@ -363,13 +364,65 @@ def _sets_something(text: str) -> bool:
     return False
 
 
+PARSED_CONFIG = "config.json"  # in .memctl/: memctl.toml's text and its parse (derived)
+
+
 def _parse_toml(text: str, path: Path) -> dict:
+    """memctl.toml parsed; from `.memctl/config.json` when that holds the parse of this very
+    text (a write process then need not import tomllib: ~3 ms of every `remember`)."""
+    cache = path.parent / STATE_DIR / PARSED_CONFIG
+    parsed = _cached_parse(cache, text)
+    if parsed is not None:
+        return parsed
     import tomllib
 
     try:
-        return tomllib.loads(text)
+        parsed = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc}); fix or remove the file") from None
+    _keep_parse(cache, text, parsed)
+    return parsed
+
+
+def _cached_parse(cache: Path, text: str) -> dict | None:
+    import json
+
+    from memctl.core.fsutil import read_bytes_nofollow
+
+    try:
+        kept = json.loads(read_bytes_nofollow(cache))
+    except (OSError, ValueError, UnsafePath, RecursionError):
+        return None
+    if isinstance(kept, dict) and kept.get("toml") == text and isinstance(kept.get("parsed"), dict):
+        return kept["parsed"]
+    return None
+
+
+def _keep_parse(cache: Path, text: str, parsed: dict) -> None:
+    """Write the cache beside the index (no fsync: derived, and checked against the text on
+    every read); nothing when the parse is not plain JSON (TOML dates) or .memctl/ is not ours."""
+    import json
+
+    from memctl.core.fsutil import make_temp
+
+    try:
+        data = json.dumps({"toml": text, "parsed": parsed}, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError):
+        return
+    folder = cache.parent
+    if folder.is_symlink() or not folder.is_dir() or cache.is_symlink():
+        return
+    try:
+        fd, tmp = make_temp(folder, f".{cache.name}.", TMP_SUFFIX)
+    except OSError:  # a read-only memory: parse again next time
+        return
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, cache)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def _merge_user_config(values: dict, origins: dict, user: dict, path: Path) -> None:

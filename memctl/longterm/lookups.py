@@ -74,6 +74,7 @@ class Lookups:
         self._files = files  # "l5" / "l6" -> path
         self._db: sqlite3.Connection | None = None
         self._checked: dict[str, tuple] = {}
+        self._ro_state: dict[str, tuple] | None = None
         self.broken = False
 
     # --- opening and checking
@@ -126,18 +127,25 @@ class Lookups:
         no line that is not an entry (then `bad_lines` need not read the file)."""
         if not enabled() or not self._path.exists():
             return False
-        try:
-            _refuse_links(self._path)
-            db = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True, timeout=1)
-            try:
-                row = db.execute("SELECT ino, size, mtime_ns, tail, bad FROM state WHERE file=?", (which,)).fetchone()
-            finally:
-                db.close()
-        except (sqlite3.Error, UnsafePath):
-            return False
+        row = self._read_only_state().get(which)
         path = self._files[which]
         stat = _stat(path)
         return row is not None and tuple(row[:3]) == stat and row[4] == 0 and row[3] == _tail_digest(path, stat[1])
+
+    def _read_only_state(self) -> dict[str, tuple]:
+        """Every file's state row, read once (one read-only connection for L5 and L6)."""
+        if self._ro_state is None:
+            try:
+                _refuse_links(self._path)
+                db = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True, timeout=1)
+                try:
+                    rows = db.execute("SELECT file, ino, size, mtime_ns, tail, bad FROM state").fetchall()
+                finally:
+                    db.close()
+            except (sqlite3.Error, UnsafePath):
+                return {}
+            self._ro_state = {row[0]: row[1:] for row in rows}
+        return self._ro_state
 
     # --- building
 

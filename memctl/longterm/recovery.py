@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 ROOT_FILES = ("long_term.jsonl", "archive.jsonl", "dream_log.jsonl")
 REWRITE_KINDS = ("dream", "undo", "forget", "supersede")
-STATE_FILES = ("refs.offset",)
+STATE_FILES = ("refs.offset", "config.json")
 
 
 @contextlib.contextmanager
