@@ -233,8 +233,7 @@ def write_entries(path: Path, entries: Iterable[Entry]) -> None:
 class Row:
     """One line of a store: its exact bytes (newline included) and the entry it holds."""
 
-    __slots__ = ("raw", "entry")
-    __hash__ = None
+    __hash__ = None  # no slots: the server store tags each row with its `seq`
 
     def __init__(self, raw: bytes, entry: Entry | None) -> None:
         self.raw = raw
@@ -259,8 +258,6 @@ class Row:
 
 class Snapshot:
     """A store as read at one moment; `data` lets a later reader see whether it only grew."""
-
-    __slots__ = ("path", "data", "rows", "stamp")
 
     def __init__(self, path: Path, data: bytes, rows: list[Row], stamp: tuple | None = None) -> None:
         self.path, self.data, self.rows = path, data, rows
