@@ -10,6 +10,7 @@ writes (acknowledged ids missing from L5 afterwards).
 
     .venv/bin/python bench/writes.py                          # 10k, 100k, 300k
     .venv/bin/python bench/writes.py --sizes 10000 --seconds 10 --runs 9
+    .venv/bin/python bench/writes.py --instructions 3   # also instructions per process (valgrind)
 
 Targets (issue #13): p50 of a `remember` process at 300k <= 1.3x its value at 10k and
 <= 150 ms; 8 writers >= 50 acknowledged writes/s, 0 refusals, 0 lost.
@@ -127,6 +128,28 @@ def time_processes(root: Path, targets, runs: int) -> dict:
     return results
 
 
+def instructions(root: Path, targets, runs: int) -> dict:
+    """Instructions (millions, valgrind's callgrind `Ir`) of one whole process per operation,
+    the median of `runs`: what the CPU time measures, without the other users' load in it."""
+    import re
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        return {}
+    results = {}
+    for name, calls in _commands(targets, runs, "v").items():
+        counts = []
+        for argv in calls:
+            done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", memctl_bin(),
+                                   "--root", str(root), *argv], capture_output=True, env=env())
+            found = re.search(rb"Collected : (\d+)", done.stderr)
+            if done.returncode != 0 or found is None:
+                raise SystemExit(f"{name} under valgrind failed: {done.stderr.decode()[-500:]}")
+            counts.append(int(found.group(1)) / 1e6)
+        results[name] = round(statistics.median(counts), 1)
+    return results
+
+
 def time_in_process(root: Path, targets, runs: int) -> dict:
     from memctl.cli.app import main
 
@@ -195,6 +218,8 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=30.0, help="length of the concurrent-writer run")
     parser.add_argument("--no-concurrency", action="store_true")
+    parser.add_argument("--instructions", type=int, default=0, metavar="RUNS",
+                        help="also count the instructions of RUNS processes per operation (valgrind)")
     args = parser.parse_args()
     rows = []
     for n in (int(x) for x in args.sizes.split(",")):
@@ -205,6 +230,8 @@ def main() -> None:
                 (root / f).stat().st_size for f in ("long_term.jsonl", "archive.jsonl")) / 1e6, 1),
                 "process": time_processes(root, targets, args.runs),
                 "in_process": time_in_process(root, targets, args.runs)}
+            if args.instructions:
+                row["instructions_m"] = instructions(root, targets, args.instructions)
             if not args.no_concurrency:
                 row["concurrent"] = concurrent_writers(root, args.writers, args.seconds)
             row["load_avg_1m"] = round(os.getloadavg()[0], 2)
@@ -212,8 +239,12 @@ def main() -> None:
             print(json.dumps(row), flush=True)
     if len(rows) > 1:
         first, last = rows[0]["process"]["remember"]["p50_ms"], rows[-1]["process"]["remember"]["p50_ms"]
-        print(json.dumps({"remember_p50_growth": round(last / first, 2),
-                          "from_items": rows[0]["items"], "to_items": rows[-1]["items"]}))
+        growth = {"remember_p50_growth": round(last / first, 2),
+                  "from_items": rows[0]["items"], "to_items": rows[-1]["items"]}
+        if rows[0].get("instructions_m"):
+            growth["remember_instructions_growth"] = round(
+                rows[-1]["instructions_m"]["remember"] / rows[0]["instructions_m"]["remember"], 2)
+        print(json.dumps(growth))
 
 
 if __name__ == "__main__":

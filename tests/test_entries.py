@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import asdict
-
 from memctl.longterm.entries import Entry, entry_line
 
 
 def reference_dict(entry: Entry) -> dict:
     """The historical definition: every field in declaration order, empty ones left out, the
     extra keys after them, id/type/text always present."""
-    data = {k: v for k, v in asdict(entry).items() if k != "extra" and v not in ("", [], None)}
+    fields = {name: getattr(entry, name) for name in Entry.__slots__}  # declaration order
+    data = {k: v for k, v in fields.items() if k != "extra" and v not in ("", [], None)}
     data.update(entry.extra)
     for required in ("id", "type", "text"):
         data[required] = getattr(entry, required)
@@ -54,3 +53,21 @@ def test_each_line_is_its_own_entry_even_when_lines_would_join_into_other_json()
     per_line = [json.loads(r.raw) if r.entry else None for r in rows]
     assert [r.entry.to_dict() if r.entry else None for r in rows] == \
         [Entry.from_dict(d).to_dict() if d else None for d in per_line]
+
+
+# the dataclass's field order, which fixes the key order of every stored line
+HISTORICAL_FIELDS = ("id", "text", "type", "topic", "confidence", "refs", "last_ref", "created", "updated", "source",
+                     "seen", "date", "session", "speaker", "supersedes", "merged_from", "consolidated_from",
+                     "left_at", "reason", "run", "note", "extra")
+
+
+def test_entry_keeps_the_dataclass_field_order_defaults_equality_and_replace():
+    assert Entry.__slots__ == HISTORICAL_FIELDS
+    entry = Entry("m1", "text")
+    assert (entry.type, entry.confidence, entry.seen, entry.supersedes, entry.extra) == ("event", 5, 1, [], {})
+    assert Entry("m1", "text").supersedes is not entry.supersedes  # a fresh list each
+    changed = entry.replace(reason="forgotten", seen=2)
+    assert (changed.reason, changed.seen, changed.text, entry.reason) == ("forgotten", 2, "text", "")
+    assert changed != entry and changed.replace(reason="", seen=1) == entry
+    assert entry != "m1" and Entry("m1", "text", extra={"a": 1}) != entry
+    assert "reason='forgotten'" in repr(changed)

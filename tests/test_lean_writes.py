@@ -113,3 +113,34 @@ def test_the_lean_write_path_imports_neither_typer_nor_rich(memctl_bin, tmp_path
         assert done.stderr.endswith(b"loaded=[]"), (argv, done.stderr)
     full = subprocess.run([python, "-c", probe], capture_output=True, env=clean_env(MEMCTL_FULL_CLI="1"), timeout=120)
     assert b"'typer'" in full.stderr  # the probe can see the full command line load
+
+
+# what a write process must never load (each costs milliseconds of every agent turn): the
+# full command line, the modules that pull in inspect/ast/dis, OpenSSL, the search side, and
+# tomllib once memctl.toml was parsed (.memctl/config.json). (typing is loaded by rapidfuzz itself.)
+NOT_ON_THE_WRITE_PATH = ["typer", "rich", "click", "dataclasses", "inspect", "ast", "dis", "hashlib", "tempfile",
+                         "tomllib", "zipfile", "jieba", "rjieba", "subprocess", "memctl.cli.app", "memctl.recall",
+                         "memctl.longterm.purge_steps", "memctl.longterm.dream", "memctl.l4"]
+
+
+def test_the_lean_write_path_loads_only_what_a_write_needs(memctl_bin, tmp_path):
+    root = tmp_path / "memory"
+    subprocess.run([memctl_bin, "--root", str(root), "init"], check=True, capture_output=True, env=clean_env())
+    (root / "memctl.toml").write_text("[dream]\nauto_trigger_entries = 100000\n")  # parsed once, then cached
+    first = subprocess.run([memctl_bin, "--root", str(root), "remember", "the proxy listens on 7890", "--type", "event"],
+                           check=True, capture_output=True, env=clean_env()).stdout.decode().strip()
+    python = str(Path(memctl_bin).with_name("python"))
+    scripts = [["remember", "the cache lives on n3", "--type", "event"],  # added: the group-committed append
+               ["remember", "The proxy listens on 7890!", "--type", "event"],  # seen: an L5 rewrite
+               ["remember", "editor is vim", "--type", "preference", "--topic", "editor"],
+               ["remember", "editor is helix", "--type", "preference", "--topic", "editor"],  # a journaled supersede
+               ["forget", first], ["restore", first], ["forget", "nosuch"]]
+    for argv in scripts:
+        probe = ("import sys, runpy; sys.argv = ['memctl', '--root', %r] + %r\n"
+                 "try:\n    runpy.run_module('memctl', run_name='__main__')\n"
+                 "except SystemExit as exit:\n"
+                 "    sys.stderr.write('exit=%%s loaded=%%s' %% (exit.code, sorted({m for m in sys.modules for n in %r "
+                 "if m == n or m.startswith(n + '.')})))\n" % (str(root), argv, NOT_ON_THE_WRITE_PATH))
+        done = subprocess.run([python, "-c", probe], capture_output=True, env=clean_env(), timeout=120)
+        assert done.stderr.endswith(b"loaded=[]"), (argv, done.stderr)
+        assert b"exit=0" in done.stderr or argv == ["forget", "nosuch"], (argv, done.stderr)

@@ -143,3 +143,30 @@ def test_a_piped_search_does_not_import_the_full_command_line(memctl_bin, tmp_pa
     second = subprocess.run([python, "-c", probe], capture_output=True, env=clean_env(), timeout=120)
     assert b"notes.md" in second.stdout
     assert second.stderr.endswith(b"exit=0 loaded=[]"), second.stderr
+
+
+def test_the_parsed_config_cache_follows_the_file_and_survives_damage(tmp_path):
+    """`.memctl/config.json` saves a write process the tomllib import; it is used only for the
+    very text it was parsed from, and a damaged or planted cache is never trusted."""
+    from memctl.core import config
+    from memctl.core.config import init_root
+
+    init_root(tmp_path)
+    cache = tmp_path / ".memctl" / "config.json"
+    (tmp_path / "memctl.toml").write_text("[archive]\nkeep_newest = 3\n")
+    assert load_settings(tmp_path).get("archive", "keep_newest") == 3
+    assert json.loads(cache.read_text())["parsed"] == {"archive": {"keep_newest": 3}}
+    config._LOADED.clear()  # what a new process sees
+    (tmp_path / "memctl.toml").write_text("[archive]\nkeep_newest = 4\n")
+    assert load_settings(tmp_path).get("archive", "keep_newest") == 4
+    config._LOADED.clear()
+    cache.write_text(json.dumps({"toml": "[archive]\nkeep_newest = 4\n", "parsed": {"archive": {"keep_newest": 9}}}))
+    assert load_settings(tmp_path).get("archive", "keep_newest") == 9  # proof that the cache is what was read
+    for damage in (b"{not json", b"[]", json.dumps({"toml": "other", "parsed": {}}).encode()):
+        config._LOADED.clear()
+        cache.write_bytes(damage)
+        assert load_settings(tmp_path).get("archive", "keep_newest") == 4
+    config._LOADED.clear()
+    (tmp_path / "memctl.toml").write_text("[archive]\nkeep_newest = 'many'\n")
+    with pytest.raises(ConfigError):  # the cached parse is validated as a fresh one is
+        load_settings(tmp_path)

@@ -211,3 +211,28 @@ def test_a_planted_link_in_place_of_the_lookups_is_never_written_through(tmp_pat
     (base / ".memctl" / "lookups.sqlite").symlink_to(elsewhere)
     result = remember(load_settings(base), RememberRequest("deploy cache pinned on n3", "event"), START, 0)
     assert result.action == "added" and elsewhere.read_bytes() == b""
+
+
+def test_lookups_of_schema_2_are_migrated_in_place_not_rebuilt(tmp_path, monkeypatch):
+    """Schema 3 only adds the candidates' covering index: an upgrade costs an index, not a
+    rebuild of both files (seconds at 300k items)."""
+    import sqlite3
+
+    base = _memory(tmp_path)
+    monkeypatch.setenv("MEMCTL_LOOKUPS", "1")
+    settings = load_settings(base)
+    first = remember(settings, RememberRequest("deploy cache pinned on n3", "event"), START, 0)
+    db = sqlite3.connect(base / ".memctl" / "lookups.sqlite", isolation_level=None)
+    db.execute("DROP INDEX l5_cand")
+    db.execute("CREATE INDEX l5_len ON l5(type, klen)")
+    db.execute("INSERT INTO l5 VALUES (1000000, 'planted', 'never-queried', '', 1, 'x')")  # a rebuild drops it
+    db.execute("PRAGMA user_version=2")
+    db.close()
+    again = remember(settings, RememberRequest("Deploy cache pinned on n3!", "event"), START, 0)
+    assert again.action == "seen" and again.entry.id == first.entry.id
+    db = sqlite3.connect(base / ".memctl" / "lookups.sqlite")
+    indexes = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert "l5_cand" in indexes and "l5_len" not in indexes
+    assert db.execute("SELECT count(*) FROM l5 WHERE id='planted'").fetchone()[0] == 1
+    db.close()

@@ -7,13 +7,14 @@ what `memctl rules` prints.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 from collections import namedtuple
 from pathlib import Path
 
-from memctl.core.errors import ConfigError, NotAMemory
-from memctl.core.fsutil import FILE_MODE, NOFOLLOW, ensure_private_dir, refuse_symlink, set_mode
+from memctl.core.errors import ConfigError, NotAMemory, UnsafePath
+from memctl.core.fsutil import FILE_MODE, NOFOLLOW, TMP_SUFFIX, ensure_private_dir, refuse_symlink, set_mode
 
 TYPE_CHECKING = False  # typing costs ~7 ms to import; annotations here are never evaluated
 if TYPE_CHECKING:
@@ -311,18 +312,45 @@ def derived_dir_for(root: Path) -> Path:
 
 def load_settings(root: Path) -> Settings:
     layout = Layout(Path(root))
+    values, origins = _loaded(layout)
+    return Settings(layout=layout, values=copy.deepcopy(values), origins=dict(origins))
+
+
+def store_backend(root: Path) -> str:
+    """`[store] backend` of a root ("files" or "postgres"), without copying the settings:
+    every opening of the entry store asks it, several times in one write."""
+    return _loaded(Layout(Path(root)))[0]["store"]["backend"]
+
+
+_LOADED: dict[tuple[str, bytes | None], tuple[dict, dict]] = {}  # (root, memctl.toml's bytes) -> parsed
+
+
+def _loaded(layout: Layout) -> tuple[dict, dict]:
+    """(values, origins) of a root, parsed once per process for the same memctl.toml bytes
+    (a `remember` reads its settings in five places); never to be changed by the caller."""
+    path = layout.config_file
+    data = path.read_bytes() if path.is_file() else None
+    key = (str(layout.root), data)
+    found = _LOADED.get(key)
+    if found is None:
+        found = _parse_settings(path, data)
+        if len(_LOADED) >= 32:  # a long-lived process (tests, a plugin) visits many roots
+            _LOADED.clear()
+        _LOADED[key] = found
+    return found
+
+
+def _parse_settings(path: Path, data: bytes | None) -> tuple[dict, dict]:
     values = copy.deepcopy(DEFAULTS)
     origins = {f"{section}.{key}": "default" for section, table in DEFAULTS.items() for key in table}
-    path = layout.config_file
-    if path.is_file():
+    if data is not None:
         try:
-            text = path.read_text(encoding="utf-8")
+            text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as read_text reads it
         except UnicodeDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML ({exc}); fix or remove the file") from None
         if _sets_something(text):
             _merge_user_config(values, origins, _parse_toml(text, path), path)
-    return Settings(layout=layout, values=values, origins=origins)
-
+    return values, origins
 
 
 def _sets_something(text: str) -> bool:
@@ -336,13 +364,65 @@ def _sets_something(text: str) -> bool:
     return False
 
 
+PARSED_CONFIG = "config.json"  # in .memctl/: memctl.toml's text and its parse (derived)
+
+
 def _parse_toml(text: str, path: Path) -> dict:
+    """memctl.toml parsed; from `.memctl/config.json` when that holds the parse of this very
+    text (a write process then need not import tomllib: ~3 ms of every `remember`)."""
+    cache = path.parent / STATE_DIR / PARSED_CONFIG
+    parsed = _cached_parse(cache, text)
+    if parsed is not None:
+        return parsed
     import tomllib
 
     try:
-        return tomllib.loads(text)
+        parsed = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc}); fix or remove the file") from None
+    _keep_parse(cache, text, parsed)
+    return parsed
+
+
+def _cached_parse(cache: Path, text: str) -> dict | None:
+    import json
+
+    from memctl.core.fsutil import read_bytes_nofollow
+
+    try:
+        kept = json.loads(read_bytes_nofollow(cache))
+    except (OSError, ValueError, UnsafePath, RecursionError):
+        return None
+    if isinstance(kept, dict) and kept.get("toml") == text and isinstance(kept.get("parsed"), dict):
+        return kept["parsed"]
+    return None
+
+
+def _keep_parse(cache: Path, text: str, parsed: dict) -> None:
+    """Write the cache beside the index (no fsync: derived, and checked against the text on
+    every read); nothing when the parse is not plain JSON (TOML dates) or .memctl/ is not ours."""
+    import json
+
+    from memctl.core.fsutil import make_temp
+
+    try:
+        data = json.dumps({"toml": text, "parsed": parsed}, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError):
+        return
+    folder = cache.parent
+    if folder.is_symlink() or not folder.is_dir() or cache.is_symlink():
+        return
+    try:
+        fd, tmp = make_temp(folder, f".{cache.name}.", TMP_SUFFIX)
+    except OSError:  # a read-only memory: parse again next time
+        return
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, cache)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def _merge_user_config(values: dict, origins: dict, user: dict, path: Path) -> None:

@@ -9,6 +9,9 @@ is recoverable.
 buffer and then SIGKILLs the process, `enospc` and `eio` raise that OSError instead, as a
 full or failing disk would.
 
+`MEMCTL_FAULT_SYNC=eio` (or `enospc`) makes the fsync of a write's last append, deferred
+until the writer lock is released (group commit, `fsutil.sync_pending`), fail so.
+
 `MEMCTL_FAULT_DERIVED=enospc` makes every write of derived state that goes through
 `derived_write` (the write lookups) fail as a full disk would; `derived_write` is also a
 `checkpoint`, so `MEMCTL_FAULT_AFTER` can kill a run just before one.
@@ -18,7 +21,6 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
 
 _count = 0
 _writes = 0
@@ -32,7 +34,7 @@ def checkpoint(label: str) -> None:
         return
     _count += 1
     if _count >= int(limit):
-        os.kill(os.getpid(), signal.SIGKILL)
+        _kill()
 
 
 def write(fd: int, data: bytes | memoryview) -> int:
@@ -54,6 +56,21 @@ def _maybe_fail(fd: int, data: bytes | memoryview, spec: str) -> None:
         raise OSError(code, os.strerror(code))
     os.write(fd, data[: len(data) // 2])
     os.fsync(fd)
+    _kill()
+
+
+def sync(fd: int) -> None:
+    """`os.fsync`, unless MEMCTL_FAULT_SYNC names the error it fails with."""
+    kind = os.environ.get("MEMCTL_FAULT_SYNC")
+    if kind in _ERRORS:
+        code = _ERRORS[kind]
+        raise OSError(code, os.strerror(code))
+    os.fsync(fd)
+
+
+def _kill() -> None:
+    import signal  # here: only a fault test gets this far
+
     os.kill(os.getpid(), signal.SIGKILL)
 
 

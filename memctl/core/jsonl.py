@@ -26,7 +26,8 @@ import os
 import time
 from pathlib import Path
 
-from memctl.core.fsutil import ensure_private_dir, is_disk_error, open_nofollow, write_all, write_failed
+from memctl.core.fsutil import (defer_sync, ensure_private_dir, is_disk_error, open_nofollow, sync_pending,
+                                write_all, write_failed)
 
 TORN_DIR = "torn"
 _TAIL_CHUNK = 1 << 16
@@ -49,14 +50,16 @@ def append_lines(path: Path, payload: bytes, quarantine: Path) -> int:
     if payload and not payload.endswith(b"\n"):
         raise ValueError("append_lines takes whole lines")
     path = Path(path)
+    sync_pending()
     fd = open_nofollow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         start = _cut_torn_tail(fd, path, quarantine)
-        if payload:
-            _write_or_restore(fd, path, payload, start)
+        if payload and _write_or_restore(fd, path, payload, start):
+            fd = None  # fsynced and closed when the writer lock is released
         return start
     finally:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
 
 
 def append_unlocked(path: Path, payload: bytes) -> None:
@@ -125,10 +128,15 @@ def _last_line_start(fd: int, size: int) -> int:
     return 0
 
 
-def _write_or_restore(fd: int, path: Path, payload: bytes, start: int) -> None:
+def _write_or_restore(fd: int, path: Path, payload: bytes, start: int) -> bool:
+    """Write `payload`, then fsync it — or leave that to the lock's release (group commit,
+    `fsutil.synced_after_unlock`; True: `fd` was handed over and stays open)."""
     try:
         write_all(fd, payload)
+        if defer_sync(fd, path):
+            return True
         os.fsync(fd)
+        return False
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.ftruncate(fd, start)

@@ -51,22 +51,24 @@ def _entropy(value: str) -> float:
     return -sum(n / total * math.log2(n / total) for n in counts.values())
 
 
-_PLACEHOLDER = re.compile(
+# sources, compiled on first use (`_compiled`): most texts never reach a value check, and
+# compiling at import was a share of every printed line's and every write's start-up
+_PLACEHOLDER = (
     r"^(?:[*xX.•#-]+|<[^>]*>|\{[^}]*\}|\$.*|%.*%|(?i:password|passwd|pass|secret|token|changeme|"
     r"redacted|example|dummy|placeholder|none|null|true|false|undefined|string|your[_-].*|\.\.\.))$"
 )
-_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?)?(?:Z|[+-]\d\d:?\d\d)?$")
+_TIMESTAMP = r"^\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?)?(?:Z|[+-]\d\d:?\d\d)?$"
 # identifiers and dotted attribute paths: `token = self.tokenizer`, `key: config.api_key`
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z_.]*(?:\(\))?$")
+_IDENTIFIER = r"^[A-Za-z_][A-Za-z_.]*(?:\(\))?$"
 
 
 def _secretish(value: str) -> bool:
     """A value that looks like a credential rather than a word, a path or a variable."""
-    if "REDACTED" in value or _PLACEHOLDER.match(value) or _IDENTIFIER.match(value):
+    if "REDACTED" in value or _compiled(_PLACEHOLDER).match(value) or _compiled(_IDENTIFIER).match(value):
         return False
     if value.isdigit() or value[0] in "/~" or value.startswith(("./", "../", "http")):
         return False
-    if not any(c.isalpha() for c in value) or _TIMESTAMP.match(value):  # dates, versions, addresses
+    if not any(c.isalpha() for c in value) or _compiled(_TIMESTAMP).match(value):  # dates, versions, addresses
         return False
     classes = sum(
         (
@@ -104,7 +106,7 @@ def _basic_credentials(value: str) -> bool:
 
 
 def _url_password(value: str) -> bool:
-    return "REDACTED" not in value and not _PLACEHOLDER.match(value)
+    return "REDACTED" not in value and not _compiled(_PLACEHOLDER).match(value)
 
 
 def _rule(kind, pattern, keywords, group=0, check=None, lowered=False, trigger="") -> _Rule:
@@ -341,7 +343,7 @@ _NEEDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "gcp-private-key-id": ("_", ("private_key_id",)), "pgpass-password": (":", (":",)), "jwt": (".", (".eyj",)),
     "curl-user": ("-", ("curl",)), "url-password": (":", ("://",)), "password-assignment": (":=：", ()),
 }
-_HINTS = {"discord-token": re.compile(r"\.[a-z0-9_-]{6}\."), "pgpass-password": re.compile(r":(?:\d{1,5}|\*):")}
+_HINTS = {"discord-token": r"\.[a-z0-9_-]{6}\.", "pgpass-password": r":(?:\d{1,5}|\*):"}  # sources
 
 
 def _gate(rule: _Rule) -> str:
@@ -355,17 +357,23 @@ def _check(rule: _Rule) -> tuple[_Rule, str, tuple[str, ...], re.Pattern[str] | 
 
 
 _CHECKS = tuple(_check(rule) for rule in RULES)
-_CHECKS_BY_PIVOTS = {
-    present: tuple(check for check in _CHECKS if not check[1] or any(c in present for c in check[1]))
-    for present in ("".join(c for i, c in enumerate(_PIVOTS) if mask >> i & 1) for mask in range(1 << len(_PIVOTS)))
-}
+_CHECKS_BY_PIVOTS: dict[str, tuple] = {}  # filled as texts meet each combination (not all 256 at import)
+
+
+def _checks_for(present: str) -> tuple:
+    """The checks whose pivot characters `present` (the pivots a text holds, in order) allows."""
+    found = _CHECKS_BY_PIVOTS.get(present)
+    if found is None:
+        found = _CHECKS_BY_PIVOTS[present] = tuple(
+            check for check in _CHECKS if not check[1] or any(c in present for c in check[1]))
+    return found
 
 
 def _possible_checks(lowered: str, among: tuple | None = None) -> Iterable[tuple]:
     """The checks (in RULES' order) whose rule may match `lowered`; `among`: only those of a
     batch's checks that `batch_checks` left."""
     if among is None:
-        checks = _CHECKS_BY_PIVOTS["".join(c for c in _PIVOTS if c in lowered)]
+        checks = _checks_for("".join(c for c in _PIVOTS if c in lowered))
     else:
         checks = (check for check in among if not check[1] or any(c in lowered for c in check[1]))
     for check in checks:
@@ -376,7 +384,7 @@ def _possible_checks(lowered: str, among: tuple | None = None) -> Iterable[tuple
         else:
             if needles:
                 continue
-        if (hint is None or hint.search(lowered)) and _compiled(gate).search(lowered):
+        if (hint is None or _compiled(hint).search(lowered)) and _compiled(gate).search(lowered):
             yield check
 
 

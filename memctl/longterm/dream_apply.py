@@ -14,7 +14,6 @@ import contextlib
 import math
 import os
 import time
-from dataclasses import replace
 from datetime import datetime
 from typing import Iterator
 
@@ -252,7 +251,7 @@ def _step_contents(store: JsonlEntryStore, rows: list[Row], position: dict[str, 
             continue
         new_rows.append(store.row_for(replacements[entry_id]) if entry_id in replacements else row)
     new_rows += [store.row_for(e) for c in good for e in c.added]
-    to_l6 = [replace(e, left_at=stamp, reason=REASONS[c.op], note=c.reason, run=run_id, extra=dict(e.extra))
+    to_l6 = [e.replace(left_at=stamp, reason=REASONS[c.op], note=c.reason, run=run_id, extra=dict(e.extra))
              for c in good for e in c.removed]
     records = [{"run": run_id, "at": stamp, "op": c.op, "step": step,
                 "ids": [e.id for e in c.before] + [e.id for e in c.added],

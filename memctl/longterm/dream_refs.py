@@ -13,7 +13,7 @@ transaction.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from memctl.core.config import Layout
@@ -97,4 +97,4 @@ def fold(entry: Entry, refs: Refs) -> Entry:
     if not found:
         return entry
     count, last = found
-    return replace(entry, refs=entry.refs + count, last_ref=max(entry.last_ref or "", last), extra=dict(entry.extra))
+    return entry.replace(refs=entry.refs + count, last_ref=max(entry.last_ref or "", last), extra=dict(entry.extra))

@@ -22,47 +22,72 @@ from __future__ import annotations
 import json
 from json.scanner import make_scanner
 import os
-from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+
+TYPE_CHECKING = False  # typing costs ~3 ms of every write process
+if TYPE_CHECKING:
+    from typing import Any, Iterable, Iterator
 
 from memctl.core.fsutil import atomic_write_bytes
 from memctl.core.config import STATE_DIR
 from memctl.core.jsonl import append_lines, split_torn, torn_dir
 
 
-@dataclass(slots=True)  # a dream holds every entry of L5: slots save ~1 KB each
 class Entry:
-    id: str
-    text: str
-    type: str = "event"
-    topic: str = ""
-    confidence: float = 5
-    refs: int = 0
-    last_ref: str = ""
-    created: str = ""
-    updated: str = ""
-    source: str = ""
-    seen: int = 1
-    # provenance of imported items (conversation turns, messages)
-    date: str = ""
-    session: str = ""
-    speaker: str = ""
-    # links
-    supersedes: list[str] = field(default_factory=list)
-    merged_from: list[str] = field(default_factory=list)
-    consolidated_from: list[str] = field(default_factory=list)
-    # L6 only: why and when the entry left L5, and which run moved it
-    left_at: str = ""
-    reason: str = ""
-    run: str = ""
-    # a short human note: the rule that moved it to L6, or "3× verified" on a consolidation
-    note: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    """One entry of L5 or L6. A plain class with slots rather than a dataclass: `dataclasses`
+    pulls in inspect, ast and dis (~9 ms), and every `remember` process loads this module.
+    It behaves as the dataclass did: keyword or positional fields in this order, equality by
+    value, `replace(**changes)` for `dataclasses.replace`, and a dream's L5 in memory costs
+    ~1 KB less per entry than without slots."""
+
+    __slots__ = ("id", "text", "type", "topic", "confidence", "refs", "last_ref", "created", "updated",
+                 "source", "seen",
+                 # provenance of imported items (conversation turns, messages)
+                 "date", "session", "speaker",
+                 # links
+                 "supersedes", "merged_from", "consolidated_from",
+                 # L6 only: why and when the entry left L5, and which run moved it
+                 "left_at", "reason", "run",
+                 # a short human note: the rule that moved it to L6, or "3× verified" on a consolidation
+                 "note", "extra")
+    __hash__ = None  # mutable, compared by value (as the dataclass was)
+
+    def __init__(self, id: str, text: str, type: str = "event", topic: str = "", confidence: float = 5,
+                 refs: int = 0, last_ref: str = "", created: str = "", updated: str = "", source: str = "",
+                 seen: int = 1, date: str = "", session: str = "", speaker: str = "",
+                 supersedes: list[str] | None = None, merged_from: list[str] | None = None,
+                 consolidated_from: list[str] | None = None, left_at: str = "", reason: str = "", run: str = "",
+                 note: str = "", extra: dict[str, Any] | None = None) -> None:
+        self.id, self.text, self.type, self.topic, self.confidence = id, text, type, topic, confidence
+        self.refs, self.last_ref, self.created, self.updated, self.source = refs, last_ref, created, updated, source
+        self.seen, self.date, self.session, self.speaker = seen, date, session, speaker
+        self.supersedes = [] if supersedes is None else supersedes
+        self.merged_from = [] if merged_from is None else merged_from
+        self.consolidated_from = [] if consolidated_from is None else consolidated_from
+        self.left_at, self.reason, self.run, self.note = left_at, reason, run, note
+        self.extra = {} if extra is None else extra
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, name) for name in Entry.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __repr__(self) -> str:
+        return "Entry(" + ", ".join(f"{name}={getattr(self, name)!r}" for name in Entry.__slots__) + ")"
+
+    def replace(self, **changes: Any) -> "Entry":
+        """A copy with these fields changed (what `dataclasses.replace` did: the lists and
+        `extra` are shared with the original unless given)."""
+        values = {name: getattr(self, name) for name in Entry.__slots__}
+        values.update(changes)
+        return Entry(**values)
 
     def to_dict(self) -> dict[str, Any]:
         data = {}
-        for name in _FIELD_ORDER:  # dataclasses.asdict gives the same, ten times slower (deep copies)
+        for name in _FIELD_ORDER:
             value = getattr(self, name)
             if value not in ("", [], None):
                 data[name] = list(value) if type(value) is list else value
@@ -84,10 +109,11 @@ class Entry:
         return cls(**kwargs, extra=extra)
 
 
-_FIELD_ORDER = tuple(f.name for f in fields(Entry) if f.name != "extra")
+_FIELD_ORDER = Entry.__slots__[:-1]  # every field but `extra`
 _KNOWN_FIELDS = frozenset(_FIELD_ORDER)
 _NUMBER_FIELDS = {"confidence": (int, float), "refs": (int,), "seen": (int,)}
 _LIST_FIELDS = frozenset({"supersedes", "merged_from", "consolidated_from"})
+PURGED = "purged"  # the reason of an L6 line whose text a purge erased
 # what a line that is not an entry raises (RecursionError: JSON nested thousands deep)
 BAD_LINE = (ValueError, TypeError, AttributeError, RecursionError)
 
@@ -205,12 +231,22 @@ def write_entries(path: Path, entries: Iterable[Entry]) -> None:
 # --- raw-line snapshots: rewrite a store without touching the bytes of lines we did not change
 
 
-@dataclass
 class Row:
     """One line of a store: its exact bytes (newline included) and the entry it holds."""
 
-    raw: bytes
-    entry: Entry | None  # None: a line that does not parse, kept as it is
+    __hash__ = None  # no slots: the server store tags each row with its `seq`
+
+    def __init__(self, raw: bytes, entry: Entry | None) -> None:
+        self.raw = raw
+        self.entry = entry  # None: a line that does not parse, kept as it is
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.raw, self.entry) == (other.raw, other.entry)
+
+    def __repr__(self) -> str:
+        return f"Row(raw={self.raw!r}, entry={self.entry!r})"
 
     @property
     def text(self) -> str:
@@ -233,18 +269,15 @@ class LeanRow(Row):
     entry_id = property(lambda self: self._id)
 
 
-@dataclass
 class Snapshot:
     """A store as read at one moment; `data` lets a later reader see whether it only grew.
     A lean snapshot (`data` None) keeps instead the size and sha256 of what was read."""
 
-    path: Path
-    data: bytes | None
-    rows: list[Row]
-    stamp: tuple | None = None  # (inode, size, mtime_ns) of what was read: unchanged since, without reading
-    size: int = 0  # lean: bytes read, their sha256, and whether they ended with a whole line
-    digest: str = ""
-    whole: bool = True
+    def __init__(self, path: Path, data: bytes | None, rows: list[Row], stamp: tuple | None = None,
+                 size: int = 0, digest: str = "", whole: bool = True) -> None:
+        self.path, self.data, self.rows = path, data, rows
+        self.stamp = stamp  # (inode, size, mtime_ns) of what was read: unchanged since, without reading
+        self.size, self.digest, self.whole = size, digest, whole  # lean: bytes read, their sha256, ends whole
 
     @property
     def entries(self) -> list[Entry]:
@@ -437,7 +470,7 @@ def write_rows(path: Path, rows: list[Row]) -> Snapshot:
 
 
 def content_hash(text: str) -> str:
-    import hashlib
+    from memctl.core.digest import sha256_hex
 
-    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+    return "sha256:" + sha256_hex(text.encode("utf-8", "surrogateescape"))
 

@@ -10,27 +10,33 @@ scrubbed from L4 by `memctl.l4.purge`. Planning is pure; applying takes the writ
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from datetime import datetime
 from memctl.core.clock import iso
-from memctl.core.config import Settings
-from memctl.longterm.entries import Entry, content_hash, new_id
+from memctl.longterm.entries import PURGED, Entry, content_hash, new_id
 from memctl.core.errors import NotFound, UsageError, WriteFailed
-from memctl.longterm import journal, purge_steps
+from memctl.core.fsutil import synced_after_unlock
+from memctl.longterm import journal
 from memctl.longterm.recovery import journaled_rewrite, writing
 from memctl.longterm.store import open_store
 
+TYPE_CHECKING = False  # annotations only: a `forget ID` process need not import them
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from memctl.core.config import Settings
+
 FORGOTTEN = "forgotten"
-PURGED = purge_steps.PURGED
-PURGE_MARK = purge_steps.PURGE_MARK
-MIN_L4_NEEDLE = purge_steps.MIN_L4_NEEDLE
 
 
-@dataclass
 class ForgetPlan:
-    entries: list[Entry]  # active entries that would leave L5
-    missing: list[str] = field(default_factory=list)  # ids asked for that are not active
-    reason: str = ""
+    """Plain classes here, not dataclasses: a `forget ID` process need not load `dataclasses`
+    (see `entries.Entry`)."""
+
+    __slots__ = ("entries", "missing", "reason")
+
+    def __init__(self, entries: list[Entry], missing: list[str] | None = None, reason: str = "") -> None:
+        self.entries = entries  # active entries that would leave L5
+        self.missing = [] if missing is None else missing  # ids asked for that are not active
+        self.reason = reason
 
     def to_dict(self) -> dict:
         return {
@@ -40,11 +46,12 @@ class ForgetPlan:
         }
 
 
-@dataclass
 class ForgetResult:
-    run: str
-    forgotten: list[str]
-    skipped: list[str]  # changed or gone between plan and apply
+    __slots__ = ("run", "forgotten", "skipped")
+
+    def __init__(self, run: str, forgotten: list[str], skipped: list[str]) -> None:
+        self.run, self.forgotten = run, forgotten
+        self.skipped = skipped  # changed or gone between plan and apply
 
 
 def plan_forget(entries: list[Entry], ids: list[str], match: str | None, reason: str = "") -> ForgetPlan:
@@ -98,7 +105,7 @@ def _forget_locked(layout, store, plan: ForgetPlan, now: datetime) -> ForgetResu
     order = [e.id for e in plan.entries]
     rows = {i: store.active.row(i) for i in order}  # a duplicate id is refused here
     moving = [rows[i].entry for i in order if rows[i] is not None]
-    gone = [replace(e, left_at=stamp, reason=FORGOTTEN, note=plan.reason, run=run) for e in moving]
+    gone = [e.replace(left_at=stamp, reason=FORGOTTEN, note=plan.reason, run=run) for e in moving]
     if gone:
         ids = [e.id for e in gone]
         with journaled_rewrite(layout, store, "forget", run, l5_lacks=ids):
@@ -122,7 +129,7 @@ def restore(settings: Settings, entry_id: str, now: datetime, lock_wait: float) 
             raise NotFound(f"no entry {entry_id} in L6 (archive.jsonl); check the id with `memctl search --layers L6`")
         if last.reason == PURGED or not last.text:
             raise UsageError(f"{entry_id} was purged; its text no longer exists anywhere, so it cannot be restored")
-        entry = replace(last, left_at="", reason="", run="", note="", extra=dict(last.extra))
+        entry = last.replace(left_at="", reason="", run="", note="", extra=dict(last.extra))
         store.lock_types([entry.type])
         types = settings.types
         if entry.type in types and types[entry.type].get("policy") == "merge":
@@ -136,7 +143,8 @@ def restore(settings: Settings, entry_id: str, now: datetime, lock_wait: float) 
         store.append_log([{"run": "r-" + new_id(""), "at": iso(now), "op": "restore", "ids": [entry_id],
                            "before": None, "after": entry.to_dict(), "reason": f"restored from {last.reason}"}])
         try:
-            store.active.append([entry])
+            with synced_after_unlock():  # group commit: fsynced once the lock is released, before the exit
+                store.active.append([entry])
         except WriteFailed:
             store.cut_log_back(log_length)  # nothing was restored: the log must not say so
             raise
@@ -146,21 +154,24 @@ def restore(settings: Settings, entry_id: str, now: datetime, lock_wait: float) 
 # --- purge
 
 
-@dataclass
 class PurgeResult:
-    run: str
-    ids: list[str]
-    hashes: dict[str, str]
-    files: list[str]  # files that were rewritten
-    l4: list[str]  # what the L4 purge did, or why it could not
-    pending: list[str] = field(default_factory=list)  # files still holding the text (path: why)
-    settled: list[str] = field(default_factory=list)  # cut-off operations finished first
+    __slots__ = ("run", "ids", "hashes", "files", "l4", "pending", "settled")
+
+    def __init__(self, run: str, ids: list[str], hashes: dict[str, str], files: list[str], l4: list[str],
+                 pending: list[str] | None = None, settled: list[str] | None = None) -> None:
+        self.run, self.ids, self.hashes = run, ids, hashes
+        self.files = files  # files that were rewritten
+        self.l4 = l4  # what the L4 purge did, or why it could not
+        self.pending = [] if pending is None else pending  # files still holding the text (path: why)
+        self.settled = [] if settled is None else settled  # cut-off operations finished first
 
 
 def purge(settings: Settings, ids: list[str], strings: list[str], reason: str, now: datetime,
           lock_wait: float) -> PurgeResult:
     """Erase entries (and any string given) from every file memctl keeps. Irreversible.
     A purge cut off earlier (or waiting on a damaged zip) is finished first."""
+    from memctl.longterm import purge_steps
+
     layout = settings.layout
     store = open_store(layout)
     run = "p-" + new_id("")
@@ -178,6 +189,8 @@ def purge(settings: Settings, ids: list[str], strings: list[str], reason: str, n
 def _plan_purge(store, ids: list[str], strings: list[str]) -> tuple[dict[str, str], list[bytes]] | None:
     """The ids to erase with their content hashes, and the strings; None: nothing left to do
     (every id is already a tombstone and no string was given)."""
+    from memctl.longterm import purge_steps
+
     rows = store.active.snapshot().rows + store.archive.snapshot().rows
     targets = set(ids)
     unknown = sorted(targets - {r.entry.id for r in rows if r.entry is not None})
@@ -199,11 +212,12 @@ def _plan_purge(store, ids: list[str], strings: list[str]) -> tuple[dict[str, st
 def files_a_purge_would_scrub(settings: Settings, ids: list[str], strings: list[str]) -> list[str]:
     """The files (and archived sessions) `purge` of these entries and strings would rewrite."""
     from memctl.l4.purge_preview import files_holding
+    from memctl.longterm import purge_steps
 
     store = open_store(settings.layout)
     wanted = set(ids)
     texts = [e.text for part in (store.active, store.archive) for e in part.iter() if e.id in wanted]
-    needles = [n for n in purge_steps.needles_of(texts + strings) if len(n) >= MIN_L4_NEEDLE]
+    needles = [n for n in purge_steps.needles_of(texts + strings) if len(n) >= purge_steps.MIN_L4_NEEDLE]
     return files_holding(settings.layout, needles)
 
 

@@ -23,10 +23,9 @@ from memctl.core import faults
 from memctl.core.config import Layout
 from memctl.core.fsutil import atomic_write_bytes
 from memctl.longterm import journal
-from memctl.longterm.entries import Row, content_hash
+from memctl.longterm.entries import PURGED, Row, content_hash
 from memctl.longterm.store import JsonlEntryStore, open_store
 
-PURGED = "purged"
 PURGE_MARK = "[PURGED]"
 MIN_L4_NEEDLE = 4  # a shorter string would scrub ordinary words out of every session
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Iterator
 
 from memctl.core.config import Layout
 from memctl.core.errors import WriteFailed
@@ -23,9 +22,13 @@ from memctl.longterm import journal
 from memctl.longterm.entries import Row, rows_bytes
 from memctl.longterm.store import JsonlEntryStore, bytes_digest, open_store
 
+TYPE_CHECKING = False  # typing costs ~3 ms of every write process
+if TYPE_CHECKING:
+    from typing import Iterator
+
 ROOT_FILES = ("long_term.jsonl", "archive.jsonl", "dream_log.jsonl")
 REWRITE_KINDS = ("dream", "undo", "forget", "supersede")
-STATE_FILES = ("refs.offset",)
+STATE_FILES = ("refs.offset", "config.json")
 
 
 @contextlib.contextmanager

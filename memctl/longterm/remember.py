@@ -11,16 +11,18 @@ flat as the memory grows (the store answers from `.memctl/lookups.sqlite`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from datetime import datetime
-
 from memctl.core.clock import iso
 from memctl.core.config import Settings
+from memctl.core.fsutil import synced_after_unlock
 from memctl.longterm.entries import Entry, content_hash, new_id
 from memctl.core.errors import MemctlError, UsageError
 from memctl.longterm.policies import best_key_match, near_duplicate, normalize, policy_for, similarity_threshold
 from memctl.longterm.recovery import journaled_rewrite, writing
 from memctl.longterm.store import JsonlEntryStore, open_store
+
+TYPE_CHECKING = False  # datetime is only an annotation here
+if TYPE_CHECKING:
+    from datetime import datetime
 
 ADDED = "added"
 SUPERSEDED = "superseded"
@@ -31,25 +33,27 @@ class ForgottenFact(MemctlError):
     """The fact being remembered was deliberately forgotten before."""
 
 
-@dataclass
 class RememberRequest:
-    text: str
-    type: str
-    topic: str = ""
-    confidence: float = 5
-    source: str = ""
-    force: bool = False
-    contradicts: list[str] = field(default_factory=list)  # ids this fact proves wrong; the dream forgets them
+    """What to remember (plain classes here, not dataclasses: see `entries.Entry`)."""
+
+    __slots__ = ("text", "type", "topic", "confidence", "source", "force", "contradicts")
+
+    def __init__(self, text: str, type: str, topic: str = "", confidence: float = 5, source: str = "",
+                 force: bool = False, contradicts: list[str] | None = None) -> None:
+        self.text, self.type, self.topic, self.confidence = text, type, topic, confidence
+        self.source, self.force = source, force
+        self.contradicts = [] if contradicts is None else contradicts  # ids this fact proves wrong; the dream forgets them
 
 
-@dataclass
 class RememberResult:
-    action: str  # added | superseded | seen
-    entry: Entry
-    previous: Entry | None  # the superseded entry, or the near-duplicate before its `seen` rose
-    score: float | None
-    l5_count: int
-    auto_dream_due: bool
+    __slots__ = ("action", "entry", "previous", "score", "l5_count", "auto_dream_due")
+
+    def __init__(self, action: str, entry: Entry, previous: Entry | None, score: float | None, l5_count: int,
+                 auto_dream_due: bool) -> None:
+        self.action = action  # added | superseded | seen
+        self.entry = entry
+        self.previous = previous  # the superseded entry, or the near-duplicate before its `seen` rose
+        self.score, self.l5_count, self.auto_dream_due = score, l5_count, auto_dream_due
 
     def to_dict(self) -> dict:
         data = {"id": self.entry.id, "action": self.action, "type": self.entry.type, "l5_entries": self.l5_count}
@@ -76,7 +80,8 @@ def validate(settings: Settings, request: RememberRequest) -> None:
 
 def remember(settings: Settings, request: RememberRequest, now: datetime, lock_wait: float) -> RememberResult:
     validate(settings, request)
-    request = replace(request, text=at_rest(settings, request.text))
+    request = RememberRequest(at_rest(settings, request.text), request.type, request.topic, request.confidence,
+                              request.source, request.force, request.contradicts)
     layout = settings.layout
     store = open_store(layout)
     with writing(layout, lock_wait):
@@ -133,7 +138,7 @@ def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
             return _raise_seen(store, current, stamp, None, count, threshold)
         if current is not None:
             entry.supersedes = [current.id]
-            gone = replace(current, left_at=stamp, reason=SUPERSEDED, note=f"superseded by {entry.id}", run="")
+            gone = current.replace(left_at=stamp, reason=SUPERSEDED, note=f"superseded by {entry.id}", run="")
             with journaled_rewrite(settings.layout, store, "supersede", entry.id, l5_has=[entry.id],
                                    l5_lacks=[current.id]):
                 store.archive.append([gone])
@@ -146,13 +151,14 @@ def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
         if found is not None:
             existing = store.active.row(rows[found[0]].entry_id)
             return _raise_seen(store, existing.entry, stamp, found[1], count, threshold)
-    store.active.append([entry])
+    with synced_after_unlock():  # group commit: the fsync waits for the lock's release, the exit for the fsync
+        store.active.append([entry])
     return RememberResult(ADDED, entry, None, None, count + 1, count + 1 >= threshold)
 
 
 def _raise_seen(store: JsonlEntryStore, existing: Entry, stamp: str, score: float | None, count: int,
                 threshold: int) -> RememberResult:
-    bumped = replace(existing, seen=existing.seen + 1, updated=stamp, extra=dict(existing.extra))
+    bumped = existing.replace(seen=existing.seen + 1, updated=stamp, extra=dict(existing.extra))
     store.active.replace(existing.id, store.row_for(bumped))
     return RememberResult(SEEN, bumped, existing, score, count, count >= threshold)
 

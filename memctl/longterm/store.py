@@ -27,9 +27,8 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
-from memctl.core.config import Layout, Settings, load_settings
+from memctl.core.config import Layout, Settings, load_settings, store_backend
 from memctl.core.errors import UsageError
 from memctl.core.fsutil import StagedFile, atomic_write_bytes
 from memctl.core.jsonl import append_lines, quarantine_torn_tail, split_torn, torn_dir
@@ -57,6 +56,10 @@ from memctl.longterm.store_base import (  # noqa: F401  (the names callers impor
     bytes_digest,
     duplicate_ids,
 )
+
+TYPE_CHECKING = False  # typing costs ~3 ms of every write process
+if TYPE_CHECKING:
+    from typing import Callable, Iterable, Iterator
 
 
 STAGED_SUFFIX = ".staged"
@@ -179,7 +182,9 @@ class EntryFile:
         view = self._view()
         if view is not None:
             low, high = reachable_lengths(text, cutoff)
-            return Candidates(view.candidates(type_name, low, high), self._load)
+            keys = view.candidates(type_name, low, high)
+            return Candidates(None, lambda index: self._load(*view.candidate_line(type_name, low, high, index)),
+                              keys)
         rows = store_scan.candidates(self._data(), type_name, text, cutoff)
         return Candidates([(r.entry.id, match_key(r.entry.text), r) for r in rows], None)
 
@@ -433,12 +438,11 @@ class JsonlEntryStore(EntryForms):
 def open_store(layout: Layout, settings: Settings | None = None) -> JsonlEntryStore:
     """The entry store of a memory root: its files, or its schema on the server when
     `[store] backend = "postgres"` (`memctl.longterm.pg_store`, the same methods)."""
-    if settings is None:
-        settings = load_settings(layout.root)
-    if settings.get("store", "backend") == "postgres":
+    backend = settings.get("store", "backend") if settings is not None else store_backend(layout.root)
+    if backend == "postgres":
         from memctl.longterm.pg_store import open_server_store
 
-        return open_server_store(settings)
+        return open_server_store(settings if settings is not None else load_settings(layout.root))
     return JsonlEntryStore(layout)
 
 

@@ -8,15 +8,19 @@ are built on this module; the rest of memctl imports these names from `store`.
 from __future__ import annotations
 
 import json
-from typing import Callable, Iterable, Sequence
+from collections.abc import Sequence
+
+TYPE_CHECKING = False  # typing costs ~3 ms of every write process
+if TYPE_CHECKING:
+    from typing import Callable, Iterable
 
 from memctl.longterm.entries import Entry, Row, entry_line, row_for
 
 
 class LazyRow(Row):
-    """A candidate row: its id known, its line read only when `raw` or `entry` is asked for."""
+    """A candidate row: its line (and, when not given, its id) read only when asked for."""
 
-    def __init__(self, entry_id: str, load: Callable[[], Row]) -> None:
+    def __init__(self, entry_id: str | None, load: Callable[[], Row]) -> None:
         self._id, self._load, self._row = entry_id, load, None
 
     def _loaded(self) -> Row:
@@ -26,7 +30,7 @@ class LazyRow(Row):
 
     raw = property(lambda self: self._loaded().raw)
     entry = property(lambda self: self._loaded().entry)
-    entry_id = property(lambda self: self._id)
+    entry_id = property(lambda self: self._id if self._id is not None else self._loaded().entry.id)
 
 
 class Candidates(Sequence):
@@ -34,25 +38,28 @@ class Candidates(Sequence):
     thousands at a large L5, of which the caller needs one), and `keys`, their texts'
     `policies.match_key` in order (what `policies.best_key_match` compares)."""
 
-    def __init__(self, found: list[tuple], load: Callable[..., Row] | None) -> None:
-        self._found = found  # (id, key, offset, length) from the lookups, or (id, key, row) from a scan
+    def __init__(self, found: list[tuple] | None, load: Callable[[int], Row] | None = None,
+                 keys: list[str] | None = None) -> None:
+        """`found`: (id, key, row) of each candidate (a scan, the server); or `keys` alone, in
+        order, and `load(index)` reading the row of one of them (the write lookups)."""
+        self._found = found
         self._load = load
+        self._keys = keys
 
     @property
     def keys(self) -> list[str]:
-        return [item[1] for item in self._found]
+        return self._keys if self._keys is not None else [item[1] for item in self._found]
 
     def __len__(self) -> int:
-        return len(self._found)
+        return len(self._keys) if self._keys is not None else len(self._found)
 
     def __getitem__(self, index):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        item = self._found[index]
-        if self._load is None:
-            return item[2]
-        entry_id, _, offset, length = item
-        return LazyRow(entry_id, lambda: self._load(entry_id, offset, length))
+        if self._keys is None:
+            return self._found[index][2]
+        position = range(len(self._keys))[index]  # IndexError and negative indexes as a list's
+        return LazyRow(None, lambda: self._load(position))
 
 
 class EntryForms:
