@@ -21,7 +21,8 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from memctl.core.config import Layout
+from memctl.core.config import DEFAULTS, Layout
+from memctl.recall import semantic as semantic_signal
 from memctl.recall.ranking import Ranking
 from memctl.recall.search import SearchRequest, Searcher
 
@@ -81,6 +82,34 @@ def embed(units: list[Unit], embed_memory) -> bool:
             print("  no item vectors: the [semantic] extra is not installed (or its model failed)", file=sys.stderr)
             return False
     return True
+
+
+class QueryMemo:
+    """The encoder with its query vectors kept: every variant asks the same queries of the same
+    model, so each is embedded once per run instead of once per variant."""
+
+    def __init__(self, encoder):
+        self.encoder, self.vectors = encoder, {}
+
+    def __getattr__(self, name):
+        return getattr(self.encoder, name)
+
+    def encode_query(self, text: str):
+        if text not in self.vectors:
+            self.vectors[text] = self.encoder.encode_query(text)
+        return self.vectors[text]
+
+
+def memoize_query_vectors() -> None:
+    load, loaded = semantic_signal._encoder, {}
+
+    def encoder(ranking, batch_pass: bool = False):
+        key = (ranking.semantic_option("model"), batch_pass)
+        if key not in loaded:
+            loaded[key] = QueryMemo(load(ranking, batch_pass))
+        return loaded[key]
+
+    semantic_signal._encoder = encoder
 
 
 class Scores:
@@ -164,6 +193,8 @@ def report(title: str, scores: Scores, rules: dict, start: Ranking, datasets: di
         print(f"{fold:<14}{n:>5}  {scores.fold_value(start, fold):>9.3f}{scores.fold_value(ranking, fold):>9.3f}  "
               f"{ablations}   {describe(ranking, rules)}")
     for dataset, folds in datasets.items():
+        if not folds:
+            continue
         cv = scores.pooled([(f, chosen[f]) for f in folds])
         defaults = scores.pooled([(f, start) for f in folds])
         worst = min(folds, key=lambda f: scores.fold_value(chosen[f], f))
@@ -178,9 +209,10 @@ def report(title: str, scores: Scores, rules: dict, start: Ranking, datasets: di
     return final
 
 
-def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory, keep: bool):
+def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory, keep: bool, model: str = ""):
     """Build every memory once, cross-validate the lexical rules, then (with item vectors) the
-    fusion; returns the sets with their memories, as (name, docs, questions, root), and whether
+    fusion (`model`: the memories' [semantic] model; with one that reads Chinese, the MemDaily
+    folds are fused and cross-validated too); returns the sets with their memories, as (name, docs, questions, root), and whether
     they have vectors. The memories are removed at exit unless `keep`."""
     import atexit
 
@@ -195,13 +227,19 @@ def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory
     datasets = {"LoCoMo": list(dict.fromkeys(u.fold for u in units if u.dataset == "locomo")),
                 "MemDaily": list(dict.fromkeys(u.fold for u in units if u.dataset == "memdaily"))}
     scores = Scores(units)
+    memoize_query_vectors()
+    start = Ranking(fusion="none", semantic=tuple({**DEFAULTS["semantic"], "model": model}.items()))
     try:
-        lexical = report("Lexical rules", scores, LEXICAL_RULES, Ranking(fusion="none"), datasets)
-        # the default model is English-only: Chinese queries are not fused, so only LoCoMo's folds move
-        english = Scores([u for u in units if u.dataset == "locomo"])
+        lexical = report("Lexical rules", scores, LEXICAL_RULES, start, datasets)
+        # an English-only model leaves Chinese queries unfused: then only LoCoMo's folds move
+        if semantic_signal.reads_chinese(start):
+            fused, fused_sets = scores, datasets
+        else:
+            fused = Scores([u for u in units if u.dataset == "locomo"])
+            fused_sets = {"LoCoMo": datasets["LoCoMo"]}
         for fusion in ("rrf", "score") if semantic else ():
-            report(f"Semantic fusion {fusion!r} (the lexical rules as chosen above; LoCoMo folds)", english,
-                   SEMANTIC_RULES[fusion], lexical._replace(fusion=fusion), {"LoCoMo": datasets["LoCoMo"]})
+            report(f"Semantic fusion {fusion!r} (the lexical rules as chosen above; {', '.join(fused_sets)} folds)",
+                   fused, SEMANTIC_RULES[fusion], lexical._replace(fusion=fusion), fused_sets)
     finally:
         for unit in units:
             if unit.searcher is not None:
