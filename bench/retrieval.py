@@ -336,6 +336,9 @@ def main() -> None:
     parser.add_argument("--backend", choices=("postgres",),
                         help="compare the top 10 over the index on a PostgreSQL server with SQLite's")
     parser.add_argument("--sets", type=int, help="only the first N memories of each dataset")
+    parser.add_argument("--fusion-only", action="store_true",
+                        help="with --cv: cross-validate the fusion alone, from the lexical defaults")
+    parser.add_argument("--workdir", type=Path, help="with --cv: build the memories here (or reuse them) and keep them")
     parser.add_argument("--model", default="", help="[semantic] model of every memory (e.g. multilingual-e5-small)")
     args = parser.parse_args()
     global SEMANTIC_TOML
@@ -357,7 +360,8 @@ def main() -> None:
         from retrieval_cv import build_and_validate
 
         locomo, memdaily, semantic = build_and_validate(locomo, memdaily, import_memory,
-                                                        embed_memory if semantic else None, args.keep, args.model)
+                                                        embed_memory if semantic else None, args.keep, args.model,
+                                                        lexical_cv=not args.fusion_only, workdir=args.workdir)
     if args.only in (None, "locomo"):
         tally, systems = evaluate("LoCoMo", locomo, words, "bm25-words", args.keep, semantic)
         print_table("LoCoMo, turn level (dev: 5 conversations)", tally, systems, ["overall", *CATEGORIES.values()])

@@ -59,15 +59,22 @@ class Unit:
     def open(self) -> Searcher:
         if self.searcher is None:
             self.searcher = Searcher(Layout(self.root), refresh=False)
+            memoize_lexical_stage(self.searcher)
         return self.searcher
 
 
 def build_units(sets, dataset: str, fold_of, workdir: Path, import_memory) -> list[Unit]:
+    """The memories, imported once (a memory of a kept work folder is reused: --workdir)."""
     units = []
     for number, (name, docs, questions) in enumerate(sets):
         folder = workdir / f"{dataset}-{number}"
-        folder.mkdir(parents=True)
-        root = import_memory(docs, folder)
+        imported = folder / "memory" / "archive.jsonl"  # L6: what `memctl import` wrote
+        if imported.is_file() and imported.stat().st_size:
+            root = imported.parent
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            root = import_memory(docs, folder)
         units.append(Unit(name, fold_of(name), dataset, root, questions))
         print(f"  built {name}: {len(docs)} items", file=sys.stderr)
     return units
@@ -110,6 +117,26 @@ def memoize_query_vectors() -> None:
         return loaded[key]
 
     semantic_signal._encoder = encoder
+
+
+FUSION_FIELDS = {"fusion": "none", "semantic_weight": 0.0, "rrf_k": 60}
+
+
+def memoize_lexical_stage(searcher: Searcher) -> None:
+    """The fusion variants differ after the lexical stage alone (memctl.recall.search.Searcher:
+    lexical candidates, then SemanticSignal.fuse): its candidates are computed once per query
+    and lexical ranking, and each variant fuses copies of them (fuse rescores hits in place)."""
+    import copy
+
+    lexical, memo = searcher._lexical, {}
+
+    def cached(terms, filters, k):
+        key = (tuple(terms), k, searcher.ranking._replace(**FUSION_FIELDS))
+        if key not in memo:
+            memo[key] = lexical(terms, filters, k)
+        return [copy.copy(hit) for hit in memo[key]]
+
+    searcher._lexical = cached
 
 
 class Scores:
@@ -209,14 +236,19 @@ def report(title: str, scores: Scores, rules: dict, start: Ranking, datasets: di
     return final
 
 
-def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory, keep: bool, model: str = ""):
+def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory, keep: bool, model: str = "",
+                       lexical_cv: bool = True, workdir: Path | None = None):
     """Build every memory once, cross-validate the lexical rules, then (with item vectors) the
     fusion (`model`: the memories' [semantic] model; with one that reads Chinese, the MemDaily
     folds are fused and cross-validated too); returns the sets with their memories, as (name, docs, questions, root), and whether
     they have vectors. The memories are removed at exit unless `keep`."""
     import atexit
 
-    workdir = Path(tempfile.mkdtemp(prefix="memctl-cv-"))
+    if workdir is not None:
+        keep = True
+        workdir.mkdir(parents=True, exist_ok=True)
+    else:
+        workdir = Path(tempfile.mkdtemp(prefix="memctl-cv-"))
     if keep:
         print(f"memories kept in {workdir}", file=sys.stderr)
     else:
@@ -230,7 +262,7 @@ def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory
     memoize_query_vectors()
     start = Ranking(fusion="none", semantic=tuple({**DEFAULTS["semantic"], "model": model}.items()))
     try:
-        lexical = report("Lexical rules", scores, LEXICAL_RULES, start, datasets)
+        lexical = report("Lexical rules", scores, LEXICAL_RULES, start, datasets) if lexical_cv else start
         # an English-only model leaves Chinese queries unfused: then only LoCoMo's folds move
         if semantic_signal.reads_chinese(start):
             fused, fused_sets = scores, datasets
