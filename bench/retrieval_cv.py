@@ -236,8 +236,26 @@ def report(title: str, scores: Scores, rules: dict, start: Ranking, datasets: di
     return final
 
 
+def nested_report(title: str, scores: Scores, rules: dict, starts: dict[str, Ranking],
+                  datasets: dict[str, list[str]]) -> None:
+    """Fully held out: each fold's lexical rules as chosen without it (`starts`, from a lexical
+    --cv run), then the fusion chosen without it on top of them."""
+    print(f"\n{title}: nested R@{K} (lexical rules and fusion both chosen without the fold)")
+    chosen = {}
+    for fold in scores.folds:
+        chosen[fold] = select(scores, rules, [f for f in scores.folds if f != fold], starts[fold])
+        off = chosen[fold]._replace(**{r: v for r, (v, _) in rules.items()})
+        print(f"{fold:<14}lexical {scores.fold_value(off, fold):.3f}  fused {scores.fold_value(chosen[fold], fold):.3f}"
+              f"   {describe(chosen[fold], rules)}")
+    for dataset, folds in datasets.items():
+        if folds:
+            lexical = scores.pooled([(f, chosen[f]._replace(**{r: v for r, (v, _) in rules.items()})) for f in folds])
+            print(f"{dataset}: nested lexical {lexical:.3f}, fused {scores.pooled([(f, chosen[f]) for f in folds]):.3f}")
+
+
 def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory, keep: bool, model: str = "",
-                       lexical_cv: bool = True, workdir: Path | None = None):
+                       lexical_cv: bool = True, workdir: Path | None = None,
+                       lexical_choices: dict[str, dict] | None = None):
     """Build every memory once, cross-validate the lexical rules, then (with item vectors) the
     fusion (`model`: the memories' [semantic] model; with one that reads Chinese, the MemDaily
     folds are fused and cross-validated too); returns the sets with their memories, as (name, docs, questions, root), and whether
@@ -272,6 +290,9 @@ def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory
         for fusion in ("rrf", "score") if semantic else ():
             report(f"Semantic fusion {fusion!r} (the lexical rules as chosen above; {', '.join(fused_sets)} folds)",
                    fused, SEMANTIC_RULES[fusion], lexical._replace(fusion=fusion), fused_sets)
+            if lexical_choices:
+                starts = {f: lexical._replace(fusion=fusion, **lexical_choices.get(f, {})) for f in fused.folds}
+                nested_report(f"Semantic fusion {fusion!r}", fused, SEMANTIC_RULES[fusion], starts, fused_sets)
     finally:
         for unit in units:
             if unit.searcher is not None:
