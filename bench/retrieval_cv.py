@@ -288,7 +288,7 @@ def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory
             fused = Scores([u for u in units if u.dataset == "locomo"])
             fused_sets = {"LoCoMo": datasets["LoCoMo"]}
         for fusion in ("rrf", "score") if semantic else ():
-            report(f"Semantic fusion {fusion!r} (the lexical rules as chosen above; {', '.join(fused_sets)} folds)",
+            report(f"Semantic fusion {fusion!r} (the lexical rules as chosen above; {', '.join(d for d, f in fused_sets.items() if f)} folds)",
                    fused, SEMANTIC_RULES[fusion], lexical._replace(fusion=fusion), fused_sets)
             if lexical_choices:
                 starts = {f: lexical._replace(fusion=fusion, **lexical_choices.get(f, {})) for f in fused.folds}
