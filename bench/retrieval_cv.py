@@ -21,7 +21,8 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from memctl.core.config import Layout
+from memctl.core.config import DEFAULTS, Layout
+from memctl.recall import semantic as semantic_signal
 from memctl.recall.ranking import Ranking
 from memctl.recall.search import SearchRequest, Searcher
 
@@ -58,15 +59,22 @@ class Unit:
     def open(self) -> Searcher:
         if self.searcher is None:
             self.searcher = Searcher(Layout(self.root), refresh=False)
+            memoize_lexical_stage(self.searcher)
         return self.searcher
 
 
 def build_units(sets, dataset: str, fold_of, workdir: Path, import_memory) -> list[Unit]:
+    """The memories, imported once (a memory of a kept work folder is reused: --workdir)."""
     units = []
     for number, (name, docs, questions) in enumerate(sets):
         folder = workdir / f"{dataset}-{number}"
-        folder.mkdir(parents=True)
-        root = import_memory(docs, folder)
+        imported = folder / "memory" / "archive.jsonl"  # L6: what `memctl import` wrote
+        if imported.is_file() and imported.stat().st_size:
+            root = imported.parent
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            root = import_memory(docs, folder)
         units.append(Unit(name, fold_of(name), dataset, root, questions))
         print(f"  built {name}: {len(docs)} items", file=sys.stderr)
     return units
@@ -81,6 +89,54 @@ def embed(units: list[Unit], embed_memory) -> bool:
             print("  no item vectors: the [semantic] extra is not installed (or its model failed)", file=sys.stderr)
             return False
     return True
+
+
+class QueryMemo:
+    """The encoder with its query vectors kept: every variant asks the same queries of the same
+    model, so each is embedded once per run instead of once per variant."""
+
+    def __init__(self, encoder):
+        self.encoder, self.vectors = encoder, {}
+
+    def __getattr__(self, name):
+        return getattr(self.encoder, name)
+
+    def encode_query(self, text: str):
+        if text not in self.vectors:
+            self.vectors[text] = self.encoder.encode_query(text)
+        return self.vectors[text]
+
+
+def memoize_query_vectors() -> None:
+    load, loaded = semantic_signal._encoder, {}
+
+    def encoder(ranking, batch_pass: bool = False):
+        key = (ranking.semantic_option("model"), batch_pass)
+        if key not in loaded:
+            loaded[key] = QueryMemo(load(ranking, batch_pass))
+        return loaded[key]
+
+    semantic_signal._encoder = encoder
+
+
+FUSION_FIELDS = {"fusion": "none", "semantic_weight": 0.0, "rrf_k": 60}
+
+
+def memoize_lexical_stage(searcher: Searcher) -> None:
+    """The fusion variants differ after the lexical stage alone (memctl.recall.search.Searcher:
+    lexical candidates, then SemanticSignal.fuse): its candidates are computed once per query
+    and lexical ranking, and each variant fuses copies of them (fuse rescores hits in place)."""
+    import copy
+
+    lexical, memo = searcher._lexical, {}
+
+    def cached(terms, filters, k):
+        key = (tuple(terms), k, searcher.ranking._replace(**FUSION_FIELDS))
+        if key not in memo:
+            memo[key] = lexical(terms, filters, k)
+        return [copy.copy(hit) for hit in memo[key]]
+
+    searcher._lexical = cached
 
 
 class Scores:
@@ -164,6 +220,8 @@ def report(title: str, scores: Scores, rules: dict, start: Ranking, datasets: di
         print(f"{fold:<14}{n:>5}  {scores.fold_value(start, fold):>9.3f}{scores.fold_value(ranking, fold):>9.3f}  "
               f"{ablations}   {describe(ranking, rules)}")
     for dataset, folds in datasets.items():
+        if not folds:
+            continue
         cv = scores.pooled([(f, chosen[f]) for f in folds])
         defaults = scores.pooled([(f, start) for f in folds])
         worst = min(folds, key=lambda f: scores.fold_value(chosen[f], f))
@@ -178,13 +236,37 @@ def report(title: str, scores: Scores, rules: dict, start: Ranking, datasets: di
     return final
 
 
-def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory, keep: bool):
+def nested_report(title: str, scores: Scores, rules: dict, starts: dict[str, Ranking],
+                  datasets: dict[str, list[str]]) -> None:
+    """Fully held out: each fold's lexical rules as chosen without it (`starts`, from a lexical
+    --cv run), then the fusion chosen without it on top of them."""
+    print(f"\n{title}: nested R@{K} (lexical rules and fusion both chosen without the fold)")
+    chosen = {}
+    for fold in scores.folds:
+        chosen[fold] = select(scores, rules, [f for f in scores.folds if f != fold], starts[fold])
+        off = chosen[fold]._replace(**{r: v for r, (v, _) in rules.items()})
+        print(f"{fold:<14}lexical {scores.fold_value(off, fold):.3f}  fused {scores.fold_value(chosen[fold], fold):.3f}"
+              f"   {describe(chosen[fold], rules)}")
+    for dataset, folds in datasets.items():
+        if folds:
+            lexical = scores.pooled([(f, chosen[f]._replace(**{r: v for r, (v, _) in rules.items()})) for f in folds])
+            print(f"{dataset}: nested lexical {lexical:.3f}, fused {scores.pooled([(f, chosen[f]) for f in folds]):.3f}")
+
+
+def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory, keep: bool, model: str = "",
+                       lexical_cv: bool = True, workdir: Path | None = None,
+                       lexical_choices: dict[str, dict] | None = None):
     """Build every memory once, cross-validate the lexical rules, then (with item vectors) the
-    fusion; returns the sets with their memories, as (name, docs, questions, root), and whether
+    fusion (`model`: the memories' [semantic] model; with one that reads Chinese, the MemDaily
+    folds are fused and cross-validated too); returns the sets with their memories, as (name, docs, questions, root), and whether
     they have vectors. The memories are removed at exit unless `keep`."""
     import atexit
 
-    workdir = Path(tempfile.mkdtemp(prefix="memctl-cv-"))
+    if workdir is not None:
+        keep = True
+        workdir.mkdir(parents=True, exist_ok=True)
+    else:
+        workdir = Path(tempfile.mkdtemp(prefix="memctl-cv-"))
     if keep:
         print(f"memories kept in {workdir}", file=sys.stderr)
     else:
@@ -195,13 +277,22 @@ def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory
     datasets = {"LoCoMo": list(dict.fromkeys(u.fold for u in units if u.dataset == "locomo")),
                 "MemDaily": list(dict.fromkeys(u.fold for u in units if u.dataset == "memdaily"))}
     scores = Scores(units)
+    memoize_query_vectors()
+    start = Ranking(fusion="none", semantic=tuple({**DEFAULTS["semantic"], "model": model}.items()))
     try:
-        lexical = report("Lexical rules", scores, LEXICAL_RULES, Ranking(fusion="none"), datasets)
-        # the default model is English-only: Chinese queries are not fused, so only LoCoMo's folds move
-        english = Scores([u for u in units if u.dataset == "locomo"])
+        lexical = report("Lexical rules", scores, LEXICAL_RULES, start, datasets) if lexical_cv else start
+        # an English-only model leaves Chinese queries unfused: then only LoCoMo's folds move
+        if semantic_signal.reads_chinese(start):
+            fused, fused_sets = scores, datasets
+        else:
+            fused = Scores([u for u in units if u.dataset == "locomo"])
+            fused_sets = {"LoCoMo": datasets["LoCoMo"]}
         for fusion in ("rrf", "score") if semantic else ():
-            report(f"Semantic fusion {fusion!r} (the lexical rules as chosen above; LoCoMo folds)", english,
-                   SEMANTIC_RULES[fusion], lexical._replace(fusion=fusion), {"LoCoMo": datasets["LoCoMo"]})
+            report(f"Semantic fusion {fusion!r} (the lexical rules as chosen above; {', '.join(d for d, f in fused_sets.items() if f)} folds)",
+                   fused, SEMANTIC_RULES[fusion], lexical._replace(fusion=fusion), fused_sets)
+            if lexical_choices:
+                starts = {f: lexical._replace(fusion=fusion, **lexical_choices.get(f, {})) for f in fused.folds}
+                nested_report(f"Semantic fusion {fusion!r}", fused, SEMANTIC_RULES[fusion], starts, fused_sets)
     finally:
         for unit in units:
             if unit.searcher is not None:

