@@ -215,8 +215,8 @@ def test_init_migrates_refuses_a_newer_schema_and_other_commands_ask_for_init(ru
     (memory.root / "memctl.toml").write_text(store_config(pg_memory_name))
     asked = memory.run("remember", "x", "--type", "event")
     assert asked.returncode == 2 and b"memctl init" in asked.stderr and len(asked.stderr.splitlines()) == 1
-    assert b"longterm v1" in memory.run("init").stderr
-    assert b"longterm v1" in memory.run("init").stderr  # again: nothing to do, the same answer
+    assert b"longterm v2" in memory.run("init").stderr
+    assert b"longterm v2" in memory.run("init").stderr  # again: nothing to do, the same answer
     with psycopg.connect(pg_server, autocommit=True) as conn:
         conn.execute(f"UPDATE memctl_{pg_memory_name}.schema_version SET version = 99 WHERE component = 'longterm'")
     for args in (("init",), ("remember", "x", "--type", "event")):
@@ -372,3 +372,33 @@ def test_a_server_restarted_mid_run_loses_no_acknowledged_write(run, tmp_path, p
     finally:
         cluster.stop()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_near_duplicate_check_reads_only_rows_of_reachable_length(server_memory, pg_server, pg_memory_name,
+                                                                    monkeypatch):
+    """The server narrows the candidates by key_length (an exact bound: the same answer as
+    reading every row of the type), and a row written before the column (NULL) is still read."""
+    import psycopg
+
+    from memctl.longterm.pg_conn import server_for
+    from memctl.longterm.pg_store import ServerPart
+
+    short = server_memory.ok("remember", "bk-07 backups run at 03:00", "--type", "event").strip()
+    for n in range(6):
+        server_memory.ok("remember", f"the staging cluster {n} was rebuilt after the kernel upgrade of "
+                         f"the storage nodes, whose disks had failed the nightly checks {n} times", "--type", "event")
+    schema = f"memctl_{pg_memory_name}"
+    part = ServerPart(server_for(pg_server, schema), "active", "L5", "long_term.jsonl", frozenset())
+    read = []
+    real = ServerPart._rows_where
+    monkeypatch.setattr(ServerPart, "_rows_where", lambda self, *a: read.append(real(self, *a)) or read[-1])
+    found = part.candidates("event", "bk-07 backups run at 03:00 daily", 80.0)
+    assert [entry_id for entry_id, *_ in found._found] == [short] and len(read[-1]) == 1
+    assert len(part.candidates("event", "bk-07 backups run at 03:00 daily", 0.0)) == 7  # no bound: every row
+
+    with psycopg.connect(pg_server, autocommit=True) as conn:  # as a memory written by longterm v1 has them
+        conn.execute(f"UPDATE {schema}.entries SET key_length = NULL")
+    found = part.candidates("event", "bk-07 backups run at 03:00 daily", 80.0)
+    assert [entry_id for entry_id, *_ in found._found] == [short] and len(read[-1]) == 7
+    seen = server_memory.run("remember", "bk-07 backups run at 03:00 daily", "--type", "event", "--json")
+    assert seen.returncode == 0 and json.loads(seen.stdout)["action"] == "seen", seen.stderr

@@ -56,12 +56,17 @@ class Server:
     @contextlib.contextmanager
     def change(self) -> Iterator[None]:
         """Around a change to L5 or L6: both parts' rows locked first, in one order, so seqs
-        become visible in increasing order and two writers never deadlock on them."""
-        with self.transaction():
-            if not self.parts_locked:
-                self.execute("SELECT part FROM {s}.entry_parts ORDER BY part FOR UPDATE")
-                self.parts_locked = True
-            yield
+        become visible in increasing order and two writers never deadlock on them. Inside a
+        write's transaction it is part of it (no savepoint: two round trips each, and a failed
+        change fails the whole write, which is what the caller reports)."""
+        if self.depth == 0:
+            with self.transaction(), self.change():
+                yield
+            return
+        if not self.parts_locked:
+            self.execute("SELECT part FROM {s}.entry_parts ORDER BY part FOR UPDATE")
+            self.parts_locked = True
+        yield
 
     def bump(self, part: str, appended: bool, rewritten: bool) -> None:
         if appended:
@@ -124,9 +129,9 @@ def share_memory_lock(server: Server, wait: float) -> None:
             raise LockBusy(f"a dream or purge is writing to the memory {server.schema} on the server; "
                            "retry, or pass --wait SECONDS")
         return
-    server.execute(f"SET LOCAL lock_timeout = {int(wait * 1000)}")
-    try:
-        server.conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (key,))
+    try:  # the timeout set first (a FROM item is evaluated before the select list), one round trip
+        server.conn.execute("SELECT pg_advisory_xact_lock_shared(%s) FROM (SELECT set_config('lock_timeout', %s, "
+                            "true)) AS timeout", (key, f"{int(wait * 1000)}ms"))
     except psycopg.errors.LockNotAvailable:
         raise LockBusy(f"a dream or purge kept the memory {server.schema} on the server busy for {wait:g} s; "
                        "retry later") from None

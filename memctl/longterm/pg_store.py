@@ -37,6 +37,12 @@ from memctl.longterm.policies import match_key, normalize_topic, reachable_lengt
 from memctl.longterm.store_base import Candidates, EntryForms, bytes_digest
 
 GONE_FOR_GOOD = ("forgotten", "purged")  # L6 reasons a remember must not silently undo
+ENTRY_COLUMNS = "part, id, type, topic, reason, fingerprint, merge_key, key_length, raw"
+INSERT_ENTRY = f"INSERT INTO {{s}}.entries ({ENTRY_COLUMNS}) VALUES ({', '.join(['%s'] * 9)})"
+UPDATE_ENTRY = ("UPDATE {s}.entries SET (" + ENTRY_COLUMNS + ") = ROW(" + ", ".join(["%s"] * 9) + ") "
+                "WHERE seq = %s")
+
+
 def duplicate_error(entry_id: str) -> UsageError:
     return UsageError(f"{entry_id} is on more than one line of L5; nothing was changed "
                       "(give one of the lines a new id, then rerun)")
@@ -116,33 +122,47 @@ class ServerPart:
 
     def append(self, entries: Iterable[Entry]) -> int:
         rows = [_row(0, self._stored(e)) for e in entries]
-        if rows:
+        if len(rows) == 1:  # a remember: the row and the part's last_seq in one statement
+            with self._server.change():
+                self._insert_one_and_bump(rows[0])
+                pause_point("pg-append")
+        elif rows:
             with self._server.change():
                 self._insert(rows)
                 self._server.bump(self._part, appended=True, rewritten=False)
                 pause_point("pg-append")
         return len(rows)
 
+    def _insert_one_and_bump(self, row: Row) -> None:
+        """_insert([row]) then bump(appended) as one statement: last_seq becomes the highest seq
+        of the entries, the new row's included (the part rows are locked: no other writer's)."""
+        found = self._server.execute(
+            f"WITH new AS ({INSERT_ENTRY} RETURNING seq), bumped AS (UPDATE {{s}}.entry_parts SET last_seq = "
+            "GREATEST((SELECT coalesce(max(seq), 0) FROM {s}.entries), (SELECT max(seq) FROM new)) "
+            "WHERE part = %s) SELECT seq FROM new", self._columns(row) + (self._part,)).fetchone()
+        row.seq = int(found[0])
+        self._server.seen[self._part].add(row.seq)
+
     def _stored(self, entry: Entry) -> bytes:
         return EntryForms().stored_form(entry)
 
     def _columns(self, row: Row) -> tuple:
+        """The values of ENTRY_COLUMNS for a row."""
         entry = row.entry
         if entry is None:
-            return (self._part, "", None, None, None, None, None, row.raw)
+            return (self._part, "", None, None, None, None, None, None, row.raw)
         merge_key = None
         if self._part == "active" and entry.type in self._merge_types:
             merge_key = _column(f"{entry.type}\x1f{normalize_topic(entry.topic)}")
         fingerprint = entry.extra.get("sha256") if isinstance(entry.extra.get("sha256"), str) else None
         return (self._part, _column(entry.id), _column(entry.type), _column(entry.topic), _column(entry.reason),
-                _column(fingerprint or content_hash(entry.text)), merge_key, row.raw)
+                _column(fingerprint or content_hash(entry.text)), merge_key, len(match_key(entry.text)), row.raw)
 
     def _insert(self, rows: list[Row]) -> None:
         """New rows at the end, in order; each row learns its seq."""
         if not rows:
             return
-        sql = ("INSERT INTO {s}.entries (part, id, type, topic, reason, fingerprint, merge_key, raw) "
-               "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING seq").replace("{s}", self._server.schema)
+        sql = f"{INSERT_ENTRY} RETURNING seq".replace("{s}", self._server.schema)
         with translated(self._server.where), self._server.conn.cursor() as cursor:
             cursor.executemany(sql, [self._columns(r) for r in rows], returning=True)
             seqs = []
@@ -165,9 +185,7 @@ class ServerPart:
                 deletes, updates, appends = plan
                 self._delete(deletes)
                 for seq, row in updates:
-                    self._server.execute(
-                        "UPDATE {s}.entries SET part = %s, id = %s, type = %s, topic = %s, reason = %s, "
-                        "fingerprint = %s, merge_key = %s, raw = %s WHERE seq = %s", self._columns(row) + (seq,))
+                    self._server.execute(UPDATE_ENTRY, self._columns(row) + (seq,))
                     row.seq = seq
                 self._insert(appends)
                 self._server.bump(self._part, appended=bool(appends), rewritten=bool(deletes or updates))
@@ -230,7 +248,9 @@ class ServerPart:
         length bound of `policies.reachable_lengths`), in order, with their match keys."""
         low, high = reachable_lengths(text, cutoff)
         found = []
-        for row in self._rows_where("type = %s", (_column(type_name),)):
+        # the bound on the server too (key_length: len(match_key) as written; NULL: read it)
+        bounded = "type = %s AND (key_length IS NULL OR key_length BETWEEN %s AND %s)"
+        for row in self._rows_where(bounded, (_column(type_name), low, min(high, 1 << 30))):
             key = match_key(row.entry.text)
             if row.entry.type == type_name and low <= len(key) <= high:
                 found.append((row.entry.id, key, row))
@@ -244,9 +264,7 @@ class ServerPart:
                 self._delete([old.seq])
                 self._insert([new_row])
             else:
-                self._server.execute(
-                    "UPDATE {s}.entries SET part = %s, id = %s, type = %s, topic = %s, reason = %s, "
-                    "fingerprint = %s, merge_key = %s, raw = %s WHERE seq = %s", self._columns(new_row) + (old.seq,))
+                self._server.execute(UPDATE_ENTRY, self._columns(new_row) + (old.seq,))
                 new_row.seq = old.seq
             self._server.bump(self._part, appended=at_end, rewritten=True)
 
