@@ -377,7 +377,8 @@ def test_a_server_restarted_mid_run_loses_no_acknowledged_write(run, tmp_path, p
 def test_the_near_duplicate_check_reads_only_rows_of_reachable_length(server_memory, pg_server, pg_memory_name,
                                                                     monkeypatch):
     """The server narrows the candidates by key_length (an exact bound: the same answer as
-    reading every row of the type), and a row written before the column (NULL) is still read."""
+    reading every row of the type) and sends their keys, not their lines; a row written before
+    the columns (NULL) is sent whole and parsed, and still found."""
     import psycopg
 
     from memctl.longterm.pg_conn import server_for
@@ -388,17 +389,26 @@ def test_the_near_duplicate_check_reads_only_rows_of_reachable_length(server_mem
         server_memory.ok("remember", f"the staging cluster {n} was rebuilt after the kernel upgrade of "
                          f"the storage nodes, whose disks had failed the nightly checks {n} times", "--type", "event")
     schema = f"memctl_{pg_memory_name}"
-    part = ServerPart(server_for(pg_server, schema), "active", "L5", "long_term.jsonl", frozenset())
-    read = []
-    real = ServerPart._rows_where
-    monkeypatch.setattr(ServerPart, "_rows_where", lambda self, *a: read.append(real(self, *a)) or read[-1])
-    found = part.candidates("event", "bk-07 backups run at 03:00 daily", 80.0)
-    assert [entry_id for entry_id, *_ in found._found] == [short] and len(read[-1]) == 1
-    assert len(part.candidates("event", "bk-07 backups run at 03:00 daily", 0.0)) == 7  # no bound: every row
+    server = server_for(pg_server, schema)
+    part = ServerPart(server, "active", "L5", "long_term.jsonl", frozenset())
+    sent = []
+    real = server.execute
+    monkeypatch.setattr(server, "execute", lambda sql, params=(): sent.append(real(sql, params)) or sent[-1])
+
+    def candidate_rows(cutoff: float) -> tuple[list[str], list[tuple]]:
+        found = part.candidates("event", "bk-07 backups run at 03:00 daily", cutoff)
+        cursor = sent[-1]
+        cursor.scroll(0, mode="absolute")
+        return [entry_id for entry_id, *_ in found._found], cursor.fetchall()
+
+    ids, rows = candidate_rows(80.0)
+    assert ids == [short] and len(rows) == 1 and rows[0][3] is None  # its key, not its line
+    ids, rows = candidate_rows(0.0)
+    assert len(ids) == len(rows) == 7  # no bound: every row of the type
 
     with psycopg.connect(pg_server, autocommit=True) as conn:  # as a memory written by longterm v1 has them
-        conn.execute(f"UPDATE {schema}.entries SET key_length = NULL")
-    found = part.candidates("event", "bk-07 backups run at 03:00 daily", 80.0)
-    assert [entry_id for entry_id, *_ in found._found] == [short] and len(read[-1]) == 7
+        conn.execute(f"UPDATE {schema}.entries SET key_length = NULL, near_key = NULL")
+    ids, rows = candidate_rows(80.0)
+    assert ids == [short] and len(rows) == 7 and all(raw is not None for *_, raw in rows)
     seen = server_memory.run("remember", "bk-07 backups run at 03:00 daily", "--type", "event", "--json")
     assert seen.returncode == 0 and json.loads(seen.stdout)["action"] == "seen", seen.stderr

@@ -16,11 +16,12 @@ tables to index L5 and L6):
   both rows before it allocates a seq, so seqs of a part become visible in increasing order:
   "every row with seq > the last one I indexed" misses nothing.
 - `dream_log`: one row per line of `dream_log.jsonl`, `raw` as the file holds it.
-- `key_length` (version 2): the length of the entry's `policies.match_key`, so the
-  near-duplicate check reads only the rows within `policies.reachable_lengths` of the new text
-  (an exact bound) instead of every row of the type. NULL (a row written before version 2, or
-  a line that is not an entry): always read. A memctl whose match_key differs must add a step
-  that sets the column NULL again.
+- `near_key`, `key_length` (version 2): the entry's `policies.match_key` and its length, so
+  the near-duplicate check reads only the keys of the rows within `policies.reachable_lengths`
+  of the new text (an exact bound), not every row of the type, and parses none. NULL (a row
+  written before version 2, a line that is not an entry, an id, type or key the lookup
+  columns cannot hold exactly): the row is read and parsed. A memctl whose match_key differs
+  must add a step that sets both NULL again.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ STEPS = [
     );
     """,
     """
-    ALTER TABLE {schema}.entries ADD COLUMN key_length integer;
+    ALTER TABLE {schema}.entries ADD COLUMN near_key text, ADD COLUMN key_length integer;
     CREATE INDEX entries_part_type_key_length ON {schema}.entries (part, type, key_length);
     """,
 ]
