@@ -245,10 +245,13 @@ def _pg_rows(dsn: str, schema: str) -> tuple:
     return entries, log, parts
 
 
-@pytest.mark.parametrize("command", [["forget", "ID"], ["remember", "I switched to helix", "--type", "preference",
-                                                          "--topic", "editor"]])
+@pytest.mark.parametrize("command,label", [
+    (["forget", "ID"], "pg-commit"),
+    (["remember", "I switched to helix", "--type", "preference", "--topic", "editor"], "pg-commit"),
+    (["remember", "the deploy host is bk-09", "--type", "event"], "pg-append"),  # one statement: row and last_seq
+])
 def test_a_process_killed_inside_its_transaction_leaves_the_rows_as_they_were(server_memory, memctl_bin, tmp_path,
-                                                                               pg_memory_name, command):
+                                                                               pg_memory_name, command, label):
     memory = server_memory
     kept = memory.ok("remember", "I use vim", "--type", "preference", "--topic", "editor").strip()
     memory.ok("remember", "the build host is bk-02", "--type", "event")
@@ -256,7 +259,7 @@ def test_a_process_killed_inside_its_transaction_leaves_the_rows_as_they_were(se
     before = _pg_rows(memory.env["MEMCTL_PG_DSN"], schema)
     marker = tmp_path / "paused"
     args = [a.replace("ID", kept) for a in command]
-    env = clean_env(MEMCTL_PG_DSN=memory.env["MEMCTL_PG_DSN"], MEMCTL_FAULT_PG_PAUSE=f"pg-commit:{marker}")
+    env = clean_env(MEMCTL_PG_DSN=memory.env["MEMCTL_PG_DSN"], MEMCTL_FAULT_PG_PAUSE=f"{label}:{marker}")
     child = subprocess.Popen([memctl_bin, "--root", str(memory.root), *args], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -283,6 +286,21 @@ WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo li
 def _fact(k: int) -> str:
     """Facts that share no word with each other (none is a near-duplicate of another)."""
     return f"{WORDS[k]} {WORDS[(k * 7 + 3) % 30]}x {WORDS[(k * 11 + 5) % 30]}y host{k}"
+
+
+def test_the_same_fact_remembered_by_many_processes_at_once_is_added_once(server_memory, memctl_bin):
+    """The type lock goes to the server with the reads it guards (one pipeline): each writer's
+    near-duplicate check still sees every earlier writer's row."""
+    env = clean_env(MEMCTL_PG_DSN=server_memory.env["MEMCTL_PG_DSN"])
+    children = [subprocess.Popen([memctl_bin, "--root", str(server_memory.root), "remember", "--json",
+                                  f"the release train leaves on thursday at 10:00{' sharp' * (n % 2)}",
+                                  "--type", "event"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                for n in range(6)]
+    results = [child.communicate(timeout=300) for child in children]
+    assert all(child.returncode == 0 for child in children), [err for _, err in results]
+    actions = sorted(json.loads(out)["action"] for out, _ in results)
+    assert actions == ["added"] + ["seen"] * 5
+    assert len(server_memory.parts()["long_term.jsonl"].splitlines()) == 1
 
 
 def test_concurrent_remembers_from_many_processes_lose_nothing_and_refuse_nothing(server_memory, memctl_bin):
