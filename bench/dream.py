@@ -9,7 +9,10 @@ names, paths and numbers; 4% of the facts are planted as groups of 3-4 near-dupl
 (case, punctuation, a dropped or added word, swapped words, a typo). Dates spread over 200
 days with some references, so archive and forget also have work. The dream runs as the
 installed console script in a subprocess (`--force`, so the guard rail does not stop it);
-peak RSS is that process's ru_maxrss.
+peak RSS is that process's ru_maxrss, and its CPU time (user + system) is printed beside the
+wall time (the machine is shared: CPU time is what compares across loads). L5 is written as
+it is generated (`generate_s`), so a million entries (`--sizes 1000000`) need no million
+dicts in memory.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import time
 from datetime import datetime, timedelta
 from itertools import accumulate, combinations
 from pathlib import Path
+from typing import Iterator
 
 NOW = datetime(2026, 6, 1, 4, 0, 0)
 EN = ("deploy build server cache token backup restore script config database index query user agent "
@@ -98,12 +102,18 @@ def variant(text: str, rng: random.Random) -> str:
 
 
 def make_entries(n: int, seed: int = 4) -> tuple[list[dict], list[list[str]]]:
-    rng = random.Random(seed)
-    entries: list[dict] = []
     planted: list[list[str]] = []
+    return list(iter_entries(n, planted, seed)), planted
+
+
+def iter_entries(n: int, planted: list[list[str]], seed: int = 4) -> Iterator[dict]:
+    """The n entries, one at a time (a million do not fit comfortably in memory as dicts);
+    the planted groups whole inside the n are added to `planted`."""
+    rng = random.Random(seed)
+    made = 0
     en, zh = _vocabulary(rng)
     vocab = ((en, list(accumulate(_zipf(en)))), (zh, list(accumulate(_zipf(zh)))))
-    while len(entries) < n:
+    while made < n:
         base = sentence(rng, vocab)
         type_ = rng.choice(TYPES)
         age = rng.random()
@@ -113,15 +123,24 @@ def make_entries(n: int, seed: int = 4) -> tuple[list[dict], list[list[str]]]:
         group = [base]
         if rng.random() < 0.04:
             group += [variant(base, rng) for _ in range(rng.randint(2, 3))]
-        ids = []
-        for text in group:
-            entry_id = f"b{len(entries):07d}"
-            ids.append(entry_id)
-            entries.append({"id": entry_id, "text": text, "type": type_, "created": created, "updated": created,
-                            "refs": refs, "last_ref": created if refs else "", "source": f"bench-{len(entries) % 97}"})
-        if len(group) > 1:
+        ids = [f"b{made + k:07d}" for k in range(len(group))]
+        for k, text in enumerate(group):
+            if made + k < n:
+                yield {"id": ids[k], "text": text, "type": type_, "created": created, "updated": created,
+                       "refs": refs, "last_ref": created if refs else "", "source": f"bench-{(made + k) % 97}"}
+        made += len(group)
+        if len(group) > 1 and made <= n:
             planted.append(ids)
-    return entries[:n], [g for g in planted if all(int(i[1:]) < n for i in g)]
+
+
+def write_memory(root: Path, n: int) -> list[list[str]]:
+    """A memory root with n bench entries in L5, written as they are made; the planted groups."""
+    subprocess.run([memctl_bin(), "--root", str(root), "init"], check=True, capture_output=True)
+    planted: list[list[str]] = []
+    with open(root / "long_term.jsonl", "w", encoding="utf-8") as out:
+        for entry in iter_entries(n, planted):
+            out.write(json.dumps(entry, ensure_ascii=False) + "\n")
+    return planted
 
 
 def memctl_bin() -> str:
@@ -130,29 +149,41 @@ def memctl_bin() -> str:
 
 
 def measure(n: int) -> dict:
-    entries, planted = make_entries(n)
     with tempfile.TemporaryDirectory(prefix="memctl-bench-") as tmp:
         root = Path(tmp) / "memory"
-        subprocess.run([memctl_bin(), "--root", str(root), "init"], check=True, capture_output=True)
-        (root / "long_term.jsonl").write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries))
+        made = time.perf_counter()
+        planted = write_memory(root, n)
+        generated = time.perf_counter() - made
         env = {"MEMCTL_NOW": NOW.isoformat(), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        before, cpu_before = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
         start = time.perf_counter()
         done = subprocess.run([memctl_bin(), "--root", str(root), "dream", "--force", "--json"],
                               capture_output=True, env=env)
         seconds = time.perf_counter() - start
-        peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        peak_kib, cpu = usage.ru_maxrss, usage.ru_utime + usage.ru_stime - cpu_before
         if done.returncode != 0:
             raise SystemExit(done.stderr.decode())
         report = json.loads(done.stdout)
-        log = [json.loads(x) for x in (root / "dream_log.jsonl").read_text().splitlines()]
-    groups = [[b["id"] for b in r["before"]] for r in log if r.get("op") == "consolidate"]
+        groups = consolidated_groups(root / "dream_log.jsonl")
     precision, recall = score(groups, planted)
-    return {"entries": n, "seconds": round(seconds, 2), "peak_rss_mib": round(max(peak_kib, before) / 1024, 1),
+    return {"entries": n, "generate_s": round(generated, 1), "seconds": round(seconds, 2), "cpu_s": round(cpu, 1),
+            "peak_rss_mib": round(max(peak_kib, before) / 1024, 1),
             "longest_lock_hold_s": report.get("longest_step_s"), "steps": report.get("steps"),
             "load_avg_1m": round(os.getloadavg()[0], 2),
             "counts": report["counts"], "l5_after": report["l5_after"], "planted_groups": len(planted),
             "consolidations": len(groups), "pair_precision": precision, "planted_recall": recall}
+
+
+def consolidated_groups(log: Path) -> list[list[str]]:
+    groups = []
+    with open(log, encoding="utf-8") as lines:
+        for line in lines:
+            record = json.loads(line)
+            if record.get("op") == "consolidate":
+                groups.append([b["id"] for b in record["before"]])
+    return groups
 
 
 def score(groups: list[list[str]], planted: list[list[str]]) -> tuple[float, float]:

@@ -1,7 +1,8 @@
 """The `memctl` console script.
 
-A piped or --json search, a bare `index refresh`, and the plain forms of `remember`, `forget ID…`
-and `restore ID` are answered by `memctl.cli.lean` (the writes by `memctl.cli.writes`) without
+A piped or --json search, a bare `index refresh` and `index rebuild [--json]`, and the plain
+forms of `remember`, `forget ID…`, `restore ID` and `archive` are answered by `memctl.cli.lean`
+(the writes by `memctl.cli.writes`) without
 importing typer, rich and every command module — several hundred milliseconds that would
 dominate them. Everything else, and anything the lean path does not understand, goes to the
 full command line in `memctl.cli.app`.
@@ -20,7 +21,7 @@ def main() -> None:
 
     args = prepare_process(sys.argv[1:])
     head = args[:4]
-    if "search" in head or "refresh" in head or any(word in head for word in ("remember", "forget", "restore")):
+    if any(word in head for word in ("search", "refresh", "rebuild", "remember", "forget", "restore", "archive")):
         code = run(args)
         if code is not None:
             sys.exit(code)

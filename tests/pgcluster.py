@@ -5,6 +5,10 @@
 and `stop()`). As root, the server runs as the `postgres` user (PostgreSQL refuses root).
 Where no server binaries or no psycopg can be found, `why_unavailable()` says why, so the
 PostgreSQL half of the suite skips with that reason instead of silently.
+
+A cluster's folder records the pid of the process that started it (`owner.pid`). A run that
+was killed (SIGKILL, a CI timeout) never stops its server; the next `start_cluster` stops and
+removes every cluster in the temp folder whose owner is gone.
 """
 
 from __future__ import annotations
@@ -76,10 +80,15 @@ def running_cluster(prefix: str = "memctl-pg-"):
         shutil.rmtree(folder, ignore_errors=True)
 
 
+OWNER_FILE = "owner.pid"
+
+
 def start_cluster(folder: Path) -> Cluster:
     bin_dir = server_bin_dir()
     assert bin_dir is not None, why_unavailable()
+    reap_orphaned_clusters(bin_dir)
     folder.mkdir(parents=True, exist_ok=True)
+    (folder / OWNER_FILE).write_text(str(os.getpid()))
     data_dir = folder / "data"
     _give_to_server_user(folder)
     _as_server_user([str(bin_dir / "initdb"), "--no-sync", "-A", "trust", "-U", "postgres", "-E", "UTF8",
@@ -89,6 +98,27 @@ def start_cluster(folder: Path) -> Cluster:
               "-c fsync=off -c max_connections=200 -c shared_buffers=64MB"
     _start(bin_dir, data_dir, options)
     return Cluster(f"postgresql://postgres@127.0.0.1:{port}/postgres", data_dir, bin_dir, options)
+
+
+def reap_orphaned_clusters(bin_dir: Path, parent: Path | None = None) -> list[Path]:
+    """Stop and remove the clusters whose starting process no longer runs; returns their folders."""
+    reaped = []
+    for owner_file in Path(parent or tempfile.gettempdir()).glob(f"*/{OWNER_FILE}"):
+        folder = owner_file.parent
+        if (folder / "data").is_dir() and not _process_alive(owner_file):
+            _as_server_user([str(bin_dir / "pg_ctl"), "-D", str(folder / "data"), "-m", "immediate", "stop"],
+                            check=False)
+            shutil.rmtree(folder, ignore_errors=True)
+            reaped.append(folder)
+    return reaped
+
+
+def _process_alive(owner_file: Path) -> bool:
+    try:
+        os.kill(int(owner_file.read_text()), 0)
+    except (ValueError, OSError) as gone:
+        return isinstance(gone, PermissionError)  # alive, owned by another user
+    return True
 
 
 def _start(bin_dir: Path, data_dir: Path, options: str) -> None:

@@ -88,3 +88,41 @@ def test_without_zlib_ng_the_standard_zlib_writes_the_same_sessions(run, tmp_pat
     with zipfile.ZipFile(fallback.l4 / "2026-04.zip") as slow_zip, zipfile.ZipFile(fast.l4 / "2026-04.zip") as fast_zip:
         for name in members:
             assert hashlib.sha256(slow_zip.read(name)).digest() == hashlib.sha256(fast_zip.read(name)).digest()
+
+
+@pytest.mark.parametrize("damage", ["flip", "cut"])
+def test_a_member_that_does_not_read_back_fails_its_month_only(tmp_path, damage):
+    """Months are verified side by side: a damaged member fails its own month (no zip put in
+    place, no temporary left) and the other month's zip still goes in place, verified."""
+    from memctl.core.config import Layout
+    from memctl.l4.archive import _record_for
+    from memctl.l4.staging import Candidate, FileSignature, stage
+    from memctl.l4.zips import write_month_zips
+
+    layout = Layout(tmp_path / "memory")
+    layout.l4_dir.mkdir(parents=True)
+    items = {}
+    for number, (month, day) in enumerate([("2026-04", 5), ("2026-05", 6)]):
+        log = tmp_path / f"model_responses_{number}.txt"
+        log.write_text(loggen.format_b(datetime(2026, int(month[-2:]), day, 9, 0), 200, random.Random(number)))
+        staged = stage(Candidate(log, FileSignature.of(log.stat())), layout.l4_dir, level=6, durable=False)
+        staged.name = staged.base_name
+        items[month] = [(staged, _record_for(staged, log.name, "2026-06-01T00:00:00"))]
+    damaged = items["2026-04"][0][0].staging
+    data = bytearray(damaged.read_bytes())
+    if damage == "flip":
+        data[len(data) // 2] ^= 0x55
+    else:
+        del data[len(data) // 2:]
+    damaged.write_bytes(bytes(data))
+
+    failures = write_month_zips(layout, items)
+
+    assert list(failures) == ["2026-04"] and "does not" in str(failures["2026-04"])
+    assert not (layout.l4_dir / "2026-04.zip").exists()
+    assert not [p for p in layout.l4_dir.iterdir() if p.name.endswith(".zip.tmp") or ".zip." in p.name]
+    with zipfile.ZipFile(layout.l4_dir / "2026-05.zip") as archive:
+        assert archive.testzip() is None
+        (member,) = archive.infolist()
+        sha, _ = decode_stream(io.BytesIO(archive.read(member)), lambda _: None)
+    assert sha == items["2026-05"][0][0].sha256

@@ -36,3 +36,21 @@ def test_to_dict_copies_lists_so_a_caller_cannot_change_the_entry():
     entry = Entry(id="m1", text="t", supersedes=["a"])
     entry.to_dict()["supersedes"].append("b")
     assert entry.supersedes == ["a"]
+
+
+def test_each_line_is_its_own_entry_even_when_lines_would_join_into_other_json():
+    """A line leaving an array open and one holding two objects: joined by commas they would
+    parse as the same number of values, each row holding another line's entry."""
+    from memctl.longterm.entries import parse_rows
+
+    good = [entry_line(Entry(id=f"e{k}", text=f"fact {k}", type="lesson")) for k in range(3)]
+    opens = b'{"id": "x1", "text": "swallows the next line", "k": [{"a": 1}\n'
+    closes = b'{"q": 2}]}\n'
+    doubled = b'{"id": "x2", "text": "first"},{"id": "x3", "text": "second"}\n'
+    data = good[0] + opens + closes + good[1] + doubled + good[2]
+    rows = parse_rows(data)
+    assert [r.raw for r in rows] == data.splitlines(keepends=True)
+    assert [r.entry.id if r.entry else None for r in rows] == ["e0", None, None, "e1", None, "e2"]
+    per_line = [json.loads(r.raw) if r.entry else None for r in rows]
+    assert [r.entry.to_dict() if r.entry else None for r in rows] == \
+        [Entry.from_dict(d).to_dict() if d else None for d in per_line]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import random
 import json
 import shutil
 import zipfile
@@ -61,6 +62,50 @@ def test_name_clock_sees_markers_split_across_reads():
     assert pieces.base_name() == whole.base_name() == "0405_0902-1224_0933"  # a quoted Prompt counts, as upstream
 
 
+def _stamps_one_needle_at_a_time(data: bytes) -> tuple[dict, dict]:
+    """The reference for NameClock: every newline + `=== KIND ===`, each needle searched on its
+    own over the whole text, in order; (first, last) stamp of each kind."""
+    def is_stamp(text: bytes) -> bool:
+        return (len(text) == 20 and text[:1] == b" " and text[5:6] == b"-" and text[8:9] == b"-"
+                and text[11:12] == b" " and text[14:15] == b":" and text[17:18] == b":"
+                and all(text[i: i + 1].isdigit() for i in (1, 2, 3, 4, 6, 7, 9, 10, 12, 13, 15, 16, 18, 19)))
+
+    found = []
+    for kind in (b"Prompt", b"Response"):
+        for newline in (b"\n", b"\r"):
+            needle = newline + b"=== " + kind + b" ==="
+            at = data.find(needle)
+            while at >= 0:
+                found.append((at, kind, data[at + len(needle): at + len(needle) + 20]))
+                at = data.find(needle, at + 1)
+    first, last = {}, {}
+    for _, kind, stamp in sorted(found):
+        if is_stamp(stamp):
+            first.setdefault(kind, stamp[1:])
+            last[kind] = stamp[1:]
+    return first, last
+
+
+def test_name_clock_finds_what_one_search_per_needle_finds():
+    from memctl.l4.naming import NameClock
+
+    rng = random.Random(13)
+    pieces = [b"\n", b"\r", b"\r\n", b"=== ", b"==== ", b"=== Prompt ===", b"=== Response ===", b" ===",
+              b"=== USER ===", b"x", b" 2026-04-0x 09:10:00", b" 2026-04-01 09:10:0", "٢".encode()] + [
+                  b" 2026-04-0%d 09:%d0:00" % (day, day) for day in range(1, 6)]
+    named = 0
+    for _ in range(400):
+        data = b"".join(rng.choice(pieces) for _ in range(rng.randint(1, 80)))
+        clock = NameClock()
+        read = rng.choice((3, 7, 4096))
+        for at in range(0, len(data), read):
+            clock.feed(data[at: at + read])
+        clock.finish()
+        assert (clock.first, clock.last) == _stamps_one_needle_at_a_time(b"\n" + data), data
+        named += bool(clock.first)
+    assert named > 50  # the pieces do make markers
+
+
 # ---------------------------------------------------------------- a checkout GenericAgent archived first (Must show 1)
 
 
@@ -109,6 +154,8 @@ def test_memctl_adopts_genericagents_archive_and_takes_over_its_12_hour_job(tmp_
     status = json.loads(run("status", "--json", cwd=checkout.base).stdout)
     assert status["l4_sessions"] == {"memctl": 7, "genericagent": len(ga_sessions)}
     assert status["layers"]["L4"]["entries"] == 7 + len(ga_sessions)
+    plain = run("status", cwd=checkout.base).stdout.decode()
+    assert f"L4 archived by\tmemctl 7 sessions\tGenericAgent {len(ga_sessions)} sessions" in plain
     shared_zip = checkout.l4 / ga_sessions[max(ga_sessions)]
     memctl_names = {r["member"] for r in _manifest(checkout.l4) if not r.get("origin") and r["zip"] == shared_zip.name}
     with zipfile.ZipFile(shared_zip) as archive:  # new sessions join GenericAgent's monthly zip

@@ -18,6 +18,7 @@ from l4_helpers import make_folder
 from memctl.core.config import Layout
 from memctl.l4 import loggen
 from memctl.recall import prepare
+from memctl.recall.documents import IndexOptions
 from memctl.recall.index import SearchIndex
 from memctl.recall.text import (CHINESE_STOP_WORDS, CJK_RUN, JiebaSegmenter, RJiebaSegmenter, Tokenizer, _WORD,
                                 _WORD_CACHE, segmenter_for_root)
@@ -207,3 +208,70 @@ def test_import_leaves_the_index_current(run, tmp_path):
     after = run("index", "refresh", root=root)
     assert b"+0 -0 item(s) from 0 changed source(s)" in after.stderr + after.stdout
     assert run("search", "gazebo", root=root).returncode == 0
+
+
+def test_a_pass_known_to_be_big_starts_its_pool_at_the_first_batch():
+    """A rebuild says how much it will read: the pool takes the first batch (not only the
+    batches after 2 MB, done on one core), and gives back what this process would have."""
+    texts = ["the deploy token=abcdef123456XYZ went out", "会议 在 北京 bk-02 v3.11", "Running servers quickly"]
+
+    def tokenizer() -> Tokenizer:
+        made = Tokenizer.for_root(None)
+        made.collect_words = True  # as the index's own
+        return made
+
+    reference = prepare.prepare_batch(tokenizer(), IndexOptions(), texts)
+    small = prepare.Preparer(tokenizer(), IndexOptions(), workers=2)
+    assert [prepared for _, prepared in small.submit("batch", texts)] != []  # at once, in this process
+    assert small._pool is None
+    big = prepare.Preparer(tokenizer(), IndexOptions(), workers=2)
+    big.expected_bytes = prepare.PARALLEL_AFTER_CHARS
+    try:
+        assert big.submit("batch", texts) == []  # in the pool's hands
+        assert big._pool is not None
+        (batch, pooled), = big.drain()
+    finally:
+        big.close()
+    assert batch == "batch"
+    assert (pooled.texts, pooled.bodies, pooled.document_frequencies, pooled.words) == \
+        (reference.texts, reference.bodies, reference.document_frequencies, reference.words)
+    assert "[REDACTED" in pooled.texts[0] and pooled.words == {"deploy", "token", "REDACTED", "went", "Running", "servers", "quickly"}
+
+
+def test_prepared_batches_cross_a_pipe_unchanged():
+    import pickle
+
+    empty = prepare.Prepared([], [], {}, set())
+    full = prepare.Prepared([None, "x [REDACTED:sk-key]"], ["a b", ""], {"a": 1, "b": 2, "北京": 1}, {"Alpha", "beta"})
+    for original in (empty, full):
+        copy = pickle.loads(pickle.dumps(original))
+        assert (copy.texts, copy.bodies, copy.document_frequencies, copy.words) == \
+            (original.texts, original.bodies, original.document_frequencies, original.words)
+
+
+def test_index_rebuild_on_the_lean_path_reports_as_the_full_command_line(memctl_bin, tmp_path):
+    """`index rebuild [--json]` runs without typer and rich, and says what the full command line says."""
+    import subprocess
+
+    from conftest import clean_env
+
+    root = tmp_path / "memory"
+    subprocess.run([memctl_bin, "--root", str(root), "init"], check=True, capture_output=True, env=clean_env())
+    (root / "global_mem.txt").write_text("## [deploy]\nthe canary goes first\n", encoding="utf-8")
+    python = str(Path(memctl_bin).with_name("python"))
+    lean = ("import sys, runpy; sys.argv = ['memctl', '--root', %r, 'index', 'rebuild'] + sys.argv[1:]\n"
+            "try:\n    runpy.run_module('memctl', run_name='__main__')\n"
+            "except SystemExit as exit:\n"
+            "    sys.stderr.write('exit=%%s typer=%%s' %% (exit.code, 'typer' in sys.modules))\n" % str(root))
+    full = "import sys; from memctl.cli.app import main; main(['--root', %r, 'index', 'rebuild'] + sys.argv[1:])" % str(root)
+    outputs = {}
+    for name, probe in (("lean", lean), ("full", full)):
+        for flags in ((), ("--json",)):
+            done = subprocess.run([python, "-c", probe, *flags], capture_output=True, env=clean_env(), timeout=120)
+            outputs[name, flags] = done
+    assert outputs["lean", ()].stderr.endswith(b"exit=0 typer=False"), outputs["lean", ()].stderr
+    lean_json, full_json = (json.loads(outputs[name, ("--json",)].stdout) for name in ("lean", "full"))
+    assert lean_json.pop("seconds") >= 0 and full_json.pop("seconds") >= 0
+    assert lean_json == full_json and lean_json["items"] == 1
+    lean_line, full_line = outputs["lean", ()].stderr.split(b"exit=")[0], outputs["full", ()].stderr
+    assert lean_line.split(b" in ")[0] == full_line.split(b" in ")[0] == b"indexed 1 item(s) from 34 B"

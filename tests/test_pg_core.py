@@ -81,3 +81,35 @@ def test_store_settings_are_checked(tmp_path):
         (tmp_path / "memctl.toml").write_text(f"[store]\n{bad}\n")
         with pytest.raises(ConfigError, match="store"):
             load_settings(tmp_path)
+
+
+def test_a_cluster_whose_starter_was_killed_is_stopped_and_removed_by_the_next_start(pg_server, tmp_path):
+    """A SIGKILLed pytest never stops its throwaway server; the next start reaps it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    import psycopg
+    from pgcluster import reap_orphaned_clusters, server_bin_dir
+
+    parent = Path(tempfile.mkdtemp(prefix="memctl-reap-"))
+    parent.chmod(0o755)
+    starter = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from pgcluster import start_cluster;"
+         "print(start_cluster(Path(sys.argv[1])).dsn, flush=True); time.sleep(600)", str(parent / "cluster")],
+        cwd=Path(__file__).parent, stdout=subprocess.PIPE, text=True)
+    try:
+        dsn = starter.stdout.readline().strip()
+        psycopg.connect(dsn, connect_timeout=10).close()
+        assert reap_orphaned_clusters(server_bin_dir(), parent) == []  # its owner still runs
+    finally:
+        os.kill(starter.pid, signal.SIGKILL)
+        starter.wait()
+    assert reap_orphaned_clusters(server_bin_dir(), parent) == [parent / "cluster"]
+    assert not (parent / "cluster").exists()
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(dsn, connect_timeout=5).close()
+    parent.rmdir()

@@ -177,10 +177,12 @@ def test_import_files_loads_a_file_memory_byte_for_byte_and_twice_adds_nothing(b
     files, server = both
     files.ok("import", "-", "--layer", "L5", input=b"".join(json.dumps(e).encode() + b"\n" for e in SEED[:5]))
     files.ok("forget", "a", "--reason", "stale")
+    files.ok("task", "save", "half-done", input=b'{"step": 2}')
     first = json.loads(server.ok("import-files", files.root, "--json"))
-    assert first["added"] == {"L5": 4, "L6": 1, "dream log": 1}
+    assert first["added"] == {"L5": 4, "L6": 1, "dream log": 1, "tasks": 1}
     again = json.loads(server.ok("import-files", files.root, "--json"))
-    assert again["added"] == {"L5": 0, "L6": 0, "dream log": 0}
+    assert again["added"] == {"L5": 0, "L6": 0, "dream log": 0, "tasks": 0}
+    assert json.loads(server.ok("task", "show", "half-done")) == {"step": 2}
     assert server.parts() == files.parts()  # the same ids: no canonical form needed
     status = json.loads(server.ok("status", "--json"))
     assert status["backend"] == "postgres" and status["layers"]["L5"]["entries"] == 4
@@ -189,6 +191,8 @@ def test_import_files_loads_a_file_memory_byte_for_byte_and_twice_adds_nothing(b
     server.ok("export")
     config = server.root / "memctl.toml"
     config.write_text(config.read_text().replace('backend = "postgres"', 'backend = "files"'))
+    assert (server.root / "working" / "half-done.json").read_bytes() == \
+        (files.root / "working" / "half-done.json").read_bytes()  # open tasks come back as files
     assert server.run("show", "L5:" + json.loads(files.parts()["long_term.jsonl"].splitlines()[0])["id"]).returncode == 0
 
 
@@ -207,6 +211,40 @@ def test_two_roots_on_two_machines_share_one_memory(run, tmp_path, pg_server, pg
     assert two.run("show", "L5:" + theirs).returncode == 2
 
 
+def _refs_of(memory: Memory, entry_id: str) -> int:
+    rows = [json.loads(line) for line in memory.parts()["long_term.jsonl"].splitlines()]
+    return next(row.get("refs", 0) for row in rows if row["id"] == entry_id)
+
+
+def test_references_and_task_state_are_shared_by_every_machine(run, tmp_path, pg_server, pg_memory_name):
+    """A dream on one machine folds what every machine's searches and composes referenced; a
+    task saved on one machine is listed, shown and finished on another."""
+    one = make(run, tmp_path, "postgres", pg_server, pg_memory_name, name="machine-one")
+    two = make(run, tmp_path, "postgres", pg_server, pg_memory_name, name="machine-two")
+    one.env["MEMCTL_HOME"], two.env["MEMCTL_HOME"] = str(one.root), str(two.root)
+    at = {"MEMCTL_NOW": "2026-04-10T09:00:00"}
+    fact = one.ok("remember", "the build host is bk-02", "--type", "event", env=at).strip()
+    assert fact in two.ok("search", "build host bk-02", env=at)
+    assert fact in one.ok("search", "bk-02", env=at)
+    one.ok("dream", env=at)
+    assert _refs_of(one, fact) == 2
+    pieces = [json.loads(line) for line in two.ok("compose", "the bk-02 build host", "--json", env=at).splitlines()]
+    composed = sum(1 for p in pieces if p.get("ref") == "L5:" + fact)
+    two.ok("dream", env=at)
+    assert composed == 1 and _refs_of(two, fact) == 3  # folded once: the cursor is shared too
+    assert not (one.root / ".memctl" / "refs.log").exists() and not (two.root / ".memctl" / "refs.log").exists()
+
+    state = {"goal": "move the build host off bk-02", "step": 3}
+    one.ok("task", "save", "bk-02-move", input=json.dumps(state).encode(), env=at)
+    assert two.ok("task", "list").startswith("bk-02-move\t2026-04-10T09:00:00\t1 saves")
+    assert json.loads(two.ok("task", "show", "bk-02-move")) == state
+    case = two.ok("task", "done", "bk-02-move", env=at).strip()
+    assert one.ok("task", "list") == "" and b"move the build host" in one.ok("show", "L5:" + case).encode()
+    missing = one.run("task", "show", "bk-02-move")
+    assert missing.returncode == 2 and len(missing.stderr.splitlines()) == 1
+    assert not list(one.root.glob("working/*")) and not list(two.root.glob("working/*"))  # no file holds it
+
+
 def test_init_migrates_refuses_a_newer_schema_and_other_commands_ask_for_init(run, tmp_path, pg_server, pg_memory_name):
     import psycopg
 
@@ -215,8 +253,8 @@ def test_init_migrates_refuses_a_newer_schema_and_other_commands_ask_for_init(ru
     (memory.root / "memctl.toml").write_text(store_config(pg_memory_name))
     asked = memory.run("remember", "x", "--type", "event")
     assert asked.returncode == 2 and b"memctl init" in asked.stderr and len(asked.stderr.splitlines()) == 1
-    assert b"longterm v2" in memory.run("init").stderr
-    assert b"longterm v2" in memory.run("init").stderr  # again: nothing to do, the same answer
+    assert b"longterm v3" in memory.run("init").stderr
+    assert b"longterm v3" in memory.run("init").stderr  # again: nothing to do, the same answer
     with psycopg.connect(pg_server, autocommit=True) as conn:
         conn.execute(f"UPDATE memctl_{pg_memory_name}.schema_version SET version = 99 WHERE component = 'longterm'")
     for args in (("init",), ("remember", "x", "--type", "event")):
@@ -424,7 +462,7 @@ def test_the_near_duplicate_check_reads_only_rows_of_reachable_length(server_mem
     ids, rows = candidate_rows(0.0)
     assert len(ids) == len(rows) == 7  # no bound: every row of the type
 
-    with psycopg.connect(pg_server, autocommit=True) as conn:  # as a memory written by longterm v1 has them
+    with psycopg.connect(pg_server, autocommit=True) as conn:  # as a memory written before longterm v3 has them
         conn.execute(f"UPDATE {schema}.entries SET key_length = NULL, near_key = NULL")
     ids, rows = candidate_rows(80.0)
     assert ids == [short] and len(rows) == 7 and all(raw is not None for *_, raw in rows)

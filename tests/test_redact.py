@@ -326,3 +326,24 @@ def test_chinese_keywords_escaped_by_json_still_hide_the_value(word):
     assert secret not in redact(json.dumps({word: secret}, ensure_ascii=False))
     lone = json.dumps(word[0])[1:-1] + " then " + secret  # one character of the word is no keyword
     assert secret in redact(lone)
+
+
+def test_a_batch_redacts_each_text_as_it_is_redacted_alone():
+    """`batch_checks` rules out, once over a batch joined, the rules no text can match; each
+    text then comes out exactly as `redact` gives it alone: secrets at a text's start and end
+    (where a line or a word begins), prose, the one character that lowers to two."""
+    import random
+
+    from memctl.core.redact import batch_checks
+
+    rng = random.Random(13)
+    pieces = [text for _, text, _ in SHAPES] + PROSE_THAT_STAYS + \
+        ["İstanbul token: İİİ" + "x" * 40, "ΟΔΟΣ the canary goes first", "plain words and nothing else", ""]
+    for size in (1, 2, 5, 40):
+        batch = [" ".join(rng.sample(pieces, rng.randint(1, 3))) for _ in range(size)]
+        batch += [pieces[size % len(pieces)]]  # a shape alone: at the start and at the end of a text
+        among = batch_checks(batch)
+        assert [redact(text, (), among) for text in batch] == [redact(text) for text in batch]
+    quiet = ["the canary goes first", "then the rest of the fleet, once the dashboards are green"]
+    assert batch_checks(quiet) == () and [redact(text, (), ()) for text in quiet] == quiet
+    assert redact("ticket PROJ-1234 closed", (r"PROJ-\d+",), ()) == "ticket [REDACTED:custom] closed"

@@ -128,12 +128,26 @@ def compose(settings: Settings, query: str, budget: int, scrub: Callable[[str], 
 
 
 def _record_references(settings: Settings, pieces: list[Piece]) -> None:
-    """An L5 entry put into an agent's context is referenced, as a search hit is (refs.log)."""
+    """An L5 entry put into an agent's context is referenced, as a search hit is (refs.log, or
+    the server memory's `refs` table)."""
     from memctl.core import clock
-    from memctl.longterm.refs import record_refs
+    from memctl.core.errors import MemctlError
 
     ids = [p.ref.split(":", 1)[1] for p in pieces if p.section == "l5" and p.ref.startswith("L5:")]
-    if ids and settings.layout.state_writable():
+    if not ids:
+        return
+    if settings.get("store", "backend") == "postgres":
+        from memctl.longterm import pg_shared
+        from memctl.longterm.store import open_store
+
+        try:
+            server = open_store(settings.layout, settings).server
+            pg_shared.record_refs(server, server.schema, ids, clock.iso())
+        except MemctlError:
+            pass  # a reference count is a hint; a server that refused it must not fail the compose
+    elif settings.layout.state_writable():
+        from memctl.longterm.refs import record_refs
+
         try:
             record_refs(settings.layout.refs_log, ids, clock.iso())
         except OSError:

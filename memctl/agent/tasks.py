@@ -8,6 +8,7 @@ in working/ until it is resumed. Callers hold the writer lock for `save` and `do
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from memctl.core.config import Layout
+from memctl.longterm import pg_shared
 from memctl.longterm.entries import Entry
 from memctl.longterm.recovery import settle
 from memctl.longterm.store import open_store
@@ -37,7 +39,7 @@ class Task:
     created: str
     updated: str
     saves: int
-    path: Path
+    path: Path | str  # the working file, or where the row is on a server memory
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "created": self.created, "updated": self.updated, "saves": self.saves, "state": self.state}
@@ -97,9 +99,73 @@ def parse_state(data: bytes) -> Any:
         raise UsageError("task state is nested too deeply to be a task's state") from None
 
 
+class _TaskFiles:
+    """Task records as `working/<id>.json`, one machine's own."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+
+    def location(self, task_id: str) -> Path:
+        return task_path(self.layout, task_id)
+
+    def read(self, task_id: str) -> bytes | None:
+        try:
+            return read_bytes_nofollow(self.location(task_id))
+        except FileNotFoundError:
+            return None
+
+    def all(self) -> list[tuple[str, bytes]]:
+        if not self.layout.working_dir.is_dir():
+            return []
+        found = []
+        for path in self.layout.working_dir.glob("*.json"):
+            if path.is_symlink() or not _ID.match(path.stem):
+                continue
+            data = self.read(path.stem)
+            if data is not None:
+                found.append((path.stem, data))
+        return found
+
+    def write(self, task_id: str, record: str) -> None:
+        ensure_private_dir(self.layout.working_dir)
+        atomic_write_text(self.location(task_id), record)
+
+    def drop(self, task_id: str) -> None:
+        os.unlink(self.location(task_id))
+
+
+class _TaskRows:
+    """Task records as rows of a server memory's `tasks` table, shared by every machine."""
+
+    def __init__(self, server) -> None:
+        self.server = server
+
+    def location(self, task_id: str) -> str:
+        return f"task {task_id} of {self.server.schema} at {self.server.where}"
+
+    def read(self, task_id: str) -> bytes | None:
+        record = pg_shared.task_record(self.server, self.server.schema, task_id)
+        return None if record is None else record.encode("utf-8")
+
+    def all(self) -> list[tuple[str, bytes]]:
+        return [(i, r.encode("utf-8")) for i, r in pg_shared.task_records(self.server, self.server.schema)]
+
+    def write(self, task_id: str, record: str) -> None:
+        pg_shared.save_task(self.server, self.server.schema, task_id, record)
+
+    def drop(self, task_id: str) -> None:
+        pg_shared.drop_task(self.server, self.server.schema, task_id)
+
+
+def _records(layout: Layout):
+    server = pg_shared.server_of(layout)
+    return _TaskFiles(layout) if server is None else _TaskRows(server)
+
+
 def save(layout: Layout, task_id: str, state: Any, now: str, scrub: Callable[[str], str] = redact) -> Task:
     """Create or replace a task's state (≤ 10 KB once redacted)."""
-    path = task_path(layout, task_id)
+    check_id(task_id)
+    records = _records(layout)
     state = _scrub(state, scrub)
     size = len(_state_json(state).encode("utf-8"))
     if size > MAX_STATE_BYTES:
@@ -107,55 +173,56 @@ def save(layout: Layout, task_id: str, state: Any, now: str, scrub: Callable[[st
             f"task state is {size} bytes; the working layer keeps at most {MAX_STATE_BYTES} "
             "(keep pointers to files rather than their contents)"
         )
-    previous = _read(path, task_id) if path.exists() else None
+    data = records.read(task_id)
+    previous = _parse(data, records.location(task_id), task_id) if data is not None else None
     task = Task(
         id=task_id,
         state=state,
         created=previous.created if previous else now,
         updated=now,
         saves=(previous.saves if previous else 0) + 1,
-        path=path,
+        path=records.location(task_id),
     )
-    ensure_private_dir(layout.working_dir)
-    atomic_write_text(path, json.dumps(task.to_dict(), ensure_ascii=False, indent=1, sort_keys=True) + "\n")
+    records.write(task_id, json.dumps(task.to_dict(), ensure_ascii=False, indent=1, sort_keys=True) + "\n")
     return task
 
 
-def _read(path: Path, task_id: str) -> Task:
+def _parse(data: bytes, where, task_id: str) -> Task:
     try:
-        data = json.loads(read_bytes_nofollow(path).decode("utf-8"))
-    except FileNotFoundError:
-        raise NotFound(f"no task {task_id!r} in {path.parent} (see `memctl task list`)") from None
+        record = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path} is not a task file ({exc}); fix or remove it") from None
+        raise UsageError(f"{where} is not a task file ({exc}); fix or remove it") from None
     except RecursionError:
-        raise UsageError(f"{path} is not a task file (JSON nested too deeply); fix or remove it") from None
-    if not isinstance(data, dict) or "state" not in data:
-        raise UsageError(f"{path} is not a task file (no 'state'); fix or remove it")
+        raise UsageError(f"{where} is not a task file (JSON nested too deeply); fix or remove it") from None
+    if not isinstance(record, dict) or "state" not in record:
+        raise UsageError(f"{where} is not a task file (no 'state'); fix or remove it")
     return Task(
-        id=str(data.get("id") or task_id),
-        state=data["state"],
-        created=str(data.get("created", "")),
-        updated=str(data.get("updated", "")),
-        saves=int(data.get("saves", 1) or 1),
-        path=path,
+        id=str(record.get("id") or task_id),
+        state=record["state"],
+        created=str(record.get("created", "")),
+        updated=str(record.get("updated", "")),
+        saves=int(record.get("saves", 1) or 1),
+        path=where,
     )
 
 
 def show(layout: Layout, task_id: str) -> Task:
-    return _read(task_path(layout, task_id), task_id)
+    check_id(task_id)
+    records = _records(layout)
+    data = records.read(task_id)
+    if data is None:
+        where = layout.working_dir if isinstance(records, _TaskFiles) else records.server.schema
+        raise NotFound(f"no task {task_id!r} in {where} (see `memctl task list`)")
+    return _parse(data, records.location(task_id), task_id)
 
 
 def list_tasks(layout: Layout) -> list[Task]:
     """Open tasks, most recently saved first."""
-    if not layout.working_dir.is_dir():
-        return []
+    records = _records(layout)
     tasks = []
-    for path in layout.working_dir.glob("*.json"):
-        if path.is_symlink() or not _ID.match(path.stem):
-            continue
+    for task_id, data in records.all():
         try:
-            tasks.append(_read(path, path.stem))
+            tasks.append(_parse(data, records.location(task_id), task_id))
         except UsageError:
             continue  # a broken file is reported by `task show`, not hidden from it
     return sorted(tasks, key=lambda t: (t.updated, t.id), reverse=True)
@@ -165,6 +232,29 @@ def active(layout: Layout) -> Task | None:
     """The task an agent is most likely resuming: the most recently saved one."""
     tasks = list_tasks(layout)
     return tasks[0] if tasks else None
+
+
+def export_tasks(layout: Layout, folder: Path) -> list[str]:
+    """Each open task as `working/<id>.json` under `folder` (the way back from a server memory
+    to files keeps them); the files written."""
+    records, target = _records(layout), _TaskFiles(Layout(folder))
+    written = []
+    for task_id, data in records.all():
+        target.write(task_id, data.decode("utf-8"))
+        written.append(str(target.location(task_id)))
+    return written
+
+
+def import_tasks(layout: Layout, folder: Path) -> int:
+    """The open tasks of a file memory in `folder` into this memory, those it lacks; how many."""
+    records, source = _records(layout), _TaskFiles(Layout(folder))
+    added = 0
+    for task_id, data in source.all():
+        if records.read(task_id) is None:
+            _parse(data, source.location(task_id), task_id)  # a broken file stops here, nothing half-read
+            records.write(task_id, data.decode("utf-8"))
+            added += 1
+    return added
 
 
 def case_entry(task: Task, now: str, topic: str | None = None) -> Entry:
@@ -210,7 +300,9 @@ def done(layout: Layout, task_id: str, now: str, topic: str | None = None) -> En
     entry = case_entry(task, now, topic)
     settle(layout)  # torn lines and cut-off operations first: the check below must see L5 whole
     store = open_store(layout)
-    if not store.active.holds(entry.id):
-        store.active.append([entry])
-    os.unlink(task.path)
+    records = _records(layout)
+    with store.server.transaction() if store.on_server else contextlib.nullcontext():  # on a server: both or neither
+        if not store.active.holds(entry.id):
+            store.active.append([entry])
+        records.drop(task_id)
     return entry

@@ -1,12 +1,14 @@
-"""`memctl remember`, `forget ID…` and `restore ID` without typer or rich: the lean write path.
+"""`memctl remember`, `forget ID…`, `restore ID` and `archive` without typer or rich: the lean
+write path.
 
 An agent writes after every turn, so these run as often as searches, and the full command
-line's imports (~0.3 s of CPU) would be most of their cost. The console script
+line's imports (~0.3 s of CPU) would be most of their cost; `archive` runs from a timer or
+GenericAgent's shim, and those imports ran on one core before its work could use two. The console script
 (memctl.entry) tries `run` first; it answers the plain forms — the options below, a
 terminal or a pipe — and returns None for anything else (--help, --match, --purge,
 --dry-run, an option it does not know, a repeated option, a value it cannot read), which the
 full command line then handles: behaviour is defined once, in the modules both call and in
-the shared steps and reports here (`cli.commands.longterm` uses them too). `MEMCTL_FULL_CLI=1`
+the shared steps and reports here (`cli.commands.longterm` and `cli.commands.l4` use them too). `MEMCTL_FULL_CLI=1`
 sends everything to the full command line (the tests compare both).
 """
 
@@ -22,7 +24,7 @@ from memctl.core.errors import EXIT_ERROR, EXIT_OK, EXIT_PARTIAL, MemctlError, N
 
 REMEMBER_WAIT = 10.0  # interactive: a dream holds the lock only for short steps
 AUTO_DREAM_COOLDOWN = 600.0  # seconds between two automatic dreams
-COMMANDS = ("remember", "forget", "restore")
+COMMANDS = ("remember", "forget", "restore", "archive")
 # what rich would render differently from the plain text: markup, emoji codes, tabs, controls
 _RICH_SENSITIVE = re.compile(r"[\[\]\t\r\x00-\x08\x0b-\x1f\x7f]|:[^\s:]+:")
 
@@ -148,6 +150,42 @@ def start_background_dream(root) -> None:
         warning(f"could not start the automatic dream: {exc}")
 
 
+def report_archive(report, json_out: bool, quiet: bool) -> None:
+    if json_out:
+        render.json_line(report.to_json())
+        return
+    for decision in report.errors:
+        render.error(f"{decision.path}: {decision.reason}")
+    if quiet:
+        return
+    verb = {"archive": "would archive" if report.dry_run else "archived",
+            "finish": "would finish" if report.dry_run else "finished",
+            "skip": "skip", "error": "error"}
+    for decision in report.decisions:
+        render.line(f"{verb[decision.action]}\t{decision.path}\t{decision.reason}")
+    summary = report.summary()
+    message(
+        f"{'dry run: ' if report.dry_run else ''}{summary['new_sessions']} new sessions, "
+        f"{summary['deleted_raw']} raw files deleted, {sum(summary['skipped'].values())} skipped, "
+        f"{len(summary['errors'])} errors; months: {', '.join(summary['months']) or '-'}"
+    )
+
+
+def after_archive(settings, report) -> int:
+    """Outside the lock, after the raw logs are gone: the index (and the embeddings, where
+    opted in) catch up with the new sessions. The run's exit status."""
+    if not report.dry_run and report.summary()["new_sessions"]:
+        from memctl.recall.index import refresh_after_write
+        from memctl.recall.semantic import embed_in_background  # [semantic] embed_after_writes
+
+        for text in [*refresh_after_write(settings), embed_in_background(settings)]:
+            if text:
+                warning(text)
+    if report.errors:
+        return EXIT_PARTIAL if report.summary()["processed"] else EXIT_ERROR
+    return EXIT_OK
+
+
 # --- the lean path
 
 
@@ -155,7 +193,9 @@ _REMEMBER = {"--type": "type", "-t": "type", "--topic": "topic", "--confidence":
              "--source": "source", "--contradicts": "contradicts", "--wait": "wait"}
 _FORGET = {"--reason": "reason", "--wait": "wait"}
 _RESTORE = {"--wait": "wait"}
-_FLAGS = {"remember": {"--force": "force", "--json": "json"}, "forget": {"--json": "json"}, "restore": {"--json": "json"}}
+_ARCHIVE = {"--min-age": "min_age", "--keep-newest": "keep_newest", "--wait": "wait"}
+_FLAGS = {"remember": {"--force": "force", "--json": "json"}, "forget": {"--json": "json"}, "restore": {"--json": "json"},
+          "archive": {"--json": "json", "--quiet": "quiet", "-q": "quiet", "--dry-run": "dry_run", "-n": "dry_run"}}
 _NUMBERS = ("confidence", "wait")
 
 
@@ -170,7 +210,7 @@ def run(root: str | None, args: list[str]) -> int | None:
     if not wanted(args):
         return None
     command = args[0]
-    values = {"remember": _REMEMBER, "forget": _FORGET, "restore": _RESTORE}[command]
+    values = {"remember": _REMEMBER, "forget": _FORGET, "restore": _RESTORE, "archive": _ARCHIVE}[command]
     parsed = parse(args[1:], values, _FLAGS[command], repeatable=("contradicts",))
     if parsed is None:
         return None
@@ -181,7 +221,9 @@ def run(root: str | None, args: list[str]) -> int | None:
         return None
     if command == "restore" and len(words) != 1:
         return None
-    action = {"remember": _remember, "forget": _forget, "restore": _restore}[command]
+    if command == "archive" and not _plain_archive(options, words):
+        return None
+    action = {"remember": _remember, "forget": _forget, "restore": _restore, "archive": _archive}[command]
     return guarded(lambda: action(root, options, words))
 
 
@@ -267,6 +309,39 @@ def _restore(root, options: dict, words: list[str]) -> int:
     entry = restore(_settings(root), words[0], clock.now(), options.get("wait", 0.0))
     report_restore(entry, bool(options.get("json")))
     return EXIT_OK
+
+
+def _plain_archive(options: dict, words: list[str]) -> bool:
+    """At most a raw-log folder, a whole --keep-newest, and no progress lines to draw (those are
+    rich's, on a terminal)."""
+    if len(words) > 1 or not str(options.get("keep_newest", "0")).isdigit():
+        return False
+    try:
+        terminal = sys.stderr.isatty()
+    except ValueError:
+        terminal = False
+    return bool(options.get("quiet")) or not terminal
+
+
+def _archive(root, options: dict, words: list[str]) -> int:
+    from pathlib import Path
+
+    from memctl.core.config import load_settings, resolve_root
+    from memctl.core.fsutil import WriterLock
+    from memctl.l4.archive import options_from_settings, run_archive
+
+    settings = load_settings(resolve_root(root))
+    render.configure_redaction(settings.get("redaction", "extra_patterns"))
+    keep_newest = int(options["keep_newest"]) if "keep_newest" in options else None
+    archive_options = options_from_settings(settings, Path(words[0]) if words else None, options.get("min_age"),
+                                            keep_newest, bool(options.get("dry_run")))
+    if archive_options.dry_run:
+        report = run_archive(settings.layout, archive_options)
+    else:
+        with WriterLock(settings.layout.lock, wait_seconds=options.get("wait", 0.0)):
+            report = run_archive(settings.layout, archive_options)
+    report_archive(report, bool(options.get("json")), bool(options.get("quiet")))
+    return after_archive(settings, report)
 
 
 def guarded(action) -> int:

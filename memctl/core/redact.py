@@ -361,9 +361,15 @@ _CHECKS_BY_PIVOTS = {
 }
 
 
-def _possible_rules(lowered: str) -> Iterable[_Rule]:
-    present = "".join(c for c in _PIVOTS if c in lowered)
-    for rule, _, needles, hint, gate in _CHECKS_BY_PIVOTS[present]:
+def _possible_checks(lowered: str, among: tuple | None = None) -> Iterable[tuple]:
+    """The checks (in RULES' order) whose rule may match `lowered`; `among`: only those of a
+    batch's checks that `batch_checks` left."""
+    if among is None:
+        checks = _CHECKS_BY_PIVOTS["".join(c for c in _PIVOTS if c in lowered)]
+    else:
+        checks = (check for check in among if not check[1] or any(c in lowered for c in check[1]))
+    for check in checks:
+        _, _, needles, hint, gate = check
         for needle in needles:
             if needle in lowered:
                 break
@@ -371,15 +377,24 @@ def _possible_rules(lowered: str) -> Iterable[_Rule]:
             if needles:
                 continue
         if (hint is None or hint.search(lowered)) and _compiled(gate).search(lowered):
-            yield rule
+            yield check
 
 
-def find_secrets(text: str, extra_patterns: Sequence[str] = ()) -> list[SecretFinding]:
+def batch_checks(texts: Sequence[str]) -> tuple:
+    """The checks that may match any of `texts`, found once over them joined by newlines, for
+    `find_secrets(..., among=)`: a check that matches one text matches the joined texts too
+    (pivots and needles are substrings; gates and hints are regexes without negative
+    look-arounds, and a newline bounds a word or a line as the ends of a text do). An index
+    batch of session text most often leaves none (bench/RESULTS.md)."""
+    return tuple(_possible_checks(_lower_aligned("\n".join(texts))))
+
+
+def find_secrets(text: str, extra_patterns: Sequence[str] = (), among: tuple | None = None) -> list[SecretFinding]:
     """Every secret in `text`, sorted, overlapping hits merged (the first kind wins)."""
     lowered = _lower_aligned(text)
     hits: list[SecretFinding] = []
-    for rule in _possible_rules(lowered):
-        hits.extend(_rule_hits(rule, text, lowered))
+    for check in _possible_checks(lowered, among):
+        hits.extend(_rule_hits(check[0], text, lowered))
     for rule in _extra_rules(extra_patterns):
         hits.extend(_rule_hits(rule, text, lowered))
     return _merge(hits)
@@ -446,9 +461,12 @@ def _merge(hits: list[SecretFinding]) -> list[SecretFinding]:
     return merged
 
 
-def redact(text: str, extra_patterns: Sequence[str] = ()) -> str:
-    """`text` with every secret replaced by `[REDACTED:<kind>]`; idempotent."""
-    findings = find_secrets(text, extra_patterns)
+def redact(text: str, extra_patterns: Sequence[str] = (), among: tuple | None = None) -> str:
+    """`text` with every secret replaced by `[REDACTED:<kind>]`; idempotent. `among`: the
+    `batch_checks` of a batch that holds `text` (the same result, fewer checks per text)."""
+    if among is not None and not among and not extra_patterns:
+        return text
+    findings = find_secrets(text, extra_patterns, among)
     if not findings:
         return text
     parts: list[str] = []

@@ -35,7 +35,7 @@ from memctl.l4.history import history_block, sessions_in_history
 from memctl.l4.manifest import (ManifestRecord, append_records, append_whole_lines, iter_manifest, monthly_zips,
                                  records_in_zip)
 from memctl.l4.staging import Candidate, FileSignature, Staged, stage_ahead, unique_name
-from memctl.l4.zips import write_month_zip
+from memctl.l4.zips import write_month_zips
 
 RAW_GLOB_PREFIX = "model_responses_"
 RAW_SUFFIX = ".txt"
@@ -285,22 +285,14 @@ def _record_for(staged: Staged, source: str, archived_at: str) -> ManifestRecord
 
 
 def _commit(layout, options, new_by_month, finishing, recorded, history_names, report, progress) -> None:
-    failed_months: set[str] = set()
+    failures = write_month_zips(layout, new_by_month, progress)
     for month in sorted(new_by_month):
-        items = new_by_month[month]
-        if progress:
-            progress(f"writing {month}.zip ({len(items)} new sessions)")
-        try:
-            write_month_zip(layout, month, items)
-        except (OSError, IntegrityError) as exc:
-            failed_months.add(month)
-            for staged, _ in items:
-                staged.staging.unlink(missing_ok=True)
-                _mark_error(report, staged, f"zip {month}.zip not written: {exc}")
-            continue
-        report.months.append(month)
-        for staged, _ in items:
+        for staged, _ in new_by_month[month]:
             staged.staging.unlink(missing_ok=True)
+            if month in failures:
+                _mark_error(report, staged, f"zip {month}.zip not written: {failures[month]}")
+        if month not in failures:
+            report.months.append(month)
     unrecorded = [r for s, r, d in finishing if d.action != "error" and r.sha256 not in recorded]
     append_records(layout, _unique_records(unrecorded))
     faults.checkpoint("manifest-appended")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Iterator
 
 from memctl.core.errors import IntegrityError
-from memctl.l4.logs import CHUNK, USER_SECTION, Preamble, RawEntry, iter_log, parse_marker
+from memctl.l4.logs import CHUNK, USER_SECTION, Preamble, RawEntry, copy_out, iter_log, parse_marker
 
 HEADER_V1 = "⟪memctl-session v1⟫\n".encode()  # window tokens glued to the next line
 HEADER = "⟪memctl-session v2⟫\n".encode()  # window tokens on a line of their own
@@ -264,7 +264,8 @@ def encode_stream(
         stats.entries += 1
         encoded = encode_body(item.kind, item.body, heads)
         if decode_body(item.kind, encoded, heads) == item.body:
-            counter(item.marker + encoded)
+            counter(item.marker)
+            counter(encoded)
         else:
             stats.verbatim_entries += 1
             counter(_verbatim(item.marker + item.body))
@@ -379,7 +380,7 @@ class _Decoder:
                     raise IntegrityError("compressed session is truncated inside a verbatim block")
                 return
             yield from self._close_entry(at)
-            data = bytes(self.buf[payload_start: payload_start + size])
+            data = copy_out(self.buf, payload_start, payload_start + size)
             _note_verbatim(self.heads, self.number, data)
             self.number += 1
             yield data
@@ -388,7 +389,7 @@ class _Decoder:
     def _close_entry(self, end: int) -> Iterator[bytes]:
         if self.kind is None:
             return
-        raw_body = decode_body(self.kind, bytes(self.buf[self.body_start:end]), self.heads)
+        raw_body = decode_body(self.kind, copy_out(self.buf, self.body_start, end), self.heads)
         self.heads.note(self.number, self.kind, raw_body)
         self.number += 1
         self.kind = None

@@ -60,6 +60,12 @@ def parse_marker(line: bytes) -> tuple[str, datetime, str] | None:
     return match.group(1).decode("ascii"), stamp, model
 
 
+def copy_out(buffer: bytearray, start: int, end: int) -> bytes:
+    """buffer[start:end] as bytes, copied once (a bytearray's slice is a copy, and bytes() another)."""
+    with memoryview(buffer) as view:
+        return view[start:end].tobytes()
+
+
 _CANDIDATE = re.compile(rb"\n\r?\n(?==== (?:Prompt|Response) === )")
 _MARKER_MAX = 400  # a marker line is never longer; keep this much unscanned until more is read
 CHUNK = 4 << 20
@@ -144,7 +150,7 @@ class _LogScanner:
             if parsed is None or self._inside_tool_result(at):
                 self.scan_from = at
                 continue
-            body = bytes(self.buf[self.body_start:at])
+            body = copy_out(self.buf, self.body_start, at)
             if self.current is not None:
                 self.current.body = body
                 yield self.current
@@ -158,7 +164,7 @@ class _LogScanner:
         """Inside a prompt's open <tool_result>: an agent quoting another log, not a new entry."""
         if self.current is None or self.current.kind != "Prompt":
             return False
-        segment = self.buf[self.counted_to:at]
-        self.depth += segment.count(TOOL_RESULT_OPEN) - segment.count(TOOL_RESULT_CLOSE)
+        opened = self.buf.count(TOOL_RESULT_OPEN, self.counted_to, at)
+        self.depth += opened - self.buf.count(TOOL_RESULT_CLOSE, self.counted_to, at)
         self.counted_to = at
         return self.depth > 0

@@ -11,9 +11,12 @@ memctl's own (`logs.iter_log`).
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 _KINDS = (b"Prompt", b"Response")
+_OPENING, _CLOSING = b"=== ", b" ==="
+_NEWLINES = b"\n\r"
 _STAMP_LENGTH = len(" 2026-04-03 20:13:06")
 _CARRY = 64  # longer than a newline, the longest marker and a timestamp
 
@@ -37,18 +40,22 @@ class NameClock:
         self._tail = b""
 
     def _note(self, buffer: bytes, before: int) -> None:
-        found = []
-        for kind in _KINDS:
-            for newline in (b"\n", b"\r"):
-                needle = newline + b"=== " + kind + b" ==="
-                at = buffer.find(needle)
-                while 0 <= at < before:
-                    found.append((at, kind, buffer[at + len(needle): at + len(needle) + _STAMP_LENGTH]))
-                    at = buffer.find(needle, at + 1)
-        for _, kind, stamp in sorted(found):
-            if _is_stamp(stamp):
-                self.first.setdefault(kind, stamp[1:])
-                self.last[kind] = stamp[1:]
+        """Each newline + `=== KIND ===` starting before `before`, in order: one pass for `=== `
+        (rare outside markers and section lines) instead of one per kind and newline."""
+        at = buffer.find(_OPENING, 1)
+        while 0 < at <= before:
+            if buffer[at - 1] in _NEWLINES:
+                kind_at = at + len(_OPENING)
+                for kind in _KINDS:
+                    if buffer.startswith(kind, kind_at) and buffer.startswith(_CLOSING, kind_at + len(kind)):
+                        stamp_at = kind_at + len(kind) + len(_CLOSING)
+                        self._note_stamp(kind, buffer[stamp_at: stamp_at + _STAMP_LENGTH])
+            at = buffer.find(_OPENING, at + 1)
+
+    def _note_stamp(self, kind: bytes, stamp: bytes) -> None:
+        if _is_stamp(stamp):
+            self.first.setdefault(kind, stamp[1:])
+            self.last[kind] = stamp[1:]
 
     def base_name(self) -> str | None:
         """GenericAgent's name, or None where GenericAgent would not name it (no timestamp)."""
@@ -61,10 +68,11 @@ class NameClock:
         return f"{first}-{last or first}"
 
 
+_STAMP = re.compile(rb" \d\d\d\d-\d\d-\d\d \d\d:\d\d:\d\d")  # bytes: \d is ASCII 0-9 only
+
+
 def _is_stamp(text: bytes) -> bool:
-    return (len(text) == _STAMP_LENGTH and text[:1] == b" " and text[5:6] == b"-" and text[8:9] == b"-"
-            and text[11:12] == b" " and text[14:15] == b":" and text[17:18] == b":"
-            and all(text[i: i + 1].isdigit() for i in (1, 2, 3, 4, 6, 7, 9, 10, 12, 13, 15, 16, 18, 19)))
+    return _STAMP.fullmatch(text) is not None
 
 
 def _minute(stamp: bytes) -> str | None:

@@ -12,6 +12,7 @@ import collections
 import concurrent.futures
 import os
 import tempfile
+import threading
 import zlib
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,7 +22,7 @@ from typing import Iterable, Iterator
 from memctl.core.fsutil import NOFOLLOW
 from memctl.l4.codec import encode_stream
 from memctl.l4.history import HistoryBuilder
-from memctl.l4.logs import RawEntry
+from memctl.l4.logs import RawEntry, copy_out
 from memctl.l4.naming import NameClock, WatchedReader
 
 
@@ -80,7 +81,7 @@ class DeflatingSink:
     def write(self, data: bytes) -> None:
         self.buffer += data
         while len(self.buffer) >= self.BLOCK:
-            block = bytes(self.buffer[: self.BLOCK])
+            block = copy_out(self.buffer, 0, self.BLOCK)
             del self.buffer[: self.BLOCK]
             self._submit(block, final=False)
 
@@ -88,7 +89,7 @@ class DeflatingSink:
         self.crc = ZLIB.crc32(block, self.crc)
         self.size += len(block)
         self.in_flight.append(worker_pool().submit(_deflate_block, block, self.window, self.level, final))
-        self.window = (self.window + block)[-self.WINDOW:]
+        self.window = block[-self.WINDOW:] if len(block) >= self.WINDOW else (self.window + block)[-self.WINDOW:]
         while len(self.in_flight) > self.IN_FLIGHT:
             self._write_out(self.in_flight.popleft().result())
 
@@ -104,11 +105,35 @@ class DeflatingSink:
 
 
 def _deflate_block(block: bytes, window: bytes, level: int, final: bool) -> bytes:
+    block_compressor = _reusable_compressor(level)
+    if block_compressor is not None:
+        # One call outside the GIL: a thread that came back for it after each of compress and
+        # flush waited up to a switch interval (5 ms) for the encoding thread to let go of it.
+        deflated, _ = block_compressor.compress_and_crc(block, window)
+        return deflated + EMPTY_FINAL_BLOCK if final else deflated
     if window:
         compressor = ZLIB.compressobj(level, ZLIB.DEFLATED, -15, zdict=window)
     else:
         compressor = ZLIB.compressobj(level, ZLIB.DEFLATED, -15)
     return compressor.compress(block) + compressor.flush(ZLIB.Z_FINISH if final else ZLIB.Z_SYNC_FLUSH)
+
+
+EMPTY_FINAL_BLOCK = b"\x03\x00"  # a final fixed-Huffman block holding only its end code
+_THREAD_STATE = threading.local()
+
+
+def _reusable_compressor(level: int):
+    """This thread's zlib-ng `_ParallelCompress` for `level` (what zlib-ng's own threaded gzip
+    uses: reset, preset dictionary, deflate with a sync flush, all in one call without the GIL),
+    or None where zlib-ng is not installed or has no such class."""
+    factory = getattr(ZLIB, "_ParallelCompress", None)
+    if factory is None:
+        return None
+    by_level = _THREAD_STATE.__dict__.setdefault("compressors", {})
+    if level not in by_level:
+        block = DeflatingSink.BLOCK
+        by_level[level] = factory(buffersize=block + block // 8 + 512, level=level)
+    return by_level[level]
 
 
 _POOL: concurrent.futures.ThreadPoolExecutor | None = None
@@ -161,9 +186,12 @@ class Staged:
         return f"{self.start:%Y-%m}"
 
 
-def stage(candidate: Candidate, folder: Path, extra_patterns: Iterable[str] = (), level: int | None = 6) -> Staged:
+def stage(
+    candidate: Candidate, folder: Path, extra_patterns: Iterable[str] = (), level: int | None = 6, durable: bool = True
+) -> Staged:
     """Encode one raw log into a hidden staging file in `folder` (raw-deflated at `level`, or
-    plain text when level is None); nothing else is touched."""
+    plain text when level is None); nothing else is touched. `durable`: fsynced, for a caller
+    that renames the file into place; the archive copies it into a zip it fsyncs instead."""
     fd, staging_name = tempfile.mkstemp(dir=folder, prefix=".staging-", suffix=".tmp")
     staging = Path(staging_name)
     builder = HistoryBuilder()
@@ -186,7 +214,8 @@ def stage(candidate: Candidate, folder: Path, extra_patterns: Iterable[str] = ()
             finally:
                 sink.close()
             out.flush()
-            os.fsync(out.fileno())
+            if durable:
+                os.fsync(out.fileno())
     except BaseException:
         staging.unlink(missing_ok=True)
         raise
@@ -211,24 +240,36 @@ def stage(candidate: Candidate, folder: Path, extra_patterns: Iterable[str] = ()
     )
 
 
-STAGED_AHEAD = 2
+STAGERS = 2
 
 
 def stage_ahead(
     candidates: list[Candidate], folder: Path, extra_patterns: Iterable[str] = (), level: int | None = 6
 ) -> Iterator[tuple[Candidate, concurrent.futures.Future]]:
-    """(candidate, future of its Staged) in order, two logs staged at a time: alone, a log's
-    encoding (Python, one core) and its last blocks' deflate would take turns, and a log under
-    a block long deflates only after it is read. Leaving early waits for the two in progress."""
+    """(candidate, future of its Staged) in the candidates' order, two logs staged at a time,
+    the largest first: alone, a log's encoding (Python, one core) and its last blocks' deflate
+    would take turns, and the log staged last runs alone, so that log should be a small one.
+    Leaving early cancels the logs not started, waits for the two in progress and removes
+    the staging files nobody took."""
     patterns = tuple(extra_patterns)
-    with concurrent.futures.ThreadPoolExecutor(STAGED_AHEAD, thread_name_prefix="memctl-stage") as stagers:
-        pending: collections.deque = collections.deque()
-        for candidate in candidates:
-            pending.append((candidate, stagers.submit(stage, candidate, folder, patterns, level)))
-            if len(pending) >= STAGED_AHEAD:
-                yield pending.popleft()
-        while pending:
-            yield pending.popleft()
+    stagers = concurrent.futures.ThreadPoolExecutor(STAGERS, thread_name_prefix="memctl-stage")
+    futures: dict[int, concurrent.futures.Future] = {}
+    for number in sorted(range(len(candidates)), key=lambda n: -candidates[n].signature.size):
+        futures[number] = stagers.submit(stage, candidates[number], folder, patterns, level, durable=False)
+    taken = 0
+    try:
+        for taken, candidate in enumerate(candidates, start=1):
+            yield candidate, futures[taken - 1]
+    finally:
+        stagers.shutdown(wait=True, cancel_futures=True)
+        for number in range(taken, len(candidates)):
+            _discard_staged(futures[number])
+
+
+def _discard_staged(future: concurrent.futures.Future) -> None:
+    if future.cancelled() or future.exception() is not None:
+        return
+    future.result().staging.unlink(missing_ok=True)
 
 
 def _open_raw(path: Path):

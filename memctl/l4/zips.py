@@ -1,8 +1,8 @@
 """Monthly zips: write `<month>.zip` anew beside the old one with the new members added,
 verify it (old members unchanged, every new member decodes to its raw sha256), rename it
 into place. Members already deflated by staging are passed through, not deflated twice.
-The new members are verified side by side on the worker threads, inflated by the same
-zlib (zlib-ng where installed) that deflated them."""
+The new members of every month written in a run are verified side by side on the worker
+threads, inflated by the same zlib (zlib-ng where installed) that deflated them."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ import shutil
 import tempfile
 import zipfile
 import zlib
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Callable
 
 from memctl.core import faults
 from memctl.core.config import Layout
@@ -30,8 +32,52 @@ def _zip_date(stamp: datetime) -> tuple[int, int, int, int, int, int]:
     return (year, stamp.month, stamp.day, stamp.hour, stamp.minute, stamp.second)
 
 
-def write_month_zip(layout: Layout, month: str, items: list[tuple[Staged, ManifestRecord]]) -> Path:
-    """Write `<month>.zip` anew beside the old one, verify it, and rename it into place."""
+@dataclass
+class NewZip:
+    """A month's zip written anew beside the old one (`tmp`), not yet verified or in place."""
+
+    month: str
+    path: Path
+    tmp: Path
+    old_members: list[tuple[str, int, int]]
+    records: list[ManifestRecord]
+
+
+def write_month_zips(
+    layout: Layout, items_by_month: dict[str, list[tuple[Staged, ManifestRecord]]],
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Exception]:
+    """Write every month's zip anew beside the old one, verify the new members of all of them
+    side by side (the largest first: one month's single large member would otherwise be read
+    alone at the end), and rename each verified zip into place. Returns the months that were
+    not written, with the reason; a month's zip is never renamed before its own verify passed."""
+    failures: dict[str, Exception] = {}
+    written: list[NewZip] = []
+    try:
+        for month in sorted(items_by_month):
+            if progress:
+                progress(f"writing {month}.zip ({len(items_by_month[month])} new sessions)")
+            try:
+                written.append(_write_beside(layout, month, items_by_month[month]))
+            except (OSError, IntegrityError) as exc:
+                failures[month] = exc
+        verdicts = _verify_side_by_side(written)
+        for new_zip in written:
+            failure = verdicts[new_zip.month]
+            if failure is None:
+                try:
+                    _put_in_place(layout, new_zip)
+                except OSError as exc:
+                    failure = exc
+            if failure is not None:
+                failures[new_zip.month] = failure
+    finally:
+        for new_zip in written:
+            new_zip.tmp.unlink(missing_ok=True)  # gone already where it was renamed into place
+    return failures
+
+
+def _write_beside(layout: Layout, month: str, items: list[tuple[Staged, ManifestRecord]]) -> NewZip:
     zip_path = layout.l4_dir / f"{month}.zip"
     refuse_symlink(zip_path)  # it would be read through and then replaced
     fd, tmp_name = tempfile.mkstemp(dir=layout.l4_dir, prefix=f".{month}.zip.", suffix=".tmp")
@@ -49,15 +95,17 @@ def write_month_zip(layout: Layout, month: str, items: list[tuple[Staged, Manife
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         faults.checkpoint("zip-fsynced")
-        verify_new_zip(tmp, old_members, [record for _, record in items])
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, zip_path)
-        fsync_dir(layout.l4_dir)
-        faults.checkpoint("zip-replaced")
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return zip_path
+    return NewZip(month, zip_path, tmp, old_members, [record for _, record in items])
+
+
+def _put_in_place(layout: Layout, new_zip: NewZip) -> None:
+    os.chmod(new_zip.tmp, 0o600)
+    os.replace(new_zip.tmp, new_zip.path)
+    fsync_dir(layout.l4_dir)
+    faults.checkpoint("zip-replaced")
 
 
 def _add_member(archive: zipfile.ZipFile, staged: Staged, record: ManifestRecord) -> None:
@@ -91,30 +139,60 @@ def _member_signatures(zip_path: Path) -> list[tuple[str, int, int]]:
 
 def verify_new_zip(zip_path: Path, old_members: list[tuple[str, int, int]], new: list[ManifestRecord]) -> None:
     """Old members unchanged; every new member decodes (CRC checked) to its raw sha256."""
+    failure = _verify_side_by_side([NewZip("", zip_path, zip_path, old_members, new)])[""]
+    if failure is not None:
+        raise failure
+
+
+def _verify_side_by_side(zips: list[NewZip]) -> dict[str, IntegrityError | None]:
+    """Per month, None or why its zip fails: old members changed, or a new member that does not
+    read back or decode to its raw sha256. Members are read side by side on the worker threads,
+    each through its own handle (a shared ZipFile counts its readers without a lock), the
+    largest first, so that the last to finish is small."""
+    verdicts = {new_zip.month: _old_members_kept(new_zip) for new_zip in zips}
+    checks = [(new_zip, record) for new_zip in zips if verdicts[new_zip.month] is None for record in new_zip.records]
+    checks.sort(key=lambda check: check[1].bytes_compressed, reverse=True)
+    futures = [(new_zip, worker_pool().submit(_verify_member, new_zip.tmp, new_zip.path.name, record))
+               for new_zip, record in checks]
+    concurrent.futures.wait([future for _, future in futures])
+    for new_zip, future in futures:
+        failure = future.exception()
+        if failure is not None and verdicts[new_zip.month] is None:
+            if not isinstance(failure, READ_BACK_FAILURES):
+                raise failure
+            verdicts[new_zip.month] = _as_integrity_error(new_zip.path.name, failure)
+    return verdicts
+
+
+# What reading a written member back can raise when the zip on disk is not what was written.
+READ_BACK_FAILURES = (IntegrityError, zipfile.BadZipFile, OSError, EOFError, zlib.error, ZLIB.error)
+
+
+def _old_members_kept(new_zip: NewZip) -> IntegrityError | None:
     try:
-        with zipfile.ZipFile(zip_path) as archive:
+        with zipfile.ZipFile(new_zip.tmp) as archive:
             signatures = [(i.filename, i.CRC, i.file_size) for i in archive.infolist()]
-            if signatures[: len(old_members)] != old_members:
-                raise IntegrityError(f"{zip_path.name}: existing members changed while adding new ones")
-        # Members read side by side, each through its own handle (a shared ZipFile counts its
-        # readers without a lock); the largest first, so that the last to finish is small.
-        ordered = sorted(new, key=lambda record: record.bytes_compressed, reverse=True)
-        checks = [worker_pool().submit(_verify_member, zip_path, record) for record in ordered]
-        concurrent.futures.wait(checks)
-        for check in checks:
-            check.result()
-    except zipfile.BadZipFile as exc:
-        raise IntegrityError(f"{zip_path.name}: written zip does not read back ({exc})") from None
+    except (zipfile.BadZipFile, OSError) as exc:
+        return _as_integrity_error(new_zip.path.name, exc)
+    if signatures[: len(new_zip.old_members)] != new_zip.old_members:
+        return IntegrityError(f"{new_zip.path.name}: existing members changed while adding new ones")
+    return None
 
 
-def _verify_member(zip_path: Path, record: ManifestRecord) -> None:
+def _as_integrity_error(zip_name: str, failure: Exception) -> IntegrityError:
+    if isinstance(failure, IntegrityError):
+        return failure
+    return IntegrityError(f"{zip_name}: written zip does not read back ({failure})")
+
+
+def _verify_member(zip_path: Path, zip_name: str, record: ManifestRecord) -> None:
     with zipfile.ZipFile(zip_path) as archive, _open_member(archive, record.member) as member:
         if record.origin:  # GenericAgent's text, kept as it is: no raw log to decode to
             sha, size = hashlib.sha256(member.read()).hexdigest(), record.bytes_raw
         else:
             sha, size = decode_stream(member, _discard)
     if sha != record.sha256 or size != record.bytes_raw:
-        raise IntegrityError(f"{zip_path.name}:{record.member} does not match the raw log")
+        raise IntegrityError(f"{zip_name}:{record.member} does not match the raw log")
 
 
 def _open_member(archive: zipfile.ZipFile, name: str):

@@ -25,7 +25,7 @@ from memctl.core.clock import iso
 from memctl.core.config import Layout, Settings
 from memctl.core.errors import UsageError
 from memctl.longterm.dream_apply import STEP_POLL, GuardRail, apply_steps, check_guard, dream_lock
-from memctl.longterm.dream_plan import OPS, Change, Plan, plan
+from memctl.longterm.dream_plan import OPS, Change, Plan, plan, plan_rows
 from memctl.longterm.dream_refs import Refs, fold, load_refs, read_offset, write_offset
 from memctl.longterm.dream_similar import similar_groups
 from memctl.longterm.dream_undo import UndoReport, undo
@@ -34,7 +34,7 @@ from memctl.longterm.recovery import writing
 from memctl.longterm.store import open_store
 
 __all__ = ["OPS", "Change", "DreamOptions", "DreamReport", "GuardRail", "Plan", "Refs", "UndoReport",
-           "check_guard", "fold", "load_refs", "parse_only", "plan", "plan_now", "read_offset",
+           "check_guard", "fold", "load_refs", "parse_only", "plan", "plan_now", "plan_rows", "read_offset",
            "recent_history", "run", "similar_groups", "undo", "write_offset"]
 
 MAX_REPLANS = 2
@@ -103,9 +103,9 @@ def recent_history(layout: Layout, sessions: int = HISTORY_SESSIONS) -> list[tup
 
 def plan_now(settings: Settings, now: datetime, options: DreamOptions) -> Plan:
     layout = settings.layout
-    snapshot = open_store(layout).active.snapshot()
+    snapshot = open_store(layout).active.snapshot(lean=True)
     history = recent_history(layout) if "consolidate" in options.ops else []
-    return plan(snapshot.entries, load_refs(layout), settings, now, options.ops, history, options.summarizer)
+    return plan_rows(snapshot.rows, load_refs(layout), settings, now, options.ops, history, options.summarizer)
 
 
 def run(settings: Settings, now: datetime, options: DreamOptions) -> DreamReport:
@@ -116,10 +116,10 @@ def run(settings: Settings, now: datetime, options: DreamOptions) -> DreamReport
     with dream_lock(layout):
         with writing(layout, wait, STEP_POLL, whole=True):
             pass  # a cut-off step finished first: its folded references must not be read again
-        snapshot = store.active.snapshot()
+        snapshot = store.active.snapshot(lean=True)
         refs = load_refs(layout)
         history = recent_history(layout) if "consolidate" in options.ops else []
-        first = plan(snapshot.entries, refs, settings, now, options.ops, history, options.summarizer)
+        first = plan_rows(snapshot.rows, refs, settings, now, options.ops, history, options.summarizer)
         check_guard(first, settings, options.force)
         l5_before = first.l5_count
         with writing(layout, wait, STEP_POLL, whole=True):
@@ -141,8 +141,8 @@ def run(settings: Settings, now: datetime, options: DreamOptions) -> DreamReport
                 skipped = skipped_now
                 break
             replans += 1
-            snapshot = store.active.snapshot()
-            current_plan = plan(snapshot.entries, Refs(), settings, now, options.ops, history, options.summarizer)
+            snapshot = store.active.snapshot(lean=True)
+            current_plan = plan_rows(snapshot.rows, Refs(), settings, now, options.ops, history, options.summarizer)
             if current_plan.net_removed + sum(c.net_removed for c in applied) > \
                     float(settings.get("dream", "max_remove_share")) * l5_before and not options.force:
                 break
@@ -151,4 +151,4 @@ def run(settings: Settings, now: datetime, options: DreamOptions) -> DreamReport
             store.append_log([{"run": run_id, "at": iso(now), "op": "end", "counts": dict(counts),
                                "skipped": skipped, "replans": replans}])
     return DreamReport(run_id, dict(counts), skipped, replans, steps, l5_before,
-                       sum(1 for r in final.rows if r.entry is not None), longest)
+                       sum(1 for r in final.rows if r.entry_id is not None), longest)

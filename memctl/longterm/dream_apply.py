@@ -75,7 +75,7 @@ def apply_steps(layout: Layout, plan_: Plan, planned: Snapshot, run_id: str, now
     each step held the writer lock."""
     store = open_store(layout)
     run = _Run(layout, store, plan_, run_id, iso(now), wait,
-               {row.entry.id: row.raw for row in planned.rows if row.entry is not None})
+               {row.entry_id: row.raw for row in planned.rows if row.entry_id is not None})
     applied: list[Change] = []
     skipped = 0
     snapshot = planned
@@ -110,7 +110,7 @@ class _Run:
         self.stamp, self.wait, self.expected = stamp, wait, expected
 
     def _prepare(self, batch: list[Change], snapshot: Snapshot) -> tuple[list[Change], int, dict[str, int]]:
-        position = {row.entry.id: k for k, row in enumerate(snapshot.rows) if row.entry is not None}
+        position = {row.entry_id: k for k, row in enumerate(snapshot.rows) if row.entry_id is not None}
         good, stale = _still_planned(batch, snapshot.rows, position, self.expected, self.plan.refs,
                                      duplicate_ids(snapshot.rows))
         return good, stale, position
@@ -123,7 +123,7 @@ class _Run:
 
     def staged_step(self, batch: list[Change], snapshot: Snapshot, number: int):
         """(applied, stale, L5 now, lock hold), or None when L5 changed other than by appends."""
-        snapshot = self.store.active.snapshot(previous=snapshot)
+        snapshot = self.store.active.snapshot(previous=snapshot, lean=True)
         good, stale, position = self._prepare(batch, snapshot)
         if not good:
             return [], stale, snapshot, None
@@ -148,7 +148,7 @@ class _Run:
     def locked_step(self, batch: list[Change], snapshot: Snapshot, number: int):
         with writing(self.layout, self.wait, STEP_POLL, whole=True):
             locked_at = time.monotonic()
-            snapshot = self.store.active.snapshot(previous=snapshot)
+            snapshot = self.store.active.snapshot(previous=snapshot, lean=True)
             good, stale, position = self._prepare(batch, snapshot)
             if not good:
                 return [], stale, snapshot, None
@@ -247,7 +247,7 @@ def _step_contents(store: JsonlEntryStore, rows: list[Row], position: dict[str, 
     replacements = {e.id: e for c in good for e in c.after if e.id in position}
     new_rows: list[Row] = []
     for row in rows:
-        entry_id = row.entry.id if row.entry is not None else None
+        entry_id = row.entry_id
         if entry_id in removed_ids:
             continue
         new_rows.append(store.row_for(replacements[entry_id]) if entry_id in replacements else row)
@@ -267,9 +267,9 @@ def _anchors(rows: list[Row], removed: set[str]) -> dict[str, str | None]:
     anchors: dict[str, str | None] = {}
     previous = None
     for row in rows:
-        if row.entry is None:
+        if row.entry_id is None:
             continue
-        if row.entry.id in removed:
-            anchors[row.entry.id] = previous
-        previous = row.entry.id
+        if row.entry_id in removed:
+            anchors[row.entry_id] = previous
+        previous = row.entry_id
     return anchors

@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+from array import array
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from memctl.core.clock import iso
 from memctl.core.config import Settings
 from memctl.longterm.dream_refs import Refs, fold, parse_time
 from memctl.longterm.dream_similar import similar_groups
-from memctl.longterm.entries import Entry, new_id
+from memctl.longterm.entries import Entry, LeanRow, Row, new_id
 from memctl.longterm.policies import TypePolicy, known_types, lifespan_of, merge_key
 
 OPS = ("consolidate", "archive", "forget", "merge")
@@ -102,17 +103,55 @@ def plan(entries: Sequence[Entry], refs: Refs, settings: Settings, now: datetime
          ops: Iterable[str] = OPS, history: Sequence[tuple[str, str]] = (),
          summarizer: str | None = None) -> Plan:
     """Every change one dream run would make, with its reason. Pure: no files, no clock."""
+    return plan_rows([Row(b"", e) for e in entries], refs, settings, now, ops, history, summarizer)
+
+
+class _Folded:
+    """L5's entries by position in its rows, each with its new references folded in. Rows may
+    be lean (`entries.LeanRow`): an entry is parsed when a rule needs it and not kept, so the
+    planner holds only what its rules keep (a dream of a million entries)."""
+
+    def __init__(self, rows: Sequence[Row], refs: Refs) -> None:
+        self.rows, self.refs = rows, refs
+        self.positions = array("l", (k for k, row in enumerate(rows) if row.entry_id is not None))
+
+    def id_at(self, position: int) -> str:
+        return self.rows[position].entry_id
+
+    def at(self, position: int) -> Entry:
+        return fold(self.rows[position].entry, self.refs)
+
+    def linked_at(self, position: int) -> Entry | None:
+        """The entry, or None when its line cannot hold a `supersedes`, `contradicts` or
+        `topic` key (most lines, left unparsed). A line with a `\\u` escape is parsed: a key
+        may be spelled with one."""
+        row = self.rows[position]
+        if isinstance(row, LeanRow) and not any(marker in row.raw for marker in _LINK_MARKERS):
+            return None
+        return self.at(position)
+
+
+_LINK_MARKERS = (b'"supersedes"', b'"contradicts"', b'"topic"', b"\\u")
+
+
+def plan_rows(rows: Sequence[Row], refs: Refs, settings: Settings, now: datetime,
+              ops: Iterable[str] = OPS, history: Sequence[tuple[str, str]] = (),
+              summarizer: str | None = None) -> Plan:
+    """`plan` over L5's rows as a snapshot holds them (lean or not): the same plan, reading each
+    entry when a rule needs it instead of holding every entry — the lines that can link
+    (supersede), every entry once (consolidate, judging archive and forget on the way), then
+    the entries that change."""
     ops = tuple(ops)
     cfg = settings.values["dream"]
     types = known_types(settings)
+    view = _Folded(rows, refs)
     changes: list[Change] = []
-    folded = [fold(e, refs) for e in entries]
-    updated = [(b, a) for b, a in zip(entries, folded) if a is not b]
+    updated = [(rows[p].entry, view.at(p)) for p in view.positions if view.id_at(p) in refs.new]
     if updated:
         changes.append(Change("refs", [b for b, _ in updated], [a for _, a in updated],
                               f"{sum(refs.new[a.id][0] for _, a in updated)} new references"))
+    del updated
     taken: set[str] = set()
-    kept: dict[str, str] = {}
     stamp = iso(now)
 
     def take(change: Change) -> None:
@@ -120,32 +159,80 @@ def plan(entries: Sequence[Entry], refs: Refs, settings: Settings, now: datetime
         taken.update(e.id for e in change.before)
 
     if "forget" in ops:
-        for change in _plan_superseded(folded, types):
+        for change in _plan_superseded(view, types):
             if not taken.intersection(e.id for e in change.before):
                 take(change)
+    ageing = _Ageing(len(rows), refs, now, ops, types, cfg)
     if "consolidate" in ops:
-        appendable = [e for e in folded if e.id not in taken and not (e.type in types and types[e.type].merges)]
-        for change in _plan_consolidate(appendable, history, cfg, stamp):
+        for change in _plan_consolidate(view, taken, types, history, cfg, stamp, ageing.judge):
             take(change)
-    archive_cut = now - timedelta(days=float(cfg["archive_after_days"]))
-    forget_cut = now - timedelta(days=float(cfg["forget_after_days"]))
-    for entry in folded:
-        if entry.id in taken:
-            continue
-        written = last_written(entry)
-        change = _archive_rule(entry, written, refs, archive_cut, types, cfg) if "archive" in ops else None
-        if change is None and "forget" in ops:
-            change = _forget_rule(entry, written, refs, forget_cut, cfg)
-        if change is not None:
-            take(change)
-        else:
-            kept[entry.id] = _keep_rule(entry, written, archive_cut, types)
+    kept, mergeable = _plan_ageing(view, taken, ageing, take)
     if "merge" in ops:
-        for change in _plan_merge([e for e in folded if e.id not in taken], cfg, stamp, summarizer):
+        for change in _plan_merge([view.at(p) for p in mergeable if view.id_at(p) not in taken],
+                                  cfg, stamp, summarizer):
             take(change)
             for e in change.before:
                 kept.pop(e.id, None)
-    return Plan(stamp, len(entries), changes, [(i, r) for i, r in kept.items() if i not in taken], refs)
+    return Plan(stamp, len(view.positions), changes, [(i, r) for i, r in kept.items() if i not in taken], refs)
+
+
+class _Ageing:
+    """The archive and forget rules and the rule that keeps an entry. They depend on the entry
+    alone, so the consolidation pass, which reads every entry anyway, judges each one as it
+    goes (`judge`); the ageing pass then reads again only the entries that change."""
+
+    CHANGES, UNJUDGED = -1, -2
+
+    def __init__(self, rows: int, refs: Refs, now: datetime, ops: tuple[str, ...],
+                 types: dict[str, TypePolicy], cfg: dict) -> None:
+        self.refs, self.ops, self.types, self.cfg = refs, ops, types, cfg
+        self.archive_cut = now - timedelta(days=float(cfg["archive_after_days"]))
+        self.forget_cut = now - timedelta(days=float(cfg["forget_after_days"]))
+        self.floor = float(cfg["merge_min_confidence"])
+        self.codes = array("l", [self.UNJUDGED]) * rows  # per row: CHANGES, or a kept verdict's number
+        self.verdicts: list[tuple[str, bool]] = []  # (the rule that keeps it, mergeable) by number
+        self._numbers: dict[tuple[str, bool], int] = {}
+
+    def change(self, entry: Entry) -> Change | None:
+        written = last_written(entry)
+        change = _archive_rule(entry, written, self.refs, self.archive_cut, self.types, self.cfg) \
+            if "archive" in self.ops else None
+        if change is None and "forget" in self.ops:
+            change = _forget_rule(entry, written, self.refs, self.forget_cut, self.cfg)
+        return change
+
+    def judge(self, position: int, entry: Entry) -> int:
+        if self.change(entry) is not None:
+            code = self.CHANGES
+        else:
+            rule = _keep_rule(entry, last_written(entry), self.archive_cut, self.types)
+            verdict = (rule, bool(entry.topic) and _number(entry.confidence) >= self.floor)
+            code = self._numbers.setdefault(verdict, len(self.verdicts))
+            if code == len(self.verdicts):
+                self.verdicts.append(verdict)
+        self.codes[position] = code
+        return code
+
+
+def _plan_ageing(view: _Folded, taken: set[str], ageing: _Ageing, take) -> tuple[dict[str, str], list[int]]:
+    """Archive, then forget, each entry no earlier rule took, in L5 order; the rule that kept
+    each other one, and the positions the merge rule may group."""
+    kept: dict[str, str] = {}
+    mergeable: list[int] = []
+    for position in view.positions:
+        if view.id_at(position) in taken:
+            continue
+        code = ageing.codes[position]
+        if code == ageing.UNJUDGED:
+            code = ageing.judge(position, view.at(position))
+        if code == ageing.CHANGES:
+            take(ageing.change(view.at(position)))
+            continue
+        rule, merges = ageing.verdicts[code]
+        kept[view.id_at(position)] = rule
+        if merges:
+            mergeable.append(position)
+    return kept, mergeable
 
 
 def _archive_rule(entry: Entry, written: datetime | None, refs: Refs, cut: datetime,
@@ -182,28 +269,34 @@ def _keep_rule(entry: Entry, written: datetime | None, archive_cut: datetime, ty
     return f"{entry.refs} references, last {entry.last_ref[:10] or 'never'}; lifespan {lifespan_of(types, entry.type)}"
 
 
-def _plan_superseded(entries: Sequence[Entry], types: dict[str, TypePolicy]) -> Iterator[Change]:
+def _plan_superseded(view: _Folded, types: dict[str, TypePolicy]) -> Iterator[Change]:
     """Forget entries a newer one supersedes or contradicts, and older versions of a merge key."""
-    by_id = {e.id: e for e in entries}
-    for entry in entries:
+    links: list[tuple[str, str, str]] = []  # (entry id, "superseded" or "contradicted", target id)
+    groups: dict[tuple[str, str], list[tuple[int, int, str]]] = defaultdict(list)  # (order, position, stamp)
+    for order, position in enumerate(view.positions):
+        entry = view.linked_at(position)
+        if entry is None:
+            continue
         contradicts = entry.extra.get("contradicts") or []
         for word, targets in (("superseded", entry.supersedes),
                               ("contradicted", contradicts if isinstance(contradicts, list) else [contradicts])):
-            for target in targets:
-                if target in by_id and target != entry.id:
-                    yield Change("forget", [by_id[target]], [], f"{word} by {entry.id}")
-    groups: dict[tuple[str, str], list[tuple[int, Entry]]] = defaultdict(list)
-    for order, entry in enumerate(entries):
+            links.extend((entry.id, word, target) for target in targets)
         policy = types.get(entry.type)
         if entry.topic and policy is not None and policy.merges:
-            groups[merge_key(entry)].append((order, entry))
+            groups[merge_key(entry)].append((order, position, entry.updated or entry.created or ""))
+    targets = {target for _, _, target in links}
+    by_id = {view.id_at(p): p for p in view.positions if view.id_at(p) in targets}  # the last line of an id
+    for entry_id, word, target in links:
+        if target in by_id and target != entry_id:
+            yield Change("forget", [view.at(by_id[target])], [], f"{word} by {entry_id}")
     for members in groups.values():
         if len(members) < 2:
             continue
-        _, keep = max(members, key=lambda m: (m[1].updated or m[1].created or "", m[0]))
-        for _, entry in members:
-            if entry is not keep:
-                yield Change("forget", [entry], [], f"superseded by newer {keep.id}")
+        keep_order, keep_position, _ = max(members, key=lambda m: (m[2], m[0]))
+        keep_id = view.id_at(keep_position)
+        for order, position, _ in members:
+            if order != keep_order:
+                yield Change("forget", [view.at(position)], [], f"superseded by newer {keep_id}")
 
 
 def _plan_merge(entries: Sequence[Entry], cfg: dict, stamp: str, summarizer: str | None) -> Iterator[Change]:
@@ -248,13 +341,31 @@ def _summarize(command: str, texts: list[str]) -> str:
     return out if done.returncode == 0 and out else "; ".join(texts)
 
 
-def _plan_consolidate(entries: Sequence[Entry], history: Sequence[tuple[str, str]], cfg: dict,
-                      stamp: str) -> Iterator[Change]:
+def _plan_consolidate(view: _Folded, taken: set[str], types: dict[str, TypePolicy],
+                      history: Sequence[tuple[str, str]], cfg: dict, stamp: str,
+                      seen: Callable[[int, Entry], Any]) -> Iterator[Change]:
+    """Near-duplicates among the entries no earlier rule took (of types that do not merge by
+    topic) and the recent history lines, each group of at least `consolidate_min` sightings
+    becoming one entry. Each entry read is shown to `seen` (position, entry) too."""
     minimum = int(cfg["consolidate_min"])
-    texts = [e.text for e in entries] + [text for _, text in history]
-    for group in similar_groups(texts, float(cfg["similarity"])):
-        members = [entries[i] for i in group if i < len(entries)]
-        lines = [history[i - len(entries)] for i in group if i >= len(entries)]
+    appendable = array("l")  # the positions of the texts compared, in order
+
+    def texts() -> Iterator[str]:
+        for position in view.positions:
+            if view.id_at(position) in taken:
+                continue
+            entry = view.at(position)
+            seen(position, entry)
+            if not (entry.type in types and types[entry.type].merges):
+                appendable.append(position)
+                yield entry.text
+        yield from (text for _, text in history)
+
+    groups = similar_groups(texts(), float(cfg["similarity"]))
+    compared = len(appendable)
+    for group in groups:
+        members = [view.at(appendable[i]) for i in group if i < compared]
+        lines = [history[i - compared] for i in group if i >= compared]
         if not members:
             continue
         by_type: dict[str, list[Entry]] = defaultdict(list)

@@ -5,6 +5,9 @@ Search appends `<ISO time>\\t<entry id>` lines to `.memctl/refs.log` without the
 `refs`/`last_ref` (`fold`, pure: the same result in plan and apply) and counts the whole log's
 lines inside the archive and forget windows (`Refs.count_since`). This module owns the
 `Refs` value, reading it, the offset cursor, and the ISO-time parsing the windows use.
+On a server memory the log is the `refs` table every machine's searches write to, and the
+cursor its `refs_cursor` row (`memctl.longterm.pg_shared`), read and written in the dream's
+transaction.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from datetime import datetime
 from memctl.core.config import Layout
 from memctl.core.fsutil import atomic_write_text, ensure_private_dir
 from memctl.longterm.entries import Entry
+from memctl.longterm import pg_shared
 from memctl.longterm.refs import read_refs
 
 
@@ -45,6 +49,9 @@ def parse_time(text: str) -> datetime | None:
 
 
 def read_offset(layout: Layout) -> int:
+    server = pg_shared.server_of(layout)
+    if server is not None:
+        return pg_shared.refs_cursor(server, server.schema)
     try:
         return int((layout.state_dir / "refs.offset").read_text().strip() or 0)
     except (FileNotFoundError, ValueError):
@@ -52,18 +59,28 @@ def read_offset(layout: Layout) -> int:
 
 
 def write_offset(layout: Layout, offset: int) -> None:
+    server = pg_shared.server_of(layout)
+    if server is not None:
+        pg_shared.set_refs_cursor(server, server.schema, offset)
+        return
     ensure_private_dir(layout.state_dir)
     atomic_write_text(layout.state_dir / "refs.offset", f"{offset}\n")
 
 
 def load_refs(layout: Layout) -> Refs:
-    offset = read_offset(layout)
-    everything, end = read_refs(layout.refs_log, 0)
+    server = pg_shared.server_of(layout)
+    if server is None:
+        offset = read_offset(layout)
+        everything, end = read_refs(layout.refs_log, 0)
+        fresh, end = read_refs(layout.refs_log, offset)
+    else:
+        with server.transaction():  # the share lock holds to the end: `fresh` is the tail of `everything`
+            offset = pg_shared.refs_cursor(server, server.schema)
+            everything, end = pg_shared.read_refs(server, server.schema, 0)
+            fresh, end = pg_shared.read_refs(server, server.schema, offset)
     refs = Refs(offset_before=offset, offset_after=end)
     for when, entry_id in everything:
         refs.recent.setdefault(entry_id, []).append(when)
-    fresh, end2 = read_refs(layout.refs_log, offset)
-    refs.offset_after = end2
     counts: dict[str, int] = Counter()
     last: dict[str, str] = {}
     for when, entry_id in fresh:

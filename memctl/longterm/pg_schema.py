@@ -16,10 +16,14 @@ tables to index L5 and L6):
   both rows before it allocates a seq, so seqs of a part become visible in increasing order:
   "every row with seq > the last one I indexed" misses nothing.
 - `dream_log`: one row per line of `dream_log.jsonl`, `raw` as the file holds it.
-- `near_key`, `key_length` (version 2): the entry's `policies.match_key` and its length, so
+- `refs` (version 2): one row per reference a search or compose recorded, from any machine;
+  `refs_cursor.seq` the last one a dream folded (`.memctl/refs.log` and `refs.offset` on
+  files); `tasks`: one row per open task, `record` the JSON a `working/<id>.json` holds
+  (`memctl.longterm.pg_shared`).
+- `near_key`, `key_length` (version 3): the entry's `policies.match_key` and its length, so
   the near-duplicate check reads only the keys of the rows within `policies.reachable_lengths`
   of the new text (an exact bound), not every row of the type, and parses none. NULL (a row
-  written before version 2, a line that is not an entry, an id, type or key the lookup
+  written before version 3, a line that is not an entry, an id, type or key the lookup
   columns cannot hold exactly): the row is read and parsed. A memctl whose match_key differs
   must add a step that sets both NULL again.
 """
@@ -56,6 +60,22 @@ STEPS = [
     CREATE TABLE {schema}.dream_log (
         seq bigserial PRIMARY KEY,
         raw bytea NOT NULL
+    );
+    """,
+    """
+    CREATE TABLE {schema}.refs (
+        seq bigserial PRIMARY KEY,
+        at text NOT NULL,
+        id text NOT NULL
+    );
+    CREATE TABLE {schema}.refs_cursor (
+        only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+        seq bigint NOT NULL DEFAULT 0
+    );
+    INSERT INTO {schema}.refs_cursor DEFAULT VALUES;
+    CREATE TABLE {schema}.tasks (
+        id text PRIMARY KEY,
+        record text NOT NULL
     );
     """,
     """

@@ -84,7 +84,8 @@ class ServerPart:
         self._server.seen[self._part].update(seq for seq, _ in pairs)
         return pairs
 
-    def snapshot(self, previous: Snapshot | None = None) -> Snapshot:
+    def snapshot(self, previous: Snapshot | None = None, lean: bool = False) -> Snapshot:
+        """Every row (`lean` is for the files: a server part's rows are read whole)."""
         known = {} if previous is None else {r.raw: r.entry for r in previous.rows}
         rows = []
         for seq, raw in self._pairs():
@@ -402,6 +403,11 @@ class PostgresEntryStore(EntryForms):
     @property
     def where(self) -> str:
         return f"{self._server.schema} at {self._server.where}"
+
+    @property
+    def server(self) -> Server:
+        """The memory's connection, for what it shares beside the entries (`pg_shared`)."""
+        return self._server
 
     @contextlib.contextmanager
     def transaction(self, wait: float, whole: bool) -> Iterator[None]:

@@ -45,6 +45,7 @@ from memctl.longterm.entries import (
     entry_line,
     file_stamp,
     iter_entries,
+    lean_snapshot,
     read_snapshot,
     rows_bytes,
     write_rows,
@@ -77,9 +78,10 @@ class EntryFile:
         """Where it is, for the purge report."""
         return str(self._path)
 
-    def snapshot(self, previous: Snapshot | None = None) -> Snapshot:
-        """Every row now; when the store only grew since `previous`, only the new ones are parsed."""
-        return read_snapshot(self._path, previous)
+    def snapshot(self, previous: Snapshot | None = None, lean: bool = False) -> Snapshot:
+        """Every row now; when the store only grew since `previous`, only the new ones are parsed.
+        `lean` (a dream's read of all of L5): rows that keep their lines and ids only."""
+        return read_snapshot(self._path, previous, lean)
 
     def iter(self) -> Iterator[Entry]:
         return iter_entries(self._path)
@@ -283,7 +285,7 @@ class EntryFile:
         if now[0] != before[0] or now[1] <= before[1]:
             return None
         data = _read_bytes(self._path)
-        if not data.startswith(snapshot.data):  # an edit in place that also grew it (a few ms to tell)
+        if not snapshot.begins(data):  # an edit in place that also grew it (a few ms to tell)
             return None
         tail = data[before[1]:]
         return tail if tail.endswith(b"\n") else None
@@ -304,16 +306,18 @@ class EntryFile:
 
 class StagedRewrite:
     """A rewrite of L5 or L6 prepared outside the writer lock: its bytes are on disk beside the
-    store and hashed, so that under the lock only what was appended meanwhile is added."""
+    store and hashed, so that under the lock only what was appended meanwhile is added. Its
+    bytes are not kept once written: the snapshot it commits is lean (size and sha256)."""
 
     def __init__(self, path: Path, rows: list[Row]) -> None:
         import hashlib
 
         self.rows = rows
-        self.data = rows_bytes(rows)
-        self._hash = hashlib.sha256(self.data)
+        data = rows_bytes(rows)
+        self._size = len(data)
+        self._hash = hashlib.sha256(data)
         # not `.tmp`: every writer sweeps those at its start, and this one outlives a lock hold
-        self._staged = StagedFile(path, self.data, suffix=STAGED_SUFFIX)
+        self._staged = StagedFile(path, data, suffix=STAGED_SUFFIX)
         self._path = path
 
     def present(self) -> bool:
@@ -329,7 +333,9 @@ class StagedRewrite:
     def commit(self, tail: bytes, tail_rows: list[Row]) -> Snapshot:
         """Put the staged rows in place with `tail` (its rows: `tail_rows`) appended."""
         self._staged.put_in_place(tail)
-        return Snapshot(self._path, self.data + tail, self.rows + tail_rows, file_stamp(self._path))
+        # every row's line and the tail end with a newline: the store ends with a whole line
+        return lean_snapshot(self._path, self.rows + tail_rows, file_stamp(self._path), self._size + len(tail),
+                             self.digest_with(tail), True)
 
     def discard(self) -> None:
         self._staged.discard()

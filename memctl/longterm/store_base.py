@@ -123,6 +123,6 @@ def duplicate_ids(rows: list[Row]) -> set[str]:
     seen: set[str] = set()
     twice = set()
     for row in rows:
-        if row.entry is not None:
-            (twice if row.entry.id in seen else seen).add(row.entry.id)
+        if row.entry_id is not None:
+            (twice if row.entry_id in seen else seen).add(row.entry_id)
     return twice

@@ -24,6 +24,7 @@ import os
 import socket
 
 from memctl.core import pg
+from memctl.longterm.pg_shared import record_refs
 from memctl.longterm.pg_store import translated
 from memctl.recall.pg_lookups import ITEM_COLUMNS, SearchLookups
 from memctl.recall.pg_schema import COMPONENT, STEPS
@@ -86,8 +87,15 @@ class PostgresIndexStore:
             raise
         return cls(conn, schema, machine_prefix(root))
 
+    on_server = True
+
     def close(self) -> None:
         self.db.close()
+
+    def record_refs(self, ids: Sequence[str], when: str) -> None:
+        """The L5 hits of a search, as rows of the memory's `refs` (memctl.longterm.pg_shared)."""
+        with translated(self.where):
+            record_refs(self.db, self.schema, list(ids), when)
 
     @contextlib.contextmanager
     def search_scope(self) -> Iterator[None]:

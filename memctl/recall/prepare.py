@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from memctl.recall.documents import IndexOptions
 
 BATCH_CHARS = 256_000  # text per batch: big enough that a worker's round trip is noise
-# a pool costs ~0.1 s to start (fork, each worker's segmenter): below this much text, one core
+# a pool costs ~0.1 s to start (fork, each worker's segmenter): below this much text (in
+# characters seen, or in bytes the pass expects to read), one core
 PARALLEL_AFTER_CHARS = 2_000_000
 IN_FLIGHT_PER_WORKER = 2
 
@@ -29,7 +30,8 @@ IN_FLIGHT_PER_WORKER = 2
 class Prepared:
     """One batch's results, in the batch's order: the redacted text of each document (None
     where redaction changed nothing), its index body (terms joined by spaces), how many of
-    the batch's documents hold each term, and the surface words seen first in it."""
+    the batch's documents hold each term, and the surface words that may enter the typo
+    table (`surface_candidates`)."""
 
     __slots__ = ("texts", "bodies", "document_frequencies", "words")
 
@@ -38,29 +40,49 @@ class Prepared:
         self.texts, self.bodies = texts, bodies
         self.document_frequencies, self.words = document_frequencies, words
 
+    def __reduce__(self):
+        # From a worker, terms and words travel as one newline-joined string each (neither
+        # holds whitespace): pickling thousands of small strings one by one cost the writer,
+        # which unpickles every batch, ~10% of a Latin build.
+        return (_unpack, (self.texts, self.bodies, "\n".join(self.document_frequencies),
+                          list(self.document_frequencies.values()), "\n".join(self.words)))
+
+
+def _unpack(texts: list[str | None], bodies: list[str], terms: str, counts: list[int], words: str) -> Prepared:
+    return Prepared(texts, bodies, dict(zip(terms.split("\n") if terms else (), counts)),
+                    set(words.split("\n")) if words else set())
+
+
+def surface_candidates(words: set[str]) -> set[str]:
+    """The surface words the typo table can keep (memctl.recall.writer lowercases them)."""
+    return {word for word in words if len(word) >= 4 and word.isalpha()}
+
 
 def prepare_batch(tokenizer: Tokenizer, options: IndexOptions, texts: Sequence[str]) -> Prepared:
     """Redact and tokenize `texts` (the one definition of a document's terms)."""
-    from memctl.core.redact import redact  # here, not at the top: a search never needs its patterns
+    from memctl.core.redact import batch_checks, redact  # here, not at the top: a search never needs its patterns
 
     shown: list[str | None] = []
     bodies: list[str] = []
     frequencies: Counter[str] = Counter()
+    checks = batch_checks(texts) if options.redact_enabled else ()
     for text in texts:
-        redacted = redact(text, options.extra_patterns) if options.redact_enabled else text
+        redacted = redact(text, options.extra_patterns, checks) if options.redact_enabled else text
         terms = tokenizer.tokens(redacted)
         frequencies.update(set(terms))
         shown.append(None if redacted == text else redacted)
         bodies.append(" ".join(terms))
-    words = set(tokenizer.words)
+    words = surface_candidates(tokenizer.words)
     tokenizer.words.clear()
     return Prepared(shown, bodies, dict(frequencies), words)
 
 
 # ---------------------------------------------------------------- the pool's side
 
-# Set just before the fork: each worker starts with this process's tokenizer as it is, its
-# segmenter's dictionary already loaded and its caches warm (copy-on-write), not a new one.
+# Set just before the fork: each worker starts with this process's tokenizer as it is
+# (copy-on-write), not a new one. A big build forks before its first batch, so a segmenter
+# not loaded yet is loaded by each worker on its first CJK run, on both cores at once (and
+# never, when the text has none).
 _WORKER: tuple[Tokenizer, IndexOptions] | None = None
 
 
@@ -80,6 +102,7 @@ class Preparer:
         self.options = options
         self.workers = usable_cores() if workers is None else workers
         self.chars_seen = 0
+        self.expected_bytes = 0  # what the pass will read, when it knows (a rebuild does)
         self._pool = None
         self._in_flight: deque = deque()
 
@@ -118,7 +141,8 @@ class Preparer:
     def _pool_if_worth_it(self):
         if self._pool is not None:
             return self._pool
-        if self.workers < 2 or not self.tokenizer.portable() or self.chars_seen < PARALLEL_AFTER_CHARS:
+        if self.workers < 2 or not self.tokenizer.portable() or \
+                max(self.chars_seen, self.expected_bytes) < PARALLEL_AFTER_CHARS:
             return None
         import multiprocessing
 

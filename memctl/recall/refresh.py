@@ -159,6 +159,7 @@ class Refresh:
         else:
             l4_signature, sources = current
         writer = self.store.writer(tokenizer or self.full_tokenizer(), self.options)
+        writer.expect(self._pending_bytes(sources))
         try:
             self._index_changes(writer, sources, report)
             writer.finish()

@@ -34,7 +34,7 @@ from collections import namedtuple
 
 from memctl.core import clock
 from memctl.core.config import Layout
-from memctl.core.errors import UsageError
+from memctl.core.errors import MemctlError, UsageError
 from memctl.longterm.refs import record_refs
 from memctl.recall import tuning
 from memctl.recall.candidates import candidates
@@ -269,15 +269,23 @@ def make_snippet(text: str, query: str, terms: Sequence[str]) -> str:
     return ("…" if start else "") + piece + ("…" if start + SNIPPET_CHARS < len(flat) else "")
 
 
-def record_references(layout: Layout, hits: Iterable[Hit]) -> None:
-    """One line per L5 hit in .memctl/refs.log: `ISO-time<TAB>entry-id` (lock-free append)."""
+def record_references(layout: Layout, hits: Iterable[Hit], store=None) -> None:
+    """One line per L5 hit in .memctl/refs.log: `ISO-time<TAB>entry-id` (lock-free append); on a
+    server memory a row per hit in its `refs` table, through the open index `store`."""
     ids = [h.item_id for h in hits if h.layer == "L5" and h.item_id]
-    if not ids or not layout.state_writable():
+    if not ids:
         return
-    try:
-        record_refs(layout.refs_log, ids, clock.iso())
-    except OSError:
-        pass  # a reference count is a hint; a read-only memory must still be searchable
+    if getattr(store, "on_server", False):
+        try:
+            store.record_refs(ids, clock.iso())
+        except MemctlError:
+            pass  # a reference count is a hint; a server that refused it must not fail the search
+        return
+    if layout.state_writable():
+        try:
+            record_refs(layout.refs_log, ids, clock.iso())
+        except OSError:
+            pass  # a reference count is a hint; a read-only memory must still be searchable
 
 
 def search_once(layout: Layout, request: SearchRequest, options: IndexOptions | None = None,
@@ -287,9 +295,9 @@ def search_once(layout: Layout, request: SearchRequest, options: IndexOptions | 
     searcher = Searcher(layout, options, refresh=refresh)
     try:
         hits = searcher.search(request)
+        record_references(layout, hits, searcher.store)
     finally:
         if on_warning and searcher.semantic is not None and searcher.semantic.warning:
             on_warning(searcher.semantic.warning)
         searcher.close()
-    record_references(layout, hits)
     return hits

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import namedtuple
-from itertools import chain
+from itertools import chain, filterfalse
 from functools import lru_cache
 from pathlib import Path
 
@@ -35,6 +35,8 @@ CJK_RUN = re.compile(f"([{_CJK_CHARS}]+)")
 # Latin words only ever run over text with the CJK runs already cut out (a class that
 # excludes CJK ranges costs ~30 ms to compile at every start).
 _WORD = re.compile(r"\w+(?:[-.]\w+)*")
+# the same words in ASCII text, where `\w` is [a-zA-Z0-9_] either way: ~20% faster to match
+_ASCII_WORD = re.compile(r"\w+(?:[-.]\w+)*", re.ASCII)
 _IDENTIFIER_SPLIT = re.compile(r"[-_.]+")
 
 ENGLISH_STOP_WORDS = frozenset("""
@@ -337,11 +339,16 @@ class Tokenizer:
 
     def tokens(self, text: str) -> list[str]:
         """The terms of `text`: token_groups' terms one after the other, without the groups."""
-        if not has_cjk(text):  # the hot path of indexing: C-level loops over a word cache
-            return self._latin_terms(text)
+        if text.isascii():  # the hot path of indexing: C-level loops over a word cache
+            return self._word_terms(_ASCII_WORD.findall(text))
+        if not has_cjk(text):
+            return self._word_terms(_WORD.findall(text))
         out: list[str] = []
         for number, part in enumerate(CJK_RUN.split(text)):
-            out.extend(self._cjk_terms(part) if number % 2 else self._latin_terms(part))
+            if number % 2:
+                out.extend(self._cjk_terms(part))
+            elif words := _WORD.findall(part):  # between two runs, most often punctuation only
+                out.extend(self._word_terms(words))
         return out
 
     def token_groups(self, text: str) -> Iterator[tuple[str, list[str]]]:
@@ -355,8 +362,7 @@ class Tokenizer:
                     self.words.add(word)
                 yield word, list(_WORD_CACHE[word])
 
-    def _latin_terms(self, text: str) -> list[str]:
-        words = _WORD.findall(text)
+    def _word_terms(self, words: list[str]) -> list[str]:
         if self.collect_words:  # every word, not only those new to the shared word cache: a
             self.words.update(words)  # second build in one process (or a forked worker) needs them too
         return list(chain.from_iterable(map(_WORD_CACHE.__getitem__, words)))
@@ -365,10 +371,13 @@ class Tokenizer:
         """A CJK run's words (stop words dropped), then its characters that are not words."""
         terms = self._run_cache.get(run)
         if terms is None:
-            words = [w for w in self.cjk_segmenter(run) if w.strip() and w not in CHINESE_STOP_WORDS]
+            # C-level filters: a run holds only CJK characters, so no segment is blank (the
+            # whitespace check of a general text is not needed here)
+            words = list(filterfalse(CHINESE_STOP_WORDS.__contains__, self.cjk_segmenter(run)))
             if CJK_CHAR_TERMS:
                 taken = set(words)
-                words += [c for c in dict.fromkeys(run) if c not in CHINESE_STOP_WORDS and c not in taken]
+                words += filterfalse(taken.__contains__, filterfalse(CHINESE_STOP_WORDS.__contains__,
+                                                                      dict.fromkeys(run)))
             if len(self._run_cache) >= RUN_CACHE_LIMIT:
                 self._run_cache.clear()
             terms = self._run_cache[run] = tuple(words)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 from collections import Counter
 
-from memctl.recall.prepare import BATCH_CHARS, Prepared, Preparer
+from memctl.recall.prepare import BATCH_CHARS, Prepared, Preparer, surface_candidates
 from memctl.recall.text import Tokenizer, latin_tokens
 
 TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import, paid by every search
@@ -47,6 +47,11 @@ class IndexWriter:
         self._waiting: list[tuple[str, int, list[Doc]]] = []  # (source key, first rowid, docs)
         self._waiting_chars = 0
         self._unwritten: set[str] = set()  # source keys with documents not inserted yet
+
+    def expect(self, byte_count: int) -> None:
+        """How much the pass is about to read: a big build starts its pool at the first batch
+        instead of after the first megabytes (done on one core)."""
+        self._preparer.expected_bytes = byte_count
 
     def add(self, source_key: str, docs: Iterable[Doc]) -> None:
         docs = list(docs)
@@ -154,7 +159,7 @@ class IndexWriter:
         self._preparer.close()
 
     def _flush_surface_words(self) -> None:
-        words = {w.lower() for w in self.surface_words if len(w) >= 4 and w.isalpha()}
+        words = {w.lower() for w in surface_candidates(self.surface_words)}
         rows = [(w, terms[0]) for w in words for terms in (latin_tokens(w),) if terms]
         self._insert_surface(rows)
         self.surface_words.clear()

@@ -90,6 +90,10 @@ def status(
     render.line(f"store\t{result.backend}\t{result.where}")
     for layer in result.layers:
         render.line(f"{layer.layer}\t{layer.files} files\t{layer.entries} {layer.unit}\t{layer.bytes} bytes")
+    origin = result.l4_sessions
+    if origin:
+        render.line(f"L4 archived by\tmemctl {origin.get('memctl', 0)} sessions\t"
+                    f"GenericAgent {origin.get('genericagent', 0)} sessions (adopted as written, lossy)")
     render.line(f"pending raw logs\t{result.pending_raw} files\t{result.pending_raw_bytes} bytes\t{result.raw_dir}")
     render.line(f"active tasks\t{result.active_tasks}")
     render.line(f"last archive\t{result.last_archive or 'never'}")

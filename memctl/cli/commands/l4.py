@@ -9,7 +9,8 @@ from typing import List, Optional
 import typer
 
 from memctl.cli import render
-from memctl.l4.archive import ArchiveReport, options_from_settings, run_archive
+from memctl.cli.writes import after_archive, report_archive
+from memctl.l4.archive import options_from_settings, run_archive
 from memctl.cli.state import state
 from memctl.core.errors import EXIT_ERROR, EXIT_PARTIAL, NotFound, UsageError
 from memctl.core.redact import find_secrets
@@ -87,44 +88,15 @@ def archive(
     else:
         with app_state.writer_lock(wait):
             report = run_archive(settings.layout, options, progress)
-    _render_archive(report, json_out, quiet)
-    if not dry_run and report.summary()["new_sessions"]:  # outside the lock, after the raw logs are gone
-        from memctl.recall.index import refresh_after_write
-
-        from memctl.recall.semantic import embed_in_background  # [semantic] embed_after_writes
-
-        for warning in [*refresh_after_write(settings), embed_in_background(settings)]:
-            if warning:
-                render.warning(warning)
-    if report.errors:
-        processed = report.summary()["processed"]
-        raise typer.Exit(EXIT_PARTIAL if processed else EXIT_ERROR)
+    report_archive(report, json_out, quiet)
+    code = after_archive(settings, report)
+    if code:
+        raise typer.Exit(code)
 
 
 def _progress_printer():
     console = render.err_console()
     return lambda text: console.print(f"[dim]{render.escape_markup(text)}[/dim]")
-
-
-def _render_archive(report: ArchiveReport, json_out: bool, quiet: bool) -> None:
-    if json_out:
-        render.json_line(report.to_json())
-        return
-    for decision in report.errors:
-        render.error(f"{decision.path}: {decision.reason}")
-    if quiet:
-        return
-    verb = {"archive": "would archive" if report.dry_run else "archived",
-            "finish": "would finish" if report.dry_run else "finished",
-            "skip": "skip", "error": "error"}
-    for decision in report.decisions:
-        render.line(f"{verb[decision.action]}\t{decision.path}\t{decision.reason}")
-    summary = report.summary()
-    render.message(
-        f"{'dry run: ' if report.dry_run else ''}{summary['new_sessions']} new sessions, "
-        f"{summary['deleted_raw']} raw files deleted, {sum(summary['skipped'].values())} skipped, "
-        f"{len(summary['errors'])} errors; months: {', '.join(summary['months']) or '-'}"
-    )
 
 
 def show(

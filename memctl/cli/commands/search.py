@@ -71,7 +71,7 @@ def search(
         else:
             base = base._replace(query=query or "")
             hits = _search(searcher, base)
-            record_references(settings.layout, hits)
+            record_references(settings.layout, hits, searcher.store)
             found = bool(hits)
             _print_hits(hits, base.query, json_out, wide)
     finally:
@@ -116,7 +116,7 @@ def _run_batch(searcher: "Searcher", base, path: Path, settings: Settings) -> bo
             continue
         request = base._replace(query=query)
         hits = _search(searcher, request)
-        record_references(settings.layout, hits)
+        record_references(settings.layout, hits, searcher.store)
         found = found or bool(hits)
         for rank, hit in enumerate(hits, start=1):
             render.json_line({"qid": qid, "rank": rank, **hit.to_json()})

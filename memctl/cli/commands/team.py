@@ -30,8 +30,8 @@ def export_cmd(
     json_out: bool = typer.Option(False, "--json", help="One JSON object: the files written."),
 ) -> None:
     """Write long_term.jsonl, archive.jsonl and dream_log.jsonl, byte for byte as the file
-    backend keeps them (the way back from a server memory to files: then set
-    `[store] backend = "files"`)."""
+    backend keeps them, and a server memory's open tasks as working/<id>.json (the way back
+    from a server memory to files: then set `[store] backend = "files"`)."""
     from memctl.longterm.store import export_to, open_store
 
     settings = state(ctx).settings
@@ -42,6 +42,10 @@ def export_cmd(
     if not folder.is_dir():
         raise NotFound(f"{folder} is not a folder; create it first")
     written = export_to(store, folder)
+    if store.on_server:
+        from memctl.agent.tasks import export_tasks
+
+        written += export_tasks(settings.layout, folder)
     if json_out:
         render.json_line({"files": written})
         return
@@ -54,7 +58,8 @@ def import_files_cmd(
     folder: Path = typer.Argument(..., help="A file memory's root: its long_term.jsonl, archive.jsonl, dream_log.jsonl."),
     json_out: bool = typer.Option(False, "--json", help="One JSON object: how many lines each part gained."),
 ) -> None:
-    """Load a file memory's L5, L6 and dream log into this server memory, in one transaction.
+    """Load a file memory's L5, L6 and dream log into this server memory, in one transaction,
+    then its open tasks (working/*.json) the server lacks.
     Lines the server already holds are skipped, so running it again adds nothing; an L5 entry
     the server holds with other contents stops the load (nothing is loaded)."""
     from memctl.longterm.store import load_files, open_store
@@ -68,6 +73,9 @@ def import_files_cmd(
     if not source.is_dir():
         raise NotFound(f"{source} is not a folder")
     added = load_files(store, source)
+    from memctl.agent.tasks import import_tasks
+
+    added["tasks"] = import_tasks(settings.layout, source)
     if json_out:
         render.json_line({"from": str(source), "added": added})
         return
