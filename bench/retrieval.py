@@ -298,7 +298,8 @@ def compare_backends(name: str, sets, dsn: str, keep: bool) -> Agreement:
     for number, (set_name, docs, questions, *_) in enumerate(sets):
         workdir = Path(tempfile.mkdtemp(prefix="memctl-bench-"))
         try:
-            config = store_config(f"bench{os.getpid()}_{number}")
+            # one schema per memory of each dataset: LoCoMo's and MemDaily's Nth must not share one
+            config = store_config(f"bench{os.getpid()}_{name.lower()}_{number}")
             runs = {}
             for backend, store in (("files", ""), ("postgres", config)):
                 root = import_memory(docs, workdir, store)

@@ -42,7 +42,14 @@ from writes import WRITER  # noqa: E402  (the same writer loop as the file backe
 WRITER_IN_PROCESS = r"""
 import io, json, sys, time
 from contextlib import redirect_stderr, redirect_stdout
-from memctl.cli.app import main
+from memctl.cli.lean import run as lean_run
+from memctl.cli.startup import prepare_process
+def main(args):  # what the console script (memctl.entry) runs, less the process start and exec
+    code = lean_run(prepare_process(args))
+    if code is None:
+        from memctl.cli.app import main as full_main
+        full_main(args)
+    sys.exit(code)
 memctl, root, seconds, worker = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 end = time.monotonic() + seconds
 acked, refused, failed, i = [], 0, 0, 0
@@ -174,8 +181,9 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=8)
     parser.add_argument("--searchers", type=int, default=4)
     parser.add_argument("--in-process-writers", action="store_true",
-                        help="each writer calls the command line's entry point in a loop instead of one "
-                             "`memctl remember` process per write (the cost of the write, not of starting Python)")
+                        help="each writer calls the console script's entry point (the lean write path, "
+                             "memctl.cli.writes) in a loop instead of one `memctl remember` process per write "
+                             "(the cost of the write, not of starting Python)")
     parser.add_argument("--search-pause", type=float, default=0.0, help="seconds each searcher waits between searches")
     args = parser.parse_args()
     docs, questions = [], []

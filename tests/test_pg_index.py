@@ -92,6 +92,55 @@ def test_the_server_scores_are_fts5_bm25_to_the_last_bit(twin_memories, monkeypa
         remote.close()
 
 
+def test_one_search_answers_its_repeated_lookups_from_few_statements(twin_memories, monkeypatch):
+    """Inside a search scope the server's store answers what the stages ask again from what it
+    fetched (memctl.recall.pg_lookups): the same answers as SQLite's, in the same order, and a
+    search in a handful of statements instead of one per lookup."""
+    from memctl.core.config import load_settings
+    from memctl.recall.index import IndexOptions
+    from memctl.recall.search import Searcher, request_from_settings
+
+    files, server = twin_memories
+    monkeypatch.setenv("MEMCTL_PG_DSN", SERVER_ROOTS[str(server)]["MEMCTL_PG_DSN"])
+    searchers = {}
+    for name, root in (("files", files), ("server", server)):
+        settings = load_settings(root)
+        searchers[name] = (Searcher(settings.layout, IndexOptions.from_settings(settings), refresh=False), settings)
+    lite, remote = searchers["files"][0].store, searchers["server"][0].store
+    statements = []
+    real_execute = remote.db.execute
+    monkeypatch.setattr(remote.db, "execute", lambda sql, *a, **kw: statements.append(sql) or real_execute(sql, *a, **kw))
+    try:
+        with remote.search_scope():
+            rowids = [r for r, _ in lite.ranked_item_scores(["backup", "meeting"], (), 30)]
+            assert remote.ranked_item_scores(["backup", "meeting"], (), 30) == lite.ranked_item_scores(
+                ["backup", "meeting"], (), 30)
+            for terms in (["backup", "meeting"], ["backup", "absent-term", "会议"]):
+                assert list(remote.document_frequencies(terms).items()) == list(lite.document_frequencies(terms).items())
+            for context_only in (False, True):
+                wanted = [*rowids, *(r + 1 for r in rowids), 10**9]
+                # in rowid order, as the server always gave them (SQLite's order is its plan's)
+                assert remote.item_rows(wanted, context_only) == sorted(lite.item_rows(wanted, context_only))
+            centres = [(row[6], row[0]) for row in lite.item_rows(rowids, context_only=True)][:3]
+            assert remote.context_item_ids_near_each(centres, 4) == lite.context_item_ids_near_each(centres, 4)
+            near = sorted({r for _, c in centres for r in range(c - 4, c + 5)})
+            assert list(remote.item_bodies(near).items()) == list(lite.item_bodies(near).items())
+        for query in QUERIES:
+            typos = searchers["files"][0].plan(query, 80).fuzzy  # each costs a walk of the vocabulary, and a check
+            for layers in (None, "L4", "L2,L5"):
+                hits = {}
+                for name, (searcher, settings) in searchers.items():
+                    before = len(statements)
+                    found = searcher.search(request_from_settings(settings, query, k=10, layers=layers))
+                    hits[name] = [(h.ref, h.score, h.text) for h in found]
+                used = len(statements) - before
+                assert hits["server"] == hits["files"], (query, layers)
+                assert used <= 6 + 2 * len(typos), (query, layers, [" ".join(q.split())[:90] for q in statements[before:]])
+    finally:
+        for searcher, _ in searchers.values():
+            searcher.close()
+
+
 def test_two_machines_share_the_index_and_show_each_others_sessions(run, tmp_path, pg_server, pg_memory_name):
     first, second = tmp_path / "a" / "memory", tmp_path / "b" / "memory"
     for root in (first, second):

@@ -253,8 +253,8 @@ def test_init_migrates_refuses_a_newer_schema_and_other_commands_ask_for_init(ru
     (memory.root / "memctl.toml").write_text(store_config(pg_memory_name))
     asked = memory.run("remember", "x", "--type", "event")
     assert asked.returncode == 2 and b"memctl init" in asked.stderr and len(asked.stderr.splitlines()) == 1
-    assert b"longterm v2" in memory.run("init").stderr
-    assert b"longterm v2" in memory.run("init").stderr  # again: nothing to do, the same answer
+    assert b"longterm v3" in memory.run("init").stderr
+    assert b"longterm v3" in memory.run("init").stderr  # again: nothing to do, the same answer
     with psycopg.connect(pg_server, autocommit=True) as conn:
         conn.execute(f"UPDATE memctl_{pg_memory_name}.schema_version SET version = 99 WHERE component = 'longterm'")
     for args in (("init",), ("remember", "x", "--type", "event")):
@@ -283,10 +283,13 @@ def _pg_rows(dsn: str, schema: str) -> tuple:
     return entries, log, parts
 
 
-@pytest.mark.parametrize("command", [["forget", "ID"], ["remember", "I switched to helix", "--type", "preference",
-                                                          "--topic", "editor"]])
+@pytest.mark.parametrize("command,label", [
+    (["forget", "ID"], "pg-commit"),
+    (["remember", "I switched to helix", "--type", "preference", "--topic", "editor"], "pg-commit"),
+    (["remember", "the deploy host is bk-09", "--type", "event"], "pg-append"),  # one statement: row and last_seq
+])
 def test_a_process_killed_inside_its_transaction_leaves_the_rows_as_they_were(server_memory, memctl_bin, tmp_path,
-                                                                               pg_memory_name, command):
+                                                                               pg_memory_name, command, label):
     memory = server_memory
     kept = memory.ok("remember", "I use vim", "--type", "preference", "--topic", "editor").strip()
     memory.ok("remember", "the build host is bk-02", "--type", "event")
@@ -294,7 +297,7 @@ def test_a_process_killed_inside_its_transaction_leaves_the_rows_as_they_were(se
     before = _pg_rows(memory.env["MEMCTL_PG_DSN"], schema)
     marker = tmp_path / "paused"
     args = [a.replace("ID", kept) for a in command]
-    env = clean_env(MEMCTL_PG_DSN=memory.env["MEMCTL_PG_DSN"], MEMCTL_FAULT_PG_PAUSE=f"pg-commit:{marker}")
+    env = clean_env(MEMCTL_PG_DSN=memory.env["MEMCTL_PG_DSN"], MEMCTL_FAULT_PG_PAUSE=f"{label}:{marker}")
     child = subprocess.Popen([memctl_bin, "--root", str(memory.root), *args], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -321,6 +324,21 @@ WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo li
 def _fact(k: int) -> str:
     """Facts that share no word with each other (none is a near-duplicate of another)."""
     return f"{WORDS[k]} {WORDS[(k * 7 + 3) % 30]}x {WORDS[(k * 11 + 5) % 30]}y host{k}"
+
+
+def test_the_same_fact_remembered_by_many_processes_at_once_is_added_once(server_memory, memctl_bin):
+    """The type lock goes to the server with the reads it guards (one pipeline): each writer's
+    near-duplicate check still sees every earlier writer's row."""
+    env = clean_env(MEMCTL_PG_DSN=server_memory.env["MEMCTL_PG_DSN"])
+    children = [subprocess.Popen([memctl_bin, "--root", str(server_memory.root), "remember", "--json",
+                                  f"the release train leaves on thursday at 10:00{' sharp' * (n % 2)}",
+                                  "--type", "event"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                for n in range(6)]
+    results = [child.communicate(timeout=300) for child in children]
+    assert all(child.returncode == 0 for child in children), [err for _, err in results]
+    actions = sorted(json.loads(out)["action"] for out, _ in results)
+    assert actions == ["added"] + ["seen"] * 5
+    assert len(server_memory.parts()["long_term.jsonl"].splitlines()) == 1
 
 
 def test_concurrent_remembers_from_many_processes_lose_nothing_and_refuse_nothing(server_memory, memctl_bin):
@@ -410,3 +428,43 @@ def test_a_server_restarted_mid_run_loses_no_acknowledged_write(run, tmp_path, p
     finally:
         cluster.stop()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_near_duplicate_check_reads_only_rows_of_reachable_length(server_memory, pg_server, pg_memory_name,
+                                                                    monkeypatch):
+    """The server narrows the candidates by key_length (an exact bound: the same answer as
+    reading every row of the type) and sends their keys, not their lines; a row written before
+    the columns (NULL) is sent whole and parsed, and still found."""
+    import psycopg
+
+    from memctl.longterm.pg_conn import server_for
+    from memctl.longterm.pg_store import ServerPart
+
+    short = server_memory.ok("remember", "bk-07 backups run at 03:00", "--type", "event").strip()
+    for n in range(6):
+        server_memory.ok("remember", f"the staging cluster {n} was rebuilt after the kernel upgrade of "
+                         f"the storage nodes, whose disks had failed the nightly checks {n} times", "--type", "event")
+    schema = f"memctl_{pg_memory_name}"
+    server = server_for(pg_server, schema)
+    part = ServerPart(server, "active", "L5", "long_term.jsonl", frozenset())
+    sent = []
+    real = server.execute
+    monkeypatch.setattr(server, "execute", lambda sql, params=(): sent.append(real(sql, params)) or sent[-1])
+
+    def candidate_rows(cutoff: float) -> tuple[list[str], list[tuple]]:
+        found = part.candidates("event", "bk-07 backups run at 03:00 daily", cutoff)
+        cursor = sent[-1]
+        cursor.scroll(0, mode="absolute")
+        return [entry_id for entry_id, *_ in found._found], cursor.fetchall()
+
+    ids, rows = candidate_rows(80.0)
+    assert ids == [short] and len(rows) == 1 and rows[0][3] is None  # its key, not its line
+    ids, rows = candidate_rows(0.0)
+    assert len(ids) == len(rows) == 7  # no bound: every row of the type
+
+    with psycopg.connect(pg_server, autocommit=True) as conn:  # as a memory written before longterm v3 has them
+        conn.execute(f"UPDATE {schema}.entries SET key_length = NULL, near_key = NULL")
+    ids, rows = candidate_rows(80.0)
+    assert ids == [short] and len(rows) == 7 and all(raw is not None for *_, raw in rows)
+    seen = server_memory.run("remember", "bk-07 backups run at 03:00 daily", "--type", "event", "--json")
+    assert seen.returncode == 0 and json.loads(seen.stdout)["action"] == "seen", seen.stderr

@@ -35,11 +35,47 @@ class Server:
             pg.require_version(self.conn, schema, pg_schema.COMPONENT, pg_schema.STEPS)
         self.depth = 0
         self.parts_locked = False
+        self.parts_lock_pending = False  # change() entered: the lock goes with its first statement
+        self.deferred: list[tuple[str, tuple]] = []  # locks sent ahead of the next statement, in order
         self.seen: dict[str, set[int]] = {part: set() for part in PARTS}
+        self.locked_types: set[str] = set()  # this transaction's type locks
+        self.prefetched: dict[tuple, object] = {}  # this transaction's reads made ahead, until a change
 
     def execute(self, sql: str, params: Iterable = ()):
         with translated(self.where):
+            if self.deferred or self.parts_lock_pending:  # the locks and this statement: one round trip
+                with self.conn.pipeline():
+                    self._send_locks()
+                    return self.conn.execute(sql.replace("{s}", self.schema), tuple(params))
             return self.conn.execute(sql.replace("{s}", self.schema), tuple(params))
+
+    def defer_lock(self, sql: str, params: tuple) -> None:
+        """A lock taken with the next statement (the server runs them in order: what that
+        statement reads is read under the lock)."""
+        self.deferred.append((sql.replace("{s}", self.schema), params))
+
+    def send_locks(self) -> None:
+        """Before a statement sent other than by `execute`."""
+        if self.deferred or self.parts_lock_pending:
+            with translated(self.where), self.conn.pipeline():
+                self._send_locks()
+
+    def _send_locks(self) -> None:
+        for sql, params in self.deferred:
+            self.conn.execute(sql, params)
+        self.deferred.clear()
+        if self.parts_lock_pending:
+            self.conn.execute(f"SELECT part FROM {self.schema}.entry_parts ORDER BY part FOR UPDATE")
+            self.parts_lock_pending = False
+            self.parts_locked = True
+
+    def pipelined(self, statements: list[tuple[str, tuple]]) -> list[list[tuple]]:
+        """The rows of several reads, sent together (after the locks deferred): one round trip."""
+        with translated(self.where):
+            with self.conn.pipeline():
+                self._send_locks()
+                cursors = [self.conn.execute(sql.replace("{s}", self.schema), params) for sql, params in statements]
+            return [cursor.fetchall() for cursor in cursors]
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
@@ -51,17 +87,26 @@ class Server:
             finally:
                 self.depth -= 1
                 if self.depth == 0:
-                    self.parts_locked = False
+                    self.parts_locked = self.parts_lock_pending = False
+                    self.deferred.clear()
+                    self.locked_types.clear()
+                    self.prefetched.clear()
 
     @contextlib.contextmanager
     def change(self) -> Iterator[None]:
         """Around a change to L5 or L6: both parts' rows locked first, in one order, so seqs
-        become visible in increasing order and two writers never deadlock on them."""
-        with self.transaction():
-            if not self.parts_locked:
-                self.execute("SELECT part FROM {s}.entry_parts ORDER BY part FOR UPDATE")
-                self.parts_locked = True
-            yield
+        become visible in increasing order and two writers never deadlock on them. Inside a
+        write's transaction it is part of it (no savepoint: two round trips each, and a failed
+        change fails the whole write, which is what the caller reports)."""
+        if self.depth == 0:
+            with self.transaction(), self.change():
+                yield
+            return
+        self.prefetched.clear()  # what was read ahead may be what this changes
+        if not self.parts_locked:
+            self.parts_lock_pending = True
+        yield
+        self.send_locks()  # a change that sent nothing still ends holding the lock, as it began
 
     def bump(self, part: str, appended: bool, rewritten: bool) -> None:
         if appended:
@@ -124,9 +169,9 @@ def share_memory_lock(server: Server, wait: float) -> None:
             raise LockBusy(f"a dream or purge is writing to the memory {server.schema} on the server; "
                            "retry, or pass --wait SECONDS")
         return
-    server.execute(f"SET LOCAL lock_timeout = {int(wait * 1000)}")
-    try:
-        server.conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (key,))
+    try:  # the timeout set first (a FROM item is evaluated before the select list), one round trip
+        server.conn.execute("SELECT pg_advisory_xact_lock_shared(%s) FROM (SELECT set_config('lock_timeout', %s, "
+                            "true)) AS timeout", (key, f"{int(wait * 1000)}ms"))
     except psycopg.errors.LockNotAvailable:
         raise LockBusy(f"a dream or purge kept the memory {server.schema} on the server busy for {wait:g} s; "
                        "retry later") from None

@@ -20,6 +20,12 @@ tables to index L5 and L6):
   `refs_cursor.seq` the last one a dream folded (`.memctl/refs.log` and `refs.offset` on
   files); `tasks`: one row per open task, `record` the JSON a `working/<id>.json` holds
   (`memctl.longterm.pg_shared`).
+- `near_key`, `key_length` (version 3): the entry's `policies.match_key` and its length, so
+  the near-duplicate check reads only the keys of the rows within `policies.reachable_lengths`
+  of the new text (an exact bound), not every row of the type, and parses none. NULL (a row
+  written before version 3, a line that is not an entry, an id, type or key the lookup
+  columns cannot hold exactly): the row is read and parsed. A memctl whose match_key differs
+  must add a step that sets both NULL again.
 """
 
 from __future__ import annotations
@@ -71,5 +77,9 @@ STEPS = [
         id text PRIMARY KEY,
         record text NOT NULL
     );
+    """,
+    """
+    ALTER TABLE {schema}.entries ADD COLUMN near_key text, ADD COLUMN key_length integer;
+    CREATE INDEX entries_part_type_key_length ON {schema}.entries (part, type, key_length);
     """,
 ]

@@ -34,9 +34,15 @@ from memctl.core.errors import UsageError
 from memctl.longterm.pg_conn import Server, pause_point, server_for, share_memory_lock, translated
 from memctl.longterm.entries import BAD_LINE, Entry, Row, Snapshot, content_hash, entry_problem, rows_bytes
 from memctl.longterm.policies import match_key, normalize_topic, reachable_lengths
-from memctl.longterm.store_base import Candidates, EntryForms, bytes_digest
+from memctl.longterm.store_base import Candidates, EntryForms, LazyRow, bytes_digest
 
 GONE_FOR_GOOD = ("forgotten", "purged")  # L6 reasons a remember must not silently undo
+ENTRY_COLUMNS = "part, id, type, topic, reason, fingerprint, merge_key, near_key, key_length, raw"
+INSERT_ENTRY = f"INSERT INTO {{s}}.entries ({ENTRY_COLUMNS}) VALUES ({', '.join(['%s'] * 10)})"
+UPDATE_ENTRY = ("UPDATE {s}.entries SET (" + ENTRY_COLUMNS + ") = ROW(" + ", ".join(["%s"] * 10) + ") "
+                "WHERE seq = %s")
+
+
 def duplicate_error(entry_id: str) -> UsageError:
     return UsageError(f"{entry_id} is on more than one line of L5; nothing was changed "
                       "(give one of the lines a new id, then rerun)")
@@ -117,33 +123,51 @@ class ServerPart:
 
     def append(self, entries: Iterable[Entry]) -> int:
         rows = [_row(0, self._stored(e)) for e in entries]
-        if rows:
+        if len(rows) == 1:  # a remember: the row and the part's last_seq in one statement
+            with self._server.change():
+                self._insert_one_and_bump(rows[0])
+                pause_point("pg-append")
+        elif rows:
             with self._server.change():
                 self._insert(rows)
                 self._server.bump(self._part, appended=True, rewritten=False)
                 pause_point("pg-append")
         return len(rows)
 
+    def _insert_one_and_bump(self, row: Row) -> None:
+        """_insert([row]) then bump(appended) as one statement: last_seq becomes the highest seq
+        of the entries, the new row's included (the part rows are locked: no other writer's)."""
+        found = self._server.execute(
+            f"WITH new AS ({INSERT_ENTRY} RETURNING seq), bumped AS (UPDATE {{s}}.entry_parts SET last_seq = "
+            "GREATEST((SELECT coalesce(max(seq), 0) FROM {s}.entries), (SELECT max(seq) FROM new)) "
+            "WHERE part = %s) SELECT seq FROM new", self._columns(row) + (self._part,)).fetchone()
+        row.seq = int(found[0])
+        self._server.seen[self._part].add(row.seq)
+
     def _stored(self, entry: Entry) -> bytes:
         return EntryForms().stored_form(entry)
 
     def _columns(self, row: Row) -> tuple:
+        """The values of ENTRY_COLUMNS for a row."""
         entry = row.entry
         if entry is None:
-            return (self._part, "", None, None, None, None, None, row.raw)
+            return (self._part, "", None, None, None, None, None, None, None, row.raw)
         merge_key = None
         if self._part == "active" and entry.type in self._merge_types:
             merge_key = _column(f"{entry.type}\x1f{normalize_topic(entry.topic)}")
         fingerprint = entry.extra.get("sha256") if isinstance(entry.extra.get("sha256"), str) else None
+        key = match_key(entry.text)
+        exact = all(_column(value) == value for value in (entry.id, entry.type, key))
         return (self._part, _column(entry.id), _column(entry.type), _column(entry.topic), _column(entry.reason),
-                _column(fingerprint or content_hash(entry.text)), merge_key, row.raw)
+                _column(fingerprint or content_hash(entry.text)), merge_key, key if exact else None,
+                len(key) if exact else None, row.raw)
 
     def _insert(self, rows: list[Row]) -> None:
         """New rows at the end, in order; each row learns its seq."""
         if not rows:
             return
-        sql = ("INSERT INTO {s}.entries (part, id, type, topic, reason, fingerprint, merge_key, raw) "
-               "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING seq").replace("{s}", self._server.schema)
+        sql = f"{INSERT_ENTRY} RETURNING seq".replace("{s}", self._server.schema)
+        self._server.send_locks()
         with translated(self._server.where), self._server.conn.cursor() as cursor:
             cursor.executemany(sql, [self._columns(r) for r in rows], returning=True)
             seqs = []
@@ -166,9 +190,7 @@ class ServerPart:
                 deletes, updates, appends = plan
                 self._delete(deletes)
                 for seq, row in updates:
-                    self._server.execute(
-                        "UPDATE {s}.entries SET part = %s, id = %s, type = %s, topic = %s, reason = %s, "
-                        "fingerprint = %s, merge_key = %s, raw = %s WHERE seq = %s", self._columns(row) + (seq,))
+                    self._server.execute(UPDATE_ENTRY, self._columns(row) + (seq,))
                     row.seq = seq
                 self._insert(appends)
                 self._server.bump(self._part, appended=bool(appends), rewritten=bool(deletes or updates))
@@ -192,16 +214,29 @@ class ServerPart:
     # --- the write path's queries (issue #13's names), as indexed statements
 
     def _rows_where(self, condition: str, params: tuple) -> list[Row]:
-        found = self._server.execute("SELECT seq, raw FROM {s}.entries WHERE part = %s AND " + condition +
-                                     " ORDER BY seq", (self._part,) + params).fetchall()
+        found = self._server.prefetched.pop(self.rows_key(condition, params), None)
+        if found is None:
+            found = self._server.execute(*self.rows_query(condition, params)).fetchall()
         rows = [_row(int(seq), bytes(raw)) for seq, raw in found]
         self._server.seen[self._part].update(r.seq for r in rows)
         return [r for r in rows if r.entry is not None]
 
+    def rows_key(self, condition: str, params: tuple) -> tuple:
+        return "rows", self._part, condition, repr(params)
+
+    def rows_query(self, condition: str, params: tuple) -> tuple[str, tuple]:
+        return ("SELECT seq, raw FROM {s}.entries WHERE part = %s AND " + condition + " ORDER BY seq",
+                (self._part,) + params)
+
     def count(self) -> int:
         """How many rows (entries and lines kept as they are): what L5's size is measured in."""
-        return int(self._server.execute("SELECT count(*) FROM {s}.entries WHERE part = %s",
-                                        (self._part,)).fetchone()[0])
+        found = self._server.prefetched.pop(("count", self._part), None)
+        if found is None:
+            found = self._server.execute(*self.count_query()).fetchall()
+        return int(found[0][0])
+
+    def count_query(self) -> tuple[str, tuple]:
+        return "SELECT count(*) FROM {s}.entries WHERE part = %s", (self._part,)
 
     def size(self) -> int:
         """Bytes the exported file would have (`status`)."""
@@ -230,12 +265,43 @@ class ServerPart:
         """L5: the rows of this type whose text could score `cutoff` against `text` (the
         length bound of `policies.reachable_lengths`), in order, with their match keys."""
         low, high = reachable_lengths(text, cutoff)
+        listed = self._server.prefetched.pop(self.candidates_key(type_name, text, cutoff), None)
+        if listed is None:
+            listed = self._server.execute(*self.candidates_query(type_name, text, cutoff)).fetchall()
+        self._server.seen[self._part].update(int(seq) for seq, *_ in listed)
         found = []
-        for row in self._rows_where("type = %s", (_column(type_name),)):
-            key = match_key(row.entry.text)
-            if row.entry.type == type_name and low <= len(key) <= high:
-                found.append((row.entry.id, key, row))
+        for seq, entry_id, near_key, raw in listed:
+            if near_key is not None:  # its id, type and key as the columns hold them: nothing to parse
+                row = LazyRow(entry_id, self._loader(int(seq)))
+            else:  # an older row, or one the columns cannot hold exactly: as written
+                row = _row(int(seq), bytes(raw))
+                if row.entry is None or row.entry.type != type_name:
+                    continue
+                entry_id, near_key = row.entry.id, match_key(row.entry.text)
+            if low <= len(near_key) <= high:
+                found.append((entry_id, near_key, row))
         return Candidates(found, None)
+
+    def candidates_key(self, type_name: str, text: str, cutoff: float) -> tuple:
+        return ("candidates", *self.rows_key(*self.candidates_condition(type_name, text, cutoff)))
+
+    def candidates_query(self, type_name: str, text: str, cutoff: float) -> tuple[str, tuple]:
+        """seq, id, near_key and (only where near_key is NULL) raw of the rows within the bound."""
+        condition, params = self.candidates_condition(type_name, text, cutoff)
+        return ("SELECT seq, id, near_key, CASE WHEN near_key IS NULL THEN raw END FROM {s}.entries "
+                "WHERE part = %s AND " + condition + " ORDER BY seq", (self._part,) + params)
+
+    def _loader(self, seq: int):
+        def load() -> Row:
+            found = self._server.execute("SELECT raw FROM {s}.entries WHERE seq = %s", (seq,)).fetchone()
+            return _row(seq, bytes(found[0]) if found else b"")
+        return load
+
+    def candidates_condition(self, type_name: str, text: str, cutoff: float) -> tuple[str, tuple]:
+        """The bound on the server too (key_length: len(match_key) as written; NULL: read it)."""
+        low, high = reachable_lengths(text, cutoff)
+        return ("type = %s AND (key_length IS NULL OR key_length BETWEEN %s AND %s)",
+                (_column(type_name), low, min(high, 1 << 30)))
 
     def replace(self, entry_id: str, new_row: Row, at_end: bool = False) -> None:
         """L5: this id's one row replaced by `new_row`, in its place or (`at_end`) as the last."""
@@ -245,9 +311,7 @@ class ServerPart:
                 self._delete([old.seq])
                 self._insert([new_row])
             else:
-                self._server.execute(
-                    "UPDATE {s}.entries SET part = %s, id = %s, type = %s, topic = %s, reason = %s, "
-                    "fingerprint = %s, merge_key = %s, raw = %s WHERE seq = %s", self._columns(new_row) + (old.seq,))
+                self._server.execute(UPDATE_ENTRY, self._columns(new_row) + (old.seq,))
                 new_row.seq = old.seq
             self._server.bump(self._part, appended=at_end, rewritten=True)
 
@@ -366,7 +430,9 @@ class PostgresEntryStore(EntryForms):
 
     def lock_types(self, types: Iterable[str]) -> None:
         for name in sorted(set(types)):
-            self._server.execute("SELECT pg_advisory_xact_lock(%s)", (pg.lock_key(self._server.schema, "type:" + name),))
+            # sent with the next statement, which the server runs once the lock is granted
+            self._server.defer_lock("SELECT pg_advisory_xact_lock(%s)", (pg.lock_key(self._server.schema, "type:" + name),))
+            self._server.locked_types.add(name)
 
     def settle(self) -> list[str]:
         return []
@@ -375,7 +441,9 @@ class PostgresEntryStore(EntryForms):
         """L6 entries whose last row says forgotten or purged and which are not active again
         (for each id its last such row; ids with a forgotten row by their first one, then the
         purged-only ids): every one of them, a superset of what could match `text`."""
-        left = self.archive._rows_where("reason = ANY(%s)", (list(GONE_FOR_GOOD),))
+        gone = ("reason = ANY(%s)", (list(GONE_FOR_GOOD),))
+        self._read_ahead(gone, text, cutoff)
+        left = self.archive._rows_where(*gone)
         last: dict[str, Entry] = {}
         for reason in GONE_FOR_GOOD:
             for row in left:
@@ -390,6 +458,20 @@ class PostgresEntryStore(EntryForms):
         active = {i for (i,) in self._server.execute(
             "SELECT DISTINCT id FROM {s}.entries WHERE part = 'active' AND id = ANY(%s)", (ids,)).fetchall()}
         return [e for e in last.values() if e.id not in active and final.get(e.id) in GONE_FOR_GOOD]
+
+    def _read_ahead(self, gone: tuple[str, tuple], text: str, cutoff: float) -> None:
+        """A remember's reads under its type lock in one round trip instead of three: with the
+        gone-for-good rows, L5's count and the near-duplicate candidates of the locked type
+        (kept until the transaction changes something; a read not asked for is dropped)."""
+        ahead = [(("count", "active"), self.active.count_query())]
+        for name in sorted(self._server.locked_types - self.active._merge_types):
+            ahead.append((self.active.candidates_key(name, text, cutoff), self.active.candidates_query(name, text, cutoff)))
+        if len(self._server.locked_types) != 1 or self._server.prefetched:
+            return  # not a remember's one type
+        results = self._server.pipelined([self.archive.rows_query(*gone), *(query for _, query in ahead)])
+        self._server.prefetched[self.archive.rows_key(*gone)] = results[0]
+        for (key, _), rows in zip(ahead, results[1:]):
+            self._server.prefetched[key] = rows
 
     # --- the dream log
 
@@ -406,6 +488,7 @@ class PostgresEntryStore(EntryForms):
 
     def append_log_lines(self, lines: list[bytes]) -> None:
         if lines:
+            self._server.send_locks()
             with self._server.transaction(), self._server.conn.cursor() as cursor, translated(self._server.where):
                 cursor.executemany(f"INSERT INTO {self._server.schema}.dream_log (raw) VALUES (%s)",
                                    [(line,) for line in lines])

@@ -120,8 +120,9 @@ def with_session_feedback(store: SQLiteStore, candidates: list[Hit], terms: Sequ
 def _near_in_session(store: SQLiteStore, sources: list[Hit], span: int) -> dict[int, list[Hit]]:
     """rowid -> the sources it lies within `span` rows of, in the source's session."""
     related: dict[int, list[Hit]] = {}
-    for source in sources:
-        for rowid in store.context_item_ids_near(source.session, source.rowid - span, source.rowid + span):
+    nearby = store.context_item_ids_near_each([(s.session, s.rowid) for s in sources], span) if sources else []
+    for source, rowids in zip(sources, nearby):
+        for rowid in rowids:
             if rowid != source.rowid:
                 related.setdefault(rowid, []).append(source)
     return related

@@ -26,6 +26,7 @@ import socket
 from memctl.core import pg
 from memctl.longterm.pg_shared import record_refs
 from memctl.longterm.pg_store import translated
+from memctl.recall.pg_lookups import ITEM_COLUMNS, SearchLookups
 from memctl.recall.pg_schema import COMPONENT, STEPS
 from memctl.recall.scoring import B, K1, MIN_IDF
 from memctl.recall.sources import Source
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
 SERVER_PREFIX = "server:"  # sources on the server itself (L5/L6 rows), shared by every machine
 PARTS = (("active", "L5"), ("archive", "L6"))
 LOCAL_META = ("config", "l4_dir")  # meta records of one machine's files, kept per machine
-ITEM_COLUMNS = "rowid, ref, layer, date, type, item_id, session, ctx"
 
 def migrate_index(conn, schema: str) -> int:
     """Create or upgrade the index tables of `schema` (`memctl init` calls this)."""
@@ -71,6 +71,7 @@ class PostgresIndexStore:
         self._totals: dict[str, tuple[int, int]] = {}
         self.wait_for_lock = True
         self.where = pg.where(conn.info.dsn)
+        self._lookups: SearchLookups | None = None  # inside search_scope()
 
     @classmethod
     def connect(cls, dsn: str, memory: str, root: Path, migrate: bool = False) -> PostgresIndexStore:
@@ -95,6 +96,16 @@ class PostgresIndexStore:
         """The L5 hits of a search, as rows of the memory's `refs` (memctl.longterm.pg_shared)."""
         with translated(self.where):
             record_refs(self.db, self.schema, list(ids), when)
+
+    @contextlib.contextmanager
+    def search_scope(self) -> Iterator[None]:
+        """One search: its repeated lookups are answered from what it fetched already, each
+        statement bringing what the next stage asks for (memctl.recall.pg_lookups)."""
+        self._lookups = SearchLookups(self._rows)
+        try:
+            yield
+        finally:
+            self._lookups = None
 
     def table(self, name: str) -> str:
         return f"{self.schema}.{name}"
@@ -232,6 +243,8 @@ class PostgresIndexStore:
         terms = list(dict.fromkeys(terms))
         if not terms:
             return {}
+        if self._lookups is not None:  # the layer tokens too: the candidates' bm25 asks for them next
+            return self._lookups.document_frequencies(terms, [layer_token(x) for x in self.present_layers()])
         # in term order, as SQLite walks its primary key: the scores sum the terms in this order
         return dict(self._rows("SELECT term, df FROM {s}.index_vocab WHERE term = ANY(%s) ORDER BY term", (terms,)))
 
@@ -244,13 +257,19 @@ class PostgresIndexStore:
     def ranked_item_scores(self, terms: Sequence[str], layers: Sequence[str], limit: int) -> list[tuple[int, float]]:
         """(rowid, rank) as FTS5's `ORDER BY rank LIMIT` gives them: rank = -bm25 over the
         query's phrases, the layer tokens included when layers are given."""
-        rows = self._matching("index_items", terms, layers)
         tokens = [layer_token(layer) for layer in layers]
         dfs = self.document_frequencies([*terms, *tokens])  # a layer token's row counts its layer's items
-        phrases = [dfs.get(t, 0) for t in [*terms, *tokens]]
-        scored = fts5_scores(rows, phrases, self.item_totals(), layers)
-        scored.sort(key=lambda r: (r[1], r[0]))
-        return scored[:limit]
+        totals = self.item_totals()
+        idfs = fts5_idfs([dfs.get(t, 0) for t in [*terms, *tokens]], totals[0])
+        rank, rank_params = fts5_rank_sql(terms, layers, idfs, totals)
+        where, params = _where(terms, layers)
+        # ranked on the server (only the best `limit` rows come back, with what hydrate asks for
+        # next); the IDFs are computed here, so the server only adds, multiplies and divides
+        rows = self._rows(f"SELECT {ITEM_COLUMNS}, {rank} AS rank FROM {{s}}.index_items WHERE {where} "
+                          "ORDER BY rank, rowid LIMIT %s", [*rank_params, *params, limit])
+        if self._lookups is not None:
+            self._lookups.remember_rows(row[:-1] for row in rows)
+        return [(row[0], row[-1]) for row in rows]
 
     def matching_item_ids(self, terms: Sequence[str], layers: Sequence[str], limit: int) -> list[int]:
         return self._ids("ORDER BY rowid", terms, layers, limit)
@@ -272,6 +291,8 @@ class PostgresIndexStore:
                           [*terms, *params])
 
     def item_rows(self, rowids: Sequence[int], context_only: bool = False) -> list[tuple]:
+        if self._lookups is not None:
+            return self._lookups.item_rows(rowids, context_only)
         only_context = " AND ctx = 1 AND session <> ''" if context_only else ""
         return self._rows(f"SELECT {ITEM_COLUMNS} FROM {{s}}.index_items WHERE rowid = ANY(%s){only_context} "
                           "ORDER BY rowid", (list(rowids),))
@@ -287,6 +308,8 @@ class PostgresIndexStore:
                           (low, high))
 
     def item_bodies(self, rowids: Sequence[int]) -> dict[int, str]:
+        if self._lookups is not None:
+            return self._lookups.item_bodies(rowids)
         return dict(self._rows("SELECT rowid, body FROM {s}.index_items WHERE rowid = ANY(%s) ORDER BY rowid", (list(rowids),)))
 
     def item_totals(self) -> tuple[int, int]:
@@ -295,6 +318,11 @@ class PostgresIndexStore:
     def context_item_ids_near(self, session: str, low: int, high: int) -> list[int]:
         return [r for (r,) in self._rows("SELECT rowid FROM {s}.index_items WHERE session = %s AND ctx = 1 AND "
                                          "rowid BETWEEN %s AND %s ORDER BY rowid", (session, low, high))]
+
+    def context_item_ids_near_each(self, centres: Sequence[tuple[str, int]], span: int) -> list[list[int]]:
+        if self._lookups is not None:
+            return self._lookups.context_item_ids_near_each(centres, span)
+        return [self.context_item_ids_near(session, rowid - span, rowid + span) for session, rowid in centres]
 
     # -- session documents
 
@@ -355,14 +383,9 @@ def fts5_scores(rows: Sequence[tuple], phrase_hits: Sequence[int], totals: tuple
     """(rowid, rank) of each row, rank = -bm25 exactly as SQLite's fts5_aux.c computes it:
     one IDF per phrase (the query's terms, then its layer tokens), the same operations in the
     same order, so the floats agree to the last bit. A row's layer token occurs once in it."""
-    import math
-
     row_count, token_count = totals
     average = token_count / row_count if row_count else 1.0
-    idfs = []
-    for hits in phrase_hits:
-        idf = math.log((row_count - hits + 0.5) / (hits + 0.5)) if row_count else 0.0
-        idfs.append(MIN_IDF if idf <= 0.0 else idf)
+    idfs = fts5_idfs(phrase_hits, row_count)
     wanted = [layer.lower() for layer in layers]
     scored = []
     for rowid, length, label, counts in rows:
@@ -372,3 +395,32 @@ def fts5_scores(rows: Sequence[tuple], phrase_hits: Sequence[int], totals: tuple
             score += idf * ((tf * (K1 + 1.0)) / (tf + K1 * (1 - B + B * length / average)))
         scored.append((rowid, -1.0 * score))
     return scored
+
+
+def fts5_idfs(phrase_hits: Sequence[int], row_count: int) -> list[float]:
+    """One IDF per phrase, as fts5_aux.c computes it (floored at MIN_IDF)."""
+    import math
+
+    idfs = []
+    for hits in phrase_hits:
+        idf = math.log((row_count - hits + 0.5) / (hits + 0.5)) if row_count else 0.0
+        idfs.append(MIN_IDF if idf <= 0.0 else idf)
+    return idfs
+
+
+def fts5_rank_sql(terms: Sequence[str], layers: Sequence[str], idfs: Sequence[float],
+                  totals: tuple[int, int]) -> tuple[str, list]:
+    """The SQL of fts5_scores' rank over index_items, and its parameters: the same IEEE
+    operations in the same order (float8 on the server is the same double), so the server's
+    rank equals fts5_scores' to the last bit."""
+    row_count, token_count = totals
+    average = token_count / row_count if row_count else 1.0
+    frequencies = ["coalesce((tf->>%s)::int, 0)::float8"] * len(terms)
+    frequencies += ["(CASE WHEN lower(layer) = %s THEN 1 ELSE 0 END)::float8"] * len(layers)
+    phrase = "%s::float8 * ((({tf}) * %s::float8) / (({tf}) + %s::float8 * (%s::float8 + %s::float8 * " \
+             "length::float8 / %s::float8)))"
+    sql, params = "%s::float8", [0.0]
+    for idf, tf, key in zip(idfs, frequencies, [*terms, *(layer.lower() for layer in layers)]):
+        sql = f"({sql} + {phrase.format(tf=tf)})"
+        params += [idf, key, K1 + 1.0, key, K1, 1 - B, B, average]
+    return f"(%s::float8 * {sql})", [-1.0, *params]

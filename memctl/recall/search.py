@@ -178,6 +178,10 @@ class Searcher:
 
     def search(self, request: SearchRequest) -> list[Hit]:
         layers, k = resolve_layers(request)
+        with self.store.search_scope():
+            return self._search(request, layers, k)
+
+    def _search(self, request: SearchRequest, layers: tuple[str, ...], k: int) -> list[Hit]:
         plan = self.plan(request.query, request.fuzzy_threshold)
         filters = Filters(layers, parse_when(request.since), parse_when(request.until, end_of_day=True), request.type)
         found = self._lexical(plan.terms, filters, k) if plan.terms else []

@@ -64,10 +64,11 @@ class SQLiteStore:
     same method set, and neither the commands nor the ranking nor the refresh change.
 
     The interface, named after what each method returns:
-      opening: open (checked), at, create, close, transaction;
+      opening: open (checked), at, create, close, transaction, search_scope (one search's
+        lookups: a server's store answers the repeated ones from what it fetched);
       ranking: item_count, present_layers, document_frequencies, surface_words_from,
         ranked_item_scores, matching_item_ids, newest_matching_item_ids, item_rows, item_texts,
-        item_bodies, item_totals, context_item_ids_near, session_document_count, session_keys,
+        item_bodies, item_totals, context_item_ids_near(_each), session_document_count, session_keys,
         best_session_scores, session_bodies, session_totals;
       embedding (memctl.recall.semantic): last_item_id, item_texts_between;
       refresh: meta, set_meta, has_vocabulary, tracked_sources, sources_of_kinds,
@@ -118,6 +119,11 @@ class SQLiteStore:
 
     def close(self) -> None:
         self.db.close()
+
+    def search_scope(self) -> contextlib.nullcontext:
+        """One search's lookups (a server's store answers its repeated ones from one statement
+        each; here every lookup is a cheap local query)."""
+        return contextlib.nullcontext()
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
@@ -272,6 +278,10 @@ class SQLiteStore:
         """Rowids from low to high of the items in `session`'s context document."""
         return [r for (r,) in self.db.execute(
             "SELECT rowid FROM items WHERE session = ? AND ctx = 1 AND rowid BETWEEN ? AND ?", (session, low, high))]
+
+    def context_item_ids_near_each(self, centres: Sequence[tuple[str, int]], span: int) -> list[list[int]]:
+        """For each (session, rowid), the rowids within `span` of it in the session's context document."""
+        return [self.context_item_ids_near(session, rowid - span, rowid + span) for session, rowid in centres]
 
     # -- session documents
 

@@ -1,0 +1,133 @@
+"""One search's lookups on the server, answered from as few statements as possible.
+
+The ranking stages ask the store for the same things more than once in one search (the
+document frequencies of the query's terms: planning, candidates, the layer tokens; the rows of
+items: candidates, then their session neighbours, then the turns next to the best ones) and
+each question was a round trip. Inside `PostgresIndexStore.search_scope()` each row and each
+document frequency is fetched once, together with what the next stage is known to ask for:
+
+- the layer tokens' frequencies with the query's (the candidates' bm25 needs both);
+- with the candidates' rows, the rows right before and after each (the neighbours stage);
+- the feedback sources' session neighbourhoods in one statement, with the rows' bodies and
+  the frequencies of the terms in the sources' bodies (the feedback stage's next two lookups).
+
+What a stage gets is what the statements it used to run would return, in the same order
+(rowid order, terms by bytes: the scores add floats up in that order), so scores stay equal to
+the bit. Outside a scope every lookup asks the server, as before.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing costs ~20 ms to import, paid by every search
+if TYPE_CHECKING:
+    from typing import Callable, Sequence
+
+ITEM_COLUMNS = "rowid, ref, layer, date, type, item_id, session, ctx"
+
+NEAR_WITH_FREQUENCIES = f"""
+WITH near AS (SELECT {ITEM_COLUMNS}, body FROM {{s}}.index_items WHERE rowid = ANY(%s))
+SELECT {ITEM_COLUMNS}, body, NULL::text, NULL::integer FROM near
+UNION ALL
+SELECT NULL::bigint, NULL, NULL, NULL, NULL, NULL, NULL, NULL::integer, NULL, term, df FROM {{s}}.index_vocab
+ WHERE term = ANY(ARRAY(SELECT DISTINCT unnest(string_to_array(body, ' ')) FROM {{s}}.index_items
+                         WHERE rowid = ANY(%s)))
+"""
+
+
+def in_context(row: tuple) -> bool:
+    """Part of a session's context document (SQL: ctx = 1 AND session <> '')."""
+    return row[7] == 1 and row[6] != ""
+
+
+class SearchLookups:
+    """What one search has fetched: rows of items (None: no such rowid), bodies, document
+    frequencies (None: a term the index does not hold)."""
+
+    __slots__ = ("rows", "bodies", "dfs", "run")
+
+    def __init__(self, run: Callable[[str, Sequence], list[tuple]]):
+        self.run = run  # the store's statement runner (errors become memctl's one line)
+        self.rows: dict[int, tuple | None] = {}
+        self.bodies: dict[int, str | None] = {}
+        self.dfs: dict[str, int | None] = {}
+
+    # -- document frequencies
+
+    def document_frequencies(self, terms: list[str], also: Sequence[str] = ()) -> dict[str, int]:
+        """As PostgresIndexStore.document_frequencies answers (terms by bytes); the terms in
+        `also` are fetched with the first missing ones, for a later question."""
+        missing = [t for t in terms if t not in self.dfs]
+        if missing:
+            self._fetch_frequencies([*missing, *(t for t in also if t not in self.dfs and t not in missing)])
+        return {t: self.dfs[t] for t in sorted(terms) if self.dfs[t] is not None}
+
+    def _fetch_frequencies(self, terms: list[str]) -> None:
+        found = dict(self.run("SELECT term, df FROM {s}.index_vocab WHERE term = ANY(%s)", (terms,)))
+        for term in terms:
+            self.dfs[term] = found.get(term)
+
+    # -- rows of items
+
+    def item_rows(self, rowids: Sequence[int], context_only: bool) -> list[tuple]:
+        """As PostgresIndexStore.item_rows answers (rowid order); rows not fetched yet come
+        with the rows right before and after them (what the neighbours stage asks for)."""
+        wanted = sorted(set(rowids))
+        missing = [r for r in wanted if r not in self.rows]
+        if missing:
+            around = {r + step for r in missing for step in (-1, 0, 1)}
+            self._fetch_rows(sorted(r for r in around if r not in self.rows))
+        rows = [row for row in (self.rows[r] for r in wanted) if row is not None]
+        return [row for row in rows if in_context(row)] if context_only else rows
+
+    def remember_rows(self, rows) -> None:
+        """Rows of items fetched by another statement (the ranked candidates)."""
+        for row in rows:
+            self.rows[row[0]] = tuple(row)
+
+    def _fetch_rows(self, rowids: list[int]) -> None:
+        for row in self.run(f"SELECT {ITEM_COLUMNS} FROM {{s}}.index_items WHERE rowid = ANY(%s)", (rowids,)):
+            self.rows[row[0]] = row
+        for rowid in rowids:
+            self.rows.setdefault(rowid, None)
+
+    def item_bodies(self, rowids: Sequence[int]) -> dict[int, str]:
+        wanted = sorted(set(rowids))
+        missing = [r for r in wanted if r not in self.bodies]
+        if missing:
+            found = dict(self.run("SELECT rowid, body FROM {s}.index_items WHERE rowid = ANY(%s)", (missing,)))
+            for rowid in missing:
+                self.bodies[rowid] = found.get(rowid)
+        return {r: self.bodies[r] for r in wanted if self.bodies[r] is not None}
+
+    # -- session neighbourhoods (the feedback stage)
+
+    def context_item_ids_near_each(self, centres: Sequence[tuple[str, int]], span: int) -> list[list[int]]:
+        """For each (session, rowid): the rowids within `span` of it in that session's context
+        document, in order. One statement fetches every row of the spans with its body, and the
+        document frequencies of the centres' terms."""
+        spans = [range(rowid - span, rowid + span + 1) for _, rowid in centres]
+        needed = {r for rows in spans for r in rows if r not in self.bodies or r not in self.rows}
+        if needed:  # and the rows next to the ones known: the neighbours stage asks for them next
+            known = [r for r, row in self.rows.items() if row is not None]
+            needed.update(r + step for r in known for step in (-1, 1) if r + step not in self.rows)
+            self._fetch_near(sorted(needed), sorted({rowid for _, rowid in centres}))
+        found = []
+        for (session, _), rows in zip(centres, spans):
+            found.append([r for r in rows if (row := self.rows[r]) is not None and row[6] == session
+                          and row[7] == 1])
+        return found
+
+    def _fetch_near(self, rowids: list[int], centres: list[int]) -> None:
+        frequencies = {}
+        for *row, body, term, df in self.run(NEAR_WITH_FREQUENCIES, (rowids, centres)):
+            if term is None:
+                self.rows[row[0]] = tuple(row)
+                self.bodies[row[0]] = body
+            else:
+                frequencies[term] = df
+        for rowid in rowids:
+            self.rows.setdefault(rowid, None)
+            self.bodies.setdefault(rowid, None)
+        terms = {t for r in centres if self.bodies[r] for t in self.bodies[r].split()}
+        for term in terms:
+            self.dfs.setdefault(term, frequencies.get(term))
