@@ -5,6 +5,7 @@ serial one with jieba (today's path), and `archive` / `import` leave the index c
 from __future__ import annotations
 
 import json
+import os
 import random
 import sqlite3
 from datetime import datetime
@@ -275,3 +276,24 @@ def test_index_rebuild_on_the_lean_path_reports_as_the_full_command_line(memctl_
     assert lean_json == full_json and lean_json["items"] == 1
     lean_line, full_line = outputs["lean", ()].stderr.split(b"exit=")[0], outputs["full", ()].stderr
     assert lean_line.split(b" in ")[0] == full_line.split(b" in ")[0] == b"indexed 1 item(s) from 34 B"
+
+
+def test_the_pool_reads_how_busy_the_cores_are_now_not_the_load_average_of_the_last_minute():
+    """/proc/stat sampled around a busy child: the core it keeps busy is counted; a build
+    decides this only once its pass is big enough to want a pool."""
+    import subprocess
+    import sys
+
+    if not os.path.exists("/proc/stat"):
+        pytest.skip("no /proc/stat here: the pool falls back to the load average")
+    cores = len(os.sched_getaffinity(0))
+    idle_now = prepare.busy_cores_now(cores)
+    assert idle_now is not None and 0.0 <= idle_now <= cores + 1e-9
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        busy = prepare.busy_cores_now(cores, window=0.5)
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert busy is not None and busy >= 0.5  # at least half a core: the spinner runs whatever else does
+    assert prepare.Preparer(Tokenizer.for_root(None), IndexOptions()).workers is None  # not decided yet

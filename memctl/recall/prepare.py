@@ -10,6 +10,7 @@ rowids and terms as one built serially (tests/test_index_build.py).
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter, deque
 
 from memctl.recall.text import Tokenizer
@@ -100,7 +101,7 @@ class Preparer:
     def __init__(self, tokenizer: Tokenizer, options: IndexOptions, workers: int | None = None):
         self.tokenizer = tokenizer
         self.options = options
-        self.workers = usable_cores() if workers is None else workers
+        self.workers = workers  # None: decided when the pass is big enough to want a pool
         self.chars_seen = 0
         self.expected_bytes = 0  # what the pass will read, when it knows (a rebuild does)
         self._pool = None
@@ -141,8 +142,11 @@ class Preparer:
     def _pool_if_worth_it(self):
         if self._pool is not None:
             return self._pool
-        if self.workers < 2 or not self.tokenizer.portable() or \
-                max(self.chars_seen, self.expected_bytes) < PARALLEL_AFTER_CHARS:
+        if not self.tokenizer.portable() or max(self.chars_seen, self.expected_bytes) < PARALLEL_AFTER_CHARS:
+            return None
+        if self.workers is None:
+            self.workers = usable_cores()
+        if self.workers < 2:
             return None
         import multiprocessing
 
@@ -167,8 +171,33 @@ def usable_cores() -> int:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    try:
-        others = os.getloadavg()[0]
-    except OSError:
-        others = 0.0
+    others = busy_cores_now(cores)
+    if others is None:
+        try:
+            others = os.getloadavg()[0]
+        except OSError:
+            others = 0.0
     return max(1, min(cores, round(cores - others + 1)))
+
+
+def busy_cores_now(cores: int, window: float = 0.1) -> float | None:
+    """How many of `cores` other processes keep busy right now, from /proc/stat over `window`
+    seconds (this process sleeps meanwhile); None where there is no /proc/stat. Not the load
+    average: it still counts for a minute a process that has just ended, which kept a build
+    serial on an idle machine right after another command (bench/RESULTS.md)."""
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat", "rb") as handle:
+            fields = [int(x) for x in handle.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields[:8]), idle  # user..steal: guest time is already inside user
+
+    try:
+        total_before, idle_before = sample()
+        time.sleep(window)
+        total_after, idle_after = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    elapsed = total_after - total_before
+    if elapsed <= 0:
+        return None
+    return cores * (elapsed - (idle_after - idle_before)) / elapsed
