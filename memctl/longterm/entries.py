@@ -318,13 +318,16 @@ def parse_rows(data: bytes, wanted: bytes | None = None, lean: bool = False) -> 
     return rows
 
 
+def _lines(data: bytes) -> Iterator[bytes]:
+    """The lines that are not blank, each ending in a newline."""
+    for raw in data.splitlines(keepends=True):
+        if raw.strip():
+            yield raw if raw.endswith(b"\n") else raw + b"\n"
+
+
 def _lean_lines(data: bytes) -> list[Row]:
     rows: list[Row] = []
-    for raw in data.splitlines(keepends=True):
-        if not raw.strip():
-            continue
-        if not raw.endswith(b"\n"):
-            raw += b"\n"
+    for raw in _lines(data):
         try:
             rows.append(LeanRow(raw, Entry.from_dict(json.loads(raw)).id))
         except BAD_LINE:
@@ -338,11 +341,7 @@ def _parse_lines(data: bytes, wanted: bytes | None) -> list[Row]:
         if fast is not None:
             return fast
     rows = []
-    for raw in data.splitlines(keepends=True):
-        if not raw.strip():
-            continue
-        if not raw.endswith(b"\n"):
-            raw += b"\n"
+    for raw in _lines(data):
         if wanted is not None and wanted not in raw:
             rows.append(Row(raw, None))
             continue
@@ -352,7 +351,6 @@ def _parse_lines(data: bytes, wanted: bytes | None) -> list[Row]:
             entry = None
         rows.append(Row(raw, entry))
     return rows
-
 
 
 _SCAN = make_scanner(json.JSONDecoder())  # json.loads's own C scanner, without its per-call work
@@ -366,11 +364,7 @@ def _parse_all(data: bytes) -> list[Row] | None:
     a line that leaves an array open (`{"k": [{"a": 1}`) would take the next line in, another
     holding two objects would split, and every row after them would get another line's entry."""
     rows = []
-    for raw in data.splitlines(keepends=True):
-        if not raw.strip():
-            continue
-        if not raw.endswith(b"\n"):
-            raw += b"\n"
+    for raw in _lines(data):
         try:
             text = raw.decode("utf-8")
             value, end = _SCAN(text, len(text) - len(text.lstrip(_JSON_SPACE)))
