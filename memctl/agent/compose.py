@@ -131,27 +131,23 @@ def _record_references(settings: Settings, pieces: list[Piece]) -> None:
     """An L5 entry put into an agent's context is referenced, as a search hit is (refs.log, or
     the server memory's `refs` table)."""
     from memctl.core import clock
-    from memctl.core.errors import MemctlError
+    from memctl.longterm.refs import record_used
 
     ids = [p.ref.split(":", 1)[1] for p in pieces if p.section == "l5" and p.ref.startswith("L5:")]
-    if not ids:
-        return
-    if settings.get("store", "backend") == "postgres":
+    on_server = _server_recorder(settings) if settings.get("store", "backend") == "postgres" else None
+    record_used(settings.layout, ids, clock.iso(), on_server)
+
+
+def _server_recorder(settings: Settings):
+    """Records references in the server memory's `refs` (its connection opened on first use)."""
+    def record(ids: list[str], when: str) -> None:
         from memctl.longterm import pg_shared
         from memctl.longterm.store import open_store
 
-        try:
-            server = open_store(settings.layout, settings).server
-            pg_shared.record_refs(server, server.schema, ids, clock.iso())
-        except MemctlError:
-            pass  # a reference count is a hint; a server that refused it must not fail the compose
-    elif settings.layout.state_writable():
-        from memctl.longterm.refs import record_refs
+        server = open_store(settings.layout, settings).server
+        pg_shared.record_refs(server, server.schema, ids, when)
 
-        try:
-            record_refs(settings.layout.refs_log, ids, clock.iso())
-        except OSError:
-            pass  # a reference count is a hint; a read-only memory must still compose
+    return record
 
 
 def gather(settings: Settings, query: str, scrub: Callable[[str], str],

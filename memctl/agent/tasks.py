@@ -104,6 +104,7 @@ class _TaskFiles:
 
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
+        self.where = layout.working_dir
 
     def location(self, task_id: str) -> Path:
         return task_path(self.layout, task_id)
@@ -139,6 +140,7 @@ class _TaskRows:
 
     def __init__(self, server) -> None:
         self.server = server
+        self.where = server.schema
 
     def location(self, task_id: str) -> str:
         return f"task {task_id} of {self.server.schema} at {self.server.where}"
@@ -207,12 +209,13 @@ def _parse(data: bytes, where, task_id: str) -> Task:
 
 
 def show(layout: Layout, task_id: str) -> Task:
-    check_id(task_id)
-    records = _records(layout)
+    return _show(_records(layout), check_id(task_id))
+
+
+def _show(records, task_id: str) -> Task:
     data = records.read(task_id)
     if data is None:
-        where = layout.working_dir if isinstance(records, _TaskFiles) else records.server.schema
-        raise NotFound(f"no task {task_id!r} in {where} (see `memctl task list`)")
+        raise NotFound(f"no task {task_id!r} in {records.where} (see `memctl task list`)")
     return _parse(data, records.location(task_id), task_id)
 
 
@@ -296,11 +299,11 @@ def done(layout: Layout, task_id: str, now: str, topic: str | None = None) -> En
     The entry goes in first; if the process dies before the unlink, a rerun finds the same
     entry id in L5 and only removes the file, so the case is never lost nor doubled.
     """
-    task = show(layout, task_id)
+    records = _records(layout)
+    task = _show(records, check_id(task_id))
     entry = case_entry(task, now, topic)
     settle(layout)  # torn lines and cut-off operations first: the check below must see L5 whole
     store = open_store(layout)
-    records = _records(layout)
     with store.server.transaction() if store.on_server else contextlib.nullcontext():  # on a server: both or neither
         if not store.active.holds(entry.id):
             store.active.append([entry])

@@ -74,10 +74,12 @@ def load_refs(layout: Layout) -> Refs:
         everything, end = read_refs(layout.refs_log, 0)
         fresh, end = read_refs(layout.refs_log, offset)
     else:
-        with server.transaction():  # the share lock holds to the end: `fresh` is the tail of `everything`
+        with server.transaction():  # the cursor and the rows of one moment
             offset = pg_shared.refs_cursor(server, server.schema)
-            everything, end = pg_shared.read_refs(server, server.schema, 0)
-            fresh, end = pg_shared.read_refs(server, server.schema, offset)
+            rows = pg_shared.read_refs(server, server.schema)
+        everything = [(at, entry_id) for _, at, entry_id in rows]
+        fresh = [(at, entry_id) for seq, at, entry_id in rows if seq > offset]
+        end = rows[-1][0] if rows else offset
     refs = Refs(offset_before=offset, offset_after=end)
     for when, entry_id in everything:
         refs.recent.setdefault(entry_id, []).append(when)

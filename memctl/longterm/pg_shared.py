@@ -34,13 +34,12 @@ def record_refs(conn, schema: str, ids: list[str], when: str) -> None:
         conn.execute(f"INSERT INTO {schema}.refs (at, id) SELECT %s, unnest(%s::text[])", (when, list(ids)))
 
 
-def read_refs(conn, schema: str, after: int = 0) -> tuple[list[tuple[str, str]], int]:
-    """(time, id) pairs of the rows after seq `after`, and the last seq read. Inside the
-    caller's transaction, the table is share-locked first: a seq is allocated before its row
-    commits, so without the lock a row committed late below the last seq read would be skipped."""
+def read_refs(conn, schema: str) -> list[tuple[int, str, str]]:
+    """Every (seq, time, id) row in seq order. Inside the caller's transaction, the table is
+    share-locked first: a seq is allocated before its row commits, so without the lock a row
+    committed late below the last seq read would be skipped."""
     conn.execute(f"LOCK TABLE {schema}.refs IN {REFS_LOCK} MODE")
-    rows = conn.execute(f"SELECT seq, at, id FROM {schema}.refs WHERE seq > %s ORDER BY seq", (after,)).fetchall()
-    return [(at, entry_id) for _, at, entry_id in rows], (rows[-1][0] if rows else after)
+    return conn.execute(f"SELECT seq, at, id FROM {schema}.refs ORDER BY seq").fetchall()
 
 
 def refs_cursor(conn, schema: str) -> int:

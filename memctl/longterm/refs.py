@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from memctl.core.errors import MemctlError
 from memctl.core.jsonl import append_unlocked
 
 TYPE_CHECKING = False  # typing costs ~7 ms to import, paid by every search
@@ -27,6 +28,24 @@ def record_refs(refs_log: Path, ids: Iterable[str], when: str) -> None:
         return
     Path(refs_log).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     append_unlocked(Path(refs_log), payload.encode("utf-8"))
+
+
+def record_used(layout, ids: list[str], when: str, on_server=None) -> None:
+    """The references of a search or compose: `on_server(ids, when)` records them on a server
+    memory, else they go to the root's refs.log. Never an error: a reference count is a hint,
+    and a read-only memory or a server that refused it must still answer."""
+    if not ids:
+        return
+    if on_server is not None:
+        try:
+            on_server(ids, when)
+        except MemctlError:
+            pass
+    elif layout.state_writable():
+        try:
+            record_refs(layout.refs_log, ids, when)
+        except OSError:
+            pass
 
 
 def read_refs(refs_log: Path, offset: int = 0) -> tuple[list[tuple[str, str]], int]:

@@ -34,8 +34,8 @@ from collections import namedtuple
 
 from memctl.core import clock
 from memctl.core.config import Layout
-from memctl.core.errors import MemctlError, UsageError
-from memctl.longterm.refs import record_refs
+from memctl.core.errors import UsageError
+from memctl.longterm.refs import record_used
 from memctl.recall import tuning
 from memctl.recall.candidates import candidates
 from memctl.recall.context import blend, session_scores, with_neighbours, with_session_feedback
@@ -273,19 +273,8 @@ def record_references(layout: Layout, hits: Iterable[Hit], store=None) -> None:
     """One line per L5 hit in .memctl/refs.log: `ISO-time<TAB>entry-id` (lock-free append); on a
     server memory a row per hit in its `refs` table, through the open index `store`."""
     ids = [h.item_id for h in hits if h.layer == "L5" and h.item_id]
-    if not ids:
-        return
-    if getattr(store, "on_server", False):
-        try:
-            store.record_refs(ids, clock.iso())
-        except MemctlError:
-            pass  # a reference count is a hint; a server that refused it must not fail the search
-        return
-    if layout.state_writable():
-        try:
-            record_refs(layout.refs_log, ids, clock.iso())
-        except OSError:
-            pass  # a reference count is a hint; a read-only memory must still be searchable
+    on_server = store.record_refs if getattr(store, "on_server", False) else None
+    record_used(layout, ids, clock.iso(), on_server)
 
 
 def search_once(layout: Layout, request: SearchRequest, options: IndexOptions | None = None,
