@@ -44,7 +44,7 @@ def test_status_reports_layers_pending_runs_and_index(run, tmp_path):
     after = status(run, folder.root)
     layers = after["layers"]
     assert layers["L2"] == {"files": 1, "entries": 2, "bytes": (folder.root / "global_mem.txt").stat().st_size,
-                            "unit": "sections"}
+                            "unit": "sections", "bad_lines": 0}
     assert layers["L3"]["files"] == 1 and layers["L3"]["entries"] == 1
     assert layers["L4"]["entries"] == 2 and layers["L4"]["files"] == 3  # zip, manifest, history
     assert layers["L5"]["entries"] == 1 and layers["L1"]["files"] == 0
@@ -57,3 +57,19 @@ def test_status_reports_layers_pending_runs_and_index(run, tmp_path):
     assert status(run, folder.root)["index"]["fresh"] is False
     plain = run("status", root=folder.root).stdout.decode()
     assert "L5\t1 files\t1 entries" in plain and "index\tstale" in plain and "last archive\t2026-04-08T12:00:00" in plain
+
+
+def test_status_does_not_count_a_line_that_is_not_an_entry(run, tmp_path):
+    root = tmp_path / "memory"
+    assert run("init", root=root).returncode == 0
+    for text in ("the proxy listens on port 7890", "backups run at night on the nas"):
+        assert run("remember", "--type", "lesson", text, root=root).returncode == 0
+    with open(root / "long_term.jsonl", "ab") as handle:
+        handle.write(b'{"id": "half a line\n[1, 2]\n')
+    layers = status(run, root)["layers"]
+    assert (layers["L5"]["entries"], layers["L5"]["bad_lines"]) == (2, 2)
+    assert (layers["L6"]["entries"], layers["L6"]["bad_lines"]) == (0, 0)
+    plain = run("status", root=root).stdout.decode()
+    assert "L5\t1 files\t2 entries" in plain and "2 lines not entries (`memctl verify` lists them)" in plain
+    assert run("remember", "--type", "lesson", "the vpn needs mfa", root=root).returncode == 0
+    assert status(run, root)["layers"]["L5"]["entries"] == 3  # once the lookups know the file, still counted

@@ -160,3 +160,37 @@ def test_a_planted_symlink_is_refused(run, template, tmp_path, label, planted, c
     assert "symlink" in stderr and planted.split("/")[-1] in stderr, stderr
     if out.returncode == 2:
         assert len(stderr.strip().splitlines()) == 1, stderr
+
+
+READ_CASES = [
+    ("L5 on show", "long_term.jsonl", ["show", "{first}"]),
+    ("L5 on status", "long_term.jsonl", ["status"]),
+    ("L6 on status", "archive.jsonl", ["status", "--json"]),
+    ("dream log on status", "dream_log.jsonl", ["status"]),
+    ("L5 on a dry-run dream", "long_term.jsonl", ["dream", "--dry-run"]),
+    ("L6 on verify", "archive.jsonl", ["verify"]),
+]
+
+
+@pytest.mark.parametrize("label,planted,command", READ_CASES, ids=[c[0] for c in READ_CASES])
+def test_a_planted_symlink_is_not_read_through(run, template, tmp_path, label, planted, command):
+    """A read follows no link either: the file it points at could be anyone's (here one that
+    looks like an L5 entry, whose text must not reach the output)."""
+    base_template, first = template
+    base = tmp_path / "ga"
+    shutil.copytree(base_template, base, symlinks=True)
+    root = base / "memory"
+    outside = tmp_path / "outside.jsonl"
+    outside.write_bytes(b'{"id": "%s", "text": "text from outside the root", "type": "lesson"}\n' % first.encode())
+    (root / planted).unlink(missing_ok=True)
+    os.symlink(outside, root / planted)
+
+    out = run(*[arg.format(first=first) for arg in command], root=root)
+
+    stderr, stdout = out.stderr.decode("utf-8", "replace"), out.stdout.decode("utf-8", "replace")
+    assert "outside the root" not in stdout + stderr
+    assert "symlink" in stderr + stdout and planted in stderr + stdout, (stdout, stderr)
+    assert "Traceback" not in stderr
+    assert out.returncode == (3 if command[0] == "verify" else 2), (out.returncode, stderr)
+    if out.returncode == 2:
+        assert len(stderr.strip().splitlines()) == 1, stderr

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from memctl.core.config import Layout, Settings, load_settings, store_backend
 from memctl.core.errors import UsageError
-from memctl.core.fsutil import StagedFile, atomic_write_bytes
+from memctl.core.fsutil import StagedFile, atomic_write_bytes, refuse_symlink
 from memctl.core.jsonl import append_lines, quarantine_torn_tail, split_torn, torn_dir
 from memctl.longterm import store_scan
 from memctl.longterm.lookups import Lookups, entry_of, read_line
@@ -350,6 +350,9 @@ class JsonlEntryStore(EntryForms):
     """L5 (`active`), L6 (`archive`) and the dream log as JSON Lines files under the root."""
 
     def __init__(self, layout: Layout) -> None:
+        # a planted link could point anywhere: no command reads (show, status, dream) or writes
+        # through one; `verify` reports it
+        refuse_symlink(layout.long_term, layout.cold_archive, layout.dream_log)
         self._quarantine = torn_dir(layout.state_dir)
         self._lookups = Lookups(layout.state_dir, layout.lock, {"l5": layout.long_term, "l6": layout.cold_archive})
         self.active = EntryFile(layout.long_term, self._quarantine, True, self._lookups, "l5")

@@ -54,7 +54,7 @@ class Finding:
     not yet adopted), which needs a person but loses nothing."""
 
     path: str
-    kind: str  # zip, member, orphan, unadopted, manifest, history, insight-<kind>, permissions, secret, l5, l6, dream-log
+    kind: str  # zip, member, orphan, unadopted, manifest, history, insight-<kind>, permissions, secret, l5, l6, dream-log, symlink
     message: str
     severity: str = ERROR
 
@@ -103,6 +103,12 @@ def verify(layout: Layout, max_lines: int = 30, max_bytes: int = 1024,
     _check_secrets(layout, extra_patterns, report)
     from memctl.longterm.store import open_store
 
+    links = [path for path in (layout.long_term, layout.cold_archive, layout.dream_log) if path.is_symlink()]
+    for path in links:
+        report.findings.append(Finding(str(path), "symlink", "memctl does not follow links in the memory; every "
+                                                              "command refuses this one (remove the link and rerun)"))
+    if links:
+        return report
     store = open_store(layout)
     if store.on_server:
         _check_server_rows(store, report)

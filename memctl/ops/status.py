@@ -1,7 +1,8 @@
 """`status`: what the memory holds and how current its maintenance is (design.md §9).
 
 Cheap by design (an agent or a prompt line may call it often): it stats files and counts
-lines, but decodes nothing. Per layer: files, entries and bytes; pending raw logs; the last
+lines, and decodes L5 and L6 only when the write lookups cannot vouch that every line of
+them is an entry. Per layer: files, entries and bytes; pending raw logs; the last
 archive run (the newest `archived_at` in the manifest) and the last dream run (the last line
 of `dream_log.jsonl`); whether the search index is older than the newest layer file.
 """
@@ -26,6 +27,7 @@ class LayerStatus:
     entries: int = 0
     bytes: int = 0
     unit: str = ""
+    bad_lines: int = 0  # L5/L6: lines that are not entries (skipped by every reader; `verify` lists them)
 
 
 @dataclass
@@ -55,8 +57,11 @@ def collect(settings: Settings) -> Status:
     layout = settings.layout
     backend, where = describe(settings)
     if backend == "files":
-        entry_layers, last_dream = [_jsonl("L5", layout.long_term), _jsonl("L6", layout.cold_archive)], \
-            _last_dream(layout.dream_log)
+        from memctl.longterm.store import open_store
+
+        store = open_store(layout)  # refuses a symlinked L5, L6 or dream log with one line
+        entry_layers, last_dream = [_jsonl("L5", layout.long_term, store.active),
+                                    _jsonl("L6", layout.cold_archive, store.archive)], _last_dream(layout.dream_log)
     else:
         entry_layers, last_dream = _server_layers(settings)
     layers = [_l1(layout), _l2(layout), _l3(layout), _l4(layout)] + entry_layers
@@ -142,14 +147,16 @@ def _sessions_by_origin(layout) -> dict:
     return counts
 
 
-def _jsonl(layer: str, path: Path) -> LayerStatus:
+def _jsonl(layer: str, path: Path, part) -> LayerStatus:
+    """Non-blank lines less those that are not entries."""
     if not path.is_file():
         return LayerStatus(layer, unit=ENTRY_UNITS[layer])
-    entries = 0
+    lines = 0
     with open(path, "rb") as handle:
         for raw in handle:
-            entries += bool(raw.strip())
-    return LayerStatus(layer, 1, entries, _size(path), ENTRY_UNITS[layer])
+            lines += bool(raw.strip())
+    bad = len(part.bad_lines(quick=True))
+    return LayerStatus(layer, 1, lines - bad, _size(path), ENTRY_UNITS[layer], bad)
 
 
 def _pending_raw(raw_dir: Path) -> tuple[int, int]:

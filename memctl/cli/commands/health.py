@@ -89,7 +89,9 @@ def status(
     render.line(f"root\t{result.root}")
     render.line(f"store\t{result.backend}\t{result.where}")
     for layer in result.layers:
-        render.line(f"{layer.layer}\t{layer.files} files\t{layer.entries} {layer.unit}\t{layer.bytes} bytes")
+        bad = f"\t{layer.bad_lines} {'line not an entry' if layer.bad_lines == 1 else 'lines not entries'} " \
+              "(`memctl verify` lists them)" if layer.bad_lines else ""
+        render.line(f"{layer.layer}\t{layer.files} files\t{layer.entries} {layer.unit}\t{layer.bytes} bytes{bad}")
     origin = result.l4_sessions
     if origin:
         render.line(f"L4 archived by\tmemctl {origin.get('memctl', 0)} sessions\t"
