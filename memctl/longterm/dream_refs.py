@@ -71,8 +71,7 @@ def load_refs(layout: Layout) -> Refs:
     server = pg_shared.server_of(layout)
     if server is None:
         offset = read_offset(layout)
-        everything, end = read_refs(layout.refs_log, 0)
-        fresh, end = read_refs(layout.refs_log, offset)
+        everything, fresh, end = read_refs(layout.refs_log, offset)
     else:
         with server.transaction():  # the cursor and the rows of one moment
             offset = pg_shared.refs_cursor(server, server.schema)

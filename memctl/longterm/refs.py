@@ -48,21 +48,29 @@ def record_used(layout, ids: list[str], when: str, on_server=None) -> None:
             pass
 
 
-def read_refs(refs_log: Path, offset: int = 0) -> tuple[list[tuple[str, str]], int]:
-    """(time, id) pairs from byte `offset` on, and the offset after the last complete line.
-    A log shorter than `offset` was replaced, so it is read from the start."""
+def read_refs(refs_log: Path, offset: int = 0) -> tuple[list[tuple[str, str]], list[tuple[str, str]], int]:
+    """From one read of the log: every (time, id) pair, the pairs from byte `offset` on, and the
+    offset after the last complete line. A log shorter than `offset` was replaced, so all of it
+    is new."""
     try:
         data = Path(refs_log).read_bytes()
     except FileNotFoundError:
-        return [], 0
+        return [], [], 0
     if offset > len(data):
         offset = 0
     end = data.rfind(b"\n") + 1
-    if end <= offset:
-        return [], offset
+    if offset >= end:
+        return _pairs(data[:end]), [], offset
+    fresh = _pairs(data[offset:end])
+    if offset and data[offset - 1:offset] != b"\n":  # a cursor inside a line: a replaced log
+        return _pairs(data[:end]), fresh, end
+    return _pairs(data[:offset]) + fresh, fresh, end
+
+
+def _pairs(data: bytes) -> list[tuple[str, str]]:
     pairs = []
-    for raw in data[offset:end].decode("utf-8", "replace").splitlines():
+    for raw in data.decode("utf-8", "replace").splitlines():
         parts = raw.split(REFS_FIELD_SEP)
         if len(parts) >= 2 and parts[0] and parts[1]:
             pairs.append((parts[0].strip(), parts[1].strip()))
-    return pairs, end
+    return pairs
