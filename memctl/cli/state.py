@@ -49,3 +49,13 @@ def state(ctx: typer.Context) -> AppState:
         obj = AppState()
         ctx.find_root().obj = obj
     return obj
+
+
+def apply_team_purges(settings: Settings) -> None:
+    """On a team memory: purges made on other machines applied to this machine's files first,
+    before a command shows what they hold (memctl.longterm.purge_orders)."""
+    from memctl.cli import render
+    from memctl.longterm.purge_orders import settle_here
+
+    for line in settle_here(settings):
+        render.warning(line)

@@ -60,6 +60,14 @@ def schema_for(memory: str) -> str:
     return SCHEMA_PREFIX + memory
 
 
+def machine_key(root) -> str:
+    """`host:/absolute/root/`: one machine's root of a team memory, apart from every other
+    machine's (its index sources are keyed so; purge orders are applied per key)."""
+    import socket
+
+    return f"{socket.gethostname()}:{os.path.realpath(root)}/"
+
+
 def connect(dsn: str, autocommit: bool = False):
     """A psycopg connection, or one line naming the server (never the password)."""
     psycopg = _psycopg()

@@ -5,7 +5,8 @@ then L5 is replaced, so a crash leaves a duplicate, never a loss. `restore` puts
 copy back in L5 (L6 stays append-only). A purge erases the text: the entries leave L5 and
 every L6 line about them is dropped, the audit log keeps only id, hash and reason, the
 derived search index and the write lookups are deleted (rebuilt from the purged layers), and the strings are
-scrubbed from L4 by `memctl.l4.purge`. Planning is pure; applying takes the writer lock.
+scrubbed from L4 by `memctl.l4.purge`; on a team memory an order takes the purge to every
+other machine's files (`memctl.longterm.purge_orders`). Planning is pure; applying takes the writer lock.
 """
 
 from __future__ import annotations
@@ -183,7 +184,16 @@ def purge(settings: Settings, ids: list[str], strings: list[str], reason: str, n
         record = purge_steps.journal_record(run, iso(now), reason, hashes, needles)
         path = journal.begin(layout, "purge", run, record)
         outcome = purge_steps.run(layout, {**record, "kind": "purge"}, path, resumed=False)
+        if store.on_server:  # the other machines' own files: an order, in the rows' transaction
+            _order_purge_everywhere(store, layout, record)
     return PurgeResult(run, sorted(hashes), hashes, outcome.files, outcome.l4, outcome.pending, settled)
+
+
+def _order_purge_everywhere(store, layout, record: dict) -> None:
+    from memctl.core.pg import machine_key
+    from memctl.longterm import purge_orders
+
+    purge_orders.record(store.server, store.server.schema, record, machine_key(layout.root))
 
 
 def _plan_purge(store, ids: list[str], strings: list[str]) -> tuple[dict[str, str], list[bytes]] | None:

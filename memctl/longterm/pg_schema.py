@@ -26,6 +26,11 @@ tables to index L5 and L6):
   written before version 3, a line that is not an entry, an id, type or key the lookup
   columns cannot hold exactly): the row is read and parsed. A memctl whose match_key differs
   must add a step that sets both NULL again.
+- `hosts`, `purge_orders`, `purge_applied` (version 4, `memctl.longterm.purge_orders`): the
+  machines known to the memory (`host:/root/`, as their index sources are keyed), one order
+  per purge (its run, time, reason, the ids' content hashes and the scrubbed strings, base64
+  as the local purge journal holds them, until every known machine has applied it: then
+  NULL), and which machine applied which order.
 """
 
 from __future__ import annotations
@@ -81,5 +86,26 @@ STEPS = [
     """
     ALTER TABLE {schema}.entries ADD COLUMN near_key text, ADD COLUMN key_length integer;
     CREATE INDEX entries_part_type_key_length ON {schema}.entries (part, type, key_length);
+    """,
+    """
+    CREATE TABLE {schema}.hosts (
+        key text PRIMARY KEY,
+        since timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE TABLE {schema}.purge_orders (
+        seq bigserial PRIMARY KEY,
+        run text UNIQUE NOT NULL,
+        at text NOT NULL,
+        origin text NOT NULL,
+        reason text NOT NULL,
+        hashes jsonb NOT NULL,
+        needles text[]
+    );
+    CREATE TABLE {schema}.purge_applied (
+        run text NOT NULL REFERENCES {schema}.purge_orders (run) ON DELETE CASCADE,
+        host text NOT NULL,
+        at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (run, host)
+    );
     """,
 ]

@@ -8,6 +8,9 @@ by any later writer (`memctl.longterm.recovery`): L5 and L6 lose the lines (a to
 id and hash is written once and never rewritten), the dream log is scrubbed, L4 is scrubbed
 by `memctl.l4.purge`, the index is dropped, every other file is scrubbed. A zip that cannot
 be read is reported and leaves the journal pending; the rest is scrubbed all the same.
+On a team memory another machine's purge reaches this one as an order
+(`memctl.longterm.purge_orders`): its journal is marked `order` and runs only the steps of
+this machine's files (L4, the index, every other file).
 """
 
 from __future__ import annotations
@@ -62,11 +65,12 @@ def run(layout: Layout, record: dict, path: Path, resumed: bool = True) -> Purge
     needles = [base64.b64decode(n) for n in record.get("needles", [])]
     targets = set(record.get("ids", []))
     hashes = dict(record.get("hashes", {}))
-    store = open_store(layout)
     outcome = PurgeOutcome()
     faults.checkpoint("purge-journal")
-    _purge_entries(store, targets, hashes, needles, record, outcome)
-    _purge_log(store, targets, hashes, needles, record, outcome)
+    if not record.get("order"):  # a purge order of a team memory: its rows went with the purge that made it
+        store = open_store(layout)
+        _purge_entries(store, targets, hashes, needles, record, outcome)
+        _purge_log(store, targets, hashes, needles, record, outcome)
     outcome.l4 = _purge_l4(layout, needles, outcome.pending, resumed)
     faults.checkpoint("purge-l4")
     outcome.files += _drop_index(layout)

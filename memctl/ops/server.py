@@ -35,6 +35,7 @@ def components() -> list[tuple[str, list[str]]]:
 
 def initialise(settings: Settings) -> dict:
     """Create or migrate the memory's schema: {"schema", "where", "versions": {component: n}}."""
+    from memctl.longterm import purge_orders
     from memctl.longterm.pg_store import translated
 
     dsn = pg.dsn_from_env()
@@ -43,6 +44,7 @@ def initialise(settings: Settings) -> dict:
     try:
         with translated(pg.where(dsn)):
             versions = {component: pg.migrate(conn, schema, component, steps) for component, steps in components()}
+            purge_orders.register(conn, schema, pg.machine_key(settings.layout.root))  # a purge anywhere waits for it
     finally:
         conn.close()
     return {"schema": schema, "where": pg.where(dsn), "versions": versions}

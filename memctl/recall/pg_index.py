@@ -31,11 +31,13 @@ def ensure_fresh(index, wait: bool) -> RefreshReport:
     store = open_store(index, create=True)
     try:
         with translated(store.where):  # the server gone mid-refresh: one line naming it, exit 2
+            pending = _apply_purge_orders(index, store)
             usable = store.meta("config") == index.config_signature()
             store.wait_for_lock = wait or not usable
             if not usable:
-                return _rebuild(index, store)
-            return _timed(lambda: Refresh(store, index.layout, index.options, lambda: index.tokenizer).refresh())
+                return _noted(_rebuild(index, store), pending)
+            return _noted(_timed(lambda: Refresh(store, index.layout, index.options, lambda: index.tokenizer).refresh()),
+                          pending)
     except RefreshBusy:
         return RefreshReport()
     finally:
@@ -46,9 +48,26 @@ def rebuild(index) -> RefreshReport:
     store = open_store(index, create=True)
     try:
         with translated(store.where):
-            return _rebuild(index, store)
+            pending = _apply_purge_orders(index, store)
+            return _noted(_rebuild(index, store), pending)
     finally:
         store.close()
+
+
+def _apply_purge_orders(index, store: PostgresIndexStore) -> list[str]:
+    """Purges made on other machines, applied to this machine's files before any of them is
+    uploaded (memctl.longterm.purge_orders). No statement when none waits: the meta the
+    refresh reads first says so."""
+    from memctl.longterm import purge_orders
+
+    if not purge_orders.behind(store.meta, store.prefix):
+        return []
+    return purge_orders.apply_pending(index.layout, store.db, store.schema, store.prefix)[1]
+
+
+def _noted(report: RefreshReport, pending: list[str]) -> RefreshReport:
+    report.errors[:0] = pending  # a purge order this machine could not finish: said with the refresh's errors
+    return report
 
 
 def _rebuild(index, store: PostgresIndexStore) -> RefreshReport:

@@ -20,8 +20,6 @@ per memory (a transaction-level advisory lock); a search never waits for it.
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
 
 from memctl.core import pg
 from memctl.longterm.pg_shared import record_refs
@@ -52,7 +50,7 @@ def migrate_index(conn, schema: str) -> int:
 
 def machine_prefix(root: Path) -> str:
     """`host:/absolute/root/`: this machine's sources apart from every other machine's."""
-    return f"{socket.gethostname()}:{os.path.realpath(root)}/"
+    return pg.machine_key(root)
 
 
 class RefreshBusy(Exception):

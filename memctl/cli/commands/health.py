@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from memctl.cli import render
-from memctl.cli.state import state
+from memctl.cli.state import apply_team_purges, state
 from memctl.core.errors import EXIT_PARTIAL, NotFound
 
 
@@ -118,6 +118,7 @@ def recent(
 
     settings = state(ctx).settings
     _require_root(settings.layout.root)
+    apply_team_purges(settings)
     sessions = run_recent(settings.layout, max(0, n), scrub=redactor_for(settings))
     for number, session in enumerate(sessions):
         if json_out:
@@ -145,6 +146,7 @@ def compose(
     _require_root(settings.layout.root)
     if budget is None:
         budget = int(settings.get("compose", "budget"))
+    apply_team_purges(settings)
     result = run_compose(settings, " ".join(query), budget)
     if json_out:
         for item in result.items:

@@ -11,7 +11,7 @@ import typer
 from memctl.cli import render
 from memctl.cli.writes import after_archive, report_archive
 from memctl.l4.archive import options_from_settings, run_archive
-from memctl.cli.state import state
+from memctl.cli.state import apply_team_purges, state
 from memctl.core.errors import EXIT_ERROR, EXIT_PARTIAL, NotFound, UsageError
 from memctl.core.redact import find_secrets
 from memctl.l4.sessions import compress_file, find_session, write_compressed, write_raw
@@ -108,6 +108,7 @@ def show(
     settings = state(ctx).settings
     layout = settings.layout
     out = sys.stdout.buffer
+    apply_team_purges(settings)
     try:
         session = find_session(layout, ref)
     except NotFound:
