@@ -253,8 +253,8 @@ def test_init_migrates_refuses_a_newer_schema_and_other_commands_ask_for_init(ru
     (memory.root / "memctl.toml").write_text(store_config(pg_memory_name))
     asked = memory.run("remember", "x", "--type", "event")
     assert asked.returncode == 2 and b"memctl init" in asked.stderr and len(asked.stderr.splitlines()) == 1
-    assert b"longterm v3" in memory.run("init").stderr
-    assert b"longterm v3" in memory.run("init").stderr  # again: nothing to do, the same answer
+    assert b"longterm v4" in memory.run("init").stderr
+    assert b"longterm v4" in memory.run("init").stderr  # again: nothing to do, the same answer
     with psycopg.connect(pg_server, autocommit=True) as conn:
         conn.execute(f"UPDATE memctl_{pg_memory_name}.schema_version SET version = 99 WHERE component = 'longterm'")
     for args in (("init",), ("remember", "x", "--type", "event")):
@@ -462,7 +462,7 @@ def test_the_near_duplicate_check_reads_only_rows_of_reachable_length(server_mem
     ids, rows = candidate_rows(0.0)
     assert len(ids) == len(rows) == 7  # no bound: every row of the type
 
-    with psycopg.connect(pg_server, autocommit=True) as conn:  # as a memory written before longterm v3 has them
+    with psycopg.connect(pg_server, autocommit=True) as conn:  # as a memory written before longterm v4 has them
         conn.execute(f"UPDATE {schema}.entries SET key_length = NULL, near_key = NULL")
     ids, rows = candidate_rows(80.0)
     assert ids == [short] and len(rows) == 7 and all(raw is not None for *_, raw in rows)

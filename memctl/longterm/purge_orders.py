@@ -80,7 +80,7 @@ def apply_pending(layout, conn, schema: str, machine: str) -> tuple[list[str], l
                 _mark_applied(conn, schema, run, machine)
                 applied.append(f"purge {run} from another machine applied here ({len(outcome.files)} files, "
                              f"{len(outcome.l4)} L4 changes)")
-        _drop_spent_needles(conn, schema)
+    _drop_spent_needles(conn, schema)  # also when a run killed after its last mark left them
     if not pending and _has_index_meta(conn, schema):
         _set_meta(conn, schema, APPLIED_META + machine, str(last))
     return applied, pending

@@ -54,7 +54,7 @@ class Finding:
     not yet adopted), which needs a person but loses nothing."""
 
     path: str
-    kind: str  # zip, member, orphan, unadopted, manifest, history, insight-<kind>, permissions, secret, l5, l6, dream-log, symlink
+    kind: str  # zip, member, orphan, unadopted, manifest, history, insight-<kind>, permissions, secret, l5, l6, dream-log, symlink, purge-order
     message: str
     severity: str = ERROR
 
@@ -112,11 +112,25 @@ def verify(layout: Layout, max_lines: int = 30, max_bytes: int = 1024,
     store = open_store(layout)
     if store.on_server:
         _check_server_rows(store, report)
+        _check_purge_orders(store, report)
         return report
     _check_jsonl(layout.long_term, "l5", _entry_problem, report)
     _check_jsonl(layout.cold_archive, "l6", _entry_problem, report)
     _check_jsonl(layout.dream_log, "dream-log", _object_problem, report)
     return report
+
+
+def _check_purge_orders(store, report: VerifyReport) -> None:
+    """A team memory's purge orders that some machine has not applied: its files may still
+    hold the string (a warning: each machine applies them at its next search or refresh)."""
+    from memctl.longterm.purge_orders import waiting
+
+    for run, at, hosts in waiting(store.server, store.server.schema):
+        report.findings.append(Finding(
+            f"purge {run}", "purge-order",
+            f"made {at}, not applied yet on {' '.join(hosts)} (each machine applies it at its next search, "
+            "refresh, show, recent or compose; a machine that is gone: `memctl retire-machine HOST:/ROOT/`)",
+            WARNING))
 
 
 def _check_server_rows(store, report: VerifyReport) -> None:

@@ -44,6 +44,8 @@ class Status:
     l4_sessions: dict = field(default_factory=dict)  # archived by: memctl, genericagent (adopted, lossy)
     backend: str = "files"  # where L5, L6 and the dream log are: "files" or "postgres"
     where: str = ""  # the root, or the schema and the server (memctl.ops.server.describe)
+    machines: list[str] = field(default_factory=list)  # a team memory's machines (`host:/root/`)
+    purge_orders: list[dict] = field(default_factory=list)  # run, at, waiting_on: orders some machine has not applied
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -56,6 +58,7 @@ def collect(settings: Settings) -> Status:
 
     layout = settings.layout
     backend, where = describe(settings)
+    machines, orders = [], []
     if backend == "files":
         from memctl.longterm.store import open_store
 
@@ -64,6 +67,7 @@ def collect(settings: Settings) -> Status:
                                     _jsonl("L6", layout.cold_archive, store.archive)], _last_dream(layout.dream_log)
     else:
         entry_layers, last_dream = _server_layers(settings)
+        machines, orders = _team_purges(settings)
     layers = [_l1(layout), _l2(layout), _l3(layout), _l4(layout)] + entry_layers
     raw_dir = settings.raw_dir()
     pending, pending_bytes = _pending_raw(raw_dir)
@@ -80,6 +84,8 @@ def collect(settings: Settings) -> Status:
         l4_sessions=_sessions_by_origin(layout),
         backend=backend,
         where=where,
+        machines=machines,
+        purge_orders=orders,
     )
 
 
@@ -94,6 +100,17 @@ def _server_layers(settings: Settings) -> tuple[list[LayerStatus], dict]:
     records = [r for r in store.log_records() if isinstance(r, dict)]
     last = {k: records[-1][k] for k in ("run", "at", "op") if k in records[-1]} if records else {}
     return layers, last
+
+
+def _team_purges(settings: Settings) -> tuple[list[str], list[dict]]:
+    """The machines known to a team memory, and the purge orders some of them have not applied."""
+    from memctl.longterm import purge_orders
+    from memctl.longterm.store import open_store
+
+    server = open_store(settings.layout, settings).server
+    orders = [{"run": run, "at": at, "waiting_on": hosts}
+              for run, at, hosts in purge_orders.waiting(server, server.schema)]
+    return purge_orders.machines(server, server.schema), orders
 
 
 def _size(path: Path) -> int:

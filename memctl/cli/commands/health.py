@@ -88,6 +88,12 @@ def status(
         return
     render.line(f"root\t{result.root}")
     render.line(f"store\t{result.backend}\t{result.where}")
+    if result.backend != "files":
+        render.line(f"machines\t{len(result.machines)}\t{' '.join(result.machines)}".rstrip())
+        waiting = result.purge_orders
+        render.line(f"purge orders\t{len(waiting)} not applied everywhere" if waiting else "purge orders\tnone waiting")
+        for order in waiting:
+            render.line(f"purge order\t{order['run']}\t{order['at']}\twaiting on {' '.join(order['waiting_on'])}")
     for layer in result.layers:
         bad = f"\t{layer.bad_lines} {'line not an entry' if layer.bad_lines == 1 else 'lines not entries'} " \
               "(`memctl verify` lists them)" if layer.bad_lines else ""

@@ -21,6 +21,7 @@ from memctl.core.errors import NotFound, UsageError
 def register(app: typer.Typer) -> None:
     app.command("export")(export_cmd)
     app.command("import-files")(import_files_cmd)
+    app.command("retire-machine")(retire_machine_cmd)
 
 
 def export_cmd(
@@ -80,3 +81,29 @@ def import_files_cmd(
         render.json_line({"from": str(source), "added": added})
         return
     render.message(f"loaded {source} into {store.where}: " + ", ".join(f"{part} +{n}" for part, n in added.items()))
+
+
+def retire_machine_cmd(
+    ctx: typer.Context,
+    machine: str = typer.Argument(..., help="The machine's key, `host:/root/` as `memctl status` lists it."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON object."),
+) -> None:
+    """A machine of a team memory that is gone: no purge order waits for it any more (their
+    strings are deleted from the server once every other machine has applied them)."""
+    from memctl.longterm import purge_orders
+    from memctl.longterm.pg_conn import translated
+    from memctl.longterm.store import open_store
+
+    settings = state(ctx).settings
+    store = open_store(settings.layout, settings)
+    if not store.on_server:
+        raise UsageError("retire-machine is for a team memory ([store] backend = \"postgres\")")
+    server = store.server
+    with translated(server.where):
+        known, spent = purge_orders.retire(server.conn, server.schema, machine)
+    if not known:
+        raise NotFound(f"{machine} is not a machine of {server.schema} (`memctl status` lists them)")
+    if json_out:
+        render.json_line({"retired": machine, "orders_spent": spent})
+        return
+    render.message(f"retired {machine}; {spent} purge orders now applied everywhere (their strings deleted)")
