@@ -83,7 +83,16 @@ def test_the_purge_leaves_an_order_that_waits_for_the_other_machine(run, team, p
     assert f"waiting on {next(iter(_keys(b)))}" in status, status
     verified = run("verify", root=a)
     assert b"purge-order" in verified.stdout + verified.stderr
-    assert leaks(b, SECRET)  # nothing has run on B yet
+    assert leaks(b, SECRET)  # nothing has run on B yet, but its rows on the server went with the purge:
+    assert SECRET not in json.dumps(hits(run, a, SECRET))
+    for name in session_names(b):
+        assert SECRET.encode() not in run("show", name, root=a).stdout
+    import psycopg
+
+    schema = f"memctl_{pg_memory_name}"
+    with psycopg.connect(pg_server) as conn:
+        assert conn.execute(f"SELECT count(*) FROM {schema}.index_items WHERE strpos(text, %s) > 0 "
+                            "OR strpos(body, %s) > 0", (SECRET, SECRET)).fetchone()[0] == 0
 
 
 def _keys(*roots: Path) -> set[str]:
@@ -108,9 +117,10 @@ def test_the_other_machine_applies_it_before_it_shows_or_uploads_anything(run, t
     assert SECRET.encode() not in shown.stdout + shown.stderr
     assert leaks(b, SECRET) == []  # its zips (decoded), history, L2, .memctl
     assert SECRET not in json.dumps(hits(run, b, SECRET)) and SECRET not in json.dumps(hits(run, a, SECRET))
-    for name in session_names(b):  # on either machine, from the files or from the server
+    for name in session_names(b):  # on either machine, from the files or from the server (indexed again)
         for root in (a, b):
-            assert SECRET.encode() not in run("show", name, root=root).stdout
+            shown = run("show", name, root=root)
+            assert shown.returncode == 0 and b"[PURGED]" in shown.stdout and SECRET.encode() not in shown.stdout
     [(_, has_needles, hashes, applied)] = orders(pg_server, pg_memory_name)
     assert not has_needles and "sha256:" in hashes and set(applied) == _keys(a, b)  # the strings gone, the audit kept
     assert "purge orders\tnone waiting" in run("status", root=b).stdout.decode()

@@ -156,11 +156,13 @@ def restore(settings: Settings, entry_id: str, now: datetime, lock_wait: float) 
 
 
 class PurgeResult:
-    __slots__ = ("run", "ids", "hashes", "files", "l4", "pending", "settled")
+    __slots__ = ("run", "ids", "hashes", "files", "l4", "pending", "settled", "needles")
 
     def __init__(self, run: str, ids: list[str], hashes: dict[str, str], files: list[str], l4: list[str],
-                 pending: list[str] | None = None, settled: list[str] | None = None) -> None:
+                 pending: list[str] | None = None, settled: list[str] | None = None,
+                 needles: list[bytes] | None = None) -> None:
         self.run, self.ids, self.hashes = run, ids, hashes
+        self.needles = [] if needles is None else needles  # the strings scrubbed (never printed)
         self.files = files  # files that were rewritten
         self.l4 = l4  # what the L4 purge did, or why it could not
         self.pending = [] if pending is None else pending  # files still holding the text (path: why)
@@ -186,7 +188,7 @@ def purge(settings: Settings, ids: list[str], strings: list[str], reason: str, n
         outcome = purge_steps.run(layout, {**record, "kind": "purge"}, path, resumed=False)
         if store.on_server:  # the other machines' own files: an order, in the rows' transaction
             _order_purge_everywhere(store, layout, record)
-    return PurgeResult(run, sorted(hashes), hashes, outcome.files, outcome.l4, outcome.pending, settled)
+    return PurgeResult(run, sorted(hashes), hashes, outcome.files, outcome.l4, outcome.pending, settled, needles)
 
 
 def _order_purge_everywhere(store, layout, record: dict) -> None:

@@ -134,7 +134,7 @@ def _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn)
                 render.message("purge is irreversible; rerun with --yes to erase the text everywhere")
         return
     result = purge_fn(settings, targets, strings, reason, clock.now(), wait)
-    _scrub_shared_index(settings)
+    _scrub_shared_index(settings, result.needles)
     if json_out:
         render.json_line({"run": result.run, "purged": result.ids, "hashes": result.hashes,
                           "files": result.files, "l4": result.l4, "pending": result.pending,
@@ -145,15 +145,19 @@ def _purge(settings, ids, match, dry_run, yes, reason, wait, json_out, purge_fn)
         raise typer.Exit(EXIT_PARTIAL)
 
 
-def _scrub_shared_index(settings) -> None:
+def _scrub_shared_index(settings, needles: list[bytes]) -> None:
     """On a team memory the index is on the server, not a file the purge can delete: refreshed
-    now, it drops the purged entries' rows and reads this machine's scrubbed L4 files again."""
+    now, it drops the purged entries' rows and reads this machine's scrubbed L4 files again;
+    the other machines' rows holding the strings go too (each indexes its files again once it
+    has applied the purge's order)."""
     if settings.get("store", "backend") != "postgres":
         return
-    from memctl.recall.index import refresh_after_write
+    from memctl.recall.index import IndexOptions, SearchIndex, refresh_after_write
+    from memctl.recall.pg_purge import scrub_other_machines
 
     for warning in refresh_after_write(settings):
         render.warning(warning)
+    scrub_other_machines(SearchIndex(settings.layout, IndexOptions.from_settings(settings)), needles)
 
 
 def _print_purge(result) -> None:
