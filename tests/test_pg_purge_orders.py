@@ -82,7 +82,7 @@ def test_the_purge_leaves_an_order_that_waits_for_the_other_machine(run, team, p
     status = run("status", root=a).stdout.decode()
     assert f"waiting on {next(iter(_keys(b)))}" in status, status
     verified = run("verify", root=a)
-    assert b"purge-order" in verified.stdout + verified.stderr
+    assert verified.returncode == 0 and b"purge-order" in verified.stdout + verified.stderr  # a warning
     assert leaks(b, SECRET)  # nothing has run on B yet, but its rows on the server went with the purge:
     assert SECRET not in json.dumps(hits(run, a, SECRET))
     for name in session_names(b):
