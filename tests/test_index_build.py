@@ -236,7 +236,9 @@ def test_a_pass_known_to_be_big_starts_its_pool_at_the_first_batch():
     assert batch == "batch"
     assert (pooled.texts, pooled.bodies, pooled.document_frequencies, pooled.words) == \
         (reference.texts, reference.bodies, reference.document_frequencies, reference.words)
-    assert "[REDACTED" in pooled.texts[0] and pooled.words == {"deploy", "token", "REDACTED", "went", "Running", "servers", "quickly"}
+    # ASCII texts give their words lowercased (the writer lowercases every surface word)
+    assert "[REDACTED" in pooled.texts[0] and pooled.words == {"deploy", "token", "redacted", "went", "running",
+                                                               "servers", "quickly"}
 
 
 def test_prepared_batches_cross_a_pipe_unchanged():
@@ -297,3 +299,80 @@ def test_the_pool_reads_how_busy_the_cores_are_now_not_the_load_average_of_the_l
         spinner.wait()
     assert busy is not None and busy >= 0.5  # at least half a core: the spinner runs whatever else does
     assert prepare.Preparer(Tokenizer.for_root(None), IndexOptions()).workers is None  # not decided yet
+
+
+# non-ASCII letters beside plain ASCII and CJK terms: FTS5's tokenizer folds some otherwise than
+# memctl (the final sigma: memctl's `οδος` is FTS5's `οδοσ`)
+ODD_TEXTS = ["İstanbul'da toplantı", "Ǆungla ǅemal", "café crème brûlée naïve", "Ｆｕｌｌ ｗｉｄｔｈ",
+             "ΟΔΟΣ οδός σίσυφος", "㐀㐁 extension 𠀀𠀁 supplementary 﨎 compatibility", "the deploy went out",
+             "会议 在 北京 bk-02 v3.11", "² ³ ½ numbers", "Straße STRASSE"]
+
+
+def vocabulary_and_bodies_count(path: Path) -> tuple[dict[str, int], dict[str, int]]:
+    """The index's vocabulary, and each term's count of the items whose body holds it."""
+    from collections import Counter
+
+    db = sqlite3.connect(path)
+    try:
+        counts: Counter[str] = Counter()
+        for (body,) in db.execute("SELECT body FROM fts"):
+            counts.update(set(body.split()[1:]))
+        return dict(db.execute("SELECT term, df FROM vocab")), dict(counts)
+    finally:
+        db.close()
+
+
+def test_a_rebuild_counts_its_vocabulary_as_its_bodies_hold_the_terms(tmp_path):
+    """A new index takes its document frequencies from FTS5, and counts itself the documents
+    whose terms FTS5 would cut otherwise: the vocabulary is still the bodies' own terms."""
+    (tmp_path / ".memctl").mkdir()
+    rng = random.Random(3)
+    with open(tmp_path / "long_term.jsonl", "w", encoding="utf-8") as handle:
+        for number in range(600):
+            text = " ".join(rng.sample(ODD_TEXTS, rng.randint(1, 4)))
+            handle.write(json.dumps({"id": f"e{number}", "type": "fact", "text": text}, ensure_ascii=False) + "\n")
+    SearchIndex(Layout(tmp_path)).rebuild()
+    path = tmp_path / ".memctl" / "index.sqlite"
+    vocabulary, expected = vocabulary_and_bodies_count(path)
+    assert vocabulary == expected
+    assert "οδος" in vocabulary and "οδοσ" not in vocabulary and vocabulary["bk-02"] > 0
+    db = sqlite3.connect(path)
+    db.execute("CREATE VIRTUAL TABLE temp.terms USING fts5vocab(main, fts, 'row')")
+    assert db.execute("SELECT doc FROM temp.terms WHERE term = 'οδοσ'").fetchone()  # FTS5 did fold it
+    db.close()
+
+
+def test_a_document_removed_from_a_new_index_leaves_its_vocabulary(tmp_path):
+    from memctl.recall.documents import Doc
+    from memctl.recall.store import SQLiteStore
+
+    store = SQLiteStore.create(tmp_path / "index.sqlite")
+    try:
+        with store.transaction():
+            writer = store.writer(Tokenizer.for_root(None), IndexOptions())
+            assert writer.new_index
+            writer.add("a", [Doc("a#1", "L5", "οδός trip"), Doc("a#2", "L5", "plain bk-02 words")])
+            writer.remove_source("a")  # written, then removed
+            writer.add("b", [Doc("b#1", "L5", "οδός again, bk-02")])
+            writer.finish()
+        assert not store.writer(Tokenizer.for_root(None), IndexOptions()).new_index  # only its first writer
+    finally:
+        store.close()
+    vocabulary, expected = vocabulary_and_bodies_count(tmp_path / "index.sqlite")
+    assert vocabulary == expected and vocabulary["οδός"] == 1 and "trip" not in vocabulary
+
+
+def test_fts5_keeps_as_they_are_the_terms_called_plain():
+    """The terms whose counts a new index takes from FTS5: every CJK ideograph of Unicode 3.0
+    and ASCII terms come out of FTS5's tokenizer as memctl wrote them."""
+    from memctl.recall.store import FTS_TOKENIZE
+
+    terms = [chr(c) for c in chain(range(0x3400, 0x4DB6), range(0x4E00, 0x9FA6))]
+    terms += ["bk-02", "v3.11", "sk_live", "a.b-c_d", "0123456789abcdefghijklmnopqrstuvwxyz", "北京-2"]
+    body = " ".join(terms)
+    assert prepare.fts5_keeps_terms(body) and not prepare.fts5_keeps_terms("οδος café")
+    db = sqlite3.connect(":memory:")
+    db.execute(f"CREATE VIRTUAL TABLE fts USING fts5(body, tokenize=\"{FTS_TOKENIZE}\")")
+    db.execute("INSERT INTO fts(body) VALUES(?)", (body,))
+    db.execute("CREATE VIRTUAL TABLE temp.terms USING fts5vocab(main, fts, 'row')")
+    assert {term for (term,) in db.execute("SELECT term FROM temp.terms")} == set(terms)

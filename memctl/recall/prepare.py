@@ -10,6 +10,7 @@ rowids and terms as one built serially (tests/test_index_build.py).
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections import Counter, deque
 
@@ -28,30 +29,49 @@ PARALLEL_AFTER_CHARS = 2_000_000
 IN_FLIGHT_PER_WORKER = 2
 
 
+# What FTS5's tokenizer (unicode61, store.FTS_TOKENIZE) keeps as one token exactly as memctl
+# wrote it: ASCII terms (lowercase letters, digits, '-_.') and terms of the CJK ideographs of
+# Unicode 3.0 (in every SQLite's tables). A body with any other character may hold a term
+# FTS5 folds otherwise (the final sigma: memctl keeps `ς`, FTS5 makes it `σ`).
+_FTS5_MAY_CUT_OTHERWISE = re.compile("[^\x00-\x7f\u3400-\u4db5\u4e00-\u9fa5]")
+
+
+def fts5_keeps_terms(body: str) -> bool:
+    """Whether FTS5's terms of `body` are memctl's (`body.split()`): then a new index can take
+    its document frequencies from FTS5 (memctl.recall.writer)."""
+    return body.isascii() or _FTS5_MAY_CUT_OTHERWISE.search(body) is None
+
+
 class Prepared:
     """One batch's results, in the batch's order: the redacted text of each document (None
     where redaction changed nothing), its index body (terms joined by spaces), how many of
     the batch's documents hold each term, and the surface words that may enter the typo
-    table (`surface_candidates`)."""
+    table (`surface_candidates`) not given before in this pass.
 
-    __slots__ = ("texts", "bodies", "document_frequencies", "words")
+    When the batch goes into a new index, the frequencies count only the documents in `odd`
+    (their positions in the batch): those whose terms FTS5 may not keep as they are; the
+    writer takes the others' from FTS5 itself."""
+
+    __slots__ = ("texts", "bodies", "document_frequencies", "words", "odd")
 
     def __init__(self, texts: list[str | None], bodies: list[str], document_frequencies: dict[str, int],
-                 words: set[str]):
+                 words: set[str], odd: list[int] | None = None):
         self.texts, self.bodies = texts, bodies
         self.document_frequencies, self.words = document_frequencies, words
+        self.odd = odd if odd is not None else []
 
     def __reduce__(self):
         # From a worker, terms and words travel as one newline-joined string each (neither
         # holds whitespace): pickling thousands of small strings one by one cost the writer,
         # which unpickles every batch, ~10% of a Latin build.
         return (_unpack, (self.texts, self.bodies, "\n".join(self.document_frequencies),
-                          list(self.document_frequencies.values()), "\n".join(self.words)))
+                          list(self.document_frequencies.values()), "\n".join(self.words), self.odd))
 
 
-def _unpack(texts: list[str | None], bodies: list[str], terms: str, counts: list[int], words: str) -> Prepared:
+def _unpack(texts: list[str | None], bodies: list[str], terms: str, counts: list[int], words: str,
+            odd: list[int]) -> Prepared:
     return Prepared(texts, bodies, dict(zip(terms.split("\n") if terms else (), counts)),
-                    set(words.split("\n")) if words else set())
+                    set(words.split("\n")) if words else set(), odd)
 
 
 def surface_candidates(words: set[str]) -> set[str]:
@@ -59,23 +79,48 @@ def surface_candidates(words: set[str]) -> set[str]:
     return {word for word in words if len(word) >= 4 and word.isalpha()}
 
 
-def prepare_batch(tokenizer: Tokenizer, options: IndexOptions, texts: Sequence[str]) -> Prepared:
+class BatchOptions:
+    """How one pass prepares its batches: the index options, whether it goes into a new index
+    (document frequencies then come from FTS5: `Prepared`), and the words this process has
+    already given in the pass (a word is sent once, not once per batch)."""
+
+    __slots__ = ("index", "new_index", "words_given")
+    WORDS_GIVEN_LIMIT = 1_000_000  # past it, forget them: a word given twice costs only a set lookup
+
+    def __init__(self, index: IndexOptions, new_index: bool = False):
+        self.index, self.new_index = index, new_index
+        self.words_given: set[str] = set()
+
+    def new_words(self, words: set[str]) -> set[str]:
+        fresh = words - self.words_given
+        if len(self.words_given) > self.WORDS_GIVEN_LIMIT:
+            self.words_given.clear()
+        self.words_given |= fresh
+        return surface_candidates(fresh)
+
+
+def prepare_batch(tokenizer: Tokenizer, options: IndexOptions | BatchOptions, texts: Sequence[str]) -> Prepared:
     """Redact and tokenize `texts` (the one definition of a document's terms)."""
     from memctl.core.redact import batch_checks, redact  # here, not at the top: a search never needs its patterns
 
+    batch = options if isinstance(options, BatchOptions) else BatchOptions(options)
+    redacting, extra_patterns = batch.index.redact_enabled, batch.index.extra_patterns
     shown: list[str | None] = []
     bodies: list[str] = []
+    odd: list[int] = []
     frequencies: Counter[str] = Counter()
-    checks = batch_checks(texts) if options.redact_enabled else ()
+    checks = batch_checks(texts) if redacting else ()
     for text in texts:
-        redacted = redact(text, options.extra_patterns, checks) if options.redact_enabled else text
-        terms = tokenizer.tokens(redacted)
-        frequencies.update(set(terms))
+        redacted = redact(text, extra_patterns, checks) if redacting else text
+        body = tokenizer.body(redacted)
+        if not batch.new_index or not fts5_keeps_terms(body):
+            frequencies.update(set(body.split()))
+            odd.append(len(bodies))
         shown.append(None if redacted == text else redacted)
-        bodies.append(" ".join(terms))
-    words = surface_candidates(tokenizer.words)
+        bodies.append(body)
+    words = batch.new_words(tokenizer.words)
     tokenizer.words.clear()
-    return Prepared(shown, bodies, dict(frequencies), words)
+    return Prepared(shown, bodies, dict(frequencies), words, odd if batch.new_index else [])
 
 
 # ---------------------------------------------------------------- the pool's side
@@ -83,8 +128,9 @@ def prepare_batch(tokenizer: Tokenizer, options: IndexOptions, texts: Sequence[s
 # Set just before the fork: each worker starts with this process's tokenizer as it is
 # (copy-on-write), not a new one. A big build forks before its first batch, so a segmenter
 # not loaded yet is loaded by each worker on its first CJK run, on both cores at once (and
-# never, when the text has none).
-_WORKER: tuple[Tokenizer, IndexOptions] | None = None
+# never, when the text has none). Each worker keeps its own copy of the pass's BatchOptions
+# (the words it has given).
+_WORKER: tuple[Tokenizer, BatchOptions] | None = None
 
 
 def _prepare_in_worker(texts: list[str]) -> Prepared:
@@ -98,9 +144,10 @@ class Preparer:
     """Takes batches in order, gives back (batch, Prepared) in the same order: at once when it
     works in this process, a few batches later when a pool works on them."""
 
-    def __init__(self, tokenizer: Tokenizer, options: IndexOptions, workers: int | None = None):
+    def __init__(self, tokenizer: Tokenizer, options: IndexOptions, workers: int | None = None,
+                 new_index: bool = False):
         self.tokenizer = tokenizer
-        self.options = options
+        self.options = BatchOptions(options, new_index)
         self.workers = workers  # None: decided when the pass is big enough to want a pool
         self.chars_seen = 0
         self.expected_bytes = 0  # what the pass will read, when it knows (a rebuild does)
@@ -154,7 +201,7 @@ class Preparer:
             self.workers = 0  # a spawned worker re-imports everything and reloads the dictionary
             return None
         global _WORKER
-        _WORKER = (self.tokenizer, self.options)
+        _WORKER = (self.tokenizer, BatchOptions(self.options.index, self.options.new_index))
         self._pool = multiprocessing.get_context("fork").Pool(self.workers)
         return self._pool
 

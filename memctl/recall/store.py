@@ -86,6 +86,7 @@ class SQLiteStore:
         self._item_count: int | None = None
         self._layers: tuple[str, ...] | None = None
         self._totals: dict[str, tuple[int, int]] = {}  # FTS5 table -> (rows, terms), for bm25 in Python
+        self._new = False  # made by `create` and not written yet: its first writer fills an empty index
 
     @classmethod
     def open(cls, path: Path) -> SQLiteStore:
@@ -115,7 +116,9 @@ class SQLiteStore:
         except BaseException:
             db.close()
             raise
-        return cls(db)
+        store = cls(db)
+        store._new = True
+        return store
 
     def close(self) -> None:
         self.db.close()
@@ -189,7 +192,8 @@ class SQLiteStore:
 
     def writer(self, tokenizer: Tokenizer, options: IndexOptions) -> IndexWriter:
         """Adds and removes documents, keeping the vocabulary and session documents in step."""
-        return IndexWriter(self.db, tokenizer, options)
+        new_index, self._new = self._new, False
+        return IndexWriter(self.db, tokenizer, options, new_index=new_index)
 
     # -- the vocabulary
 

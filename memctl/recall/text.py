@@ -234,11 +234,23 @@ class _WordCache(dict):
     def __missing__(self, word: str) -> tuple[str, ...]:
         if len(self) >= self.limit:
             self.clear()
-        terms = self[word] = latin_tokens(word)
+        terms = self[word] = self.terms(word)
         return terms
+
+    terms = staticmethod(latin_tokens)
+
+
+class _WordBodyCache(_WordCache):
+    """word -> its terms joined by spaces ('' for a stop word): an index body is these joined,
+    with no list of terms in between (Tokenizer.body)."""
+
+    @staticmethod
+    def terms(word: str) -> str:
+        return " ".join(latin_tokens(word))
 
 
 _WORD_CACHE = _WordCache()
+_WORD_BODY_CACHE = _WordBodyCache()
 
 
 class JiebaSegmenter:
@@ -350,6 +362,18 @@ class Tokenizer:
             elif words := _WORD.findall(part):  # between two runs, most often punctuation only
                 out.extend(self._word_terms(words))
         return out
+
+    def body(self, text: str) -> str:
+        """`tokens(text)` joined by spaces: a document's index body. ASCII text (the bulk of a
+        Latin build) is lowercased first (C speed; a word's terms are those of its lowercase
+        form, and only ASCII keeps the same words when lowercased) and its words' joined terms
+        come from a cache, at C speed too."""
+        if not text.isascii():
+            return " ".join(self.tokens(text))
+        words = _ASCII_WORD.findall(text.lower())
+        if self.collect_words:
+            self.words.update(words)
+        return " ".join(filter(None, map(_WORD_BODY_CACHE.__getitem__, words)))
 
     def token_groups(self, text: str) -> Iterator[tuple[str, list[str]]]:
         """(surface text, its terms) for each CJK run and each Latin word."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 from collections import Counter
 
-from memctl.recall.prepare import BATCH_CHARS, Prepared, Preparer, surface_candidates
+from memctl.recall.prepare import BATCH_CHARS, Prepared, Preparer, fts5_keeps_terms, surface_candidates
 from memctl.recall.text import Tokenizer, latin_tokens
 
 TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import, paid by every search
@@ -30,9 +30,16 @@ class IndexWriter:
 
     Added documents wait in batches while they are redacted and tokenized (memctl.recall.prepare,
     on every core for a big build) and are inserted in the order they were added, with rowids
-    given at `add`: the same rows as one document at a time. `finish` writes what still waits."""
+    given at `add`: the same rows as one document at a time. `finish` writes what still waits.
 
-    def __init__(self, db: sqlite3.Connection, tokenizer: Tokenizer, options: IndexOptions):
+    Into a new index (`new_index`: a rebuild's empty file), the vocabulary is FTS5's own count
+    of the rows holding each term, read once at the end (C speed, instead of counting every
+    document's terms in Python and merging the batches' counts here), corrected for the few
+    documents whose terms FTS5 may cut otherwise (memctl.recall.prepare.fts5_keeps_terms):
+    those are counted as before."""
+
+    def __init__(self, db: sqlite3.Connection, tokenizer: Tokenizer, options: IndexOptions,
+                 new_index: bool = False):
         self.db = db
         self.tokenizer = tokenizer
         self.options = options
@@ -43,7 +50,9 @@ class IndexWriter:
         self.removed = 0
         self.next_rowid: int | None = None
         self.layers: set[str] = set()
-        self._preparer = Preparer(tokenizer, options)
+        self.new_index = new_index
+        self._odd_bodies: list[str] = []  # new index: bodies whose terms FTS5 may cut otherwise
+        self._preparer = Preparer(tokenizer, options, new_index=new_index)
         self._waiting: list[tuple[str, int, list[Doc]]] = []  # (source key, first rowid, docs)
         self._waiting_chars = 0
         self._unwritten: set[str] = set()  # source keys with documents not inserted yet
@@ -93,7 +102,9 @@ class IndexWriter:
                     self.dirty_sessions.add(doc.session)
                 self.layers.add(doc.layer)
             self.added += len(docs)
-        self.df_delta.update(prepared.document_frequencies)
+        if prepared.document_frequencies:
+            self.df_delta.update(prepared.document_frequencies)
+        self._odd_bodies.extend(prepared.bodies[i] for i in prepared.odd)
         self.surface_words.update(prepared.words)
         self._insert_items(item_rows, fts_rows)
 
@@ -103,7 +114,7 @@ class IndexWriter:
         rows = self._delete_items(source_key)
         for session, ctx, body in rows:
             if body:
-                self.df_delta.subtract(set(body.split()[1:]))
+                self._uncount(body)
             if session and ctx:
                 self.dirty_sessions.add(session)
         self.removed += len(rows)
@@ -134,6 +145,17 @@ class IndexWriter:
         self.db.execute("DELETE FROM items WHERE source=?", (source_key,))
         return removed
 
+    def _uncount(self, body: str) -> None:
+        """A removed document's terms out of the vocabulary (a new index's FTS5 count will not
+        hold them anyway, unless they were counted here)."""
+        terms = body.split()[1:]
+        if self.new_index:
+            plain = " ".join(terms)
+            if fts5_keeps_terms(plain):
+                return
+            self._odd_bodies.remove(plain)
+        self.df_delta.subtract(set(terms))
+
     def finish(self) -> None:
         try:
             self._write_everything()
@@ -144,6 +166,8 @@ class IndexWriter:
         self._rebuild_session_docs()
 
     def _flush_vocab(self) -> None:
+        if self.new_index:
+            self._count_vocabulary_in_fts5()
         rows = [(term, delta) for term, delta in self.df_delta.items() if delta and not term.startswith(LAYER_MARK)]
         self._apply_vocab(rows)
         self.df_delta.clear()
@@ -153,6 +177,27 @@ class IndexWriter:
             "INSERT INTO vocab(term, df) VALUES(?, ?) ON CONFLICT(term) DO UPDATE SET df = df + excluded.df", rows)
         # only terms that lost documents can have dropped to zero (a full scan costs seconds at 1 GB)
         self.db.executemany("DELETE FROM vocab WHERE term = ? AND df <= 0", ((t,) for t, d in rows if d < 0))
+
+    def _count_vocabulary_in_fts5(self) -> None:
+        """A new index's vocabulary from FTS5's per-term row counts (layer tokens left out),
+        less FTS5's count of the odd documents, whose own terms `df_delta` holds."""
+        from memctl.recall.store import FTS_TOKENIZE
+
+        not_layer = f"(term < '{LAYER_MARK}' OR term >= '{chr(ord(LAYER_MARK) + 1)}')"
+        self.db.execute("CREATE VIRTUAL TABLE temp.fts_terms USING fts5vocab(main, fts, 'row')")
+        self.db.execute(f"INSERT INTO vocab(term, df) SELECT term, doc FROM temp.fts_terms WHERE {not_layer}")
+        self.db.execute("DROP TABLE temp.fts_terms")
+        if not self._odd_bodies:
+            return
+        self.db.execute(f"CREATE VIRTUAL TABLE temp.odd USING fts5(body, tokenize=\"{FTS_TOKENIZE}\")")
+        self.db.executemany("INSERT INTO temp.odd(body) VALUES(?)", ((body,) for body in self._odd_bodies))
+        self.db.execute("CREATE VIRTUAL TABLE temp.odd_terms USING fts5vocab(temp, odd, 'row')")
+        self.db.execute("INSERT INTO vocab(term, df) SELECT term, -doc FROM temp.odd_terms WHERE true "
+                        "ON CONFLICT(term) DO UPDATE SET df = df + excluded.df")
+        self.db.execute("DELETE FROM vocab WHERE df <= 0 AND term IN (SELECT term FROM temp.odd_terms)")
+        self.db.execute("DROP TABLE temp.odd_terms")
+        self.db.execute("DROP TABLE temp.odd")
+        self._odd_bodies.clear()
 
     def close(self) -> None:
         """Stop the preparing processes, if any (what waits is dropped: call after a failure)."""
