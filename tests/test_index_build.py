@@ -139,17 +139,41 @@ def test_a_parallel_build_with_rjieba_equals_a_serial_build_with_jieba(tmp_path,
         assert fast[table] == reference[table], table
 
 
+def write_sessions(l4: Path, rng: random.Random, words: list[str]) -> None:
+    """Loose compressed sessions and a monthly zip of them (cut into documents with their batch)."""
+    import zipfile
+
+    l4.mkdir(exist_ok=True)
+
+    def session(number: int) -> str:
+        lines = ["⟪memctl-session v1 source=test⟫"]
+        for entry in range(rng.randint(1, 12)):
+            kind = "Prompt" if entry % 2 == 0 else "Response"
+            lines.append(f"=== {kind} === 2026-01-{number % 28 + 1:02d} 10:{entry:02d}:00")
+            lines += [" ".join(rng.choice(words) for _ in range(rng.randint(1, 400))) for _ in range(rng.randint(1, 6))]
+        return "\n".join(lines) + "\n"
+
+    for number in range(40):
+        (l4 / f"0101_{number:04d}-0101_{number:04d}.txt").write_text(session(number), encoding="utf-8")
+    with zipfile.ZipFile(l4 / "2025-12.zip", "w") as archive:
+        for number in range(40, 70):
+            archive.writestr(f"1201_{number:04d}-1201_{number:04d}.txt", session(number))
+
+
 def test_a_build_in_a_pool_equals_one_in_this_process(tmp_path, monkeypatch):
-    """Same rows with the pool on and off, and a refresh that removes and adds sources in between."""
+    """Same rows with the pool on and off (entries, loose sessions, a zip), and a refresh that
+    removes and adds sources in between."""
     roots = [tmp_path / "serial", tmp_path / "pool"]
     for root in roots:
         (root / ".memctl").mkdir(parents=True)
         rng = random.Random(5)
-        words = ["deploy", "server", "密码", "数据库", "token=abcdef123456XYZ", "bk-02", "v3.11", "会议", "日程"]
+        words = ["deploy", "server", "密码", "数据库", "token=abcdef123456XYZ", "bk-02", "v3.11", "会议", "日程",
+                 "οδός", "Running"]
         with open(root / "long_term.jsonl", "w", encoding="utf-8") as handle:
             for number in range(3000):
                 text = " ".join(rng.choice(words) for _ in range(rng.randint(3, 30)))
                 handle.write(json.dumps({"id": f"e{number}", "type": "fact", "text": text}, ensure_ascii=False) + "\n")
+        write_sessions(root / "L4_raw_sessions", rng, words)
     monkeypatch.setattr(prepare, "PARALLEL_AFTER_CHARS", 0)
     monkeypatch.setattr(prepare, "BATCH_CHARS", 5_000)
     contents = []
@@ -159,9 +183,14 @@ def test_a_build_in_a_pool_equals_one_in_this_process(tmp_path, monkeypatch):
         index.rebuild()
         (root / "global_mem.txt").write_text("## [deploy]\nthe server token=abcdef123456XYZ\n", encoding="utf-8")
         (root / "long_term.jsonl").write_text("", encoding="utf-8")
+        for gone in sorted((root / "L4_raw_sessions").glob("0101_000*.txt")):
+            gone.unlink()
         index.ensure_fresh(wait=True)
         contents.append(index_contents(root / ".memctl" / "index.sqlite"))
+        vocabulary, expected = vocabulary_and_bodies_count(root / ".memctl" / "index.sqlite")
+        assert vocabulary == expected  # counted by FTS5 at the rebuild, in Python at the refresh
     assert contents[0] == contents[1] and contents[0]["items"]
+    assert {row[3] for row in contents[0]["items"]} == {"L2", "L4"}  # the zip's and loose sessions' items
     assert "[REDACTED" in contents[1]["items"][0][-1]
 
 

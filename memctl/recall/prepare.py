@@ -20,7 +20,7 @@ TYPE_CHECKING = False  # typing costs ~20 ms to import, paid by every search
 if TYPE_CHECKING:
     from typing import Sequence
 
-    from memctl.recall.documents import IndexOptions
+    from memctl.recall.documents import Doc, IndexOptions
 
 BATCH_CHARS = 256_000  # text per batch: big enough that a worker's round trip is noise
 # a pool costs ~0.1 s to start (fork, each worker's segmenter): below this much text (in
@@ -42,36 +42,60 @@ def fts5_keeps_terms(body: str) -> bool:
     return body.isascii() or _FTS5_MAY_CUT_OTHERWISE.search(body) is None
 
 
+class SessionText:
+    """A compressed session's text, given to the writer uncut: its documents are cut where the
+    batch is prepared (memctl.recall.documents.session_docs), in a worker for a big build, so
+    the writer's process (the one part of a build on a single core) only reads and inserts."""
+
+    __slots__ = ("name", "text")
+
+    def __init__(self, name: str, text: str):
+        self.name, self.text = name, text
+
+    def __len__(self) -> int:
+        return len(self.text)
+
+
 class Prepared:
     """One batch's results, in the batch's order: the redacted text of each document (None
     where redaction changed nothing), its index body (terms joined by spaces), how many of
-    the batch's documents hold each term, and the surface words that may enter the typo
-    table (`surface_candidates`) not given before in this pass.
+    the batch's documents hold each term, the surface words that may enter the typo table
+    (`surface_candidates`) not given before in this pass, and the documents cut from each
+    SessionText of the batch (`cut`, in order).
 
     When the batch goes into a new index, the frequencies count only the documents in `odd`
     (their positions in the batch): those whose terms FTS5 may not keep as they are; the
     writer takes the others' from FTS5 itself."""
 
-    __slots__ = ("texts", "bodies", "document_frequencies", "words", "odd")
+    __slots__ = ("texts", "bodies", "document_frequencies", "words", "odd", "cut")
 
     def __init__(self, texts: list[str | None], bodies: list[str], document_frequencies: dict[str, int],
-                 words: set[str], odd: list[int] | None = None):
+                 words: set[str], odd: list[int] | None = None, cut: list[list[Doc]] | None = None):
         self.texts, self.bodies = texts, bodies
         self.document_frequencies, self.words = document_frequencies, words
         self.odd = odd if odd is not None else []
+        self.cut = cut if cut is not None else []
 
     def __reduce__(self):
         # From a worker, terms and words travel as one newline-joined string each (neither
         # holds whitespace): pickling thousands of small strings one by one cost the writer,
-        # which unpickles every batch, ~10% of a Latin build.
+        # which unpickles every batch, ~10% of a Latin build. Cut documents travel as tuples.
         return (_unpack, (self.texts, self.bodies, "\n".join(self.document_frequencies),
-                          list(self.document_frequencies.values()), "\n".join(self.words), self.odd))
+                          list(self.document_frequencies.values()), "\n".join(self.words), self.odd,
+                          [[_doc_fields(doc) for doc in docs] for docs in self.cut]))
+
+
+def _doc_fields(doc: Doc) -> tuple:
+    return (doc.ref, doc.layer, doc.text, doc.date, doc.type, doc.item_id, doc.session, doc.in_context)
 
 
 def _unpack(texts: list[str | None], bodies: list[str], terms: str, counts: list[int], words: str,
-            odd: list[int]) -> Prepared:
+            odd: list[int], cut: list[list[tuple]]) -> Prepared:
+    from memctl.recall.documents import Doc
+
     return Prepared(texts, bodies, dict(zip(terms.split("\n") if terms else (), counts)),
-                    set(words.split("\n")) if words else set(), odd)
+                    set(words.split("\n")) if words else set(), odd,
+                    [[Doc(*fields) for fields in docs] for docs in cut])
 
 
 def surface_candidates(words: set[str]) -> set[str]:
@@ -99,10 +123,32 @@ class BatchOptions:
         return surface_candidates(fresh)
 
 
-def prepare_batch(tokenizer: Tokenizer, options: IndexOptions | BatchOptions, texts: Sequence[str]) -> Prepared:
-    """Redact and tokenize `texts` (the one definition of a document's terms)."""
+def cut_sessions(parts: Sequence[str | SessionText]) -> tuple[list[str], list[list[Doc]]]:
+    """The documents' texts of a batch's parts (a SessionText is cut into its documents here),
+    and the documents cut from each SessionText."""
+    if all(isinstance(part, str) for part in parts):
+        return list(parts), []
+    from memctl.recall.documents import session_docs
+
+    texts: list[str] = []
+    cut: list[list[Doc]] = []
+    for part in parts:
+        if isinstance(part, str):
+            texts.append(part)
+        else:
+            docs = session_docs(part.name, part.text)
+            cut.append(docs)
+            texts.extend(doc.text for doc in docs)
+    return texts, cut
+
+
+def prepare_batch(tokenizer: Tokenizer, options: IndexOptions | BatchOptions,
+                  parts: Sequence[str | SessionText]) -> Prepared:
+    """Cut, redact and tokenize a batch: documents' texts, and sessions' texts cut into
+    documents first (the one definition of a document's terms)."""
     from memctl.core.redact import batch_checks, redact  # here, not at the top: a search never needs its patterns
 
+    texts, cut = cut_sessions(parts)
     batch = options if isinstance(options, BatchOptions) else BatchOptions(options)
     redacting, extra_patterns = batch.index.redact_enabled, batch.index.extra_patterns
     shown: list[str | None] = []
@@ -120,7 +166,7 @@ def prepare_batch(tokenizer: Tokenizer, options: IndexOptions | BatchOptions, te
         bodies.append(body)
     words = batch.new_words(tokenizer.words)
     tokenizer.words.clear()
-    return Prepared(shown, bodies, dict(frequencies), words, odd if batch.new_index else [])
+    return Prepared(shown, bodies, dict(frequencies), words, odd if batch.new_index else [], cut)
 
 
 # ---------------------------------------------------------------- the pool's side
@@ -133,9 +179,9 @@ def prepare_batch(tokenizer: Tokenizer, options: IndexOptions | BatchOptions, te
 _WORKER: tuple[Tokenizer, BatchOptions] | None = None
 
 
-def _prepare_in_worker(texts: list[str]) -> Prepared:
+def _prepare_in_worker(parts: list[str | SessionText]) -> Prepared:
     tokenizer, options = _WORKER
-    return prepare_batch(tokenizer, options, texts)
+    return prepare_batch(tokenizer, options, parts)
 
 
 # ---------------------------------------------------------------- the writer's side

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from memctl.core.fsutil import refuse_symlink
 from memctl.recall.scoring import fts_totals
-from memctl.recall.writer import IndexWriter, layer_token
+from memctl.recall.writer import FTS_TOKENIZE, IndexWriter, layer_token
 
 TYPE_CHECKING = False  # typing costs ~20 ms to import, paid by every search
 if TYPE_CHECKING:
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from memctl.recall.text import Tokenizer
 
 SCHEMA_VERSION = "5"
-FTS_TOKENIZE = "unicode61 remove_diacritics 0 tokenchars '-_.'"
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 from collections import Counter
 
-from memctl.recall.prepare import BATCH_CHARS, Prepared, Preparer, fts5_keeps_terms, surface_candidates
+from memctl.recall.prepare import BATCH_CHARS, Prepared, Preparer, SessionText, fts5_keeps_terms, surface_candidates
 from memctl.recall.text import Tokenizer, latin_tokens
 
 TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import, paid by every search
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from memctl.recall.documents import Doc, IndexOptions
 
 SESSION_DOC_MAX_TOKENS = 20_000
+FTS_TOKENIZE = "unicode61 remove_diacritics 0 tokenchars '-_.'"  # the index's FTS5 tables' (memctl.recall.store)
 LAYER_MARK = "\ue000"  # a private-use char: FTS5 keeps it in a token, memctl's tokenizer never emits it
 
 
@@ -28,9 +29,10 @@ def layer_token(layer: str) -> str:
 class IndexWriter:
     """Adds and removes documents, keeping the vocabulary and session documents in step.
 
-    Added documents wait in batches while they are redacted and tokenized (memctl.recall.prepare,
-    on every core for a big build) and are inserted in the order they were added, with rowids
-    given at `add`: the same rows as one document at a time. `finish` writes what still waits.
+    Added documents (or a session's text, cut into documents with the batch: SessionText) wait
+    in batches while they are redacted and tokenized (memctl.recall.prepare, on every core for
+    a big build) and are inserted in the order they were added, with rowids given in that
+    order: the same rows as one document at a time. `finish` writes what still waits.
 
     Into a new index (`new_index`: a rebuild's empty file), the vocabulary is FTS5's own count
     of the rows holding each term, read once at the end (C speed, instead of counting every
@@ -53,7 +55,7 @@ class IndexWriter:
         self.new_index = new_index
         self._odd_bodies: list[str] = []  # new index: bodies whose terms FTS5 may cut otherwise
         self._preparer = Preparer(tokenizer, options, new_index=new_index)
-        self._waiting: list[tuple[str, int, list[Doc]]] = []  # (source key, first rowid, docs)
+        self._waiting: list[tuple[str, list[Doc] | SessionText]] = []  # (source key, docs or a session's text)
         self._waiting_chars = 0
         self._unwritten: set[str] = set()  # source keys with documents not inserted yet
 
@@ -62,24 +64,27 @@ class IndexWriter:
         instead of after the first megabytes (done on one core)."""
         self._preparer.expected_bytes = byte_count
 
-    def add(self, source_key: str, docs: Iterable[Doc]) -> None:
-        docs = list(docs)
-        if not docs:
-            return
-        if self.next_rowid is None:
+    def add(self, source_key: str, docs: Iterable[Doc] | SessionText) -> None:
+        if isinstance(docs, SessionText):
+            self._waiting_chars += len(docs)
+        else:
+            docs = list(docs)
+            if not docs:
+                return
+            self._waiting_chars += sum(len(doc.text) for doc in docs)
+        if self.next_rowid is None:  # where the pass's rows start: from the index as at its first add
             self.next_rowid = self._max_rowid() + 1
-        self._waiting.append((source_key, self.next_rowid, docs))
+        self._waiting.append((source_key, docs))
         self._unwritten.add(source_key)
-        self.next_rowid += len(docs)
-        self._waiting_chars += sum(len(doc.text) for doc in docs)
         if self._waiting_chars >= BATCH_CHARS:
             self._send_waiting()
 
     def _send_waiting(self) -> None:
         batch, self._waiting, self._waiting_chars = self._waiting, [], 0
         if batch:
-            texts = [doc.text for _, _, docs in batch for doc in docs]
-            self._insert_ready(self._preparer.submit(batch, texts))
+            parts = [part for _, docs in batch
+                     for part in ((docs,) if isinstance(docs, SessionText) else (doc.text for doc in docs))]
+            self._insert_ready(self._preparer.submit(batch, parts))
 
     def _write_everything(self) -> None:
         self._send_waiting()
@@ -90,10 +95,15 @@ class IndexWriter:
         for batch, prepared in ready:
             self._insert_batch(batch, prepared)
 
-    def _insert_batch(self, batch: list[tuple[str, int, list[Doc]]], prepared: Prepared) -> None:
+    def _insert_batch(self, batch: list[tuple[str, list[Doc] | SessionText]], prepared: Prepared) -> None:
         item_rows, fts_rows = [], []
         results = zip(prepared.texts, prepared.bodies)
-        for source_key, first_rowid, docs in batch:
+        cut = iter(prepared.cut)
+        for source_key, docs in batch:
+            if isinstance(docs, SessionText):
+                docs = next(cut)
+            first_rowid = self.next_rowid
+            self.next_rowid += len(docs)
             for rowid, doc, (redacted, body) in zip(range(first_rowid, first_rowid + len(docs)), docs, results):
                 item_rows.append((rowid, source_key, doc.ref, doc.layer, doc.date, doc.type, doc.item_id,
                                   doc.session, int(doc.in_context), doc.text if redacted is None else redacted))
@@ -181,8 +191,6 @@ class IndexWriter:
     def _count_vocabulary_in_fts5(self) -> None:
         """A new index's vocabulary from FTS5's per-term row counts (layer tokens left out),
         less FTS5's count of the odd documents, whose own terms `df_delta` holds."""
-        from memctl.recall.store import FTS_TOKENIZE
-
         not_layer = f"(term < '{LAYER_MARK}' OR term >= '{chr(ord(LAYER_MARK) + 1)}')"
         self.db.execute("CREATE VIRTUAL TABLE temp.fts_terms USING fts5vocab(main, fts, 'row')")
         self.db.execute(f"INSERT INTO vocab(term, df) SELECT term, doc FROM temp.fts_terms WHERE {not_layer}")
