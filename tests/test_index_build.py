@@ -68,6 +68,36 @@ def test_rjieba_gives_jieba_tokens_on_the_memdaily_dev_set():
     assert differing == []
 
 
+def ascii_edge_texts() -> list[str]:
+    """ASCII texts made of the characters the word regex turns on: identifiers, dots and dashes
+    at word edges and doubled, underscores, case, every punctuation byte, control bytes."""
+    rng = random.Random(11)
+    pieces = ["a", "Bk", "02", "-", ".", "_", "..", "--", "v3", "11", "Running", "THE", "sk_live", " ", "\t", "\n",
+              "\x00", "\x1f", "\x7f", "'", "!", "/", "é"[:0], "x-", "-y", "3.11.", "_x_", "A-B.c"]
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 40))) for _ in range(5000)]
+    return texts + ["".join(map(chr, range(128))), "end. Start-up, co-op... e.g. U.S.A. -- v1.2.3-rc.1"]
+
+
+@needs_dev_sets
+def test_an_index_body_is_the_tokens_of_its_text_joined():
+    """Tokenizer.body (ASCII: one pass over the bytes, a cache of chunks) gives the frozen
+    tokenizer's terms joined by spaces, and collects the same surface words, lowercased."""
+    texts = dev_texts("locomo/locomo_dev.json") + dev_texts("memdaily/memdaily_dev.json") + ascii_edge_texts()
+    assert sum(text.isascii() for text in texts) > 5_000
+    tokenizer = Tokenizer.for_root(None)
+    tokenizer.collect_words = True
+    reference = RJiebaSegmenter()  # jieba's tokens (the test above)
+    differing = [text for text in texts if tokenizer.body(text) != " ".join(tokens_as_before(reference, text))]
+    assert differing == []
+    words = tokenizer.take_words(set())
+    expected = {word.lower() if text.isascii() else word
+                for text in texts for part in CJK_RUN.split(text)[::2] for word in _WORD.findall(part)}
+    assert words == expected and tokenizer.take_words(set()) == set()
+    given = {b"alpha", b"beta."}  # chunks given before (a chunk keeps its dots)
+    tokenizer.body("Alpha beta gamma")
+    assert tokenizer.take_words(given) == {"beta", "gamma"} and b"gamma" in given
+
+
 def test_characters_outside_jiebas_han_range_come_out_as_jieba_gives_them():
     text = "㐀㐁我们鿐鿿北京大学𠀀𠀁清华 豈更車 中华人民共和国"
     assert Tokenizer.for_root(None).tokens(text) == tokens_as_before(JiebaSegmenter(None), text)

@@ -113,14 +113,13 @@ class BatchOptions:
 
     def __init__(self, index: IndexOptions, new_index: bool = False):
         self.index, self.new_index = index, new_index
-        self.words_given: set[str] = set()
+        self.words_given: set = set()  # words (str) and ASCII chunks (bytes: Tokenizer.body)
 
-    def new_words(self, words: set[str]) -> set[str]:
-        fresh = words - self.words_given
+    def new_words(self, tokenizer: Tokenizer) -> set[str]:
+        """The surface candidates the tokenizer collected that this process has not given yet."""
         if len(self.words_given) > self.WORDS_GIVEN_LIMIT:
             self.words_given.clear()
-        self.words_given |= fresh
-        return surface_candidates(fresh)
+        return surface_candidates(tokenizer.take_words(self.words_given))
 
 
 def cut_sessions(parts: Sequence[str | SessionText]) -> tuple[list[str], list[list[Doc]]]:
@@ -164,8 +163,7 @@ def prepare_batch(tokenizer: Tokenizer, options: IndexOptions | BatchOptions,
             odd.append(len(bodies))
         shown.append(None if redacted == text else redacted)
         bodies.append(body)
-    words = batch.new_words(tokenizer.words)
-    tokenizer.words.clear()
+    words = batch.new_words(tokenizer)
     return Prepared(shown, bodies, dict(frequencies), words, odd if batch.new_index else [], cut)
 
 

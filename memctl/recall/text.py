@@ -240,17 +240,26 @@ class _WordCache(dict):
     terms = staticmethod(latin_tokens)
 
 
-class _WordBodyCache(_WordCache):
-    """word -> its terms joined by spaces ('' for a stop word): an index body is these joined,
-    with no list of terms in between (Tokenizer.body)."""
+_WORD_CACHE = _WordCache()
+
+# ASCII bytes -> the bytes `_ASCII_WORD`'s words are made of (letters lowercased, digits, '_',
+# '-', '.'), every other byte a space: the chunks that `split()` gives then hold every word of
+# the text and each word whole (Tokenizer.body).
+_WORD_BYTES = bytes(c + 32 if 65 <= c <= 90 else c if chr(c).isalnum() and c < 128 or c in b"_-." else 32
+                    for c in range(256))
+
+
+class _ChunkBodyCache(_WordCache):
+    """An ASCII chunk (bytes, `_WORD_BYTES`) -> its words' terms joined by spaces (bytes; empty
+    for stop words): an index body is these joined, with no word or term list in between."""
 
     @staticmethod
-    def terms(word: str) -> str:
-        return " ".join(latin_tokens(word))
+    def terms(chunk: bytes) -> bytes:
+        words = _ASCII_WORD.findall(chunk.decode())
+        return " ".join(chain.from_iterable(map(_WORD_CACHE.__getitem__, words))).encode()
 
 
-_WORD_CACHE = _WordCache()
-_WORD_BODY_CACHE = _WordBodyCache()
+_CHUNK_BODY_CACHE = _ChunkBodyCache()
 
 
 class JiebaSegmenter:
@@ -333,6 +342,7 @@ class Tokenizer:
         self.cjk_segmenter = cjk_segmenter
         self.collect_words = collect_words  # the index keeps surface words, for typo matching
         self.words: set[str] = words if words is not None else set()
+        self.ascii_chunks: set[bytes] = set()  # the words of ASCII texts, as Tokenizer.body cut them
         self._run_cache: dict[str, tuple[str, ...]] = {}
 
     @classmethod
@@ -364,16 +374,28 @@ class Tokenizer:
         return out
 
     def body(self, text: str) -> str:
-        """`tokens(text)` joined by spaces: a document's index body. ASCII text (the bulk of a
-        Latin build) is lowercased first (C speed; a word's terms are those of its lowercase
-        form, and only ASCII keeps the same words when lowercased) and its words' joined terms
-        come from a cache, at C speed too."""
+        """`tokens(text)` joined by spaces: a document's index body. An ASCII text (the bulk of
+        a Latin build) is lowercased and cut into chunks of word characters in one C pass over
+        its bytes (a word's terms are those of its lowercase form, and in ASCII lowercasing
+        keeps the words), and each chunk's terms come from a cache: no regex, no Python loop."""
         if not text.isascii():
             return " ".join(self.tokens(text))
-        words = _ASCII_WORD.findall(text.lower())
+        chunks = text.encode().translate(_WORD_BYTES).split()
         if self.collect_words:
-            self.words.update(words)
-        return " ".join(filter(None, map(_WORD_BODY_CACHE.__getitem__, words)))
+            self.ascii_chunks.update(chunks)
+        return b" ".join(filter(None, map(_CHUNK_BODY_CACHE.__getitem__, chunks))).decode()
+
+    def take_words(self, given: set) -> set[str]:
+        """The surface words collected since the last call (ASCII ones lowercased), but those
+        in `given` (the words and chunks given before: updated)."""
+        words, chunks = self.words - given, self.ascii_chunks - given
+        given |= words
+        given |= chunks
+        self.words.clear()
+        self.ascii_chunks.clear()
+        for chunk in chunks:
+            words.update(_ASCII_WORD.findall(chunk.decode()))
+        return words
 
     def token_groups(self, text: str) -> Iterator[tuple[str, list[str]]]:
         """(surface text, its terms) for each CJK run and each Latin word."""
