@@ -29,11 +29,15 @@ PARALLEL_AFTER_CHARS = 2_000_000
 IN_FLIGHT_PER_WORKER = 2
 
 
-# What FTS5's tokenizer (unicode61, store.FTS_TOKENIZE) keeps as one token exactly as memctl
-# wrote it: ASCII terms (lowercase letters, digits, '-_.') and terms of the CJK ideographs of
-# Unicode 3.0 (in every SQLite's tables). A body with any other character may hold a term
-# FTS5 folds otherwise (the final sigma: memctl keeps `ς`, FTS5 makes it `σ`).
-_FTS5_MAY_CUT_OTHERWISE = re.compile("[^\x00-\x7f\u3400-\u4db5\u4e00-\u9fa5]")
+# What FTS5's tokenizer (unicode61, store.FTS_TOKENIZE) keeps in a token exactly as memctl
+# wrote it: ASCII terms (lowercase letters, digits, '-_.'), the lowercase letters of Latin-1,
+# Latin Extended-A/B, IPA, Greek, Cyrillic and Latin Extended Additional, and the CJK
+# ideographs of Unicode 3.0 (all in SQLite's Unicode 6.1 tables, the oldest FTS5 has) but
+# those FTS5 folds further (`ς` to `σ`, `ſ` to `s`, the Greek symbol forms `ϐϑϕϖϰϱϵ`, `ẛ`).
+# A body with any other character may hold a term FTS5 cuts or folds otherwise
+# (tests/test_index_build.py checks every character of the class against this SQLite).
+_FTS5_MAY_CUT_OTHERWISE = re.compile("[^\x00-\x7f\u00c0-\u02af\u0370-\u04ff\u1e00-\u1eff\u3400-\u4db5"
+                                     "\u4e00-\u9fa5]|[\u017f\u03c2\u03d0\u03d1\u03d5\u03d6\u03f0\u03f1\u03f5\u1e9b]")
 
 
 def fts5_keeps_terms(body: str) -> bool:

@@ -53,7 +53,7 @@ class IndexWriter:
         self.next_rowid: int | None = None
         self.layers: set[str] = set()
         self.new_index = new_index
-        self._odd_bodies: list[str] = []  # new index: bodies whose terms FTS5 may cut otherwise
+        self._odd_table = False  # new index: temp.odd holds the bodies whose terms FTS5 may fold otherwise
         self._preparer = Preparer(tokenizer, options, new_index=new_index)
         self._waiting: list[tuple[str, list[Doc] | SessionText]] = []  # (source key, docs or a session's text)
         self._waiting_chars = 0
@@ -99,6 +99,7 @@ class IndexWriter:
         item_rows, fts_rows = [], []
         results = zip(prepared.texts, prepared.bodies)
         cut = iter(prepared.cut)
+        batch_start = self.next_rowid
         for source_key, docs in batch:
             if isinstance(docs, SessionText):
                 docs = next(cut)
@@ -114,9 +115,10 @@ class IndexWriter:
             self.added += len(docs)
         if prepared.document_frequencies:
             self.df_delta.update(prepared.document_frequencies)
-        self._odd_bodies.extend(prepared.bodies[i] for i in prepared.odd)
         self.surface_words.update(prepared.words)
         self._insert_items(item_rows, fts_rows)
+        if prepared.odd:
+            self._insert_odd([(batch_start + i, prepared.bodies[i]) for i in prepared.odd])
 
     def remove_source(self, source_key: str) -> None:
         if source_key in self._unwritten:
@@ -152,6 +154,8 @@ class IndexWriter:
             body = self.db.execute("SELECT body FROM fts WHERE rowid=?", (rowid,)).fetchone()
             removed.append((session, ctx, body[0] if body else ""))
         self.db.executemany("DELETE FROM fts WHERE rowid=?", ((r[0],) for r in rows))
+        if self._odd_table:
+            self.db.executemany("DELETE FROM temp.odd WHERE rowid=?", ((r[0],) for r in rows))
         self.db.execute("DELETE FROM items WHERE source=?", (source_key,))
         return removed
 
@@ -159,11 +163,8 @@ class IndexWriter:
         """A removed document's terms out of the vocabulary (a new index's FTS5 count will not
         hold them anyway, unless they were counted here)."""
         terms = body.split()[1:]
-        if self.new_index:
-            plain = " ".join(terms)
-            if fts5_keeps_terms(plain):
-                return
-            self._odd_bodies.remove(plain)
+        if self.new_index and fts5_keeps_terms(" ".join(terms)):
+            return
         self.df_delta.subtract(set(terms))
 
     def finish(self) -> None:
@@ -195,17 +196,23 @@ class IndexWriter:
         self.db.execute("CREATE VIRTUAL TABLE temp.fts_terms USING fts5vocab(main, fts, 'row')")
         self.db.execute(f"INSERT INTO vocab(term, df) SELECT term, doc FROM temp.fts_terms WHERE {not_layer}")
         self.db.execute("DROP TABLE temp.fts_terms")
-        if not self._odd_bodies:
+        if not self._odd_table:
             return
-        self.db.execute(f"CREATE VIRTUAL TABLE temp.odd USING fts5(body, tokenize=\"{FTS_TOKENIZE}\")")
-        self.db.executemany("INSERT INTO temp.odd(body) VALUES(?)", ((body,) for body in self._odd_bodies))
         self.db.execute("CREATE VIRTUAL TABLE temp.odd_terms USING fts5vocab(temp, odd, 'row')")
         self.db.execute("INSERT INTO vocab(term, df) SELECT term, -doc FROM temp.odd_terms WHERE true "
                         "ON CONFLICT(term) DO UPDATE SET df = df + excluded.df")
         self.db.execute("DELETE FROM vocab WHERE df <= 0 AND term IN (SELECT term FROM temp.odd_terms)")
         self.db.execute("DROP TABLE temp.odd_terms")
         self.db.execute("DROP TABLE temp.odd")
-        self._odd_bodies.clear()
+        self._odd_table = False
+
+    def _insert_odd(self, rows: list[tuple[int, str]]) -> None:
+        """New index: the bodies FTS5 may fold otherwise, under their items' rowids, into a
+        temporary FTS5 table (its counts are taken off FTS5's own at the end)."""
+        if not self._odd_table:
+            self.db.execute(f"CREATE VIRTUAL TABLE temp.odd USING fts5(body, tokenize=\"{FTS_TOKENIZE}\")")
+            self._odd_table = True
+        self.db.executemany("INSERT INTO temp.odd(rowid, body) VALUES(?, ?)", rows)
 
     def close(self) -> None:
         """Stop the preparing processes, if any (what waits is dropped: call after a failure)."""
