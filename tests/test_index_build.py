@@ -81,7 +81,8 @@ def ascii_edge_texts() -> list[str]:
 @needs_dev_sets
 def test_an_index_body_is_the_tokens_of_its_text_joined():
     """Tokenizer.body (ASCII: one pass over the bytes, a cache of chunks) gives the frozen
-    tokenizer's terms joined by spaces, and collects the same surface words, lowercased."""
+    tokenizer's terms joined by spaces, and collects the same surface words (those of ASCII
+    text, and of a mixed text's ASCII parts, lowercased)."""
     texts = dev_texts("locomo/locomo_dev.json") + dev_texts("memdaily/memdaily_dev.json") + ascii_edge_texts()
     assert sum(text.isascii() for text in texts) > 5_000
     tokenizer = Tokenizer.for_root(None)
@@ -90,7 +91,7 @@ def test_an_index_body_is_the_tokens_of_its_text_joined():
     differing = [text for text in texts if tokenizer.body(text) != " ".join(tokens_as_before(reference, text))]
     assert differing == []
     words = tokenizer.take_words(set())
-    expected = {word.lower() if text.isascii() else word
+    expected = {word.lower() if part.isascii() else word
                 for text in texts for part in CJK_RUN.split(text)[::2] for word in _WORD.findall(part)}
     assert words == expected and tokenizer.take_words(set()) == set()
     given = {b"alpha", b"beta."}  # chunks given before (a chunk keeps its dots)

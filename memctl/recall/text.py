@@ -378,8 +378,19 @@ class Tokenizer:
         a Latin build) is lowercased and cut into chunks of word characters in one C pass over
         its bytes (a word's terms are those of its lowercase form, and in ASCII lowercasing
         keeps the words), and each chunk's terms come from a cache: no regex, no Python loop."""
-        if not text.isascii():
-            return " ".join(self.tokens(text))
+        if text.isascii():
+            return self._ascii_body(text)
+        pieces = []  # as `tokens`, part by part: the ASCII parts of a mixed text go the fast way
+        for number, part in enumerate(CJK_RUN.split(text)):
+            if number % 2:
+                pieces.append(" ".join(self._cjk_terms(part)))
+            elif part.isascii():
+                pieces.append(self._ascii_body(part))
+            elif words := _WORD.findall(part):
+                pieces.append(" ".join(self._word_terms(words)))
+        return " ".join(filter(None, pieces))
+
+    def _ascii_body(self, text: str) -> str:
         chunks = text.encode().translate(_WORD_BYTES).split()
         if self.collect_words:
             self.ascii_chunks.update(chunks)
