@@ -443,3 +443,37 @@ def test_fts5_keeps_as_they_are_the_terms_called_plain():
     assert {term for (term,) in db.execute("SELECT term FROM temp.terms")} == set(terms)
     assert not any(prepare.fts5_keeps_terms(t) for t in ("οδος", "ſ", "µ", "i\u0307stanbul", "𠀀", "ª"))
     assert prepare.fts5_keeps_terms("café crème οδοί μύθοι москва việt")
+
+
+def test_forked_workers_give_results_in_order_and_their_errors_back(monkeypatch):
+    """Batches come back in the order sent, a worker's error is raised in the writer, a worker
+    that died is a clear failure (not a hang), and stopping leaves no process behind."""
+    import signal
+
+    from memctl.core.errors import WriteFailed
+
+    real = prepare.prepare_batch
+
+    def failing_on_boom(tokenizer, options, parts):
+        if parts == ["boom"]:
+            raise ValueError("no such batch")
+        return real(tokenizer, options, parts)
+
+    monkeypatch.setattr(prepare, "prepare_batch", failing_on_boom)  # before the fork: the workers' too
+    monkeypatch.setattr(prepare, "_WORKER", (Tokenizer.for_root(None), prepare.BatchOptions(IndexOptions())))
+    workers = prepare.ForkedWorkers(2)
+    try:
+        for number in range(4):
+            workers.send([f"deploy number{number}"])
+            assert workers.receive().bodies == [f"deploi number{number}"]
+        workers.send(["boom"])
+        with pytest.raises(ValueError, match="no such batch"):
+            workers.receive()
+        os.kill(workers._processes[workers.sent % 2].pid, signal.SIGKILL)
+        with pytest.raises(WriteFailed, match="ended without its results"):
+            workers.send(["after the kill"])
+            workers.receive()
+    finally:
+        processes = list(workers._processes)
+        workers.stop(at_once=True)
+    assert processes and not any(process.is_alive() for process in processes)

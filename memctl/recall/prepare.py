@@ -9,6 +9,7 @@ rowids and terms as one built serially (tests/test_index_build.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -26,7 +27,6 @@ BATCH_CHARS = 256_000  # text per batch: big enough that a worker's round trip i
 # a pool costs ~0.1 s to start (fork, each worker's segmenter): below this much text (in
 # characters seen, or in bytes the pass expects to read), one core
 PARALLEL_AFTER_CHARS = 2_000_000
-IN_FLIGHT_PER_WORKER = 2
 
 
 # What FTS5's tokenizer (unicode61, store.FTS_TOKENIZE) keeps in a token exactly as memctl
@@ -181,9 +181,95 @@ def prepare_batch(tokenizer: Tokenizer, options: IndexOptions | BatchOptions,
 _WORKER: tuple[Tokenizer, BatchOptions] | None = None
 
 
-def _prepare_in_worker(parts: list[str | SessionText]) -> Prepared:
+def _serve(connection, inherited: list) -> None:
+    """A worker: prepare each batch the writer sends, send back its Prepared (or the error),
+    until the writer says stop or is gone."""
+    for other in inherited:  # the other workers' ends: the writer's death must read as EOF here
+        other.close()
     tokenizer, options = _WORKER
-    return prepare_batch(tokenizer, options, parts)
+    while True:
+        try:
+            parts = connection.recv()
+        except (EOFError, OSError):
+            return
+        if parts is None:
+            return
+        try:
+            result = prepare_batch(tokenizer, options, parts)
+        except Exception as exc:  # noqa: BLE001 - the writer raises it, where the user sees it
+            result = exc
+        connection.send(result)
+
+
+def _worker_gone() -> None:
+    from memctl.core.errors import WriteFailed
+
+    raise WriteFailed("a process preparing the index's documents ended without its results: "
+                      "the index was not written") from None
+
+
+class ForkedWorkers:
+    """Forked processes that prepare batches, with no helper thread in the writer's process:
+    batch n goes to worker n % count and results are read back in order by the thread that
+    sends. (multiprocessing.Pool's result thread took the GIL from the writer around its
+    SQLite steps: the writer's CPU grew ~50% beside a pool, bench/RESULTS.md.) One batch in
+    flight per worker: a worker blocked sending a big result and the writer blocked sending it
+    the next batch would wait for each other."""
+
+    def __init__(self, count: int):
+        import multiprocessing
+
+        context = multiprocessing.get_context("fork")
+        self._connections: list = []
+        self._processes: list = []
+        self.sent = self.received = 0
+        try:
+            for _ in range(count):
+                mine, theirs = context.Pipe()
+                process = context.Process(target=_serve, args=(theirs, [*self._connections, mine]), daemon=True)
+                process.start()
+                theirs.close()
+                self._connections.append(mine)
+                self._processes.append(process)
+        except BaseException:
+            self.stop(at_once=True)
+            raise
+
+    @property
+    def count(self) -> int:
+        return len(self._connections)
+
+    def send(self, parts: list[str | SessionText]) -> None:
+        try:
+            self._connections[self.sent % self.count].send(parts)
+        except OSError:
+            _worker_gone()
+        self.sent += 1
+
+    def receive(self) -> Prepared:
+        """The oldest batch's result (the error it raised, raised here)."""
+        connection = self._connections[self.received % self.count]
+        self.received += 1
+        try:
+            result = connection.recv()
+        except (EOFError, OSError):
+            _worker_gone()
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def stop(self, at_once: bool) -> None:
+        """End the workers: after their last batch, or at once (what they hold is dropped)."""
+        for connection in self._connections:
+            if not at_once:
+                with contextlib.suppress(OSError):
+                    connection.send(None)
+            connection.close()
+        for process in self._processes:
+            if at_once:
+                process.terminate()
+            process.join()
+        self._connections, self._processes = [], []
 
 
 # ---------------------------------------------------------------- the writer's side
@@ -199,8 +285,8 @@ class Preparer:
         self.workers = workers  # None: decided when the pass is big enough to want a pool
         self.chars_seen = 0
         self.expected_bytes = 0  # what the pass will read, when it knows (a rebuild does)
-        self._pool = None
-        self._in_flight: deque = deque()
+        self._pool: ForkedWorkers | None = None
+        self._in_flight: deque = deque()  # the batches sent to the workers, oldest first
 
     def submit(self, batch: list, texts: list[str]) -> list[tuple[list, Prepared]]:
         """Hand over one batch (anything: it comes back untouched) and its texts; returns the
@@ -209,10 +295,11 @@ class Preparer:
         pool = self._pool_if_worth_it()
         if pool is None:
             return [(batch, prepare_batch(self.tokenizer, self.options, texts))]
-        self._in_flight.append((batch, pool.apply_async(_prepare_in_worker, (texts,))))
         ready = []
-        while len(self._in_flight) > self.workers * IN_FLIGHT_PER_WORKER:
+        if len(self._in_flight) >= pool.count:  # the next worker's batch is back first
             ready.append(self._collect_oldest())
+        pool.send(texts)
+        self._in_flight.append(batch)
         return ready
 
     def drain(self) -> list[tuple[list, Prepared]]:
@@ -222,17 +309,13 @@ class Preparer:
     def close(self) -> None:
         """Stop the pool (at once when a batch failed: its results are of no use)."""
         if self._pool is not None:
-            if self._in_flight:
-                self._pool.terminate()
-            else:
-                self._pool.close()
-            self._pool.join()
+            self._pool.stop(at_once=bool(self._in_flight))
             self._pool = None
             self._in_flight.clear()
 
     def _collect_oldest(self) -> tuple[list, Prepared]:
-        batch, result = self._in_flight.popleft()
-        return batch, result.get()
+        batch = self._in_flight.popleft()
+        return batch, self._pool.receive()
 
     def _pool_if_worth_it(self):
         if self._pool is not None:
@@ -250,7 +333,7 @@ class Preparer:
             return None
         global _WORKER
         _WORKER = (self.tokenizer, BatchOptions(self.options.index, self.options.new_index))
-        self._pool = multiprocessing.get_context("fork").Pool(self.workers)
+        self._pool = ForkedWorkers(self.workers)
         return self._pool
 
 
