@@ -113,7 +113,7 @@ class BatchOptions:
     already given in the pass (a word is sent once, not once per batch)."""
 
     __slots__ = ("index", "new_index", "words_given")
-    WORDS_GIVEN_LIMIT = 1_000_000  # past it, forget them: a word given twice costs only a set lookup
+    WORDS_GIVEN_LIMIT = 200_000  # past it, forget them (ids and hashes never repeat): a word given twice is harmless
 
     def __init__(self, index: IndexOptions, new_index: bool = False):
         self.index, self.new_index = index, new_index
