@@ -68,6 +68,37 @@ def test_rjieba_gives_jieba_tokens_on_the_memdaily_dev_set():
     assert differing == []
 
 
+def ascii_edge_texts() -> list[str]:
+    """ASCII texts made of the characters the word regex turns on: identifiers, dots and dashes
+    at word edges and doubled, underscores, case, every punctuation byte, control bytes."""
+    rng = random.Random(11)
+    pieces = ["a", "Bk", "02", "-", ".", "_", "..", "--", "v3", "11", "Running", "THE", "sk_live", " ", "\t", "\n",
+              "\x00", "\x1f", "\x7f", "'", "!", "/", "é"[:0], "x-", "-y", "3.11.", "_x_", "A-B.c"]
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 40))) for _ in range(5000)]
+    return texts + ["".join(map(chr, range(128))), "end. Start-up, co-op... e.g. U.S.A. -- v1.2.3-rc.1"]
+
+
+@needs_dev_sets
+def test_an_index_body_is_the_tokens_of_its_text_joined():
+    """Tokenizer.body (ASCII: one pass over the bytes, a cache of chunks) gives the frozen
+    tokenizer's terms joined by spaces, and collects the same surface words (those of ASCII
+    text, and of a mixed text's ASCII parts, lowercased)."""
+    texts = dev_texts("locomo/locomo_dev.json") + dev_texts("memdaily/memdaily_dev.json") + ascii_edge_texts()
+    assert sum(text.isascii() for text in texts) > 5_000
+    tokenizer = Tokenizer.for_root(None)
+    tokenizer.collect_words = True
+    reference = RJiebaSegmenter()  # jieba's tokens (the test above)
+    differing = [text for text in texts if tokenizer.body(text) != " ".join(tokens_as_before(reference, text))]
+    assert differing == []
+    words = tokenizer.take_words(set())
+    expected = {word.lower() if part.isascii() else word
+                for text in texts for part in CJK_RUN.split(text)[::2] for word in _WORD.findall(part)}
+    assert words == expected and tokenizer.take_words(set()) == set()
+    given = {b"alpha", b"beta."}  # chunks given before (a chunk keeps its dots)
+    tokenizer.body("Alpha beta gamma")
+    assert tokenizer.take_words(given) == {"beta", "gamma"} and b"gamma" in given
+
+
 def test_characters_outside_jiebas_han_range_come_out_as_jieba_gives_them():
     text = "㐀㐁我们鿐鿿北京大学𠀀𠀁清华 豈更車 中华人民共和国"
     assert Tokenizer.for_root(None).tokens(text) == tokens_as_before(JiebaSegmenter(None), text)
@@ -139,17 +170,41 @@ def test_a_parallel_build_with_rjieba_equals_a_serial_build_with_jieba(tmp_path,
         assert fast[table] == reference[table], table
 
 
+def write_sessions(l4: Path, rng: random.Random, words: list[str]) -> None:
+    """Loose compressed sessions and a monthly zip of them (cut into documents with their batch)."""
+    import zipfile
+
+    l4.mkdir(exist_ok=True)
+
+    def session(number: int) -> str:
+        lines = ["⟪memctl-session v1 source=test⟫"]
+        for entry in range(rng.randint(1, 12)):
+            kind = "Prompt" if entry % 2 == 0 else "Response"
+            lines.append(f"=== {kind} === 2026-01-{number % 28 + 1:02d} 10:{entry:02d}:00")
+            lines += [" ".join(rng.choice(words) for _ in range(rng.randint(1, 400))) for _ in range(rng.randint(1, 6))]
+        return "\n".join(lines) + "\n"
+
+    for number in range(40):
+        (l4 / f"0101_{number:04d}-0101_{number:04d}.txt").write_text(session(number), encoding="utf-8")
+    with zipfile.ZipFile(l4 / "2025-12.zip", "w") as archive:
+        for number in range(40, 70):
+            archive.writestr(f"1201_{number:04d}-1201_{number:04d}.txt", session(number))
+
+
 def test_a_build_in_a_pool_equals_one_in_this_process(tmp_path, monkeypatch):
-    """Same rows with the pool on and off, and a refresh that removes and adds sources in between."""
+    """Same rows with the pool on and off (entries, loose sessions, a zip), and a refresh that
+    removes and adds sources in between."""
     roots = [tmp_path / "serial", tmp_path / "pool"]
     for root in roots:
         (root / ".memctl").mkdir(parents=True)
         rng = random.Random(5)
-        words = ["deploy", "server", "密码", "数据库", "token=abcdef123456XYZ", "bk-02", "v3.11", "会议", "日程"]
+        words = ["deploy", "server", "密码", "数据库", "token=abcdef123456XYZ", "bk-02", "v3.11", "会议", "日程",
+                 "οδός", "Running"]
         with open(root / "long_term.jsonl", "w", encoding="utf-8") as handle:
             for number in range(3000):
                 text = " ".join(rng.choice(words) for _ in range(rng.randint(3, 30)))
                 handle.write(json.dumps({"id": f"e{number}", "type": "fact", "text": text}, ensure_ascii=False) + "\n")
+        write_sessions(root / "L4_raw_sessions", rng, words)
     monkeypatch.setattr(prepare, "PARALLEL_AFTER_CHARS", 0)
     monkeypatch.setattr(prepare, "BATCH_CHARS", 5_000)
     contents = []
@@ -159,9 +214,14 @@ def test_a_build_in_a_pool_equals_one_in_this_process(tmp_path, monkeypatch):
         index.rebuild()
         (root / "global_mem.txt").write_text("## [deploy]\nthe server token=abcdef123456XYZ\n", encoding="utf-8")
         (root / "long_term.jsonl").write_text("", encoding="utf-8")
+        for gone in sorted((root / "L4_raw_sessions").glob("0101_000*.txt")):
+            gone.unlink()
         index.ensure_fresh(wait=True)
         contents.append(index_contents(root / ".memctl" / "index.sqlite"))
+        vocabulary, expected = vocabulary_and_bodies_count(root / ".memctl" / "index.sqlite")
+        assert vocabulary == expected  # counted by FTS5 at the rebuild, in Python at the refresh
     assert contents[0] == contents[1] and contents[0]["items"]
+    assert {row[3] for row in contents[0]["items"]} == {"L2", "L4"}  # the zip's and loose sessions' items
     assert "[REDACTED" in contents[1]["items"][0][-1]
 
 
@@ -236,7 +296,9 @@ def test_a_pass_known_to_be_big_starts_its_pool_at_the_first_batch():
     assert batch == "batch"
     assert (pooled.texts, pooled.bodies, pooled.document_frequencies, pooled.words) == \
         (reference.texts, reference.bodies, reference.document_frequencies, reference.words)
-    assert "[REDACTED" in pooled.texts[0] and pooled.words == {"deploy", "token", "REDACTED", "went", "Running", "servers", "quickly"}
+    # ASCII texts give their words lowercased (the writer lowercases every surface word)
+    assert "[REDACTED" in pooled.texts[0] and pooled.words == {"deploy", "token", "redacted", "went", "running",
+                                                               "servers", "quickly"}
 
 
 def test_prepared_batches_cross_a_pipe_unchanged():
@@ -297,3 +359,121 @@ def test_the_pool_reads_how_busy_the_cores_are_now_not_the_load_average_of_the_l
         spinner.wait()
     assert busy is not None and busy >= 0.5  # at least half a core: the spinner runs whatever else does
     assert prepare.Preparer(Tokenizer.for_root(None), IndexOptions()).workers is None  # not decided yet
+
+
+# non-ASCII letters beside plain ASCII and CJK terms: FTS5's tokenizer folds some otherwise than
+# memctl (the final sigma: memctl's `οδος` is FTS5's `οδοσ`)
+ODD_TEXTS = ["İstanbul'da toplantı", "Ǆungla ǅemal", "café crème brûlée naïve", "Ｆｕｌｌ ｗｉｄｔｈ",
+             "ΟΔΟΣ οδός σίσυφος", "㐀㐁 extension 𠀀𠀁 supplementary 﨎 compatibility", "the deploy went out",
+             "会议 在 北京 bk-02 v3.11", "² ³ ½ numbers", "Straße STRASSE"]
+
+
+def vocabulary_and_bodies_count(path: Path) -> tuple[dict[str, int], dict[str, int]]:
+    """The index's vocabulary, and each term's count of the items whose body holds it."""
+    from collections import Counter
+
+    db = sqlite3.connect(path)
+    try:
+        counts: Counter[str] = Counter()
+        for (body,) in db.execute("SELECT body FROM fts"):
+            counts.update(set(body.split()[1:]))
+        return dict(db.execute("SELECT term, df FROM vocab")), dict(counts)
+    finally:
+        db.close()
+
+
+def test_a_rebuild_counts_its_vocabulary_as_its_bodies_hold_the_terms(tmp_path):
+    """A new index takes its document frequencies from FTS5, and counts itself the documents
+    whose terms FTS5 would cut otherwise: the vocabulary is still the bodies' own terms."""
+    (tmp_path / ".memctl").mkdir()
+    rng = random.Random(3)
+    with open(tmp_path / "long_term.jsonl", "w", encoding="utf-8") as handle:
+        for number in range(600):
+            text = " ".join(rng.sample(ODD_TEXTS, rng.randint(1, 4)))
+            handle.write(json.dumps({"id": f"e{number}", "type": "fact", "text": text}, ensure_ascii=False) + "\n")
+    SearchIndex(Layout(tmp_path)).rebuild()
+    path = tmp_path / ".memctl" / "index.sqlite"
+    vocabulary, expected = vocabulary_and_bodies_count(path)
+    assert vocabulary == expected
+    assert "οδος" in vocabulary and "οδοσ" not in vocabulary and vocabulary["bk-02"] > 0
+    db = sqlite3.connect(path)
+    db.execute("CREATE VIRTUAL TABLE temp.terms USING fts5vocab(main, fts, 'row')")
+    assert db.execute("SELECT doc FROM temp.terms WHERE term = 'οδοσ'").fetchone()  # FTS5 did fold it
+    db.close()
+
+
+def test_a_document_removed_from_a_new_index_leaves_its_vocabulary(tmp_path):
+    from memctl.recall.documents import Doc
+    from memctl.recall.store import SQLiteStore
+
+    store = SQLiteStore.create(tmp_path / "index.sqlite")
+    try:
+        with store.transaction():
+            writer = store.writer(Tokenizer.for_root(None), IndexOptions())
+            assert writer.new_index
+            writer.add("a", [Doc("a#1", "L5", "οδός trip"), Doc("a#2", "L5", "plain bk-02 words")])
+            writer.remove_source("a")  # written, then removed
+            writer.add("b", [Doc("b#1", "L5", "οδός again, bk-02")])
+            writer.finish()
+        assert not store.writer(Tokenizer.for_root(None), IndexOptions()).new_index  # only its first writer
+    finally:
+        store.close()
+    vocabulary, expected = vocabulary_and_bodies_count(tmp_path / "index.sqlite")
+    assert vocabulary == expected and vocabulary["οδός"] == 1 and "trip" not in vocabulary
+
+
+def test_fts5_keeps_as_they_are_the_terms_called_plain():
+    """The terms whose counts a new index takes from FTS5: every word character of the ranges
+    called plain, lowercased as memctl lowercases, comes out of FTS5's tokenizer as it went in;
+    the characters left out are those FTS5 folds further."""
+    import re
+
+    from memctl.recall.store import FTS_TOKENIZE
+
+    ranges = ((0x80, 0x3000), (0x3400, 0x4DC0), (0x4E00, 0xA000), (0x1E00, 0x1F00))
+    word = re.compile(r"\w")
+    candidates = {("x" + chr(c)).lower() for low, high in ranges for c in range(low, high) if word.match(chr(c))}
+    terms = sorted(t for t in candidates if prepare.fts5_keeps_terms(t))
+    terms += ["bk-02", "v3.11", "sk_live", "a.b-c_d", "0123456789abcdefghijklmnopqrstuvwxyz", "北京-2"]
+    assert len(terms) > 20_000 + 6_000 + 1_000  # the ideographs, and the letters of the other blocks
+    db = sqlite3.connect(":memory:")
+    db.execute(f"CREATE VIRTUAL TABLE fts USING fts5(body, tokenize=\"{FTS_TOKENIZE}\")")
+    db.execute("INSERT INTO fts(body) VALUES(?)", (" ".join(terms),))
+    db.execute("CREATE VIRTUAL TABLE temp.terms USING fts5vocab(main, fts, 'row')")
+    assert {term for (term,) in db.execute("SELECT term FROM temp.terms")} == set(terms)
+    assert not any(prepare.fts5_keeps_terms(t) for t in ("οδος", "ſ", "µ", "i\u0307stanbul", "𠀀", "ª"))
+    assert prepare.fts5_keeps_terms("café crème οδοί μύθοι москва việt")
+
+
+def test_forked_workers_give_results_in_order_and_their_errors_back(monkeypatch):
+    """Batches come back in the order sent, a worker's error is raised in the writer, a worker
+    that died is a clear failure (not a hang), and stopping leaves no process behind."""
+    import signal
+
+    from memctl.core.errors import WriteFailed
+
+    real = prepare.prepare_batch
+
+    def failing_on_boom(tokenizer, options, parts):
+        if parts == ["boom"]:
+            raise ValueError("no such batch")
+        return real(tokenizer, options, parts)
+
+    monkeypatch.setattr(prepare, "prepare_batch", failing_on_boom)  # before the fork: the workers' too
+    monkeypatch.setattr(prepare, "_WORKER", (Tokenizer.for_root(None), prepare.BatchOptions(IndexOptions())))
+    workers = prepare.ForkedWorkers(2)
+    try:
+        for number in range(4):
+            workers.send([f"deploy number{number}"])
+            assert workers.receive().bodies == [f"deploi number{number}"]
+        workers.send(["boom"])
+        with pytest.raises(ValueError, match="no such batch"):
+            workers.receive()
+        os.kill(workers._processes[workers.sent % 2].pid, signal.SIGKILL)
+        with pytest.raises(WriteFailed, match="ended without its results"):
+            workers.send(["after the kill"])
+            workers.receive()
+    finally:
+        processes = list(workers._processes)
+        workers.stop(at_once=True)
+    assert processes and not any(process.is_alive() for process in processes)

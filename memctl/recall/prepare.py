@@ -9,7 +9,9 @@ rowids and terms as one built serially (tests/test_index_build.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import time
 from collections import Counter, deque
 
@@ -19,39 +21,85 @@ TYPE_CHECKING = False  # typing costs ~20 ms to import, paid by every search
 if TYPE_CHECKING:
     from typing import Sequence
 
-    from memctl.recall.documents import IndexOptions
+    from memctl.recall.documents import Doc, IndexOptions
 
 BATCH_CHARS = 256_000  # text per batch: big enough that a worker's round trip is noise
 # a pool costs ~0.1 s to start (fork, each worker's segmenter): below this much text (in
 # characters seen, or in bytes the pass expects to read), one core
 PARALLEL_AFTER_CHARS = 2_000_000
-IN_FLIGHT_PER_WORKER = 2
+
+
+# What FTS5's tokenizer (unicode61, store.FTS_TOKENIZE) keeps in a token exactly as memctl
+# wrote it: ASCII terms (lowercase letters, digits, '-_.'), the lowercase letters of Latin-1,
+# Latin Extended-A/B, IPA, Greek, Cyrillic and Latin Extended Additional, and the CJK
+# ideographs of Unicode 3.0 (all in SQLite's Unicode 6.1 tables, the oldest FTS5 has) but
+# those FTS5 folds further (`ς` to `σ`, `ſ` to `s`, the Greek symbol forms `ϐϑϕϖϰϱϵ`, `ẛ`).
+# A body with any other character may hold a term FTS5 cuts or folds otherwise
+# (tests/test_index_build.py checks every character of the class against this SQLite).
+_FTS5_MAY_CUT_OTHERWISE = re.compile("[^\x00-\x7f\u00c0-\u02af\u0370-\u04ff\u1e00-\u1eff\u3400-\u4db5"
+                                     "\u4e00-\u9fa5]|[\u017f\u03c2\u03d0\u03d1\u03d5\u03d6\u03f0\u03f1\u03f5\u1e9b]")
+
+
+def fts5_keeps_terms(body: str) -> bool:
+    """Whether FTS5's terms of `body` are memctl's (`body.split()`): then a new index can take
+    its document frequencies from FTS5 (memctl.recall.writer)."""
+    return body.isascii() or _FTS5_MAY_CUT_OTHERWISE.search(body) is None
+
+
+class SessionText:
+    """A compressed session's text, given to the writer uncut: its documents are cut where the
+    batch is prepared (memctl.recall.documents.session_docs), in a worker for a big build, so
+    the writer's process (the one part of a build on a single core) only reads and inserts."""
+
+    __slots__ = ("name", "text")
+
+    def __init__(self, name: str, text: str):
+        self.name, self.text = name, text
+
+    def __len__(self) -> int:
+        return len(self.text)
 
 
 class Prepared:
     """One batch's results, in the batch's order: the redacted text of each document (None
     where redaction changed nothing), its index body (terms joined by spaces), how many of
-    the batch's documents hold each term, and the surface words that may enter the typo
-    table (`surface_candidates`)."""
+    the batch's documents hold each term, the surface words that may enter the typo table
+    (`surface_candidates`) not given before in this pass, and the documents cut from each
+    SessionText of the batch (`cut`, in order).
 
-    __slots__ = ("texts", "bodies", "document_frequencies", "words")
+    When the batch goes into a new index, the frequencies count only the documents in `odd`
+    (their positions in the batch): those whose terms FTS5 may not keep as they are; the
+    writer takes the others' from FTS5 itself."""
+
+    __slots__ = ("texts", "bodies", "document_frequencies", "words", "odd", "cut")
 
     def __init__(self, texts: list[str | None], bodies: list[str], document_frequencies: dict[str, int],
-                 words: set[str]):
+                 words: set[str], odd: list[int] | None = None, cut: list[list[Doc]] | None = None):
         self.texts, self.bodies = texts, bodies
         self.document_frequencies, self.words = document_frequencies, words
+        self.odd = odd if odd is not None else []
+        self.cut = cut if cut is not None else []
 
     def __reduce__(self):
         # From a worker, terms and words travel as one newline-joined string each (neither
         # holds whitespace): pickling thousands of small strings one by one cost the writer,
-        # which unpickles every batch, ~10% of a Latin build.
+        # which unpickles every batch, ~10% of a Latin build. Cut documents travel as tuples.
         return (_unpack, (self.texts, self.bodies, "\n".join(self.document_frequencies),
-                          list(self.document_frequencies.values()), "\n".join(self.words)))
+                          list(self.document_frequencies.values()), "\n".join(self.words), self.odd,
+                          [[_doc_fields(doc) for doc in docs] for docs in self.cut]))
 
 
-def _unpack(texts: list[str | None], bodies: list[str], terms: str, counts: list[int], words: str) -> Prepared:
+def _doc_fields(doc: Doc) -> tuple:
+    return (doc.ref, doc.layer, doc.text, doc.date, doc.type, doc.item_id, doc.session, doc.in_context)
+
+
+def _unpack(texts: list[str | None], bodies: list[str], terms: str, counts: list[int], words: str,
+            odd: list[int], cut: list[list[tuple]]) -> Prepared:
+    from memctl.recall.documents import Doc
+
     return Prepared(texts, bodies, dict(zip(terms.split("\n") if terms else (), counts)),
-                    set(words.split("\n")) if words else set())
+                    set(words.split("\n")) if words else set(), odd,
+                    [[Doc(*fields) for fields in docs] for docs in cut])
 
 
 def surface_candidates(words: set[str]) -> set[str]:
@@ -59,23 +107,68 @@ def surface_candidates(words: set[str]) -> set[str]:
     return {word for word in words if len(word) >= 4 and word.isalpha()}
 
 
-def prepare_batch(tokenizer: Tokenizer, options: IndexOptions, texts: Sequence[str]) -> Prepared:
-    """Redact and tokenize `texts` (the one definition of a document's terms)."""
+class BatchOptions:
+    """How one pass prepares its batches: the index options, whether it goes into a new index
+    (document frequencies then come from FTS5: `Prepared`), and the words this process has
+    already given in the pass (a word is sent once, not once per batch)."""
+
+    __slots__ = ("index", "new_index", "words_given")
+    WORDS_GIVEN_LIMIT = 200_000  # past it, forget them (ids and hashes never repeat): a word given twice is harmless
+
+    def __init__(self, index: IndexOptions, new_index: bool = False):
+        self.index, self.new_index = index, new_index
+        self.words_given: set = set()  # words (str) and ASCII chunks (bytes: Tokenizer.body)
+
+    def new_words(self, tokenizer: Tokenizer) -> set[str]:
+        """The surface candidates the tokenizer collected that this process has not given yet."""
+        if len(self.words_given) > self.WORDS_GIVEN_LIMIT:
+            self.words_given.clear()
+        return surface_candidates(tokenizer.take_words(self.words_given))
+
+
+def cut_sessions(parts: Sequence[str | SessionText]) -> tuple[list[str], list[list[Doc]]]:
+    """The documents' texts of a batch's parts (a SessionText is cut into its documents here),
+    and the documents cut from each SessionText."""
+    if all(isinstance(part, str) for part in parts):
+        return list(parts), []
+    from memctl.recall.documents import session_docs
+
+    texts: list[str] = []
+    cut: list[list[Doc]] = []
+    for part in parts:
+        if isinstance(part, str):
+            texts.append(part)
+        else:
+            docs = session_docs(part.name, part.text)
+            cut.append(docs)
+            texts.extend(doc.text for doc in docs)
+    return texts, cut
+
+
+def prepare_batch(tokenizer: Tokenizer, options: IndexOptions | BatchOptions,
+                  parts: Sequence[str | SessionText]) -> Prepared:
+    """Cut, redact and tokenize a batch: documents' texts, and sessions' texts cut into
+    documents first (the one definition of a document's terms)."""
     from memctl.core.redact import batch_checks, redact  # here, not at the top: a search never needs its patterns
 
+    texts, cut = cut_sessions(parts)
+    batch = options if isinstance(options, BatchOptions) else BatchOptions(options)
+    redacting, extra_patterns = batch.index.redact_enabled, batch.index.extra_patterns
     shown: list[str | None] = []
     bodies: list[str] = []
+    odd: list[int] = []
     frequencies: Counter[str] = Counter()
-    checks = batch_checks(texts) if options.redact_enabled else ()
+    checks = batch_checks(texts) if redacting else ()
     for text in texts:
-        redacted = redact(text, options.extra_patterns, checks) if options.redact_enabled else text
-        terms = tokenizer.tokens(redacted)
-        frequencies.update(set(terms))
+        redacted = redact(text, extra_patterns, checks) if redacting else text
+        body = tokenizer.body(redacted)
+        if not batch.new_index or not fts5_keeps_terms(body):
+            frequencies.update(set(body.split()))
+            odd.append(len(bodies))
         shown.append(None if redacted == text else redacted)
-        bodies.append(" ".join(terms))
-    words = surface_candidates(tokenizer.words)
-    tokenizer.words.clear()
-    return Prepared(shown, bodies, dict(frequencies), words)
+        bodies.append(body)
+    words = batch.new_words(tokenizer)
+    return Prepared(shown, bodies, dict(frequencies), words, odd if batch.new_index else [], cut)
 
 
 # ---------------------------------------------------------------- the pool's side
@@ -83,13 +176,100 @@ def prepare_batch(tokenizer: Tokenizer, options: IndexOptions, texts: Sequence[s
 # Set just before the fork: each worker starts with this process's tokenizer as it is
 # (copy-on-write), not a new one. A big build forks before its first batch, so a segmenter
 # not loaded yet is loaded by each worker on its first CJK run, on both cores at once (and
-# never, when the text has none).
-_WORKER: tuple[Tokenizer, IndexOptions] | None = None
+# never, when the text has none). Each worker keeps its own copy of the pass's BatchOptions
+# (the words it has given).
+_WORKER: tuple[Tokenizer, BatchOptions] | None = None
 
 
-def _prepare_in_worker(texts: list[str]) -> Prepared:
+def _serve(connection, inherited: list) -> None:
+    """A worker: prepare each batch the writer sends, send back its Prepared (or the error),
+    until the writer says stop or is gone."""
+    for other in inherited:  # the other workers' ends: the writer's death must read as EOF here
+        other.close()
     tokenizer, options = _WORKER
-    return prepare_batch(tokenizer, options, texts)
+    while True:
+        try:
+            parts = connection.recv()
+        except (EOFError, OSError):
+            return
+        if parts is None:
+            return
+        try:
+            result = prepare_batch(tokenizer, options, parts)
+        except Exception as exc:  # noqa: BLE001 - the writer raises it, where the user sees it
+            result = exc
+        connection.send(result)
+
+
+def _worker_gone() -> None:
+    from memctl.core.errors import WriteFailed
+
+    raise WriteFailed("a process preparing the index's documents ended without its results: "
+                      "the index was not written") from None
+
+
+class ForkedWorkers:
+    """Forked processes that prepare batches, with no helper thread in the writer's process:
+    batch n goes to worker n % count and results are read back in order by the thread that
+    sends. (multiprocessing.Pool's result thread took the GIL from the writer around its
+    SQLite steps: the writer's CPU grew ~50% beside a pool, bench/RESULTS.md.) One batch in
+    flight per worker: a worker blocked sending a big result and the writer blocked sending it
+    the next batch would wait for each other."""
+
+    def __init__(self, count: int):
+        import multiprocessing
+
+        context = multiprocessing.get_context("fork")
+        self._connections: list = []
+        self._processes: list = []
+        self.sent = self.received = 0
+        try:
+            for _ in range(count):
+                mine, theirs = context.Pipe()
+                process = context.Process(target=_serve, args=(theirs, [*self._connections, mine]), daemon=True)
+                process.start()
+                theirs.close()
+                self._connections.append(mine)
+                self._processes.append(process)
+        except BaseException:
+            self.stop(at_once=True)
+            raise
+
+    @property
+    def count(self) -> int:
+        return len(self._connections)
+
+    def send(self, parts: list[str | SessionText]) -> None:
+        try:
+            self._connections[self.sent % self.count].send(parts)
+        except OSError:
+            _worker_gone()
+        self.sent += 1
+
+    def receive(self) -> Prepared:
+        """The oldest batch's result (the error it raised, raised here)."""
+        connection = self._connections[self.received % self.count]
+        self.received += 1
+        try:
+            result = connection.recv()
+        except (EOFError, OSError):
+            _worker_gone()
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def stop(self, at_once: bool) -> None:
+        """End the workers: after their last batch, or at once (what they hold is dropped)."""
+        for connection in self._connections:
+            if not at_once:
+                with contextlib.suppress(OSError):
+                    connection.send(None)
+            connection.close()
+        for process in self._processes:
+            if at_once:
+                process.terminate()
+            process.join()
+        self._connections, self._processes = [], []
 
 
 # ---------------------------------------------------------------- the writer's side
@@ -98,14 +278,15 @@ class Preparer:
     """Takes batches in order, gives back (batch, Prepared) in the same order: at once when it
     works in this process, a few batches later when a pool works on them."""
 
-    def __init__(self, tokenizer: Tokenizer, options: IndexOptions, workers: int | None = None):
+    def __init__(self, tokenizer: Tokenizer, options: IndexOptions, workers: int | None = None,
+                 new_index: bool = False):
         self.tokenizer = tokenizer
-        self.options = options
+        self.options = BatchOptions(options, new_index)
         self.workers = workers  # None: decided when the pass is big enough to want a pool
         self.chars_seen = 0
         self.expected_bytes = 0  # what the pass will read, when it knows (a rebuild does)
-        self._pool = None
-        self._in_flight: deque = deque()
+        self._pool: ForkedWorkers | None = None
+        self._in_flight: deque = deque()  # the batches sent to the workers, oldest first
 
     def submit(self, batch: list, texts: list[str]) -> list[tuple[list, Prepared]]:
         """Hand over one batch (anything: it comes back untouched) and its texts; returns the
@@ -114,10 +295,11 @@ class Preparer:
         pool = self._pool_if_worth_it()
         if pool is None:
             return [(batch, prepare_batch(self.tokenizer, self.options, texts))]
-        self._in_flight.append((batch, pool.apply_async(_prepare_in_worker, (texts,))))
         ready = []
-        while len(self._in_flight) > self.workers * IN_FLIGHT_PER_WORKER:
+        if len(self._in_flight) >= pool.count:  # the next worker's batch is back first
             ready.append(self._collect_oldest())
+        pool.send(texts)
+        self._in_flight.append(batch)
         return ready
 
     def drain(self) -> list[tuple[list, Prepared]]:
@@ -127,17 +309,13 @@ class Preparer:
     def close(self) -> None:
         """Stop the pool (at once when a batch failed: its results are of no use)."""
         if self._pool is not None:
-            if self._in_flight:
-                self._pool.terminate()
-            else:
-                self._pool.close()
-            self._pool.join()
+            self._pool.stop(at_once=bool(self._in_flight))
             self._pool = None
             self._in_flight.clear()
 
     def _collect_oldest(self) -> tuple[list, Prepared]:
-        batch, result = self._in_flight.popleft()
-        return batch, result.get()
+        batch = self._in_flight.popleft()
+        return batch, self._pool.receive()
 
     def _pool_if_worth_it(self):
         if self._pool is not None:
@@ -154,8 +332,8 @@ class Preparer:
             self.workers = 0  # a spawned worker re-imports everything and reloads the dictionary
             return None
         global _WORKER
-        _WORKER = (self.tokenizer, self.options)
-        self._pool = multiprocessing.get_context("fork").Pool(self.workers)
+        _WORKER = (self.tokenizer, BatchOptions(self.options.index, self.options.new_index))
+        self._pool = ForkedWorkers(self.workers)
         return self._pool
 
 

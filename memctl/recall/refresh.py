@@ -13,7 +13,8 @@ from pathlib import Path
 
 from memctl.core.config import Layout
 from memctl.core.fsutil import NOFOLLOW
-from memctl.recall.documents import history_docs, jsonl_docs, l2_docs, l3_docs, manifest_dates, session_docs
+from memctl.recall.documents import history_docs, jsonl_docs, l2_docs, l3_docs, manifest_dates
+from memctl.recall.prepare import SessionText
 from memctl.recall.sources import FEW_SOURCES_KINDS, L3_MAX_BYTES, Source, file_signature, scan_sources
 from memctl.recall.text import Tokenizer
 from memctl.recall.vocab import VocabSegmenter
@@ -220,7 +221,7 @@ class Refresh:
         if source.kind == "l2":
             docs = l2_docs(text)
         elif source.kind == "loose":
-            docs = session_docs(source.path.stem, text)
+            docs = SessionText(source.path.stem, text)
             writer.keep_session_text(source.key, source.path.stem, data)
         else:
             docs = l3_docs(source.key, text) if len(data) <= L3_MAX_BYTES else []
@@ -293,7 +294,7 @@ class Refresh:
                     data = member.read(self.options.max_member_bytes)
                 read += len(data)
                 name = Path(info.filename).stem
-                writer.add(key, session_docs(name, data.decode("utf-8", "replace")))
+                writer.add(key, SessionText(name, data.decode("utf-8", "replace")))
                 writer.keep_session_text(key, name, data)
                 self._record(Source(key, source.location, "member", info.file_size, 0), signature, "")
         self._record(source, "", "")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from memctl.core.fsutil import refuse_symlink
 from memctl.recall.scoring import fts_totals
-from memctl.recall.writer import IndexWriter, layer_token
+from memctl.recall.writer import FTS_TOKENIZE, IndexWriter, layer_token
 
 TYPE_CHECKING = False  # typing costs ~20 ms to import, paid by every search
 if TYPE_CHECKING:
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from memctl.recall.text import Tokenizer
 
 SCHEMA_VERSION = "5"
-FTS_TOKENIZE = "unicode61 remove_diacritics 0 tokenchars '-_.'"
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
@@ -86,6 +85,7 @@ class SQLiteStore:
         self._item_count: int | None = None
         self._layers: tuple[str, ...] | None = None
         self._totals: dict[str, tuple[int, int]] = {}  # FTS5 table -> (rows, terms), for bm25 in Python
+        self._new = False  # made by `create` and not written yet: its first writer fills an empty index
 
     @classmethod
     def open(cls, path: Path) -> SQLiteStore:
@@ -115,7 +115,9 @@ class SQLiteStore:
         except BaseException:
             db.close()
             raise
-        return cls(db)
+        store = cls(db)
+        store._new = True
+        return store
 
     def close(self) -> None:
         self.db.close()
@@ -189,7 +191,8 @@ class SQLiteStore:
 
     def writer(self, tokenizer: Tokenizer, options: IndexOptions) -> IndexWriter:
         """Adds and removes documents, keeping the vocabulary and session documents in step."""
-        return IndexWriter(self.db, tokenizer, options)
+        new_index, self._new = self._new, False
+        return IndexWriter(self.db, tokenizer, options, new_index=new_index)
 
     # -- the vocabulary
 

@@ -234,11 +234,32 @@ class _WordCache(dict):
     def __missing__(self, word: str) -> tuple[str, ...]:
         if len(self) >= self.limit:
             self.clear()
-        terms = self[word] = latin_tokens(word)
+        terms = self[word] = self.terms(word)
         return terms
+
+    terms = staticmethod(latin_tokens)
 
 
 _WORD_CACHE = _WordCache()
+
+# ASCII bytes -> the bytes `_ASCII_WORD`'s words are made of (letters lowercased, digits, '_',
+# '-', '.'), every other byte a space: the chunks that `split()` gives then hold every word of
+# the text and each word whole (Tokenizer.body).
+_WORD_BYTES = bytes(c + 32 if 65 <= c <= 90 else c if chr(c).isalnum() and c < 128 or c in b"_-." else 32
+                    for c in range(256))
+
+
+class _ChunkBodyCache(_WordCache):
+    """An ASCII chunk (bytes, `_WORD_BYTES`) -> its words' terms joined by spaces (bytes; empty
+    for stop words): an index body is these joined, with no word or term list in between."""
+
+    @staticmethod
+    def terms(chunk: bytes) -> bytes:
+        words = _ASCII_WORD.findall(chunk.decode())
+        return " ".join(chain.from_iterable(map(_WORD_CACHE.__getitem__, words))).encode()
+
+
+_CHUNK_BODY_CACHE = _ChunkBodyCache()
 
 
 class JiebaSegmenter:
@@ -321,6 +342,7 @@ class Tokenizer:
         self.cjk_segmenter = cjk_segmenter
         self.collect_words = collect_words  # the index keeps surface words, for typo matching
         self.words: set[str] = words if words is not None else set()
+        self.ascii_chunks: set[bytes] = set()  # the words of ASCII texts, as Tokenizer.body cut them
         self._run_cache: dict[str, tuple[str, ...]] = {}
 
     @classmethod
@@ -350,6 +372,41 @@ class Tokenizer:
             elif words := _WORD.findall(part):  # between two runs, most often punctuation only
                 out.extend(self._word_terms(words))
         return out
+
+    def body(self, text: str) -> str:
+        """`tokens(text)` joined by spaces: a document's index body. An ASCII text (the bulk of
+        a Latin build) is lowercased and cut into chunks of word characters in one C pass over
+        its bytes (a word's terms are those of its lowercase form, and in ASCII lowercasing
+        keeps the words), and each chunk's terms come from a cache: no regex, no Python loop."""
+        if text.isascii():
+            return self._ascii_body(text)
+        pieces = []  # as `tokens`, part by part: the ASCII parts of a mixed text go the fast way
+        for number, part in enumerate(CJK_RUN.split(text)):
+            if number % 2:
+                pieces.append(" ".join(self._cjk_terms(part)))
+            elif part.isascii():
+                pieces.append(self._ascii_body(part))
+            elif words := _WORD.findall(part):
+                pieces.append(" ".join(self._word_terms(words)))
+        return " ".join(filter(None, pieces))
+
+    def _ascii_body(self, text: str) -> str:
+        chunks = text.encode().translate(_WORD_BYTES).split()
+        if self.collect_words:
+            self.ascii_chunks.update(chunks)
+        return b" ".join(filter(None, map(_CHUNK_BODY_CACHE.__getitem__, chunks))).decode()
+
+    def take_words(self, given: set) -> set[str]:
+        """The surface words collected since the last call (ASCII ones lowercased), but those
+        in `given` (the words and chunks given before: updated)."""
+        words, chunks = self.words - given, self.ascii_chunks - given
+        given |= words
+        given |= chunks
+        self.words.clear()
+        self.ascii_chunks.clear()
+        for chunk in chunks:
+            words.update(_ASCII_WORD.findall(chunk.decode()))
+        return words
 
     def token_groups(self, text: str) -> Iterator[tuple[str, list[str]]]:
         """(surface text, its terms) for each CJK run and each Latin word."""

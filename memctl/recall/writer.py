@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 from collections import Counter
 
-from memctl.recall.prepare import BATCH_CHARS, Prepared, Preparer, surface_candidates
+from memctl.recall.prepare import BATCH_CHARS, Prepared, Preparer, SessionText, fts5_keeps_terms, surface_candidates
 from memctl.recall.text import Tokenizer, latin_tokens
 
 TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import, paid by every search
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from memctl.recall.documents import Doc, IndexOptions
 
 SESSION_DOC_MAX_TOKENS = 20_000
+FTS_TOKENIZE = "unicode61 remove_diacritics 0 tokenchars '-_.'"  # the index's FTS5 tables' (memctl.recall.store)
 LAYER_MARK = "\ue000"  # a private-use char: FTS5 keeps it in a token, memctl's tokenizer never emits it
 
 
@@ -28,11 +29,19 @@ def layer_token(layer: str) -> str:
 class IndexWriter:
     """Adds and removes documents, keeping the vocabulary and session documents in step.
 
-    Added documents wait in batches while they are redacted and tokenized (memctl.recall.prepare,
-    on every core for a big build) and are inserted in the order they were added, with rowids
-    given at `add`: the same rows as one document at a time. `finish` writes what still waits."""
+    Added documents (or a session's text, cut into documents with the batch: SessionText) wait
+    in batches while they are redacted and tokenized (memctl.recall.prepare, on every core for
+    a big build) and are inserted in the order they were added, with rowids given in that
+    order: the same rows as one document at a time. `finish` writes what still waits.
 
-    def __init__(self, db: sqlite3.Connection, tokenizer: Tokenizer, options: IndexOptions):
+    Into a new index (`new_index`: a rebuild's empty file), the vocabulary is FTS5's own count
+    of the rows holding each term, read once at the end (C speed, instead of counting every
+    document's terms in Python and merging the batches' counts here), corrected for the few
+    documents whose terms FTS5 may cut otherwise (memctl.recall.prepare.fts5_keeps_terms):
+    those are counted as before."""
+
+    def __init__(self, db: sqlite3.Connection, tokenizer: Tokenizer, options: IndexOptions,
+                 new_index: bool = False):
         self.db = db
         self.tokenizer = tokenizer
         self.options = options
@@ -43,8 +52,10 @@ class IndexWriter:
         self.removed = 0
         self.next_rowid: int | None = None
         self.layers: set[str] = set()
-        self._preparer = Preparer(tokenizer, options)
-        self._waiting: list[tuple[str, int, list[Doc]]] = []  # (source key, first rowid, docs)
+        self.new_index = new_index
+        self._odd_table = False  # new index: temp.odd holds the bodies whose terms FTS5 may fold otherwise
+        self._preparer = Preparer(tokenizer, options, new_index=new_index)
+        self._waiting: list[tuple[str, list[Doc] | SessionText]] = []  # (source key, docs or a session's text)
         self._waiting_chars = 0
         self._unwritten: set[str] = set()  # source keys with documents not inserted yet
 
@@ -53,24 +64,27 @@ class IndexWriter:
         instead of after the first megabytes (done on one core)."""
         self._preparer.expected_bytes = byte_count
 
-    def add(self, source_key: str, docs: Iterable[Doc]) -> None:
-        docs = list(docs)
-        if not docs:
-            return
-        if self.next_rowid is None:
+    def add(self, source_key: str, docs: Iterable[Doc] | SessionText) -> None:
+        if isinstance(docs, SessionText):
+            self._waiting_chars += len(docs)
+        else:
+            docs = list(docs)
+            if not docs:
+                return
+            self._waiting_chars += sum(len(doc.text) for doc in docs)
+        if self.next_rowid is None:  # where the pass's rows start: from the index as at its first add
             self.next_rowid = self._max_rowid() + 1
-        self._waiting.append((source_key, self.next_rowid, docs))
+        self._waiting.append((source_key, docs))
         self._unwritten.add(source_key)
-        self.next_rowid += len(docs)
-        self._waiting_chars += sum(len(doc.text) for doc in docs)
         if self._waiting_chars >= BATCH_CHARS:
             self._send_waiting()
 
     def _send_waiting(self) -> None:
         batch, self._waiting, self._waiting_chars = self._waiting, [], 0
         if batch:
-            texts = [doc.text for _, _, docs in batch for doc in docs]
-            self._insert_ready(self._preparer.submit(batch, texts))
+            parts = [part for _, docs in batch
+                     for part in ((docs,) if isinstance(docs, SessionText) else (doc.text for doc in docs))]
+            self._insert_ready(self._preparer.submit(batch, parts))
 
     def _write_everything(self) -> None:
         self._send_waiting()
@@ -81,10 +95,16 @@ class IndexWriter:
         for batch, prepared in ready:
             self._insert_batch(batch, prepared)
 
-    def _insert_batch(self, batch: list[tuple[str, int, list[Doc]]], prepared: Prepared) -> None:
+    def _insert_batch(self, batch: list[tuple[str, list[Doc] | SessionText]], prepared: Prepared) -> None:
         item_rows, fts_rows = [], []
         results = zip(prepared.texts, prepared.bodies)
-        for source_key, first_rowid, docs in batch:
+        cut = iter(prepared.cut)
+        batch_start = self.next_rowid
+        for source_key, docs in batch:
+            if isinstance(docs, SessionText):
+                docs = next(cut)
+            first_rowid = self.next_rowid
+            self.next_rowid += len(docs)
             for rowid, doc, (redacted, body) in zip(range(first_rowid, first_rowid + len(docs)), docs, results):
                 item_rows.append((rowid, source_key, doc.ref, doc.layer, doc.date, doc.type, doc.item_id,
                                   doc.session, int(doc.in_context), doc.text if redacted is None else redacted))
@@ -93,9 +113,12 @@ class IndexWriter:
                     self.dirty_sessions.add(doc.session)
                 self.layers.add(doc.layer)
             self.added += len(docs)
-        self.df_delta.update(prepared.document_frequencies)
+        if prepared.document_frequencies:
+            self.df_delta.update(prepared.document_frequencies)
         self.surface_words.update(prepared.words)
         self._insert_items(item_rows, fts_rows)
+        if prepared.odd:
+            self._insert_odd([(batch_start + i, prepared.bodies[i]) for i in prepared.odd])
 
     def remove_source(self, source_key: str) -> None:
         if source_key in self._unwritten:
@@ -103,7 +126,7 @@ class IndexWriter:
         rows = self._delete_items(source_key)
         for session, ctx, body in rows:
             if body:
-                self.df_delta.subtract(set(body.split()[1:]))
+                self._uncount(body)
             if session and ctx:
                 self.dirty_sessions.add(session)
         self.removed += len(rows)
@@ -131,8 +154,18 @@ class IndexWriter:
             body = self.db.execute("SELECT body FROM fts WHERE rowid=?", (rowid,)).fetchone()
             removed.append((session, ctx, body[0] if body else ""))
         self.db.executemany("DELETE FROM fts WHERE rowid=?", ((r[0],) for r in rows))
+        if self._odd_table:
+            self.db.executemany("DELETE FROM temp.odd WHERE rowid=?", ((r[0],) for r in rows))
         self.db.execute("DELETE FROM items WHERE source=?", (source_key,))
         return removed
+
+    def _uncount(self, body: str) -> None:
+        """A removed document's terms out of the vocabulary (a new index's FTS5 count will not
+        hold them anyway, unless they were counted here)."""
+        terms = body.split()[1:]
+        if self.new_index and fts5_keeps_terms(" ".join(terms)):
+            return
+        self.df_delta.subtract(set(terms))
 
     def finish(self) -> None:
         try:
@@ -144,6 +177,8 @@ class IndexWriter:
         self._rebuild_session_docs()
 
     def _flush_vocab(self) -> None:
+        if self.new_index:
+            self._count_vocabulary_in_fts5()
         rows = [(term, delta) for term, delta in self.df_delta.items() if delta and not term.startswith(LAYER_MARK)]
         self._apply_vocab(rows)
         self.df_delta.clear()
@@ -153,6 +188,31 @@ class IndexWriter:
             "INSERT INTO vocab(term, df) VALUES(?, ?) ON CONFLICT(term) DO UPDATE SET df = df + excluded.df", rows)
         # only terms that lost documents can have dropped to zero (a full scan costs seconds at 1 GB)
         self.db.executemany("DELETE FROM vocab WHERE term = ? AND df <= 0", ((t,) for t, d in rows if d < 0))
+
+    def _count_vocabulary_in_fts5(self) -> None:
+        """A new index's vocabulary from FTS5's per-term row counts (layer tokens left out),
+        less FTS5's count of the odd documents, whose own terms `df_delta` holds."""
+        not_layer = f"(term < '{LAYER_MARK}' OR term >= '{chr(ord(LAYER_MARK) + 1)}')"
+        self.db.execute("CREATE VIRTUAL TABLE temp.fts_terms USING fts5vocab(main, fts, 'row')")
+        self.db.execute(f"INSERT INTO vocab(term, df) SELECT term, doc FROM temp.fts_terms WHERE {not_layer}")
+        self.db.execute("DROP TABLE temp.fts_terms")
+        if not self._odd_table:
+            return
+        self.db.execute("CREATE VIRTUAL TABLE temp.odd_terms USING fts5vocab(temp, odd, 'row')")
+        self.db.execute("INSERT INTO vocab(term, df) SELECT term, -doc FROM temp.odd_terms WHERE true "
+                        "ON CONFLICT(term) DO UPDATE SET df = df + excluded.df")
+        self.db.execute("DELETE FROM vocab WHERE df <= 0 AND term IN (SELECT term FROM temp.odd_terms)")
+        self.db.execute("DROP TABLE temp.odd_terms")
+        self.db.execute("DROP TABLE temp.odd")
+        self._odd_table = False
+
+    def _insert_odd(self, rows: list[tuple[int, str]]) -> None:
+        """New index: the bodies FTS5 may fold otherwise, under their items' rowids, into a
+        temporary FTS5 table (its counts are taken off FTS5's own at the end)."""
+        if not self._odd_table:
+            self.db.execute(f"CREATE VIRTUAL TABLE temp.odd USING fts5(body, tokenize=\"{FTS_TOKENIZE}\")")
+            self._odd_table = True
+        self.db.executemany("INSERT INTO temp.odd(rowid, body) VALUES(?, ?)", rows)
 
     def close(self) -> None:
         """Stop the preparing processes, if any (what waits is dropped: call after a failure)."""
