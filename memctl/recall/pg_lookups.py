@@ -25,13 +25,19 @@ if TYPE_CHECKING:
 ITEM_COLUMNS = "rowid, ref, layer, date, type, item_id, session, ctx"
 
 NEAR_WITH_FREQUENCIES = f"""
-WITH near AS (SELECT {ITEM_COLUMNS}, body FROM {{s}}.index_items WHERE rowid = ANY(%s))
+WITH near AS (SELECT {ITEM_COLUMNS}, body FROM {{s}}.index_items WHERE rowid = ANY(%s::bigint[]))
 SELECT {ITEM_COLUMNS}, body, NULL::text, NULL::integer FROM near
 UNION ALL
 SELECT NULL::bigint, NULL, NULL, NULL, NULL, NULL, NULL, NULL::integer, NULL, term, df FROM {{s}}.index_vocab
  WHERE term = ANY(ARRAY(SELECT DISTINCT unnest(string_to_array(body, ' ')) FROM {{s}}.index_items
-                         WHERE rowid = ANY(%s)))
+                         WHERE rowid = ANY(%s::bigint[])))
 """
+
+
+def id_array(rowids: Sequence[int]) -> str:
+    """Rowids as one text parameter for `ANY(%s::bigint[])`: psycopg adapts a list element by
+    element (~0.5 ms of CPU for 300 rowids, more than the statement's own time on the server)."""
+    return "{" + ",".join(map(str, rowids)) + "}"
 
 
 def in_context(row: tuple) -> bool:
@@ -85,7 +91,8 @@ class SearchLookups:
             self.rows[row[0]] = tuple(row)
 
     def _fetch_rows(self, rowids: list[int]) -> None:
-        for row in self.run(f"SELECT {ITEM_COLUMNS} FROM {{s}}.index_items WHERE rowid = ANY(%s)", (rowids,)):
+        sql = f"SELECT {ITEM_COLUMNS} FROM {{s}}.index_items WHERE rowid = ANY(%s::bigint[])"
+        for row in self.run(sql, (id_array(rowids),)):
             self.rows[row[0]] = row
         for rowid in rowids:
             self.rows.setdefault(rowid, None)
@@ -94,7 +101,8 @@ class SearchLookups:
         wanted = sorted(set(rowids))
         missing = [r for r in wanted if r not in self.bodies]
         if missing:
-            found = dict(self.run("SELECT rowid, body FROM {s}.index_items WHERE rowid = ANY(%s)", (missing,)))
+            found = dict(self.run("SELECT rowid, body FROM {s}.index_items WHERE rowid = ANY(%s::bigint[])",
+                                  (id_array(missing),)))
             for rowid in missing:
                 self.bodies[rowid] = found.get(rowid)
         return {r: self.bodies[r] for r in wanted if self.bodies[r] is not None}
@@ -119,7 +127,7 @@ class SearchLookups:
 
     def _fetch_near(self, rowids: list[int], centres: list[int]) -> None:
         frequencies = {}
-        for *row, body, term, df in self.run(NEAR_WITH_FREQUENCIES, (rowids, centres)):
+        for *row, body, term, df in self.run(NEAR_WITH_FREQUENCIES, (id_array(rowids), id_array(centres))):
             if term is None:
                 self.rows[row[0]] = tuple(row)
                 self.bodies[row[0]] = body
