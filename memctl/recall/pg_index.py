@@ -14,14 +14,9 @@ from memctl.recall.refresh import Refresh, RefreshReport
 
 
 def open_store(index) -> PostgresIndexStore:
-    """The searcher's store (memctl.recall.index.SearchIndex.open_store)."""
-    store = _connect(index)
-    try:
-        store.prefer_index_scans()
-    except BaseException:
-        store.close()
-        raise
-    return store
+    """The searcher's store (memctl.recall.index.SearchIndex.open_store); the index's tables
+    are brought to this memctl's version first (they are derived)."""
+    return _connect(index, create=True)
 
 
 def _connect(index, create: bool = False) -> PostgresIndexStore:

@@ -72,6 +72,7 @@ class PostgresIndexStore:
         self.wait_for_lock = True
         self.where = pg.where(conn.info.dsn)
         self._lookups: SearchLookups | None = None  # inside search_scope()
+        self._kept = SearchLookups(self._rows, self._forget_meta)  # between searches, per generation
 
     @classmethod
     def connect(cls, dsn: str, memory: str, root: Path, migrate: bool = False) -> PostgresIndexStore:
@@ -89,14 +90,6 @@ class PostgresIndexStore:
 
     on_server = True
 
-    def prefer_index_scans(self) -> None:
-        """For a searcher's connection: the candidates through the GIN index of `tf`, whatever
-        the table's size. The planner prices `tf ?| terms` like one cheap operator per row and
-        scans a small table whole, reading every row's jsonb: twice the time (LoCoMo's 2,760
-        items: 2.5 against 1.3 ms per ranked statement). Every other statement of a search
-        reads by primary key."""
-        self._run("SET enable_seqscan = off")
-
     def close(self) -> None:
         self.db.close()
 
@@ -109,11 +102,16 @@ class PostgresIndexStore:
     def search_scope(self) -> Iterator[None]:
         """One search: its repeated lookups are answered from what it fetched already, each
         statement bringing what the next stage asks for (memctl.recall.pg_lookups)."""
-        self._lookups = SearchLookups(self._rows)
+        self._kept.start_search()
+        self._lookups = self._kept
         try:
             yield
         finally:
             self._lookups = None
+
+    def _forget_meta(self) -> None:
+        self._meta = None
+        self._totals.clear()
 
     def table(self, name: str) -> str:
         return f"{self.schema}.{name}"
@@ -130,8 +128,7 @@ class PostgresIndexStore:
     def transaction(self) -> Iterator[None]:
         """All the writes inside, or none, under the memory's index lock (one refresher at a
         time on every machine); with `wait_for_lock` false a busy lock raises RefreshBusy."""
-        self._meta = None
-        self._totals.clear()
+        self._forget_meta()
         try:
             with self.db.transaction():
                 key = pg.lock_key(self.schema, "index")
@@ -140,9 +137,12 @@ class PostgresIndexStore:
                 elif not self._rows("SELECT pg_try_advisory_xact_lock(%s)", (key,))[0][0]:
                     raise RefreshBusy(f"another memctl is refreshing the index of {self.schema}")
                 yield
+                # a transaction that wrote anything tells every searcher to drop what it kept
+                # (memctl.recall.pg_lookups); one that found nothing to do leaves their caches
+                self._run("UPDATE {s}.index_generation SET value = value + 1 "
+                          "WHERE pg_current_xact_id_if_assigned() IS NOT NULL")
         finally:
-            self._meta = None
-            self._totals.clear()
+            self._forget_meta()
 
     # -- keys: this machine's files carry its prefix on the server
 
@@ -163,6 +163,8 @@ class PostgresIndexStore:
         return self._meta.get(self._meta_key(key), default)
 
     def set_meta(self, key: str, value: str) -> None:
+        if self.meta(key) == value and self._meta_key(key) in self._meta:
+            return  # unwritten: a refresh with nothing to do leaves the index's generation as it was
         self._run("INSERT INTO {s}.index_meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
                   (self._meta_key(key), value))
         if self._meta is not None:
@@ -310,6 +312,8 @@ class PostgresIndexStore:
                           "ORDER BY rowid", (id_array(rowids),))
 
     def item_texts(self, rowids: Sequence[int]) -> dict[int, str]:
+        if self._lookups is not None:
+            return self._lookups.item_texts(rowids)
         return dict(self._rows("SELECT rowid, text FROM {s}.index_items WHERE rowid = ANY(%s::bigint[]) ORDER BY rowid",
                                (id_array(rowids),)))
 
