@@ -19,7 +19,8 @@ What was fetched is kept for the next searches of the same store (a `--queries` 
 agent's long-lived searcher) while the index is unchanged: every index write transaction bumps
 `index_generation` (memctl.recall.pg_store.PostgresIndexStore.transaction), and each search's
 first statement reads it with what it fetches; a new generation drops everything kept (and the
-store's meta), as SQLite drops its page cache when the file's change counter moved.
+store's meta, read with the generation it belongs to), as SQLite drops its page cache when the
+file's change counter moved.
 """
 
 from __future__ import annotations
@@ -65,11 +66,11 @@ class SearchLookups:
     the current search's first statement: rows of items (None: no such rowid), bodies, texts,
     document frequencies (None: a term the index does not hold)."""
 
-    __slots__ = ("rows", "bodies", "texts", "dfs", "run", "dropped", "generation", "checked", "seen")
+    __slots__ = ("rows", "bodies", "texts", "dfs", "run", "read_generation", "generation", "checked", "seen")
 
-    def __init__(self, run: Callable[[str, Sequence], list[tuple]], dropped: Callable[[], None]):
+    def __init__(self, run: Callable[[str, Sequence], list[tuple]], read_generation: Callable[[int], None]):
         self.run = run  # the store's statement runner (errors become memctl's one line)
-        self.dropped = dropped  # the store forgets what it keeps itself (its meta)
+        self.read_generation = read_generation  # the store checks what it keeps itself (its meta)
         self.generation: int | None = None
         self.checked = False  # the generation read in this search
         self.seen: set[int] = set()  # rowids this search fetched (their neighbours are asked for next)
@@ -87,7 +88,6 @@ class SearchLookups:
     def _drop(self) -> None:
         for kept in (self.rows, self.bodies, self.texts, self.dfs):
             kept.clear()
-        self.dropped()
 
     def _current(self) -> None:
         """Before an answer from what is kept: this search has read the index's generation."""
@@ -113,6 +113,7 @@ class SearchLookups:
             if generation != self.generation:
                 self._drop()
                 self.generation = generation
+            self.read_generation(generation)
             self.checked = True
         for term in terms:
             self.dfs[term] = found.get(term)

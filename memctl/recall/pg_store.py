@@ -72,7 +72,8 @@ class PostgresIndexStore:
         self.wait_for_lock = True
         self.where = pg.where(conn.info.dsn)
         self._lookups: SearchLookups | None = None  # inside search_scope()
-        self._kept = SearchLookups(self._rows, self._forget_meta)  # between searches, per generation
+        self._meta_generation: int | None = None  # the index's generation when _meta was read
+        self._kept = SearchLookups(self._rows, self._read_generation)  # between searches, per generation
 
     @classmethod
     def connect(cls, dsn: str, memory: str, root: Path, migrate: bool = False) -> PostgresIndexStore:
@@ -112,6 +113,11 @@ class PostgresIndexStore:
     def _forget_meta(self) -> None:
         self._meta = None
         self._totals.clear()
+
+    def _read_generation(self, generation: int) -> None:
+        """A search read the index's generation: the meta read at another is stale."""
+        if generation != self._meta_generation:
+            self._forget_meta()
 
     def table(self, name: str) -> str:
         return f"{self.schema}.{name}"
@@ -159,7 +165,9 @@ class PostgresIndexStore:
 
     def meta(self, key: str, default: str = "") -> str:
         if self._meta is None:
-            self._meta = dict(self._rows("SELECT key, value FROM {s}.index_meta"))
+            self._meta = dict(self._rows("SELECT key, value FROM {s}.index_meta UNION ALL "
+                                         "SELECT NULL, value::text FROM {s}.index_generation"))
+            self._meta_generation = int(self._meta.pop(None))
         return self._meta.get(self._meta_key(key), default)
 
     def set_meta(self, key: str, value: str) -> None:
