@@ -6,7 +6,9 @@ Both memories hold the LoCoMo dev conversations (../shared/bench, imported as L6
 index. Then, per backend:
 - ranking agreement (before any write): the top 10 of every dev question, memctl in-process,
   over the SQLite index and over the server's: identical or not;
-- idle in-process search latency (one `Searcher`, every question once);
+- idle in-process search latency (one `Searcher` per pass, every question once; two passes per
+  backend, alternating files / postgres after both memories are built, p50 over both), and the
+  CPU per search of the searcher and of its server backend (read from /proc: a local server);
 - 30 s with 8 writers (`memctl remember --wait 10` of distinct facts, one process each time)
   and 4 searchers (each one in-process `Searcher` cycling through the questions): acknowledged
   writes/s, refusals (exit 75), failures, lost (acknowledged ids not in L5 afterwards), search
@@ -17,7 +19,8 @@ index. Then, per backend:
 
 The server is $MEMCTL_PG_DSN, or a throwaway cluster from the machine's binaries
 (bench/pgserver.py). Targets: >= 50 acknowledged writes/s with 0 refusals and 0 lost; search
-p50 under load <= 2.5x the file backend's idle in-process p50; identical top 10.
+p50 under load <= 2.5x the file backend's idle in-process p50 (the server's idle p50 against the
+same is reported beside it); identical top 10.
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ print(json.dumps([acked, refused, failed]))
 """
 
 SEARCHER = r"""
-import json, sys, time
+import json, os, sys, time
 from pathlib import Path
 from memctl.core.config import load_settings
 from memctl.recall.index import IndexOptions
@@ -81,6 +84,13 @@ root, seconds, queries = Path(sys.argv[1]), float(sys.argv[2]), json.loads(Path(
 pause = float(sys.argv[4])
 settings = load_settings(root)
 searcher = Searcher(settings.layout, IndexOptions.from_settings(settings), refresh=False)
+def server_cpu():  # the CPU seconds of this searcher's server backend (a local server), else 0
+    try:
+        fields = open(f"/proc/{searcher.store.db.info.backend_pid}/stat").read().rsplit(")", 1)[1].split()
+    except (AttributeError, OSError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+cpu_before, server_before = time.process_time(), server_cpu()
 samples, i, end = [], 0, time.monotonic() + seconds
 once = seconds <= 0
 while once or time.monotonic() < end:
@@ -92,8 +102,9 @@ while once or time.monotonic() < end:
     time.sleep(pause)
     if once and i == len(queries):
         break
+cpu = [time.process_time() - cpu_before, server_cpu() - server_before]
 searcher.close()
-print(json.dumps(samples))
+print(json.dumps({"samples": samples, "cpu": cpu}))
 """
 
 
@@ -161,7 +172,7 @@ def under_load(root: Path, env: dict, queries: Path, args) -> dict:
     search_procs = [searcher(root, args.seconds, queries, env, args.search_pause) for _ in range(args.searchers)]
     outputs = [json.loads(p.communicate()[0]) for p in write_procs]
     elapsed = time.perf_counter() - started
-    samples = [s for p in search_procs for s, _ in json.loads(p.communicate()[0])]
+    samples = [s for p in search_procs for s, _ in json.loads(p.communicate()[0])["samples"]]
     acked = [entry_id for ids, _, _ in outputs for entry_id in ids]
     present = active_ids(root, env)
     return {"seconds": round(elapsed, 1), "acknowledged": len(acked), "acked_per_s": round(len(acked) / elapsed, 1),
@@ -169,9 +180,20 @@ def under_load(root: Path, env: dict, queries: Path, args) -> dict:
             "lost": sum(1 for i in acked if i not in present), "search_under_load": percentiles(samples)}
 
 
-def idle_search(root: Path, env: dict, queries: Path) -> list:
+IDLE_PASSES = 2  # idle searcher processes per backend, one pass through the questions each
+
+
+def idle_search(root: Path, env: dict, queries: Path) -> dict:
     proc = searcher(root, 0, queries, env)
     return json.loads(proc.communicate()[0])
+
+
+def cpu_per_search(runs: list[dict]) -> dict[str, float]:
+    """The searcher's own CPU and its server backend's (0 on files), ms per search: what the
+    machine's load does not inflate the way it does wall time."""
+    searches = sum(len(run["samples"]) for run in runs)
+    client, server = (sum(run["cpu"][n] for run in runs) * 1000 / searches for n in (0, 1))
+    return {"client_ms": round(client, 2), "server_ms": round(server, 2), "total_ms": round(client + server, 2)}
 
 
 def main() -> None:
@@ -196,21 +218,30 @@ def main() -> None:
         memories = {"files": (Path(tmp) / "files" / "memory", environment(), ""),
                     "postgres": (Path(tmp) / "server" / "memory", environment(dsn),
                                  store_config(f"team{os.getpid()}"))}
-        idle = {}
         for backend, (root, env, config) in memories.items():
             root.parent.mkdir(parents=True)
             build(root, docs, env, config)
-            idle[backend] = idle_search(root, env, queries)
-        same = sum(a[1] == b[1] for a, b in zip(idle["files"], idle["postgres"]))
+        # both backends measured the same way: after both builds (the server's background work
+        # after its import must not land on one side only), alternating, IDLE_PASSES each
+        idle = {backend: [] for backend in memories}
+        for _ in range(IDLE_PASSES):
+            for backend, (root, env, _) in memories.items():
+                idle[backend].append(idle_search(root, env, queries))
+        same = sum(a[1] == b[1] for a, b in zip(idle["files"][0]["samples"], idle["postgres"][0]["samples"]))
         report = {"options": {k: v for k, v in vars(args).items() if k != "bench_dir"}, "items": len(docs), "questions": len(questions),
                   "identical_top10": f"{same}/{len(questions)}",
-                  "idle_in_process": {b: percentiles([s for s, _ in v]) for b, v in idle.items()}}
+                  "idle_in_process": {b: percentiles([s for run in v for s, _ in run["samples"]])
+                                      for b, v in idle.items()},
+                  "idle_cpu_per_search": {b: cpu_per_search(v) for b, v in idle.items()},
+                  "idle_load_avg_1m": round(os.getloadavg()[0], 2)}
         for backend, (root, env, _) in memories.items():
             report[backend] = under_load(root, env, queries, args)
             report[backend]["load_avg_1m"] = round(os.getloadavg()[0], 2)
         files_p50 = report["idle_in_process"]["files"]["p50_ms"]
         report["postgres_p50_under_load_vs_files_idle_p50"] = round(
             report["postgres"]["search_under_load"]["p50_ms"] / files_p50, 2)
+        report["postgres_idle_p50_vs_files_idle_p50"] = round(
+            report["idle_in_process"]["postgres"]["p50_ms"] / files_p50, 2)
         print(json.dumps(report, indent=1))
 
 

@@ -257,3 +257,60 @@ def test_a_search_without_its_server_is_one_line_naming_the_host(run, root, pg_s
         text = result.stderr.decode()
         assert result.returncode == 2 and "127.0.0.1:1/team" in text, (args, text)
         assert "s3cret-pw" not in text and "Traceback" not in text and len(text.strip().splitlines()) == 1
+
+
+def test_a_long_lived_searcher_keeps_what_it_fetched_until_the_index_changes(run, root, pg_server, pg_memory_name,
+                                                                             monkeypatch):
+    """What a searcher fetched serves its next searches (memctl.recall.pg_lookups) while the
+    index's generation stays; a refresh that changed anything bumps it, and the next search
+    answers as a fresh searcher does, even where the new items took the old ones' rowids."""
+    import psycopg
+
+    from memctl.core.config import load_settings
+    from memctl.recall.index import IndexOptions
+    from memctl.recall.search import Searcher, request_from_settings
+
+    assert run("init", root=root).returncode == 0
+    Backend("postgres", pg_server).use(root, pg_memory_name)
+    lines = ["web: bk-02 behind the proxy", "db: bk-03 replicates to bk-04", "proxy: nginx on bk-02"]
+    (root / "global_mem.txt").write_text("## [HOSTS]\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    assert run("index", "refresh", root=root).returncode == 0
+    monkeypatch.setenv("MEMCTL_PG_DSN", pg_server)
+    settings = load_settings(root)
+
+    def searcher() -> Searcher:
+        return Searcher(settings.layout, IndexOptions.from_settings(settings), refresh=False)
+
+    def hits(searcher: Searcher, query: str) -> list[tuple]:
+        return [(h.ref, h.score, h.text) for h in searcher.search(request_from_settings(settings, query, k=10))]
+
+    def generation() -> int:
+        with psycopg.connect(pg_server) as conn:
+            return conn.execute(f"SELECT value FROM memctl_{pg_memory_name}.index_generation").fetchone()[0]
+
+    kept = searcher()
+    statements = []
+    real_execute = kept.store.db.execute
+    monkeypatch.setattr(kept.store.db, "execute", lambda sql, *a, **kw: statements.append(sql) or real_execute(sql, *a, **kw))
+    try:
+        first = hits(kept, "bk-02 proxy")
+        cold = len(statements)
+        assert hits(kept, "bk-02 proxy") == first and first
+        assert len(statements) - cold < cold  # the rows, bodies and texts were kept
+
+        before = generation()
+        assert run("index", "refresh", root=root).returncode == 0  # nothing changed: nothing written
+        assert generation() == before
+        lines[0] = "web: bk-09 behind the proxy, moved from bk-02"  # the same rowids, other texts
+        (root / "global_mem.txt").write_text("## [HOSTS]\n" + "\n".join(lines) + "\n", encoding="utf-8")
+        assert run("index", "refresh", root=root).returncode == 0
+        assert generation() > before
+        fresh = searcher()
+        try:
+            for query in ("bk-02 proxy", "bk-09", "replicates"):
+                assert hits(kept, query) == hits(fresh, query), query
+            assert any("bk-09" in text for _, _, text in hits(kept, "bk-02 proxy"))
+        finally:
+            fresh.close()
+    finally:
+        kept.close()

@@ -13,12 +13,18 @@ from memctl.recall.pg_store import PostgresIndexStore, RefreshBusy
 from memctl.recall.refresh import Refresh, RefreshReport
 
 
-def open_store(index, create: bool = False) -> PostgresIndexStore:
+def open_store(index) -> PostgresIndexStore:
+    """The searcher's store (memctl.recall.index.SearchIndex.open_store); the index's tables
+    are brought to this memctl's version first (they are derived)."""
+    return _connect(index, create=True)
+
+
+def _connect(index, create: bool = False) -> PostgresIndexStore:
     return PostgresIndexStore.connect(pg.dsn_from_env(), index.options.memory, index.layout.root, migrate=create)
 
 
 def is_usable(index) -> bool:
-    store = open_store(index, create=True)
+    store = _connect(index, create=True)
     try:
         return store.meta("config") == index.config_signature()
     finally:
@@ -28,7 +34,7 @@ def is_usable(index) -> bool:
 def ensure_fresh(index, wait: bool) -> RefreshReport:
     """Refresh this machine's part; a build of it when it was never made (or with other
     settings). Another refresher at work: the index is used as it is, unless `wait`."""
-    store = open_store(index, create=True)
+    store = _connect(index, create=True)
     try:
         with translated(store.where):  # the server gone mid-refresh: one line naming it, exit 2
             pending = _apply_purge_orders(index, store)
@@ -45,7 +51,7 @@ def ensure_fresh(index, wait: bool) -> RefreshReport:
 
 
 def rebuild(index) -> RefreshReport:
-    store = open_store(index, create=True)
+    store = _connect(index, create=True)
     try:
         with translated(store.where):
             pending = _apply_purge_orders(index, store)

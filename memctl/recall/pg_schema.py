@@ -9,7 +9,10 @@ a search or refresh creates them when they are missing (the index is derived).
 - `index_sessions`: the session documents, likewise; `index_vocab` (the layer tokens' rows
   count each layer's items), `index_surface`, `index_meta` (the totals bm25 needs; `config`
   and `l4_dir` once per machine), `index_sources` (keys: memctl.recall.pg_store);
-- `session_texts`: each archived session's compressed text (zlib), for `show` anywhere.
+- `session_texts`: each archived session's compressed text (zlib), for `show` anywhere;
+- `index_generation` (version 2): one number, bumped by every index write transaction that
+  wrote anything, so that a long-lived searcher knows when what it kept is stale
+  (memctl.recall.pg_lookups).
 """
 
 COMPONENT = "recall"
@@ -35,6 +38,11 @@ STEPS = (
     CREATE TABLE {schema}.index_surface(word text COLLATE "C" PRIMARY KEY, term text NOT NULL);
     CREATE TABLE {schema}.session_texts(name text PRIMARY KEY, source text NOT NULL, data bytea NOT NULL);
     CREATE INDEX session_texts_source ON {schema}.session_texts(source);
+    """,
+    """
+    CREATE TABLE {schema}.index_generation(only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+        value bigint NOT NULL);
+    INSERT INTO {schema}.index_generation(value) VALUES (0);
     """,
 )
 

@@ -24,7 +24,7 @@ import contextlib
 from memctl.core import pg
 from memctl.longterm.pg_shared import record_refs
 from memctl.longterm.pg_store import translated
-from memctl.recall.pg_lookups import ITEM_COLUMNS, SearchLookups
+from memctl.recall.pg_lookups import ITEM_COLUMNS, SearchLookups, id_array
 from memctl.recall.pg_schema import COMPONENT, STEPS
 from memctl.recall.scoring import B, K1, MIN_IDF
 from memctl.recall.sources import Source
@@ -70,6 +70,8 @@ class PostgresIndexStore:
         self.wait_for_lock = True
         self.where = pg.where(conn.info.dsn)
         self._lookups: SearchLookups | None = None  # inside search_scope()
+        self._meta_generation: int | None = None  # the index's generation when _meta was read
+        self._kept = SearchLookups(self._rows, self._read_generation)  # between searches, per generation
 
     @classmethod
     def connect(cls, dsn: str, memory: str, root: Path, migrate: bool = False) -> PostgresIndexStore:
@@ -99,11 +101,21 @@ class PostgresIndexStore:
     def search_scope(self) -> Iterator[None]:
         """One search: its repeated lookups are answered from what it fetched already, each
         statement bringing what the next stage asks for (memctl.recall.pg_lookups)."""
-        self._lookups = SearchLookups(self._rows)
+        self._kept.start_search()
+        self._lookups = self._kept
         try:
             yield
         finally:
             self._lookups = None
+
+    def _forget_meta(self) -> None:
+        self._meta = None
+        self._totals.clear()
+
+    def _read_generation(self, generation: int) -> None:
+        """A search read the index's generation: the meta read at another is stale."""
+        if generation != self._meta_generation:
+            self._forget_meta()
 
     def table(self, name: str) -> str:
         return f"{self.schema}.{name}"
@@ -120,8 +132,7 @@ class PostgresIndexStore:
     def transaction(self) -> Iterator[None]:
         """All the writes inside, or none, under the memory's index lock (one refresher at a
         time on every machine); with `wait_for_lock` false a busy lock raises RefreshBusy."""
-        self._meta = None
-        self._totals.clear()
+        self._forget_meta()
         try:
             with self.db.transaction():
                 key = pg.lock_key(self.schema, "index")
@@ -130,9 +141,12 @@ class PostgresIndexStore:
                 elif not self._rows("SELECT pg_try_advisory_xact_lock(%s)", (key,))[0][0]:
                     raise RefreshBusy(f"another memctl is refreshing the index of {self.schema}")
                 yield
+                # a transaction that wrote anything tells every searcher to drop what it kept
+                # (memctl.recall.pg_lookups); one that found nothing to do leaves their caches
+                self._run("UPDATE {s}.index_generation SET value = value + 1 "
+                          "WHERE pg_current_xact_id_if_assigned() IS NOT NULL")
         finally:
-            self._meta = None
-            self._totals.clear()
+            self._forget_meta()
 
     # -- keys: this machine's files carry its prefix on the server
 
@@ -149,10 +163,14 @@ class PostgresIndexStore:
 
     def meta(self, key: str, default: str = "") -> str:
         if self._meta is None:
-            self._meta = dict(self._rows("SELECT key, value FROM {s}.index_meta"))
+            self._meta = dict(self._rows("SELECT key, value FROM {s}.index_meta UNION ALL "
+                                         "SELECT NULL, value::text FROM {s}.index_generation"))
+            self._meta_generation = int(self._meta.pop(None))
         return self._meta.get(self._meta_key(key), default)
 
     def set_meta(self, key: str, value: str) -> None:
+        if self.meta(key) == value and self._meta_key(key) in self._meta:
+            return  # unwritten: a refresh with nothing to do leaves the index's generation as it was
         self._run("INSERT INTO {s}.index_meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
                   (self._meta_key(key), value))
         if self._meta is not None:
@@ -259,12 +277,16 @@ class PostgresIndexStore:
         dfs = self.document_frequencies([*terms, *tokens])  # a layer token's row counts its layer's items
         totals = self.item_totals()
         idfs = fts5_idfs([dfs.get(t, 0) for t in [*terms, *tokens]], totals[0])
-        rank, rank_params = fts5_rank_sql(terms, layers, idfs, totals)
+        counts, count_params = phrase_counts_sql(terms, layers)
+        rank, rank_params = fts5_rank_sql(idfs, totals)
         where, params = _where(terms, layers)
         # ranked on the server (only the best `limit` rows come back, with what hydrate asks for
-        # next); the IDFs are computed here, so the server only adds, multiplies and divides
-        rows = self._rows(f"SELECT {ITEM_COLUMNS}, {rank} AS rank FROM {{s}}.index_items WHERE {where} "
-                          "ORDER BY rank, rowid LIMIT %s", [*rank_params, *params, limit])
+        # next); the IDFs are computed here, so the server only adds, multiplies and divides.
+        # OFFSET 0 keeps the inner select a subquery: flattened, each term's count would be read
+        # from the jsonb twice per row (the rank names each twice)
+        rows = self._rows(f"SELECT {ITEM_COLUMNS}, {rank} AS rank FROM (SELECT {ITEM_COLUMNS}, length, {counts} "
+                          f"FROM {{s}}.index_items WHERE {where} OFFSET 0) AS matching ORDER BY rank, rowid LIMIT %s",
+                          [*rank_params, *count_params, *params, limit])
         if self._lookups is not None:
             self._lookups.remember_rows(row[:-1] for row in rows)
         return [(row[0], row[-1]) for row in rows]
@@ -292,11 +314,14 @@ class PostgresIndexStore:
         if self._lookups is not None:
             return self._lookups.item_rows(rowids, context_only)
         only_context = " AND ctx = 1 AND session <> ''" if context_only else ""
-        return self._rows(f"SELECT {ITEM_COLUMNS} FROM {{s}}.index_items WHERE rowid = ANY(%s){only_context} "
-                          "ORDER BY rowid", (list(rowids),))
+        return self._rows(f"SELECT {ITEM_COLUMNS} FROM {{s}}.index_items WHERE rowid = ANY(%s::bigint[]){only_context} "
+                          "ORDER BY rowid", (id_array(rowids),))
 
     def item_texts(self, rowids: Sequence[int]) -> dict[int, str]:
-        return dict(self._rows("SELECT rowid, text FROM {s}.index_items WHERE rowid = ANY(%s) ORDER BY rowid", (list(rowids),)))
+        if self._lookups is not None:
+            return self._lookups.item_texts(rowids)
+        return dict(self._rows("SELECT rowid, text FROM {s}.index_items WHERE rowid = ANY(%s::bigint[]) ORDER BY rowid",
+                               (id_array(rowids),)))
 
     def last_item_id(self) -> int:
         return self._rows("SELECT max(rowid) FROM {s}.index_items")[0][0] or 0
@@ -308,7 +333,8 @@ class PostgresIndexStore:
     def item_bodies(self, rowids: Sequence[int]) -> dict[int, str]:
         if self._lookups is not None:
             return self._lookups.item_bodies(rowids)
-        return dict(self._rows("SELECT rowid, body FROM {s}.index_items WHERE rowid = ANY(%s) ORDER BY rowid", (list(rowids),)))
+        return dict(self._rows("SELECT rowid, body FROM {s}.index_items WHERE rowid = ANY(%s::bigint[]) ORDER BY rowid",
+                               (id_array(rowids),)))
 
     def item_totals(self) -> tuple[int, int]:
         return self._totals_of("items")
@@ -341,7 +367,8 @@ class PostgresIndexStore:
         return [(keys[rowid], -rank) for rowid, rank in scored[:limit]]
 
     def session_bodies(self, rowids: Sequence[int]) -> dict[int, str]:
-        return dict(self._rows("SELECT rowid, body FROM {s}.index_sessions WHERE rowid = ANY(%s) ORDER BY rowid", (list(rowids),)))
+        return dict(self._rows("SELECT rowid, body FROM {s}.index_sessions WHERE rowid = ANY(%s::bigint[]) "
+                               "ORDER BY rowid", (id_array(rowids),)))
 
     def session_totals(self) -> tuple[int, int]:
         return self._totals_of("sessions")
@@ -406,19 +433,24 @@ def fts5_idfs(phrase_hits: Sequence[int], row_count: int) -> list[float]:
     return idfs
 
 
-def fts5_rank_sql(terms: Sequence[str], layers: Sequence[str], idfs: Sequence[float],
-                  totals: tuple[int, int]) -> tuple[str, list]:
-    """The SQL of fts5_scores' rank over index_items, and its parameters: the same IEEE
-    operations in the same order (float8 on the server is the same double), so the server's
-    rank equals fts5_scores' to the last bit."""
+def phrase_counts_sql(terms: Sequence[str], layers: Sequence[str]) -> tuple[str, list]:
+    """The columns f0, f1, ... of an index_items row: each phrase's count in it as float8 (the
+    query's terms, then its layer tokens: a row's layer token occurs once in it)."""
+    counts = ["coalesce((tf->>%s)::int, 0)::float8"] * len(terms)
+    counts += ["(CASE WHEN lower(layer) = %s THEN 1 ELSE 0 END)::float8"] * len(layers)
+    return ", ".join(f"{count} AS f{i}" for i, count in enumerate(counts)), [*terms, *(x.lower() for x in layers)]
+
+
+def fts5_rank_sql(idfs: Sequence[float], totals: tuple[int, int]) -> tuple[str, list]:
+    """The SQL of fts5_scores' rank over the columns of phrase_counts_sql (one IDF per phrase)
+    and `length`, and its parameters: the same IEEE operations in the same order (float8 on the
+    server is the same double), so the server's rank equals fts5_scores' to the last bit."""
     row_count, token_count = totals
     average = token_count / row_count if row_count else 1.0
-    frequencies = ["coalesce((tf->>%s)::int, 0)::float8"] * len(terms)
-    frequencies += ["(CASE WHEN lower(layer) = %s THEN 1 ELSE 0 END)::float8"] * len(layers)
-    phrase = "%s::float8 * ((({tf}) * %s::float8) / (({tf}) + %s::float8 * (%s::float8 + %s::float8 * " \
+    phrase = "%s::float8 * (({tf} * %s::float8) / ({tf} + %s::float8 * (%s::float8 + %s::float8 * " \
              "length::float8 / %s::float8)))"
     sql, params = "%s::float8", [0.0]
-    for idf, tf, key in zip(idfs, frequencies, [*terms, *(layer.lower() for layer in layers)]):
-        sql = f"({sql} + {phrase.format(tf=tf)})"
-        params += [idf, key, K1 + 1.0, key, K1, 1 - B, B, average]
+    for number, idf in enumerate(idfs):
+        sql = f"({sql} + {phrase.format(tf=f'f{number}')})"
+        params += [idf, K1 + 1.0, K1, 1 - B, B, average]
     return f"(%s::float8 * {sql})", [-1.0, *params]
