@@ -29,7 +29,7 @@ def scrub_other_machines(index, needles: list[bytes]) -> int:
     texts = sorted({n.decode("utf-8", "replace") for n in needles if len(n) >= MIN_NEEDLE})
     if not texts:
         return 0
-    store = open_store(index, create=True)
+    store = open_store(index)  # the tables brought to this version first
     try:
         with translated(store.where), store.transaction():
             keys = _sources_holding(store, texts, [t.encode("utf-8", "surrogateescape") for t in texts])
