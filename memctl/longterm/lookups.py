@@ -132,6 +132,14 @@ class Lookups:
         stat = _stat(path)
         return row is not None and tuple(row[:3]) == stat and row[4] == 0 and row[3] == _tail_digest(path, stat[1])
 
+    def lines_hint(self, which: str) -> int | None:
+        """Read-only, without the lock: how many lines the file had when the lookups last saw it
+        (a guess at the work a write will do, never used as an answer); None if unknown."""
+        if not enabled() or not self._path.exists():
+            return None
+        row = self._read_only_state().get(which)
+        return row[5] if row is not None else None
+
     def _read_only_state(self) -> dict[str, tuple]:
         """Every file's state row, read once (one read-only connection for L5 and L6)."""
         if self._ro_state is None:
@@ -139,7 +147,7 @@ class Lookups:
                 _refuse_links(self._path)
                 db = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True, timeout=1)
                 try:
-                    rows = db.execute("SELECT file, ino, size, mtime_ns, tail, bad FROM state").fetchall()
+                    rows = db.execute("SELECT file, ino, size, mtime_ns, tail, bad, lines FROM state").fetchall()
                 finally:
                     db.close()
             except (sqlite3.Error, UnsafePath):

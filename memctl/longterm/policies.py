@@ -175,6 +175,16 @@ def _pure_python(count: int) -> bool:
     return count <= PURE_PYTHON_MAX and not rapidfuzz_loaded()
 
 
+def warm_up_scorer(l5_lines: int | None) -> None:
+    """Import rapidfuzz now, before the writer lock is taken, when L5 is large enough that the
+    near-duplicate check will likely score more than PURE_PYTHON_MAX candidates (in the bench's
+    memories about a sixth of L5's lines are candidates): the import (~16 ms of CPU) then does
+    not lengthen every writer's wait. A wrong guess changes the cost, never the answer."""
+    if l5_lines is not None and l5_lines > 5 * PURE_PYTHON_MAX and not rapidfuzz_loaded():
+        import rapidfuzz.fuzz  # noqa: F401
+        import rapidfuzz.process  # noqa: F401
+
+
 def rapidfuzz_loaded() -> bool:
     """Whether this process imported rapidfuzz already (a dream, the full command line): then
     its C code is the cheaper one at any size."""

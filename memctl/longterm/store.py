@@ -97,6 +97,11 @@ class EntryFile:
             return []
         return [(self._path.name, number, problem) for number, problem in bad_lines(self._path)]
 
+    def lines_hint(self) -> int | None:
+        """About how many lines the file holds (the lookups' last count, read without the lock),
+        or None: for choosing what to prepare before taking the lock, never as an answer."""
+        return self._lookups.lines_hint(self._which) if self._lookups is not None else None
+
     def entries(self) -> list[Entry]:
         return list(self.iter())
 
