@@ -175,16 +175,6 @@ def _pure_python(count: int) -> bool:
     return count <= PURE_PYTHON_MAX and not rapidfuzz_loaded()
 
 
-def warm_up_scorer(l5_lines: int | None) -> None:
-    """Import rapidfuzz now, before the writer lock is taken, when L5 is large enough that the
-    near-duplicate check will likely score more than PURE_PYTHON_MAX candidates (in the bench's
-    memories about a sixth of L5's lines are candidates): the import (~16 ms of CPU) then does
-    not lengthen every writer's wait. A wrong guess changes the cost, never the answer."""
-    if l5_lines is not None and l5_lines > 5 * PURE_PYTHON_MAX and not rapidfuzz_loaded():
-        import rapidfuzz.fuzz  # noqa: F401
-        import rapidfuzz.process  # noqa: F401
-
-
 def rapidfuzz_loaded() -> bool:
     """Whether this process imported rapidfuzz already (a dream, the full command line): then
     its C code is the cheaper one at any size."""
@@ -227,6 +217,32 @@ def near_duplicate(text: str, entries: Iterable[Entry], cutoff: float) -> tuple[
 def match_key(text: str) -> str:
     """What `token_sort_ratio` compares: the normalized words, sorted, one space apart."""
     return " ".join(sorted(normalize(text).split()))
+
+
+# A partition of a key's characters: the space, digits, four groups of ASCII letters (balanced
+# by English letter frequency), and other characters (CJK, accented letters) split by code
+# point parity. Any partition gives an exact bound; this one makes it tight for real text.
+_LETTER_GROUPS = {c: 2 + group for group, letters in enumerate(("ehcfb", "tslmgvj", "anduykx", "oirwpqz"))
+                  for c in letters}
+CLASSES = 8
+
+
+def key_classes(key: str) -> tuple[int, ...]:
+    """How many characters of a `match_key` fall in each of the CLASSES classes.
+
+    An LCS pairs equal characters, so two keys have an LCS of at most the sum over the classes
+    of the lesser of their counts: `fuzz.ratio` <= 200 * that sum / (a + b), a bound the
+    lookups apply in SQL (exact: a row it leaves out cannot reach the cutoff)."""
+    counts = [0] * CLASSES
+    groups = _LETTER_GROUPS
+    for char in key:
+        if char == " ":
+            counts[0] += 1
+        elif char.isascii():
+            counts[1 if char.isdigit() else groups.get(char, 2)] += 1
+        else:
+            counts[6 + (ord(char) & 1)] += 1
+    return tuple(counts)
 
 
 def reachable_lengths(text: str, cutoff: float) -> tuple[int, int]:

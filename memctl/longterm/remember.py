@@ -16,8 +16,7 @@ from memctl.core.config import Settings
 from memctl.core.fsutil import synced_after_unlock
 from memctl.longterm.entries import Entry, content_hash, new_id
 from memctl.core.errors import MemctlError, UsageError
-from memctl.longterm.policies import (best_key_match, near_duplicate, normalize, policy_for, similarity_threshold,
-                                      warm_up_scorer)
+from memctl.longterm.policies import best_key_match, near_duplicate, normalize, policy_for, similarity_threshold
 from memctl.longterm.recovery import journaled_rewrite, writing
 from memctl.longterm.store import JsonlEntryStore, open_store
 
@@ -85,9 +84,6 @@ def remember(settings: Settings, request: RememberRequest, now: datetime, lock_w
                               request.source, request.force, request.contradicts)
     layout = settings.layout
     store = open_store(layout)
-    hint = getattr(store.active, "lines_hint", None)  # the server's store has no such guess
-    if hint is not None and not policy_for(settings, request.type).merges:
-        warm_up_scorer(hint())  # an import of rapidfuzz, if any, outside the lock
     with writing(layout, lock_wait):
         store.lock_types([request.type])  # the merge and near-duplicate checks below see every earlier write
         if not request.force:
