@@ -117,8 +117,11 @@ def test_the_lean_write_path_imports_neither_typer_nor_rich(memctl_bin, tmp_path
 
 # what a write process must never load (each costs milliseconds of every agent turn): the
 # full command line, the modules that pull in inspect/ast/dis, OpenSSL, the search side, and
-# tomllib once memctl.toml was parsed (.memctl/config.json). (typing is loaded by rapidfuzz itself.)
+# tomllib once memctl.toml was parsed (.memctl/config.json), rapidfuzz (and the typing it
+# loads) while a few near-duplicate candidates are scored in pure Python (longterm.indel), copy
+# (and its weakref).
 NOT_ON_THE_WRITE_PATH = ["typer", "rich", "click", "dataclasses", "inspect", "ast", "dis", "hashlib", "tempfile",
+                         "rapidfuzz", "typing", "copy", "weakref",
                          "tomllib", "zipfile", "jieba", "rjieba", "subprocess", "memctl.cli.app", "memctl.recall",
                          "memctl.longterm.purge_steps", "memctl.longterm.dream", "memctl.l4"]
 

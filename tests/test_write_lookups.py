@@ -213,10 +213,13 @@ def test_a_planted_link_in_place_of_the_lookups_is_never_written_through(tmp_pat
     assert result.action == "added" and elsewhere.read_bytes() == b""
 
 
-def test_lookups_of_schema_2_are_migrated_in_place_not_rebuilt(tmp_path, monkeypatch):
-    """Schema 3 only adds the candidates' covering index: an upgrade costs an index, not a
-    rebuild of both files (seconds at 300k items)."""
+@pytest.mark.parametrize("version", [2, 3])
+def test_older_lookups_are_migrated_in_place_not_rebuilt(tmp_path, monkeypatch, version):
+    """Schema 3 added the candidates' covering index, 4 the class counts of each key: an
+    upgrade fills them from the stored keys, not by a rebuild of both files (seconds at 300k)."""
     import sqlite3
+
+    from memctl.longterm.policies import key_classes
 
     base = _memory(tmp_path)
     monkeypatch.setenv("MEMCTL_LOOKUPS", "1")
@@ -224,15 +227,76 @@ def test_lookups_of_schema_2_are_migrated_in_place_not_rebuilt(tmp_path, monkeyp
     first = remember(settings, RememberRequest("deploy cache pinned on n3", "event"), START, 0)
     db = sqlite3.connect(base / ".memctl" / "lookups.sqlite", isolation_level=None)
     db.execute("DROP INDEX l5_cand")
-    db.execute("CREATE INDEX l5_len ON l5(type, klen)")
+    for index in range(8):  # the table as versions 2 and 3 had it
+        db.execute(f"ALTER TABLE l5 DROP COLUMN c{index}")
+    if version == 2:
+        db.execute("CREATE INDEX l5_len ON l5(type, klen)")
+    else:
+        db.execute("CREATE INDEX l5_cand ON l5(type, klen, seq, key)")
     db.execute("INSERT INTO l5 VALUES (1000000, 'planted', 'never-queried', '', 1, 'x')")  # a rebuild drops it
-    db.execute("PRAGMA user_version=2")
+    db.execute(f"PRAGMA user_version={version}")
     db.close()
     again = remember(settings, RememberRequest("Deploy cache pinned on n3!", "event"), START, 0)
     assert again.action == "seen" and again.entry.id == first.entry.id
     db = sqlite3.connect(base / ".memctl" / "lookups.sqlite")
     indexes = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
     assert "l5_cand" in indexes and "l5_len" not in indexes
     assert db.execute("SELECT count(*) FROM l5 WHERE id='planted'").fetchone()[0] == 1
+    for key, *classes in db.execute("SELECT key, c0, c1, c2, c3, c4, c5, c6, c7 FROM l5").fetchall():
+        assert tuple(classes) == key_classes(key)
     db.close()
+
+
+def _class_text(rng: random.Random, base: str | None) -> str:
+    if base is not None and rng.random() < 0.6:  # a variant: a few characters changed
+        chars = list(base)
+        for _ in range(rng.randint(0, 5)):
+            spot = rng.randrange(len(chars) + 1)
+            if rng.random() < 0.5 and chars:
+                del chars[min(spot, len(chars) - 1)]
+            else:
+                chars.insert(spot, rng.choice("abcehkqz 09缓存部署"))
+        return "".join(chars) or "x"
+    vocabulary = [*WORDS, "缓存", "部署", "迁移", "主机", "n3", "v2.1", "w07", "zq", "Ünïcode"]
+    return " ".join(rng.choice(vocabulary) for _ in range(rng.randint(1, 9)))
+
+
+def test_the_class_bound_leaves_out_only_rows_that_cannot_reach_the_cutoff(tmp_path, monkeypatch):
+    """The candidates the lookups return (length bound and class counts, in SQL) hold every row
+    of the type that scores >= cutoff against the text, in file order: compared with rapidfuzz
+    over all the type's rows of L5, for Latin, Chinese and mixed texts and several cutoffs."""
+    from rapidfuzz import fuzz
+
+    from memctl.longterm.policies import match_key
+    from memctl.longterm.recovery import writing
+    from memctl.longterm.store import open_store
+
+    monkeypatch.setenv("MEMCTL_LOOKUPS", "1")
+    root = tmp_path / "memory"
+    init_root(root)
+    rng = random.Random(11)
+    texts: list[str] = []
+    for _ in range(600):
+        texts.append(_class_text(rng, rng.choice(texts) if texts else None))
+    entries = [Entry(id=f"c{i:04d}", text=text, type=rng.choice(["event", "lesson"]),
+                     created="2026-04-01T00:00:00", updated="2026-04-01T00:00:00") for i, text in enumerate(texts)]
+    (root / "long_term.jsonl").write_bytes(b"".join(entry_line(e) for e in entries))
+    layout = load_settings(root).layout
+    store = open_store(layout)
+    compared = hits = left_out = 0
+    with writing(layout, 5):
+        for _ in range(150):
+            query = _class_text(rng, rng.choice(texts))
+            kind = rng.choice(["event", "lesson"])
+            cutoff = rng.choice([40, 60, 75, 88, 95, 100])
+            query_key = match_key(query)
+            every = [match_key(e.text) for e in entries if e.type == kind]
+            found = store.active.candidates(kind, query, cutoff).keys
+            assert store.active._view() is not None  # answered by the lookups, not the scan
+            expected = [k for k in every if fuzz.ratio(query_key, k) >= cutoff]
+            assert [k for k in found if fuzz.ratio(query_key, k) >= cutoff] == expected, (query, cutoff)
+            compared += 1
+            hits += len(expected)
+            left_out += len(every) - len(found)
+    assert compared == 150 and hits > 100 and left_out > 10_000  # the bound pruned, and lost nothing

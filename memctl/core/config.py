@@ -8,7 +8,6 @@ what `memctl rules` prints.
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 from collections import namedtuple
 from pathlib import Path
@@ -34,6 +33,13 @@ META_RULES = (
     "Secrets are redacted before they reach history, the index, L1 or output.",
     "L1 stays within 30 lines and 1 KB; L6 is append-only except for --purge.",
 )
+
+def plain_copy(value):
+    """A deep copy of settings data (dicts, lists, scalars), without `copy` and its weakref."""
+    if isinstance(value, dict):
+        return {key: plain_copy(item) for key, item in value.items()}
+    return [plain_copy(item) for item in value] if isinstance(value, list) else value
+
 
 DEFAULT_TYPES: dict[str, dict[str, str]] = {
     "profile": {"policy": "merge", "lifespan": "long"},
@@ -124,7 +130,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "backend": "files",
         "memory": "default",
     },
-    "types": copy.deepcopy(DEFAULT_TYPES),
+    "types": plain_copy(DEFAULT_TYPES),
 }
 
 BACKENDS = ("files", "postgres")
@@ -313,7 +319,7 @@ def derived_dir_for(root: Path) -> Path:
 def load_settings(root: Path) -> Settings:
     layout = Layout(Path(root))
     values, origins = _loaded(layout)
-    return Settings(layout=layout, values=copy.deepcopy(values), origins=dict(origins))
+    return Settings(layout=layout, values=plain_copy(values), origins=dict(origins))
 
 
 def store_backend(root: Path) -> str:
@@ -341,7 +347,7 @@ def _loaded(layout: Layout) -> tuple[dict, dict]:
 
 
 def _parse_settings(path: Path, data: bytes | None) -> tuple[dict, dict]:
-    values = copy.deepcopy(DEFAULTS)
+    values = plain_copy(DEFAULTS)
     origins = {f"{section}.{key}": "default" for section, table in DEFAULTS.items() for key in table}
     if data is not None:
         try:

@@ -35,26 +35,35 @@ from memctl.core.errors import UnsafePath
 from memctl.core.fsutil import holds_writer_lock, refuse_symlink
 from memctl.core.jsonl import split_torn
 from memctl.longterm.entries import BAD_LINE, Entry
-from memctl.longterm.policies import match_key, normalize_topic
+from memctl.longterm.policies import CLASSES, key_classes, match_key, normalize_topic
 
 FILE_NAME = "lookups.sqlite"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 TAIL = 4096
 GONE = ("forgotten", "purged")
 _SCHEMA = """
 CREATE TABLE state(file TEXT PRIMARY KEY, ino INTEGER, size INTEGER, mtime_ns INTEGER, tail TEXT,
                    lines INTEGER, bad INTEGER);
 CREATE TABLE l5(seq INTEGER PRIMARY KEY, id TEXT NOT NULL, type TEXT NOT NULL, mkey TEXT NOT NULL,
-                klen INTEGER NOT NULL, key TEXT NOT NULL);
+                klen INTEGER NOT NULL, key TEXT NOT NULL, {class_columns});
 CREATE INDEX l5_id ON l5(id);
 CREATE INDEX l5_key ON l5(type, mkey);
-CREATE INDEX l5_cand ON l5(type, klen, seq, key);
+CREATE INDEX l5_cand ON {candidates_index};
 CREATE TABLE l5_at(seq INTEGER PRIMARY KEY, off INTEGER NOT NULL, len INTEGER NOT NULL);
 CREATE TABLE l6(id TEXT PRIMARY KEY, off INTEGER NOT NULL, len INTEGER NOT NULL, gone INTEGER NOT NULL,
                 gone_off INTEGER, gone_len INTEGER, gone_purged INTEGER, first_forgotten INTEGER,
                 first_purged INTEGER, sha TEXT, klen INTEGER, text TEXT);
 CREATE INDEX l6_gone ON l6(gone, klen);
 """
+_CLASS_NAMES = [f"c{i}" for i in range(CLASSES)]  # policies.key_classes of the key
+_CANDIDATES_INDEX = f"l5(type, klen, seq, {', '.join(_CLASS_NAMES)}, key)"
+_SCHEMA = _SCHEMA.format(class_columns=", ".join(f"{name} INTEGER NOT NULL DEFAULT 0" for name in _CLASS_NAMES),
+                         candidates_index=_CANDIDATES_INDEX)
+_L5_INSERT = f"INSERT INTO l5 VALUES ({', '.join('?' * (6 + CLASSES))})"
+_L5_UPDATE = f"UPDATE l5 SET type=?, mkey=?, klen=?, key=?, {', '.join(n + '=?' for n in _CLASS_NAMES)} WHERE seq=?"
+# a row is a candidate only if its class counts allow the cutoff (policies.key_classes; the
+# slack of 1e-6 keeps every row rapidfuzz's float rounding could let through)
+_CLASS_BOUND = f"200.0 * ({' + '.join(f'min({n}, ?)' for n in _CLASS_NAMES)}) >= ? * (? + klen)"
 
 
 class Stale(Exception):
@@ -97,8 +106,8 @@ class Lookups:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version == 2:
-                _migrate_from_2(db)
+            if version in (2, 3):
+                _migrate(db)
             elif version != SCHEMA_VERSION:
                 _create(db)
             self._db = db
@@ -195,7 +204,7 @@ class Lookups:
                     rows.append((next_seq, entry.id, *_l5_fields(entry)))
                     at.append((next_seq, off, length))
                     next_seq += 1
-            db.executemany("INSERT INTO l5 VALUES (?, ?, ?, ?, ?, ?)", rows)
+            db.executemany(_L5_INSERT, rows)
             db.executemany("INSERT INTO l5_at VALUES (?, ?, ?)", at)
         else:
             _add_l6(db, spans, entries)
@@ -229,21 +238,23 @@ class Lookups:
                                         (type_name, normalize_topic(topic))).fetchone()
         return found[0] if found else None
 
-    def candidates(self, type_name: str, low: int, high: int) -> list[str]:
-        """The match keys of the L5 rows of a type with a key length in [low, high], in file
-        order: from one covering index (type, klen, seq, key), keys alone (the ids and offsets
-        of tens of thousands of rows, joined, cost 3-4x more; `candidate_line` finds the one
-        the caller picks)."""
-        cursor = self._connect().execute("SELECT key FROM l5 WHERE type=? AND klen BETWEEN ? AND ? ORDER BY seq",
-                                         (type_name, low, high))
-        return [key for (key,) in cursor]
+    def candidates(self, type_name: str, low: int, high: int, bound: tuple | None = None) -> list[str]:
+        """The match keys of the L5 rows of a type with a key length in [low, high] — and, with
+        `bound` = (key_classes of the query key, cutoff, its length), class counts that allow
+        the cutoff — in file order: from one covering index (type, klen, seq, class counts,
+        key), keys alone (the ids and offsets of tens of thousands of rows, joined, cost 3-4x
+        more; `candidate_line` finds the one the caller picks)."""
+        where, params = _candidate_filter(type_name, low, high, bound)
+        return [key for (key,) in self._connect().execute(f"SELECT key FROM l5 WHERE {where} ORDER BY seq", params)]
 
-    def candidate_line(self, type_name: str, low: int, high: int, index: int) -> tuple[str, int, int]:
-        """(id, offset, length) of the `index`-th row `candidates` returned (the writer lock held
-        since: nothing moved)."""
+    def candidate_line(self, type_name: str, low: int, high: int, index: int,
+                       bound: tuple | None = None) -> tuple[str, int, int]:
+        """(id, offset, length) of the `index`-th row `candidates` returned for the same
+        arguments (the writer lock held since: nothing moved)."""
+        where, params = _candidate_filter(type_name, low, high, bound)
         return self._connect().execute(
-            "SELECT id, off, len FROM l5 JOIN l5_at USING (seq) WHERE seq = (SELECT seq FROM l5 WHERE type=? "
-            "AND klen BETWEEN ? AND ? ORDER BY seq LIMIT 1 OFFSET ?)", (type_name, low, high, index)).fetchone()
+            f"SELECT id, off, len FROM l5 JOIN l5_at USING (seq) WHERE seq = (SELECT seq FROM l5 WHERE {where} "
+            "ORDER BY seq LIMIT 1 OFFSET ?)", (*params, index)).fetchone()
 
     def holds(self, which: str, entry_id: str) -> bool:
         return self._connect().execute(f"SELECT 1 FROM {which} WHERE id=? LIMIT 1", (entry_id,)).fetchone() is not None
@@ -276,7 +287,7 @@ class Lookups:
                 if in_place:
                     shift += added[2] - length
                     db.execute("UPDATE l5_at SET len=? WHERE seq=?", (added[2], seq))
-                    db.execute("UPDATE l5 SET type=?, mkey=?, klen=?, key=? WHERE seq=?", (*_l5_fields(added[0]), seq))
+                    db.execute(_L5_UPDATE, (*_l5_fields(added[0]), seq))
                 else:
                     shift -= length
                     db.execute("DELETE FROM l5 WHERE seq=?", (seq,))
@@ -288,7 +299,7 @@ class Lookups:
             if added is not None and not in_place:
                 entry, off, length, _ = added
                 seq = (db.execute("SELECT max(seq) FROM l5").fetchone()[0] or 0) + 1
-                db.execute("INSERT INTO l5 VALUES (?, ?, ?, ?, ?, ?)", (seq, entry.id, *_l5_fields(entry)))
+                db.execute(_L5_INSERT, (seq, entry.id, *_l5_fields(entry)))
                 db.execute("INSERT INTO l5_at VALUES (?, ?, ?)", (seq, off, length))
                 lines += 1
             db.execute("UPDATE state SET lines = lines + ? WHERE file='l5'", (lines,))
@@ -335,19 +346,39 @@ def _create(db: sqlite3.Connection) -> None:
     db.execute("COMMIT")
 
 
-def _migrate_from_2(db: sqlite3.Connection) -> None:
-    """Version 2 had the candidates' index on (type, klen) only: the covering one is added in
-    place (a fraction of a second at 45k L5 entries, against a rebuild of both files)."""
+def _migrate(db: sqlite3.Connection) -> None:
+    """Versions 2 and 3 lacked the class counts (and 2 the covering index): they are added in
+    place, from the stored keys (about a second at 45k L5 entries, against a rebuild of both
+    files from L5 and L6)."""
     db.execute("BEGIN IMMEDIATE")
-    db.execute("CREATE INDEX IF NOT EXISTS l5_cand ON l5(type, klen, seq, key)")
-    db.execute("DROP INDEX IF EXISTS l5_len")
-    db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-    db.execute("COMMIT")
+    try:
+        present = {row[1] for row in db.execute("PRAGMA table_info(l5)")}
+        for name in _CLASS_NAMES:
+            if name not in present:
+                db.execute(f"ALTER TABLE l5 ADD COLUMN {name} INTEGER NOT NULL DEFAULT 0")
+        rows = [(*key_classes(key), seq) for seq, key in db.execute("SELECT seq, key FROM l5").fetchall()]
+        db.executemany(f"UPDATE l5 SET {', '.join(n + '=?' for n in _CLASS_NAMES)} WHERE seq=?", rows)
+        db.execute("DROP INDEX IF EXISTS l5_len")
+        db.execute("DROP INDEX IF EXISTS l5_cand")
+        db.execute(f"CREATE INDEX l5_cand ON {_CANDIDATES_INDEX}")
+        db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
-def _l5_fields(entry: Entry) -> tuple[str, str, int, str]:
+def _candidate_filter(type_name: str, low: int, high: int, bound: tuple | None) -> tuple[str, tuple]:
+    where, params = "type=? AND klen BETWEEN ? AND ?", (type_name, low, high)
+    if bound is not None:
+        classes, cutoff, length = bound
+        where, params = f"{where} AND {_CLASS_BOUND}", (*params, *classes, cutoff - 1e-6, length)
+    return where, params
+
+
+def _l5_fields(entry: Entry) -> tuple:
     key = match_key(entry.text)
-    return entry.type, normalize_topic(entry.topic), len(key), key
+    return (entry.type, normalize_topic(entry.topic), len(key), key, *key_classes(key))
 
 
 def _add_l6(db: sqlite3.Connection, spans, entries) -> None:

@@ -10,16 +10,21 @@ near-duplicate raises `seen` of the existing entry. One similarity function is s
 from __future__ import annotations
 
 import re
+import sys
 from collections import namedtuple
 
-from rapidfuzz import fuzz, process, utils
-
 from memctl.core.config import Settings
+from memctl.longterm import indel
 from memctl.longterm.entries import Entry
 from memctl.core.errors import UsageError
 
 MERGE = "merge"
 APPEND = "append"
+# Up to this many candidates are scored in pure Python (memctl.longterm.indel, the same
+# numbers) unless rapidfuzz is loaded already: importing it costs a write process ~16 ms of CPU
+# (~43M instructions), the pure-Python LCS of a ~50-character key ~7-9 µs (bench/RESULTS.md), so
+# the two break even near 2,000 such keys; 1,000 leaves room for longer keys and a loaded machine.
+PURE_PYTHON_MAX = 1000
 
 
 TYPE_CHECKING = False  # typing costs ~3 ms of every write process
@@ -80,7 +85,14 @@ def similarity_threshold(settings: Settings) -> float:
 
 
 def normalize(text: str) -> str:
-    """Lowercase, punctuation to spaces, whitespace collapsed (CJK characters are kept)."""
+    """Lowercase, every non-alphanumeric character to a space, the ends trimmed (CJK characters
+    are kept): rapidfuzz's `default_process`, in pure Python where that is exact."""
+    if not rapidfuzz_loaded():
+        processed = indel.process_text(text)
+        if processed is not None:
+            return processed
+    from rapidfuzz import utils
+
     return utils.default_process(text)
 
 
@@ -132,22 +144,52 @@ def similarity(a: str, b: str) -> float:
     na, nb = normalize(a), normalize(b)
     if numbers(na) != numbers(nb):
         return 0.0
+    from rapidfuzz import fuzz
+
     return fuzz.token_sort_ratio(na, nb)
 
 
 def best_match(text: str, candidates: Sequence[str], cutoff: float) -> tuple[int, float] | None:
     """Index and score of the candidate most similar to `text` (same numbers), if any reaches
-    `cutoff`. rapidfuzz scores every candidate in C; only its hits are checked in Python."""
+    `cutoff`. rapidfuzz scores every candidate in C (or, for a few, `indel` in Python: the same
+    scores); only its hits are checked in Python."""
     if not candidates:
         return None
     query = normalize(text)
     wanted = numbers(query)
-    hits = process.extract(query, candidates, scorer=fuzz.token_sort_ratio, processor=utils.default_process,
-                           score_cutoff=cutoff, limit=50)
-    for _, score, index in hits:  # best first
+    if _pure_python(len(candidates)):
+        hits = top_ratios(match_key(text), [match_key(c) for c in candidates], cutoff)
+    else:
+        from rapidfuzz import fuzz, process, utils
+
+        hits = [(score, index) for _, score, index in
+                process.extract(query, candidates, scorer=fuzz.token_sort_ratio, processor=utils.default_process,
+                                score_cutoff=cutoff, limit=50)]
+    for score, index in hits:  # best first
         if numbers(normalize(candidates[index])) == wanted:
             return index, float(score)
     return None
+
+
+def _pure_python(count: int) -> bool:
+    return count <= PURE_PYTHON_MAX and not rapidfuzz_loaded()
+
+
+def rapidfuzz_loaded() -> bool:
+    """Whether this process imported rapidfuzz already (a dream, the full command line): then
+    its C code is the cheaper one at any size."""
+    return "rapidfuzz.process" in sys.modules
+
+
+def top_ratios(query: str, keys: Sequence[str], cutoff: float, limit: int = 50) -> list[tuple[float, int]]:
+    """(score, index) of the keys whose `fuzz.ratio` with `query` reaches `cutoff`, best first,
+    ties to the earlier key: `process.extract`'s answer, from `indel` for a few keys."""
+    if _pure_python(len(keys)):
+        return indel.extract(query, keys, cutoff, limit)
+    from rapidfuzz import fuzz, process
+
+    return [(score, index) for _, score, index in
+            process.extract(query, keys, scorer=fuzz.ratio, processor=None, score_cutoff=cutoff, limit=limit)]
 
 
 def best_key_match(text: str, keys: Sequence[str], cutoff: float) -> tuple[int, float] | None:
@@ -158,8 +200,7 @@ def best_key_match(text: str, keys: Sequence[str], cutoff: float) -> tuple[int, 
         return None
     query = match_key(text)
     wanted = numbers(query)
-    hits = process.extract(query, keys, scorer=fuzz.ratio, processor=None, score_cutoff=cutoff, limit=50)
-    for _, score, index in hits:  # best first
+    for score, index in top_ratios(query, keys, cutoff):  # best first
         if numbers(keys[index]) == wanted:
             return index, float(score)
     return None
@@ -176,6 +217,32 @@ def near_duplicate(text: str, entries: Iterable[Entry], cutoff: float) -> tuple[
 def match_key(text: str) -> str:
     """What `token_sort_ratio` compares: the normalized words, sorted, one space apart."""
     return " ".join(sorted(normalize(text).split()))
+
+
+# A partition of a key's characters: the space, digits, four groups of ASCII letters (balanced
+# by English letter frequency), and other characters (CJK, accented letters) split by code
+# point parity. Any partition gives an exact bound; this one makes it tight for real text.
+_LETTER_GROUPS = {c: 2 + group for group, letters in enumerate(("ehcfb", "tslmgvj", "anduykx", "oirwpqz"))
+                  for c in letters}
+CLASSES = 8
+
+
+def key_classes(key: str) -> tuple[int, ...]:
+    """How many characters of a `match_key` fall in each of the CLASSES classes.
+
+    An LCS pairs equal characters, so two keys have an LCS of at most the sum over the classes
+    of the lesser of their counts: `fuzz.ratio` <= 200 * that sum / (a + b), a bound the
+    lookups apply in SQL (exact: a row it leaves out cannot reach the cutoff)."""
+    counts = [0] * CLASSES
+    groups = _LETTER_GROUPS
+    for char in key:
+        if char == " ":
+            counts[0] += 1
+        elif char.isascii():
+            counts[1 if char.isdigit() else groups.get(char, 2)] += 1
+        else:
+            counts[6 + (ord(char) & 1)] += 1
+    return tuple(counts)
 
 
 def reachable_lengths(text: str, cutoff: float) -> tuple[int, int]:

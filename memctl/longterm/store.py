@@ -34,7 +34,7 @@ from memctl.core.fsutil import StagedFile, atomic_write_bytes, refuse_symlink
 from memctl.core.jsonl import append_lines, quarantine_torn_tail, split_torn, torn_dir
 from memctl.longterm import store_scan
 from memctl.longterm.lookups import Lookups, entry_of, read_line
-from memctl.longterm.policies import match_key, reachable_lengths
+from memctl.longterm.policies import key_classes, match_key, reachable_lengths
 from memctl.longterm.entries import (
     Entry,
     Row,
@@ -173,17 +173,20 @@ class EntryFile:
     def candidates(self, type_name: str, text: str, cutoff: float = 0.0) -> Candidates:
         """L5: the rows of this type that could be near-duplicates of `text`, in file order
         (ties in the similarity ranking go to the earlier row). `cutoff` (the similarity the
-        caller will require, 0-100) lets the store leave out rows that cannot reach it: only a
-        length bound is applied (`policies.reachable_lengths`), never a guess, so the caller's
-        rapidfuzz check over these rows finds what it would find over every row of the type.
+        caller will require, 0-100) lets the store leave out rows that cannot reach it: only
+        exact bounds are applied (the key length, `policies.reachable_lengths`, and in the
+        lookups the key's character-class counts, `policies.key_classes`), never a guess, so the
+        caller's check over these rows finds what it would find over every row of the type.
         A sequence of rows (`Candidates`: `.keys` gives their texts' match keys at once); each
         row's `entry_id` is there, `raw` and `entry` may be read only when asked for. (The brief named `candidates(type, text)`; `cutoff` is the one addition:
         without it the store cannot leave anything out.)"""
         view = self._view()
         if view is not None:
             low, high = reachable_lengths(text, cutoff)
-            keys = view.candidates(type_name, low, high)
-            return Candidates(None, lambda index: self._load(*view.candidate_line(type_name, low, high, index)),
+            key = match_key(text)
+            bound = (key_classes(key), cutoff, len(key)) if cutoff > 0 else None
+            keys = view.candidates(type_name, low, high, bound)
+            return Candidates(None, lambda index: self._load(*view.candidate_line(type_name, low, high, index, bound)),
                               keys)
         rows = store_scan.candidates(self._data(), type_name, text, cutoff)
         return Candidates([(r.entry.id, match_key(r.entry.text), r) for r in rows], None)
