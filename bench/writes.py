@@ -86,8 +86,11 @@ def _commands(targets: dict[str, list[str]], runs: int, tag: str):
     """(name, argv list) for each timed operation, `runs` distinct calls each."""
     forget_ids = targets["forget"][:runs]
     topics = targets["topics"]
+    # every tag's facts carry numbers of their own: a fact that differs from an earlier one only
+    # in its tag letter is a near-duplicate of it (a seen bump, which rewrites L5), not an append
+    base = {"p": 10000, "v": 20000, "i": 30000}.get(tag, 40000)
     return {
-        "remember": [["remember", f"bench note {tag} {i}: rotated the cache on host w{i:03d}", "--type", "event"]
+        "remember": [["remember", f"bench note {tag} {base + i}: rotated the cache on host w{base + i}", "--type", "event"]
                      for i in range(runs)],
         "remember-supersede": [["remember", f"prefers editor v{tag}{i}", "--type", "preference",
                                 "--topic", topics[i % len(topics)]] for i in range(runs)],
