@@ -40,12 +40,16 @@ LEXICAL_RULES: dict[str, tuple[object, tuple]] = {
     "cjk_part_weight": (1.0, (1.0, 0.3, 0.5, 0.7)),
     "cjk_char_weight": (1.0, (1.0, 0.15, 0.3, 0.45)),
 }
-# per fusion rule (reported side by side): the weight of the item vectors, then for rrf its k
-# (the "off" value of rrf_k is the default, 60: the choice is kept only if it beats it)
+# per fusion rule (reported side by side): the weight of the item vectors, the share of their
+# in-context vectors in the cosine, then for rrf its k (the "off" value of rrf_k is the default,
+# 60: the choice is kept only if it beats it)
+CONTEXT_SHARES = (0.0, 0.3, 0.5, 0.7, 1.0)
 SEMANTIC_RULES: dict[str, dict[str, tuple[object, tuple]]] = {
     "rrf": {"semantic_weight": (0.0, (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5)),
+            "semantic_context": (0.0, CONTEXT_SHARES),
             "rrf_k": (60, (5, 10, 20, 30, 60, 100))},
-    "score": {"semantic_weight": (0.0, (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0))},
+    "score": {"semantic_weight": (0.0, (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0)),
+              "semantic_context": (0.0, CONTEXT_SHARES)},
 }
 
 
@@ -119,7 +123,7 @@ def memoize_query_vectors() -> None:
     semantic_signal._encoder = encoder
 
 
-FUSION_FIELDS = {"fusion": "none", "semantic_weight": 0.0, "rrf_k": 60}
+FUSION_FIELDS = {"fusion": "none", "semantic_weight": 0.0, "rrf_k": 60, "semantic_context": 0.0}
 
 
 def memoize_lexical_stage(searcher: Searcher) -> None:

@@ -79,6 +79,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "semantic_weight": 0.3,  # rrf 0.3 helps every LoCoMo fold; score 1.0 gains more but loses one
         "rrf_k": 60,
         "semantic_candidates": 100,
+        # the cosine of an item: (1 - this) × its own vector's + this × its vector read after the
+        # turn before it ([semantic] context_vectors)
+        "semantic_context": 0.0,
     },
     # item embeddings (pip install 'memctl[semantic]'; memctl.recall.semantic)
     "semantic": {
@@ -94,6 +97,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "scan_below": 20000,  # up to this many vectors a search compares them all
         # the default model is English-only: Chinese queries stay lexical, mostly-Chinese items get no vector
         "cjk_queries": False,
+        # a second vector per item: the item read after the turn before it in its session
+        # (memctl.recall.semantic.context_text), for [ranking] semantic_context
+        "context_vectors": True,
     },
     "dream": {
         "consolidate_min": 3,
