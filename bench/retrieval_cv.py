@@ -44,12 +44,15 @@ LEXICAL_RULES: dict[str, tuple[object, tuple]] = {
 # in-context vectors in the cosine, then for rrf its k (the "off" value of rrf_k is the default,
 # 60: the choice is kept only if it beats it)
 CONTEXT_SHARES = (0.0, 0.3, 0.5, 0.7, 1.0)
+FUSED_NEIGHBOURS = (0.0, 0.1, 0.2, 0.3)
 SEMANTIC_RULES: dict[str, dict[str, tuple[object, tuple]]] = {
     "rrf": {"semantic_weight": (0.0, (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5)),
             "semantic_context": (0.0, CONTEXT_SHARES),
+            "fused_neighbour_weight": (0.0, FUSED_NEIGHBOURS),
             "rrf_k": (60, (5, 10, 20, 30, 60, 100))},
     "score": {"semantic_weight": (0.0, (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0)),
-              "semantic_context": (0.0, CONTEXT_SHARES)},
+              "semantic_context": (0.0, CONTEXT_SHARES),
+              "fused_neighbour_weight": (0.0, FUSED_NEIGHBOURS)},
 }
 
 
@@ -123,7 +126,8 @@ def memoize_query_vectors() -> None:
     semantic_signal._encoder = encoder
 
 
-FUSION_FIELDS = {"fusion": "none", "semantic_weight": 0.0, "rrf_k": 60, "semantic_context": 0.0}
+FUSION_FIELDS = {"fusion": "none", "semantic_weight": 0.0, "rrf_k": 60, "semantic_context": 0.0,
+                 "fused_neighbour_weight": 0.0}
 
 
 def memoize_lexical_stage(searcher: Searcher) -> None:

@@ -82,6 +82,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         # the cosine of an item: (1 - this) × its own vector's + this × its vector read after the
         # turn before it ([semantic] context_vectors)
         "semantic_context": 0.0,
+        # the neighbour rule again after fusion: the turns next to a semantically close one share in its score
+        "fused_neighbour_weight": 0.0,
     },
     # item embeddings (pip install 'memctl[semantic]'; memctl.recall.semantic)
     "semantic": {

@@ -259,7 +259,8 @@ class SemanticSignal:
     def fuse(self, candidates: list, query: str, ranking, store, hydrate, keep) -> list:
         """candidates (lexical scores) -> candidates with fused scores, semantic matches added;
         `store` is the open index (memctl.recall.store.SQLiteStore), `hydrate(rows)` makes hits of its rows, `keep(hit)` applies the
-        search's layer, date and type filters."""
+        search's layer, date and type filters. A query that is not fused gets `candidates`
+        itself back (the same list), a fused one a new list."""
         self.ranking = ranking
         if not self.wanted(query):
             return candidates
