@@ -342,7 +342,8 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, help="with --cv: build the memories here (or reuse them) and keep them")
     parser.add_argument("--lexical-choices", type=json.loads, default=None,
                         help='with --cv: JSON {fold: {rule: value}}, the lexical rules a full --cv chose without each fold')
-    parser.add_argument("--fusions", default="rrf,score", help="with --cv: the fusion rules cross-validated")
+    parser.add_argument("--fusions", default="rrf,score",
+                        help="with --cv: the fusion rules cross-validated (\"\": none, the command-line tables alone)")
     parser.add_argument("--model", default="", help="[semantic] model of every memory (e.g. multilingual-e5-small)")
     args = parser.parse_args()
     global SEMANTIC_TOML
@@ -367,7 +368,7 @@ def main() -> None:
                                                         embed_memory if semantic else None, args.keep, args.model,
                                                         lexical_cv=not args.fusion_only, workdir=args.workdir,
                                                         lexical_choices=args.lexical_choices,
-                                                        fusions=tuple(args.fusions.split(",")))
+                                                        fusions=tuple(f for f in args.fusions.split(",") if f))
     if args.only in (None, "locomo"):
         tally, systems = evaluate("LoCoMo", locomo, words, "bm25-words", args.keep, semantic)
         print_table("LoCoMo, turn level (dev: 5 conversations)", tally, systems, ["overall", *CATEGORIES.values()])

@@ -151,3 +151,23 @@ def test_the_cosine_mixes_a_rows_own_vector_and_its_vector_in_context(tmp_path):
     store.drop_rows([1])
     assert store.context_rows_between(1, 2) == {}
     store.close()
+
+
+def reply_score(run, root: Path, ranking: str, query: str = "holidays by the sea") -> float | None:
+    (root / "memctl.toml").write_text(E5_CONFIG + "[ranking]\n" + ranking)
+    result = run("search", "--layers", "L6", "--json", "-k", "5", query, root=root)
+    assert result.returncode in (0, 1), result.stderr
+    scores = {json.loads(line)["id"]: json.loads(line)["score"] for line in result.stdout.decode().splitlines()}
+    return scores.get("reply")
+
+
+@needs_multilingual
+def test_the_turn_after_a_close_match_shares_in_its_fused_score(run, root):
+    embedded_memory(run, root)
+    fused = 'fusion = "score"\nsemantic_weight = 1.0\nsemantic_context = 0.0\n'
+    alone = reply_score(run, root, fused)
+    shared = reply_score(run, root, fused + "fused_neighbour_weight = 0.5\n")
+    assert alone is not None and shared is not None and shared > alone + 0.01  # "ask", its neighbour, lends
+    lexical = 'fusion = "none"\n'  # not fused: the rule does not apply (the lexical neighbour rule still does)
+    before = reply_score(run, root, lexical, "beach summer")
+    assert before is not None and reply_score(run, root, lexical + "fused_neighbour_weight = 0.5\n", "beach summer") == before

@@ -80,9 +80,12 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "rrf_k": 60,
         "semantic_candidates": 100,
         # the cosine of an item: (1 - this) × its own vector's + this × its vector read after the
-        # turn before it ([semantic] context_vectors)
-        "semantic_context": 0.0,
-        # the neighbour rule again after fusion: the turns next to a semantically close one share in its score
+        # turn before it ([semantic] context_vectors); LoCoMo chose 0.5-1.0 without each fold, more
+        # costs MemDaily's separate statements (bench/RESULTS.md, in-context vectors)
+        "semantic_context": 0.5,
+        # the neighbour rule again after fusion: the turns next to a semantically close one share
+        # in its fused score: with score fusion LoCoMo chose 0.2-0.3 (bench/RESULTS.md); with rrf it
+        # gains one conversation what it costs another, so off by default
         "fused_neighbour_weight": 0.0,
     },
     # item embeddings (pip install 'memctl[semantic]'; memctl.recall.semantic)
