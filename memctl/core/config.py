@@ -79,13 +79,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "semantic_weight": 0.3,  # rrf 0.3 helps every LoCoMo fold; score 1.0 gains more but loses one
         "rrf_k": 60,
         "semantic_candidates": 100,
-        # the cosine of an item: (1 - this) × its own vector's + this × its vector read after the
-        # turn before it ([semantic] context_vectors); LoCoMo chose 0.5-1.0 without each fold, more
-        # costs MemDaily's separate statements (bench/RESULTS.md, in-context vectors)
-        "semantic_context": 0.5,
-        # the neighbour rule again after fusion: the turns next to a semantically close one share
-        # in its fused score: with score fusion LoCoMo chose 0.2-0.3 (bench/RESULTS.md); with rrf it
-        # gains one conversation what it costs another, so off by default
+        # an item's cosine: (1 - this) × its own vector's + this × its vector in context
+        "semantic_context": 0.5,  # ([semantic] context_vectors; bench/RESULTS.md, in-context vectors)
+        # the neighbour rule again over the fused scores (with rrf it moves LoCoMo by 0: off)
         "fused_neighbour_weight": 0.0,
     },
     # item embeddings (pip install 'memctl[semantic]'; memctl.recall.semantic)
@@ -102,9 +98,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "scan_below": 20000,  # up to this many vectors a search compares them all
         # the default model is English-only: Chinese queries stay lexical, mostly-Chinese items get no vector
         "cjk_queries": False,
-        # a second vector per item: the item read after the turn before it in its session
-        # (memctl.recall.semantic.context_text), for [ranking] semantic_context
-        "context_vectors": True,
+        "context_vectors": True,  # also each item after the turn before it (semantic.context_text)
     },
     "dream": {
         "consolidate_min": 3,
