@@ -44,6 +44,7 @@ DEFAULT_BENCH = next((p for p in (HERE.parent.parent / "shared" / "bench", Path(
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (5, 10)
 SEMANTIC_TOML = ""  # --model: the [semantic] table every memory's memctl.toml carries
+FUSED_RANKING = ""  # --fused-ranking: the [ranking] table of the fused run (default: the defaults)
 
 
 def memctl_command() -> list[str]:
@@ -249,7 +250,7 @@ def evaluate(name: str, sets, analyzer, baseline_name: str, keep: bool, semantic
             root = built[0] if built else import_memory(docs, workdir)
             runs = {"memctl-lexical": search_memory(root, questions, workdir, max(KS), fusion="none")}
             if semantic and (built or embed_memory(root)):
-                write_config(root)
+                write_config(root, FUSED_RANKING)
                 runs["memctl-fused"] = search_memory(root, questions, workdir, max(KS))
         finally:
             if not keep:
@@ -342,10 +343,16 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, help="with --cv: build the memories here (or reuse them) and keep them")
     parser.add_argument("--lexical-choices", type=json.loads, default=None,
                         help='with --cv: JSON {fold: {rule: value}}, the lexical rules a full --cv chose without each fold')
+    parser.add_argument("--fusions", default="rrf,score",
+                        help="with --cv: the fusion rules cross-validated (\"\": none, the command-line tables alone)")
+    parser.add_argument("--fused-ranking", default="",
+                        help='[ranking] lines of the fused run, e.g. \'fusion = "score"; semantic_weight = 1.0\'')
     parser.add_argument("--model", default="", help="[semantic] model of every memory (e.g. multilingual-e5-small)")
     args = parser.parse_args()
-    global SEMANTIC_TOML
+    global SEMANTIC_TOML, FUSED_RANKING
     SEMANTIC_TOML = f'[semantic]\nmodel = "{args.model}"\n' if args.model else ""
+    if args.fused_ranking:
+        FUSED_RANKING = "[ranking]\n" + "".join(line.strip() + "\n" for line in args.fused_ranking.split(";"))
     os.environ.pop("MEMCTL_HOME", None)
     semantic = not args.no_semantic
     locomo = list(locomo_sets(args.bench_dir / "locomo" / "locomo_dev.json"))[:args.sets]
@@ -365,7 +372,8 @@ def main() -> None:
         locomo, memdaily, semantic = build_and_validate(locomo, memdaily, import_memory,
                                                         embed_memory if semantic else None, args.keep, args.model,
                                                         lexical_cv=not args.fusion_only, workdir=args.workdir,
-                                                        lexical_choices=args.lexical_choices)
+                                                        lexical_choices=args.lexical_choices,
+                                                        fusions=tuple(f for f in args.fusions.split(",") if f))
     if args.only in (None, "locomo"):
         tally, systems = evaluate("LoCoMo", locomo, words, "bm25-words", args.keep, semantic)
         print_table("LoCoMo, turn level (dev: 5 conversations)", tally, systems, ["overall", *CATEGORIES.values()])

@@ -40,12 +40,19 @@ LEXICAL_RULES: dict[str, tuple[object, tuple]] = {
     "cjk_part_weight": (1.0, (1.0, 0.3, 0.5, 0.7)),
     "cjk_char_weight": (1.0, (1.0, 0.15, 0.3, 0.45)),
 }
-# per fusion rule (reported side by side): the weight of the item vectors, then for rrf its k
-# (the "off" value of rrf_k is the default, 60: the choice is kept only if it beats it)
+# per fusion rule (reported side by side): the weight of the item vectors, the share of their
+# in-context vectors in the cosine, then for rrf its k (the "off" value of rrf_k is the default,
+# 60: the choice is kept only if it beats it)
+CONTEXT_SHARES = (0.0, 0.3, 0.5, 0.7, 1.0)
+FUSED_NEIGHBOURS = (0.0, 0.1, 0.2, 0.3)
 SEMANTIC_RULES: dict[str, dict[str, tuple[object, tuple]]] = {
     "rrf": {"semantic_weight": (0.0, (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5)),
+            "semantic_context": (0.0, CONTEXT_SHARES),
+            "fused_neighbour_weight": (0.0, FUSED_NEIGHBOURS),
             "rrf_k": (60, (5, 10, 20, 30, 60, 100))},
-    "score": {"semantic_weight": (0.0, (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0))},
+    "score": {"semantic_weight": (0.0, (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0)),
+              "semantic_context": (0.0, CONTEXT_SHARES),
+              "fused_neighbour_weight": (0.0, FUSED_NEIGHBOURS)},
 }
 
 
@@ -119,7 +126,8 @@ def memoize_query_vectors() -> None:
     semantic_signal._encoder = encoder
 
 
-FUSION_FIELDS = {"fusion": "none", "semantic_weight": 0.0, "rrf_k": 60}
+FUSION_FIELDS = {"fusion": "none", "semantic_weight": 0.0, "rrf_k": 60, "semantic_context": 0.0,
+                 "fused_neighbour_weight": 0.0}
 
 
 def memoize_lexical_stage(searcher: Searcher) -> None:
@@ -255,7 +263,7 @@ def nested_report(title: str, scores: Scores, rules: dict, starts: dict[str, Ran
 
 def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory, keep: bool, model: str = "",
                        lexical_cv: bool = True, workdir: Path | None = None,
-                       lexical_choices: dict[str, dict] | None = None):
+                       lexical_choices: dict[str, dict] | None = None, fusions: tuple[str, ...] = ("rrf", "score")):
     """Build every memory once, cross-validate the lexical rules, then (with item vectors) the
     fusion (`model`: the memories' [semantic] model; with one that reads Chinese, the MemDaily
     folds are fused and cross-validated too); returns the sets with their memories, as (name, docs, questions, root), and whether
@@ -287,7 +295,7 @@ def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory
         else:
             fused = Scores([u for u in units if u.dataset == "locomo"])
             fused_sets = {"LoCoMo": datasets["LoCoMo"]}
-        for fusion in ("rrf", "score") if semantic else ():
+        for fusion in fusions if semantic else ():
             report(f"Semantic fusion {fusion!r} (the lexical rules as chosen above; {', '.join(d for d, f in fused_sets.items() if f)} folds)",
                    fused, SEMANTIC_RULES[fusion], lexical._replace(fusion=fusion), fused_sets)
             if lexical_choices:

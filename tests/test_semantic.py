@@ -122,7 +122,7 @@ def test_a_paraphrase_finds_its_target(run, root, memctl_bin):
     assert embedded.returncode == 0, embedded.stderr
     report = json.loads(embedded.stdout)
     english = len(ITEMS) - 1  # an English-only model gets no Chinese text ([semantic] cjk_queries = false)
-    assert report["rows"] == english and report["embedded"] == english
+    assert report["rows"] == english and report["embedded"] == english + 2  # + tap and budget in context
     ids, result = search_ids(run, root, PARAPHRASE)
     assert result.returncode == 0 and ids[0] == "pet", (ids, result.stderr)
     ids, _ = search_ids(run, root, "plumbing fix at home")
@@ -177,7 +177,7 @@ def test_vectors_of_changed_texts_are_not_used_and_are_replaced(run, root):
     ids, _ = search_ids(run, root, PARAPHRASE, "--no-refresh")
     assert "pet" not in ids
     again = run("index", "embed", "--json", root=root)
-    assert json.loads(again.stdout)["embedded"] == 1  # that text alone
+    assert json.loads(again.stdout)["embedded"] == 2  # that text, and the turn after it read in context
     assert json.loads(run("index", "embed", "--json", root=root).stdout)["embedded"] == 0
 
 
@@ -349,7 +349,9 @@ def test_the_multilingual_model_finds_a_chinese_paraphrase(run, root):
     assert embedded.returncode == 0, embedded.stderr
     report = json.loads(embedded.stdout)
     every = len(ITEMS) + len(CHINESE_ITEMS)  # it reads Chinese: the Chinese items get vectors too
-    assert report["rows"] == every and report["embedded"] == every and report["model"] == "multilingual-e5-small"
+    in_context = 2  # tap after pet (s1), budget after wed (s2): also read after the turn before them
+    assert report["rows"] == every and report["embedded"] == every + in_context
+    assert report["model"] == "multilingual-e5-small"
     ids, result = search_ids(run, root, CHINESE_PARAPHRASE)
     assert result.returncode == 0 and ids[0] == "wash", (ids, result.stderr)
     ids, result = search_ids(run, root, PARAPHRASE)  # and English as well

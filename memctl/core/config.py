@@ -85,6 +85,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "semantic_weight": 0.3,  # rrf 0.3 helps every LoCoMo fold; score 1.0 gains more but loses one
         "rrf_k": 60,
         "semantic_candidates": 100,
+        # an item's cosine: (1 - this) × its own vector's + this × its vector in context
+        "semantic_context": 0.5,  # ([semantic] context_vectors; bench/RESULTS.md, in-context vectors)
+        # the neighbour rule again over the fused scores (with rrf it moves LoCoMo by 0: off)
+        "fused_neighbour_weight": 0.0,
     },
     # item embeddings (pip install 'memctl[semantic]'; memctl.recall.semantic)
     "semantic": {
@@ -100,6 +104,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "scan_below": 20000,  # up to this many vectors a search compares them all
         # the default model is English-only: Chinese queries stay lexical, mostly-Chinese items get no vector
         "cjk_queries": False,
+        "context_vectors": True,  # also each item after the turn before it (semantic.context_text)
     },
     "dream": {
         "consolidate_min": 3,

@@ -186,8 +186,13 @@ class Searcher:
         filters = Filters(layers, parse_when(request.since), parse_when(request.until, end_of_day=True), request.type)
         found = self._lexical(plan.terms, filters, k) if plan.terms else []
         if self.semantic is not None:  # item embeddings ([semantic] extra): memctl.recall.semantic
-            found = self.semantic.fuse(found, request.query, self.ranking, self.store,
+            fused = self.semantic.fuse(found, request.query, self.ranking, self.store,
                                        lambda rows: hydrate(self.store, rows), filters.admits)
+            if fused is not found and self.ranking.fused_neighbour_weight > 0:  # fused: a new list
+                # the turns next to a close match share in its fused score, as in the lexical stage
+                fused = with_neighbours(self.store, fused, filters,
+                                        self.ranking._replace(neighbour_weight=self.ranking.fused_neighbour_weight))
+            found = fused
         hits = _best_per_ref(found)[:k]
         self._load_texts(hits)
         for hit in hits:

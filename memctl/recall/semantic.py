@@ -107,12 +107,14 @@ def embed_missing(layout, ranking, batch_size: int | None = None) -> EmbedReport
     store = VectorStore(layout.derived_dir / VECTORS_NAME)  # written beside the index, never into a read-only memory
     batch = int(batch_size or ranking.semantic_option("batch_size"))
     cjk_model = reads_chinese(ranking)
+    in_context = bool(ranking.semantic_option("context_vectors"))
     try:
         store.reset_for(str(encoder.model_dir), encoder.dim)
         top = index.last_item_id()
         stored_top = store.db.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0
         for low in range(1, max(top, stored_top) + 1, EMBED_RANGE):
-            _embed_range(index, store, encoder, low, low + EMBED_RANGE - 1, batch, report, cjk_model)
+            _embed_range(index, store, encoder, low, low + EMBED_RANGE - 1, batch, report, cjk_model,
+                         in_context)
         store.db.execute("BEGIN")
         report.trained = store.train_lists(int(ranking.semantic_option("scan_below")))
         store.db.execute("COMMIT")
@@ -163,29 +165,56 @@ def embed_in_background(settings) -> str:
 
 
 def _embed_range(index, store, encoder, low: int, high: int, batch: int, report: EmbedReport,
-                 cjk_model: bool) -> None:
-    """One range of index rows: drop the vectors of rows gone, embed the texts never seen."""
+                 cjk_model: bool, in_context: bool) -> None:
+    """One range of index rows: drop the vectors of rows gone, embed the texts never seen (each
+    item alone and, with `in_context`, read after the turn before it)."""
     from memctl.recall.vectors import text_hash
 
-    rows = index.item_texts_between(low, high)
+    turns = index.item_turns_between(max(1, low - 1), high)  # the row before the range: its first row's context
     if not cjk_model:  # a model that does not read Chinese is never asked about mostly-Chinese text
-        rows = [(rowid, text) for rowid, text in rows if not _mostly_cjk(text or "")]
-    current = {rowid: text_hash(text or "") for rowid, text in rows}
-    stored = store.rows_between(low, high)
-    gone = [r for r in stored if r not in current]
+        turns = [(rowid, session, text) for rowid, session, text in turns if not _mostly_cjk(text or "")]
+    alone = {rowid: text or "" for rowid, _, text in turns if rowid >= low}
+    contexts = _context_texts(turns, low) if in_context else {}
+    current, current_context = ({r: text_hash(t) for r, t in texts.items()} for texts in (alone, contexts))
+    stored, stored_context = store.rows_between(low, high), store.context_rows_between(low, high)
     changed = [(r, h) for r, h in current.items() if stored.get(r) != h]
-    texts = {current[r]: text or "" for r, text in rows if stored.get(r) != current[r]}
+    changed_context = [(r, h) for r, h in current_context.items() if stored_context.get(r) != h]
+    texts = {current[r]: alone[r] for r, _ in changed} | {current_context[r]: contexts[r] for r, _ in changed_context}
     known = store.known_hashes(list(texts))
     new = [h for h in texts if h not in known]
     vectors = encoder.encode([texts[h] for h in new], batch) if new else []
     store.db.execute("BEGIN")  # after the model's work: a search reading the store never waits for it
     store.add_cached(list(zip(new, vectors)))
-    store.drop_rows(gone)
+    store.drop_rows([r for r in stored if r not in current])
+    store.drop_context([r for r in stored_context if r not in current_context])
     store.assign(changed)
+    store.assign_context(changed_context)
     store.db.execute("COMMIT")
     report.embedded += len(new)
     report.reused += sum(1 for _, h in changed if h in known)
-    report.dropped += len(gone)
+    report.dropped += sum(1 for r in stored if r not in current)
+
+
+PREVIOUS_CHARS = 200  # of the turn before: its end, which is what the item answers
+
+
+def context_text(previous: str, text: str) -> str:
+    """What an item's in-context vector is made of: the end of the turn before it, then the item
+    (whose own words stay within the token cap however long the turn before was)."""
+    return f"{previous[-PREVIOUS_CHARS:]}\n{text}"
+
+
+def _context_texts(turns: list[tuple[int, str, str]], low: int) -> dict[int, str]:
+    """rowid -> its in-context text, for the rows from `low` whose previous row is the turn
+    before them in the same session (rows are a session's turns in order, as the neighbour
+    rule reads them: memctl.recall.context.with_neighbours)."""
+    by_rowid = {rowid: (session, text or "") for rowid, session, text in turns}
+    found = {}
+    for rowid, (session, text) in by_rowid.items():
+        before = by_rowid.get(rowid - 1)
+        if rowid >= low and session and before and before[0] == session and before[1]:
+            found[rowid] = context_text(before[1], text)
+    return found
 
 
 def _encoder(ranking, batch_pass: bool = False):
@@ -230,7 +259,8 @@ class SemanticSignal:
     def fuse(self, candidates: list, query: str, ranking, store, hydrate, keep) -> list:
         """candidates (lexical scores) -> candidates with fused scores, semantic matches added;
         `store` is the open index (memctl.recall.store.SQLiteStore), `hydrate(rows)` makes hits of its rows, `keep(hit)` applies the
-        search's layer, date and type filters."""
+        search's layer, date and type filters. A query that is not fused gets `candidates`
+        itself back (the same list), a fused one a new list."""
         self.ranking = ranking
         if not self.wanted(query):
             return candidates
@@ -245,9 +275,10 @@ class SemanticSignal:
         if vector is None:
             return candidates
         probe = int(self.ranking.semantic_option("probe_lists"))
-        nearest = self.vectors.nearest(vector, int(self.ranking.semantic_candidates), probe)
+        context = float(self.ranking.semantic_context)
+        nearest = self.vectors.nearest(vector, int(self.ranking.semantic_candidates), probe, context)
         lexical = sorted(candidates, key=lambda h: -h.score)
-        compared = self.vectors.similarities([h.rowid for h in lexical[:LEXICAL_COMPARED]], vector)
+        compared = self.vectors.similarities([h.rowid for h in lexical[:LEXICAL_COMPARED]], vector, context)
         cosine = _verified(store, {r: (h, c) for r, h, c in [*compared, *nearest]})
         by_rowid = {h.rowid: h for h in candidates}
         for hit in hydrate([(r, 0.0) for r in cosine if r not in by_rowid]):

@@ -269,6 +269,12 @@ class SQLiteStore:
         """(rowid, text) of the items with rowids in [low, high], for the embedding pass."""
         return self.db.execute("SELECT rowid, text FROM items WHERE rowid BETWEEN ? AND ?", (low, high)).fetchall()
 
+    def item_turns_between(self, low: int, high: int) -> list[tuple[int, str, str]]:
+        """(rowid, session, text) of the items with rowids in [low, high]; the session is '' for an
+        item that is not part of a session's context document (it has no turn before it)."""
+        return self.db.execute("SELECT rowid, CASE WHEN ctx = 1 THEN coalesce(session, '') ELSE '' END, text "
+                               "FROM items WHERE rowid BETWEEN ? AND ?", (low, high)).fetchall()
+
     def item_bodies(self, rowids: Sequence[int]) -> dict[int, str]:
         """rowid -> the item's indexed body: the layer token, then its terms, space-separated."""
         return self._bodies(rowids, "fts")

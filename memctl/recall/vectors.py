@@ -3,11 +3,16 @@
 - `cache(hash, vec)`: one float16 vector per distinct item text (blake2b of the text), so a
   rebuilt index, whose rowids all change, costs no embedding at all.
 - `items(rowid, hash, list)`: which vector each index row has, and its IVF list.
+- `context(rowid, hash)`: the vector of the item read after the turn before it in its session
+  (memctl.recall.semantic.context_text), in the same cache: a reply ("Yes, twice last year")
+  means what the turn it answers asked. A search takes each row's cosine as a mix of the two
+  (`[ranking] semantic_context`).
 - `centroids(list, vec)`: k-means centroids over the vectors, trained once the memory holds more
   than `[semantic] scan_below` of them (and again when it has doubled since). A search then
   compares the query with the centroids and reads only the `probe_lists` closest lists: bounded
   work however large the memory; below that size it compares every vector.
-- `meta`: the model the vectors came from (another model means starting over).
+- `meta`: the model the vectors came from (another model means starting over) and the store's
+  FORMAT (an older one has its rows assigned again; the cached vectors are kept).
 """
 
 from __future__ import annotations
@@ -24,7 +29,11 @@ CREATE TABLE IF NOT EXISTS cache(hash BLOB PRIMARY KEY, vec BLOB) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS items(rowid INTEGER PRIMARY KEY, hash BLOB, list INTEGER);
 CREATE INDEX IF NOT EXISTS items_list ON items(list);
 CREATE TABLE IF NOT EXISTS centroids(list INTEGER PRIMARY KEY, vec BLOB);
+CREATE TABLE IF NOT EXISTS context(rowid INTEGER PRIMARY KEY, hash BLOB);
 """
+FORMAT = "2"  # 2: rows have in-context vectors too (`context`)
+_ROWS = ("SELECT items.rowid, items.hash, cache.vec, inctx.vec FROM items JOIN cache USING(hash) "
+         "LEFT JOIN context ON context.rowid = items.rowid LEFT JOIN cache AS inctx ON inctx.hash = context.hash")
 KMEANS_SAMPLE = 50_000
 KMEANS_ROUNDS = 8
 
@@ -71,11 +80,17 @@ class VectorStore:
         return self.db.execute("SELECT count(*) FROM items").fetchone()[0]
 
     def reset_for(self, model: str, dim: int) -> None:
-        """Vectors of another model are useless: start over when the model changes."""
+        """Vectors of another model are useless: start over when the model changes. A store of
+        an older FORMAT keeps its cached vectors and has every row assigned again."""
         if self.meta("model") != model or self.dim != dim:
-            self.db.executescript("DELETE FROM cache; DELETE FROM items; DELETE FROM centroids; DELETE FROM meta;")
+            self.db.executescript("DELETE FROM cache; DELETE FROM items; DELETE FROM context; "
+                                  "DELETE FROM centroids; DELETE FROM meta;")
             self.set_meta("model", model)
             self.set_meta("dim", str(dim))
+        elif self.meta("format", "1") != FORMAT:
+            self.db.executescript("DELETE FROM items; DELETE FROM context; DELETE FROM centroids; "
+                                  "DELETE FROM meta WHERE key = 'trained_at';")
+        self.set_meta("format", FORMAT)
 
     # -- writing (the embedding pass)
 
@@ -106,6 +121,16 @@ class VectorStore:
 
     def drop_rows(self, rowids: list[int]) -> None:
         self.db.executemany("DELETE FROM items WHERE rowid = ?", ((r,) for r in rowids))
+        self.drop_context(rowids)
+
+    def context_rows_between(self, low: int, high: int) -> dict[int, bytes]:
+        return dict(self.db.execute("SELECT rowid, hash FROM context WHERE rowid BETWEEN ? AND ?", (low, high)))
+
+    def assign_context(self, rows: list[tuple[int, bytes]]) -> None:
+        self.db.executemany("INSERT OR REPLACE INTO context(rowid, hash) VALUES(?, ?)", rows)
+
+    def drop_context(self, rowids: list[int]) -> None:
+        self.db.executemany("DELETE FROM context WHERE rowid = ?", ((r,) for r in rowids))
 
     def vectors_of_hashes(self, hashes: list[bytes]) -> np.ndarray:
         by_hash: dict[bytes, bytes] = {}
@@ -139,34 +164,42 @@ class VectorStore:
         blobs = [v for (v,) in self.db.execute("SELECT vec FROM centroids ORDER BY list")]
         return from_blobs(blobs, self.dim) if blobs else None
 
-    def nearest(self, query: np.ndarray, limit: int, probe_lists: int) -> list[tuple[int, bytes, float]]:
+    def nearest(self, query: np.ndarray, limit: int, probe_lists: int,
+                context: float = 0.0) -> list[tuple[int, bytes, float]]:
         """(rowid, text hash, cosine) of the closest vectors: every vector of a small store, the
-        `probe_lists` lists closest to the query in a large one."""
+        `probe_lists` lists closest to the query in a large one. `context` (0-1): each row's
+        cosine is (1 - context) × its own vector's + context × its in-context vector's."""
         centroids = self.centroids()
-        sql = "SELECT items.rowid, items.hash, cache.vec FROM items JOIN cache USING(hash)"
         if centroids is None:
             if self._scanned is None:
-                rows = self.db.execute(sql).fetchall()
-                self._scanned = (rows, from_blobs([v for _, _, v in rows], self.dim) if rows else None)
-            return self._top(*self._scanned, query, limit)
+                rows = self.db.execute(_ROWS).fetchall()
+                self._scanned = (rows, self._matrices(rows))
+            return self._top(*self._scanned, query, limit, context)
         lists = [int(i) for i in np.argsort(-(centroids @ query))[:probe_lists]]
-        rows = self.db.execute(f"{sql} WHERE items.list IN ({','.join('?' * len(lists))})", lists).fetchall()
-        return self._top(rows, None, query, limit)
+        rows = self.db.execute(f"{_ROWS} WHERE items.list IN ({','.join('?' * len(lists))})", lists).fetchall()
+        return self._top(rows, self._matrices(rows), query, limit, context)
 
-    def similarities(self, rowids: list[int], query: np.ndarray) -> list[tuple[int, bytes, float]]:
+    def similarities(self, rowids: list[int], query: np.ndarray, context: float = 0.0) -> list[tuple[int, bytes, float]]:
         rows = []
         for start in range(0, len(rowids), 900):
             part = rowids[start:start + 900]
-            rows += self.db.execute("SELECT items.rowid, items.hash, cache.vec FROM items JOIN cache USING(hash) "
-                                    f"WHERE items.rowid IN ({','.join('?' * len(part))})", part).fetchall()
-        return self._top(rows, None, query, len(rows))
+            rows += self.db.execute(f"{_ROWS} WHERE items.rowid IN ({','.join('?' * len(part))})", part).fetchall()
+        return self._top(rows, self._matrices(rows), query, len(rows), context)
 
-    def _top(self, rows, matrix, query: np.ndarray, limit: int) -> list[tuple[int, bytes, float]]:
+    def _matrices(self, rows) -> tuple[np.ndarray, np.ndarray] | None:
+        """The rows' own vectors and their in-context ones (a row without one: its own)."""
+        if not rows:
+            return None
+        return (from_blobs([own for _, _, own, _ in rows], self.dim),
+                from_blobs([inctx or own for _, _, own, inctx in rows], self.dim))
+
+    def _top(self, rows, matrices, query: np.ndarray, limit: int, context: float) -> list[tuple[int, bytes, float]]:
         if not rows:
             return []
-        if matrix is None:
-            matrix = from_blobs([v for _, _, v in rows], self.dim)
-        scores = matrix @ query
+        own, in_context = matrices
+        scores = own @ query
+        if context:
+            scores = (1.0 - context) * scores + context * (in_context @ query)
         best = np.argsort(-scores)[:limit]
         return [(rows[i][0], rows[i][1], float(scores[i])) for i in best]
 
