@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from datetime import datetime
 
-from memctl.core.errors import UsageError
+from memctl.core.errors import ConfigError, UsageError
 
 
 def now() -> datetime:
@@ -28,3 +28,17 @@ def now() -> datetime:
 
 def iso(value: datetime | None = None) -> str:
     return (value or now()).isoformat(timespec="seconds")
+
+
+def parse_duration(text: str | int | float) -> float:
+    """'2h', '30m', '90s', '3d', or a number of seconds -> seconds."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    raw = str(text).strip().lower()
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    try:
+        if raw and raw[-1] in units:
+            return float(raw[:-1]) * units[raw[-1]]
+        return float(raw)
+    except (ValueError, OverflowError):
+        raise ConfigError(f"bad duration {text!r}: use a number with s, m, h, d or w (e.g. 2h)") from None

@@ -480,6 +480,8 @@ def _check_value(section: str, key: str, value: Any, path: Path) -> None:
         if not low <= value <= high:  # NaN fails both comparisons
             raise ConfigError(f"{path}: {name} must be between {low} and {high}, got {value!r}")
     elif name == "archive.min_age":
+        from memctl.core.clock import parse_duration  # not at import: clock loads datetime
+
         if parse_duration(value) < 0:
             raise ConfigError(f"{path}: {name} must not be negative, got {value!r}")
     elif name == "redaction.extra_patterns":
@@ -588,16 +590,3 @@ def _create_private_file(path: Path, text: str) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
 
-
-def parse_duration(text: str | int | float) -> float:
-    """'2h', '30m', '90s', '3d', or a number of seconds -> seconds."""
-    if isinstance(text, (int, float)):
-        return float(text)
-    raw = str(text).strip().lower()
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-    try:
-        if raw and raw[-1] in units:
-            return float(raw[:-1]) * units[raw[-1]]
-        return float(raw)
-    except (ValueError, OverflowError):
-        raise ConfigError(f"bad duration {text!r}: use a number with s, m, h, d or w (e.g. 2h)") from None

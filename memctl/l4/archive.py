@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Callable
 
 from memctl.core import clock, faults
-from memctl.core.config import Layout, Settings, parse_duration
+from memctl.core.clock import parse_duration
+from memctl.core.config import Layout, Settings
 from memctl.core.errors import IntegrityError, UsageError
 from memctl.core.fsutil import ensure_private_dir, sweep_stale_temp_files
 from memctl.l4.history import history_block, sessions_in_history
