@@ -347,6 +347,8 @@ def main() -> None:
                         help="with --cv: the fusion rules cross-validated (\"\": none, the command-line tables alone)")
     parser.add_argument("--fused-ranking", default="",
                         help='[ranking] lines of the fused run, e.g. \'fusion = "score"; semantic_weight = 1.0\'')
+    parser.add_argument("--cv-passes", type=int, default=3,
+                        help="with --cv: passes of coordinate ascent over the rules (1: each rule chosen once, in order)")
     parser.add_argument("--model", default="", help="[semantic] model of every memory (e.g. multilingual-e5-small)")
     args = parser.parse_args()
     global SEMANTIC_TOML, FUSED_RANKING
@@ -373,7 +375,8 @@ def main() -> None:
                                                         embed_memory if semantic else None, args.keep, args.model,
                                                         lexical_cv=not args.fusion_only, workdir=args.workdir,
                                                         lexical_choices=args.lexical_choices,
-                                                        fusions=tuple(f for f in args.fusions.split(",") if f))
+                                                        fusions=tuple(f for f in args.fusions.split(",") if f),
+                                                        passes=args.cv_passes)
     if args.only in (None, "locomo"):
         tally, systems = evaluate("LoCoMo", locomo, words, "bm25-words", args.keep, semantic)
         print_table("LoCoMo, turn level (dev: 5 conversations)", tally, systems, ["overall", *CATEGORIES.values()])

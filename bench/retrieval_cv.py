@@ -9,8 +9,10 @@ so that a variant costs the queries alone.
 Selection, for each held-out fold: start from the defaults and, one rule at a time, take the
 value with the best mean R@10 over the other folds (each fold weighing the same) among the
 values that hurt none of those folds by more than TOLERANCE against the rule turned off — a rule
-that helps one fold and hurts another is not kept. The held-out fold is then scored with what
-was chosen without it.
+that helps one fold and hurts another is not kept. That is one pass; coordinate ascent repeats
+the passes (each rule chosen again given the others' current values) until a pass changes no
+rule or PASSES passes were made (`--cv-passes 1`: the single pass of the runs before). The
+held-out fold is then scored with what was chosen without it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ K = 10
 # Less than one question's worth in the smallest fold (LoCoMo conv-30: 81 questions, 1/81 = 0.012)
 # is not taken as a rule hurting a fold: it is the noise of the measure.
 TOLERANCE = 0.01
+# Coordinate ascent stops after this many passes even if a rule still moves (it cannot loop forever
+# on a near-tie); a pass that changes no rule ends it earlier.
+PASSES = 3
 
 # rule -> (value meaning "off", candidate values); the order is the order of selection
 LEXICAL_RULES: dict[str, tuple[object, tuple]] = {
@@ -187,36 +192,68 @@ class Scores:
         return total / count if count else 0.0
 
 
-def select(scores: Scores, rules: dict, train: list[str], start: Ranking) -> Ranking:
-    """Coordinate-wise choice of each rule's value on the training folds (see the docstring)."""
-    chosen = start
-    for rule, (off, values) in rules.items():
-        without = chosen._replace(**{rule: off})
-        floor = {fold: scores.fold_value(without, fold) - TOLERANCE for fold in train}
-        best, best_mean = without, sum(scores.fold_value(without, f) for f in train) / len(train)
-        for value in values:
-            variant = chosen._replace(**{rule: value})
-            per_fold = {fold: scores.fold_value(variant, fold) for fold in train}
-            mean = sum(per_fold.values()) / len(train)
-            if all(per_fold[f] >= floor[f] for f in train) and mean > best_mean + 1e-12:
-                best, best_mean = variant, mean
-        chosen = best
-    return chosen
+def choose_rule(scores: Scores, rule: str, off, values: tuple, train: list[str], chosen: Ranking) -> Ranking:
+    """The best value of one rule given the others' values in `chosen` (see the docstring); a tie
+    goes to "off", then to the earlier value."""
+    without = chosen._replace(**{rule: off})
+    floor = {fold: scores.fold_value(without, fold) - TOLERANCE for fold in train}
+    best, best_mean = without, sum(scores.fold_value(without, f) for f in train) / len(train)
+    for value in values:
+        variant = chosen._replace(**{rule: value})
+        per_fold = {fold: scores.fold_value(variant, fold) for fold in train}
+        mean = sum(per_fold.values()) / len(train)
+        if all(per_fold[f] >= floor[f] for f in train) and mean > best_mean + 1e-12:
+            best, best_mean = variant, mean
+    return best
 
 
-def cross_validate(scores: Scores, rules: dict, start: Ranking) -> dict[str, Ranking]:
-    """held-out fold -> the ranking chosen without it."""
-    return {fold: select(scores, rules, [f for f in scores.folds if f != fold], start) for fold in scores.folds}
+def ascend(scores: Scores, rules: dict, train: list[str], start: Ranking, passes: int) -> list[Ranking]:
+    """Coordinate ascent on the training folds: the ranking after each pass, the last one chosen."""
+    history, chosen = [], start
+    for _ in range(passes):
+        before = chosen
+        for rule, (off, values) in rules.items():
+            chosen = choose_rule(scores, rule, off, values, train, chosen)
+        history.append(chosen)
+        if chosen == before:
+            break
+    return history
+
+
+def select(scores: Scores, rules: dict, train: list[str], start: Ranking, passes: int = PASSES) -> Ranking:
+    return ascend(scores, rules, train, start, passes)[-1]
+
+
+def cross_validate(scores: Scores, rules: dict, start: Ranking, passes: int) -> dict[str, list[Ranking]]:
+    """held-out fold -> the ranking after each pass of the ascent without it (the last: chosen)."""
+    return {fold: ascend(scores, rules, [f for f in scores.folds if f != fold], start, passes) for fold in scores.folds}
+
+
+def report_passes(scores: Scores, rules: dict, histories: dict[str, list[Ranking]], datasets: dict[str, list[str]]) -> None:
+    """Per held-out fold, what each pass chose; the first pass alone is the one-pass selection."""
+    print("coordinate ascent, per held-out fold (R@10 of the held-out fold after each pass):")
+    for fold, history in histories.items():
+        steps = "; ".join(f"pass {i + 1}: {describe(r, rules)} -> {scores.fold_value(r, fold):.3f}"
+                          for i, r in enumerate(history))
+        print(f"  {fold}: {steps}")
+    for dataset, folds in datasets.items():
+        if folds:
+            one_pass = scores.pooled([(f, histories[f][0]) for f in folds])
+            ascent = scores.pooled([(f, histories[f][-1]) for f in folds])
+            print(f"{dataset}: cv R@{K} one pass {one_pass:.3f}, coordinate ascent {ascent:.3f} "
+                  f"(at most {max(len(histories[f]) for f in folds)} passes)")
 
 
 def describe(ranking: Ranking, rules: dict) -> str:
     return " ".join(f"{rule}={getattr(ranking, rule)}" for rule in rules)
 
 
-def report(title: str, scores: Scores, rules: dict, start: Ranking, datasets: dict[str, list[str]]) -> Ranking:
+def report(title: str, scores: Scores, rules: dict, start: Ranking, datasets: dict[str, list[str]],
+           passes: int = PASSES) -> Ranking:
     """Print the folds, the choice made without each, its ablations; return the all-folds choice."""
-    chosen = cross_validate(scores, rules, start)
-    final = select(scores, rules, scores.folds, start)
+    histories = cross_validate(scores, rules, start, passes)
+    chosen = {fold: history[-1] for fold, history in histories.items()}
+    final = select(scores, rules, scores.folds, start, passes)
     print(f"\n{title}: cross-validated R@{K} (each fold scored with the rules chosen without it)")
     print(f"{'fold':<14}{'n':>5}  {'defaults':>9}{'cv':>9}  " + "".join(f"{'-' + r[:10]:>12}" for r in rules)
           + "   chosen without the fold")
@@ -241,17 +278,18 @@ def report(title: str, scores: Scores, rules: dict, start: Ranking, datasets: di
                           for f in scores.folds)
         print(f"  {rule}={getattr(final, rule)}: {deltas}")
     print(f"chosen on all folds: {describe(final, rules)}")
+    report_passes(scores, rules, histories, datasets)
     return final
 
 
 def nested_report(title: str, scores: Scores, rules: dict, starts: dict[str, Ranking],
-                  datasets: dict[str, list[str]]) -> None:
+                  datasets: dict[str, list[str]], passes: int = PASSES) -> None:
     """Fully held out: each fold's lexical rules as chosen without it (`starts`, from a lexical
     --cv run), then the fusion chosen without it on top of them."""
     print(f"\n{title}: nested R@{K} (lexical rules and fusion both chosen without the fold)")
     chosen = {}
     for fold in scores.folds:
-        chosen[fold] = select(scores, rules, [f for f in scores.folds if f != fold], starts[fold])
+        chosen[fold] = select(scores, rules, [f for f in scores.folds if f != fold], starts[fold], passes)
         off = chosen[fold]._replace(**{r: v for r, (v, _) in rules.items()})
         print(f"{fold:<14}lexical {scores.fold_value(off, fold):.3f}  fused {scores.fold_value(chosen[fold], fold):.3f}"
               f"   {describe(chosen[fold], rules)}")
@@ -263,7 +301,8 @@ def nested_report(title: str, scores: Scores, rules: dict, starts: dict[str, Ran
 
 def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory, keep: bool, model: str = "",
                        lexical_cv: bool = True, workdir: Path | None = None,
-                       lexical_choices: dict[str, dict] | None = None, fusions: tuple[str, ...] = ("rrf", "score")):
+                       lexical_choices: dict[str, dict] | None = None, fusions: tuple[str, ...] = ("rrf", "score"),
+                       passes: int = PASSES):
     """Build every memory once, cross-validate the lexical rules, then (with item vectors) the
     fusion (`model`: the memories' [semantic] model; with one that reads Chinese, the MemDaily
     folds are fused and cross-validated too); returns the sets with their memories, as (name, docs, questions, root), and whether
@@ -288,7 +327,7 @@ def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory
     memoize_query_vectors()
     start = Ranking(fusion="none", semantic=tuple({**DEFAULTS["semantic"], "model": model}.items()))
     try:
-        lexical = report("Lexical rules", scores, LEXICAL_RULES, start, datasets) if lexical_cv else start
+        lexical = report("Lexical rules", scores, LEXICAL_RULES, start, datasets, passes) if lexical_cv else start
         # an English-only model leaves Chinese queries unfused: then only LoCoMo's folds move
         if semantic_signal.reads_chinese(start):
             fused, fused_sets = scores, datasets
@@ -297,10 +336,10 @@ def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory
             fused_sets = {"LoCoMo": datasets["LoCoMo"]}
         for fusion in fusions if semantic else ():
             report(f"Semantic fusion {fusion!r} (the lexical rules as chosen above; {', '.join(d for d, f in fused_sets.items() if f)} folds)",
-                   fused, SEMANTIC_RULES[fusion], lexical._replace(fusion=fusion), fused_sets)
+                   fused, SEMANTIC_RULES[fusion], lexical._replace(fusion=fusion), fused_sets, passes)
             if lexical_choices:
                 starts = {f: lexical._replace(fusion=fusion, **lexical_choices.get(f, {})) for f in fused.folds}
-                nested_report(f"Semantic fusion {fusion!r}", fused, SEMANTIC_RULES[fusion], starts, fused_sets)
+                nested_report(f"Semantic fusion {fusion!r}", fused, SEMANTIC_RULES[fusion], starts, fused_sets, passes)
     finally:
         for unit in units:
             if unit.searcher is not None:
