@@ -182,17 +182,30 @@ def iter_entries(path: Path) -> Iterator[Entry]:
 def bad_lines(path: Path) -> list[tuple[int, str]]:
     """(line number, what is wrong) for every non-blank line of a store that is not an entry:
     the lines every reader skips and every rewrite keeps as they are."""
+    found = []
+    for number, raw in nonblank_lines(path):
+        problem = entry_problem(raw)
+        if problem:
+            found.append((number, problem))
+    return found
+
+
+def nonblank_lines(path: Path) -> list[tuple[int, bytes]]:
+    """(line number, bytes) of every non-blank line of a store, from one read; none if missing."""
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
         return []
-    found = []
-    for number, raw in enumerate(data.splitlines(), start=1):
-        if raw.strip():
-            problem = entry_problem(raw)
-            if problem:
-                found.append((number, problem))
-    return found
+    return [(number, raw) for number, raw in enumerate(data.splitlines(), start=1) if raw.strip()]
+
+
+def count_nonblank_lines(path: Path) -> int:
+    """How many non-blank lines a store has, streamed (no copy of a large file in memory)."""
+    try:
+        with open(path, "rb") as handle:
+            return sum(1 for raw in handle if raw.strip())
+    except FileNotFoundError:
+        return 0
 
 
 def entry_problem(raw: bytes | dict) -> str | None:

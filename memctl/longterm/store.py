@@ -41,10 +41,13 @@ from memctl.longterm.entries import (
     Snapshot,
     append_entries,
     bad_lines,
+    count_nonblank_lines,
     entry_line,
+    entry_problem,
     file_stamp,
     iter_entries,
     lean_snapshot,
+    nonblank_lines,
     read_snapshot,
     rows_bytes,
     write_rows,
@@ -96,6 +99,15 @@ class EntryFile:
         if quick and self._lookups is not None and self._lookups.clean(self._which):
             return []
         return [(self._path.name, number, problem) for number, problem in bad_lines(self._path)]
+
+    def line_counts(self) -> tuple[int, int]:
+        """(entries, lines that are not entries), blank lines aside: one read of the file, and
+        no parse when the write lookups vouch that every line is an entry (`status`)."""
+        if self._lookups is not None and self._lookups.clean(self._which):
+            return count_nonblank_lines(self._path), 0
+        numbered = nonblank_lines(self._path)
+        bad = sum(1 for _, raw in numbered if entry_problem(raw))
+        return len(numbered) - bad, bad
 
     def entries(self) -> list[Entry]:
         return list(self.iter())
@@ -349,13 +361,18 @@ class StagedRewrite:
         self._staged.discard()
 
 
+def entry_store_files(layout: Layout) -> tuple[Path, Path, Path]:
+    """L5, L6 and the dream log: the files the entry store keeps (and follows no link at)."""
+    return layout.long_term, layout.cold_archive, layout.dream_log
+
+
 class JsonlEntryStore(EntryForms):
     """L5 (`active`), L6 (`archive`) and the dream log as JSON Lines files under the root."""
 
     def __init__(self, layout: Layout) -> None:
         # a planted link could point anywhere: no command reads (show, status, dream) or writes
         # through one; `verify` reports it
-        refuse_symlink(layout.long_term, layout.cold_archive, layout.dream_log)
+        refuse_symlink(*entry_store_files(layout))
         self._quarantine = torn_dir(layout.state_dir)
         self._lookups = Lookups(layout.state_dir, layout.lock, {"l5": layout.long_term, "l6": layout.cold_archive})
         self.active = EntryFile(layout.long_term, self._quarantine, True, self._lookups, "l5")

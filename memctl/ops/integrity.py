@@ -101,9 +101,9 @@ def verify(layout: Layout, max_lines: int = 30, max_bytes: int = 1024,
     _check_insight(layout, max_lines, max_bytes, report)
     _check_permissions(layout, report)
     _check_secrets(layout, extra_patterns, report)
-    from memctl.longterm.store import open_store
+    from memctl.longterm.store import entry_store_files, open_store
 
-    links = [path for path in (layout.long_term, layout.cold_archive, layout.dream_log) if path.is_symlink()]
+    links = [path for path in entry_store_files(layout) if path.is_symlink()]
     for path in links:
         report.findings.append(Finding(str(path), "symlink", "memctl does not follow links in the memory; every "
                                                               "command refuses this one (remove the link and rerun)"))

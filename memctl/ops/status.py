@@ -165,15 +165,10 @@ def _sessions_by_origin(layout) -> dict:
 
 
 def _jsonl(layer: str, path: Path, part) -> LayerStatus:
-    """Non-blank lines less those that are not entries."""
     if not path.is_file():
         return LayerStatus(layer, unit=ENTRY_UNITS[layer])
-    lines = 0
-    with open(path, "rb") as handle:
-        for raw in handle:
-            lines += bool(raw.strip())
-    bad = len(part.bad_lines(quick=True))
-    return LayerStatus(layer, 1, lines - bad, _size(path), ENTRY_UNITS[layer], bad)
+    entries, bad = part.line_counts()
+    return LayerStatus(layer, 1, entries, _size(path), ENTRY_UNITS[layer], bad)
 
 
 def _pending_raw(raw_dir: Path) -> tuple[int, int]:
