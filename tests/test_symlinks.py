@@ -194,3 +194,34 @@ def test_a_planted_symlink_is_not_read_through(run, template, tmp_path, label, p
     assert out.returncode == (3 if command[0] == "verify" else 2), (out.returncode, stderr)
     if out.returncode == 2:
         assert len(stderr.strip().splitlines()) == 1, stderr
+
+
+SEARCH_CASES = [
+    ("L5 on a piped search", "long_term.jsonl", ["search", "outside"]),
+    ("L5 on a table search", "long_term.jsonl", ["search", "outside", "--wide"]),
+    ("L6 on a deep search", "archive.jsonl", ["search", "outside", "--mode", "deep", "--json"]),
+]
+
+
+@pytest.mark.parametrize("label,planted,command", SEARCH_CASES, ids=[c[0] for c in SEARCH_CASES])
+def test_a_search_names_the_layer_file_it_left_out_for_being_a_link(run, template, tmp_path, label, planted,
+                                                                   command):
+    """A search never reads through the link, and says so, instead of a silent "no match"
+    (the lean path and the full command line alike)."""
+    base_template, first = template
+    base = tmp_path / "ga"
+    shutil.copytree(base_template, base, symlinks=True)
+    root = base / "memory"
+    outside = tmp_path / "outside.jsonl"
+    outside.write_bytes(b'{"id": "%s", "text": "text from outside the root", "type": "lesson"}\n' % first.encode())
+    (root / planted).unlink(missing_ok=True)
+    os.symlink(outside, root / planted)
+
+    out = run(*command, root=root)
+
+    stderr, stdout = out.stderr.decode("utf-8", "replace"), out.stdout.decode("utf-8", "replace")
+    assert "outside the root" not in stdout + stderr
+    assert out.returncode == 1, (out.returncode, stderr)
+    warnings = [line for line in stderr.splitlines() if "symlink" in line]
+    assert len(warnings) == 1 and planted in warnings[0] and "not searched" in warnings[0], stderr
+    assert "Traceback" not in stderr

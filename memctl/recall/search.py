@@ -46,6 +46,7 @@ from memctl.recall.index import IndexOptions, RefreshReport, SearchIndex
 from memctl.recall.ranking import Ranking
 from memctl.recall.rescoring import weigh_terms
 from memctl.recall.semantic import SemanticSignal
+from memctl.recall.sources import linked_layer_files
 from memctl.recall.show import Item, find_item
 from memctl.recall.store import SQLiteStore
 from memctl.recall.text import Alias, Tokenizer, expand_aliases, has_cjk, parse_aliases
@@ -139,6 +140,16 @@ class Searcher:
                     raise
                 self.refresh_report = self.index.rebuild()
         raise AssertionError("unreachable")
+
+    def warnings(self) -> list[str]:
+        """What a reader of the results should know: sources the refresh could not read, layer
+        files left out because they are links, a semantic signal given up."""
+        found = [f"index: {error}" for error in (self.refresh_report.errors if self.refresh_report else [])]
+        found += [f"{name} is a symlink, so it is not searched; memctl does not follow links in the memory "
+                  "(remove the link; `memctl verify` lists them)" for name in linked_layer_files(self.layout)]
+        if self.semantic is not None and self.semantic.warning:
+            found.append(self.semantic.warning)
+        return found
 
     def close(self) -> None:
         self.store.close()
@@ -285,13 +296,13 @@ def record_references(layout: Layout, hits: Iterable[Hit], store=None) -> None:
 def search_once(layout: Layout, request: SearchRequest, options: IndexOptions | None = None,
                 refresh: bool = True, on_warning=None) -> list[Hit]:
     """One search with the index opened and closed around it; L5 hits are recorded as references.
-    `on_warning(text)` hears of a semantic signal given up (a missing model: lexical results)."""
+    `on_warning(text)` hears each of `Searcher.warnings`."""
     searcher = Searcher(layout, options, refresh=refresh)
     try:
         hits = searcher.search(request)
         record_references(layout, hits, searcher.store)
     finally:
-        if on_warning and searcher.semantic is not None and searcher.semantic.warning:
-            on_warning(searcher.semantic.warning)
+        for warning in searcher.warnings() if on_warning else ():
+            on_warning(warning)
         searcher.close()
     return hits

@@ -58,6 +58,14 @@ def scan_sources(layout: Layout, options: IndexOptions, include_l4_sessions: boo
     return found
 
 
+def linked_layer_files(layout: Layout) -> list[str]:
+    """The layer files (L2, L5, L6, the history file) and the session folder that are symlinks:
+    the index never reads through a link, so a search names them instead of silently finding
+    nothing in them (four lstat calls)."""
+    paths = (layout.global_mem, layout.long_term, layout.cold_archive, layout.histories, layout.l4_dir)
+    return [os.path.relpath(path, layout.root) for path in paths if os.path.islink(path)]
+
+
 _MONTH_ZIP = re.compile(r"\d{4}-\d\d\.zip")
 
 

@@ -75,8 +75,8 @@ def search(
             found = bool(hits)
             _print_hits(hits, base.query, json_out, wide)
     finally:
-        if searcher.semantic is not None and searcher.semantic.warning:
-            render.warning(searcher.semantic.warning)
+        for warning in searcher.warnings():
+            render.warning(warning)
         searcher.close()
     raise typer.Exit(EXIT_OK if found else EXIT_NO_MATCH)
 
