@@ -162,6 +162,20 @@ def test_a_planted_symlink_is_refused(run, template, tmp_path, label, planted, c
         assert len(stderr.strip().splitlines()) == 1, stderr
 
 
+def _with_a_link_outside(template, tmp_path: Path, planted: str) -> tuple[Path, str]:
+    """A copy of the template whose `planted` file is a link to one outside the root that looks
+    like an L5 entry (its text must never reach the output)."""
+    base_template, first = template
+    base = tmp_path / "ga"
+    shutil.copytree(base_template, base, symlinks=True)
+    root = base / "memory"
+    outside = tmp_path / "outside.jsonl"
+    outside.write_bytes(b'{"id": "%s", "text": "text from outside the root", "type": "lesson"}\n' % first.encode())
+    (root / planted).unlink(missing_ok=True)
+    os.symlink(outside, root / planted)
+    return root, first
+
+
 READ_CASES = [
     ("L5 on show", "long_term.jsonl", ["show", "{first}"]),
     ("L5 on status", "long_term.jsonl", ["status"]),
@@ -176,14 +190,7 @@ READ_CASES = [
 def test_a_planted_symlink_is_not_read_through(run, template, tmp_path, label, planted, command):
     """A read follows no link either: the file it points at could be anyone's (here one that
     looks like an L5 entry, whose text must not reach the output)."""
-    base_template, first = template
-    base = tmp_path / "ga"
-    shutil.copytree(base_template, base, symlinks=True)
-    root = base / "memory"
-    outside = tmp_path / "outside.jsonl"
-    outside.write_bytes(b'{"id": "%s", "text": "text from outside the root", "type": "lesson"}\n' % first.encode())
-    (root / planted).unlink(missing_ok=True)
-    os.symlink(outside, root / planted)
+    root, first = _with_a_link_outside(template, tmp_path, planted)
 
     out = run(*[arg.format(first=first) for arg in command], root=root)
 
@@ -208,14 +215,7 @@ def test_a_search_names_the_layer_file_it_left_out_for_being_a_link(run, templat
                                                                    command):
     """A search never reads through the link, and says so, instead of a silent "no match"
     (the lean path and the full command line alike)."""
-    base_template, first = template
-    base = tmp_path / "ga"
-    shutil.copytree(base_template, base, symlinks=True)
-    root = base / "memory"
-    outside = tmp_path / "outside.jsonl"
-    outside.write_bytes(b'{"id": "%s", "text": "text from outside the root", "type": "lesson"}\n' % first.encode())
-    (root / planted).unlink(missing_ok=True)
-    os.symlink(outside, root / planted)
+    root, first = _with_a_link_outside(template, tmp_path, planted)
 
     out = run(*command, root=root)
 
