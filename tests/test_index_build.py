@@ -95,8 +95,11 @@ def test_an_index_body_is_the_tokens_of_its_text_joined():
                 for text in texts for part in CJK_RUN.split(text)[::2] for word in _WORD.findall(part)}
     assert words == expected and tokenizer.take_words(set()) == set()
     given = {b"alpha", b"beta."}  # chunks given before (a chunk keeps its dots)
+    tokenizer.start_pass()  # a new pass: every chunk is new again
     tokenizer.body("Alpha beta gamma")
     assert tokenizer.take_words(given) == {"beta", "gamma"} and b"gamma" in given
+    tokenizer.body("gamma Delta")  # a chunk is collected where it is new in the pass
+    assert tokenizer.take_words(set()) == {"delta"}
 
 
 def test_characters_outside_jiebas_han_range_come_out_as_jieba_gives_them():
