@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 from collections import Counter
 
-from memctl.recall.prepare import BATCH_CHARS, Prepared, Preparer, SessionText, fts5_keeps_terms, surface_candidates
+from memctl.recall.prepare import Prepared, Preparer, SessionText, fts5_keeps_terms, surface_candidates
 from memctl.recall.text import Tokenizer, latin_tokens
 
 TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import, paid by every search
@@ -62,7 +62,7 @@ class IndexWriter:
     def expect(self, byte_count: int) -> None:
         """How much the pass is about to read: a big build starts its pool at the first batch
         instead of after the first megabytes (done on one core)."""
-        self._preparer.expected_bytes = byte_count
+        self._preparer.expect(byte_count)
 
     def add(self, source_key: str, docs: Iterable[Doc] | SessionText) -> None:
         if isinstance(docs, SessionText):
@@ -76,7 +76,7 @@ class IndexWriter:
             self.next_rowid = self._max_rowid() + 1
         self._waiting.append((source_key, docs))
         self._unwritten.add(source_key)
-        if self._waiting_chars >= BATCH_CHARS:
+        if self._waiting_chars >= self._preparer.batch_chars():
             self._send_waiting()
 
     def _send_waiting(self) -> None:
