@@ -210,6 +210,10 @@ def test_a_build_in_a_pool_equals_one_in_this_process(tmp_path, monkeypatch):
         write_sessions(root / "L4_raw_sessions", rng, words)
     monkeypatch.setattr(prepare, "PARALLEL_AFTER_CHARS", 0)
     monkeypatch.setattr(prepare, "BATCH_CHARS", 5_000)
+    here, sent = [], []  # batches prepared in this process while a pool ran; batches sent to it
+    real_prepare, real_send = prepare.prepare_batch, prepare.ForkedWorkers.send
+    monkeypatch.setattr(prepare, "prepare_batch", lambda *a: here.append(os.getpid()) or real_prepare(*a))
+    monkeypatch.setattr(prepare.ForkedWorkers, "send", lambda self, parts: sent.append(1) or real_send(self, parts))
     contents = []
     for root, workers in zip(roots, ("1", "2")):
         monkeypatch.setenv("MEMCTL_INDEX_WORKERS", workers)
@@ -225,6 +229,7 @@ def test_a_build_in_a_pool_equals_one_in_this_process(tmp_path, monkeypatch):
         assert vocabulary == expected  # counted by FTS5 at the rebuild, in Python at the refresh
     assert contents[0] == contents[1] and contents[0]["items"]
     assert {row[3] for row in contents[0]["items"]} == {"L2", "L4"}  # the zip's and loose sessions' items
+    assert sent and len(here) > len(sent) and set(here) == {os.getpid()}  # both sides prepared batches
     assert "[REDACTED" in contents[1]["items"][0][-1]
 
 
@@ -362,6 +367,32 @@ def test_the_pool_reads_how_busy_the_cores_are_now_not_the_load_average_of_the_l
         spinner.wait()
     assert busy is not None and busy >= 0.5  # at least half a core: the spinner runs whatever else does
     assert prepare.Preparer(Tokenizer.for_root(None), IndexOptions()).workers is None  # not decided yet
+
+
+def test_the_cores_are_sampled_while_the_first_batch_is_prepared_less_this_process_own_cpu(monkeypatch):
+    """No waiting: CoreSample is read at the start of a big pass and again after its first
+    batch (prepared here); what this process used meanwhile is not someone else's."""
+    ticks = iter([(1000, 500), (1100, 550)])  # 100 ticks over the cores, 50 of them busy
+    clock = iter([10.0, 10.25])  # this process: 0.25 cpu-s over 0.5 s, half a core
+    wall = iter([100.0, 100.5])
+    monkeypatch.setattr(prepare, "_cpu_ticks", lambda: next(ticks))
+    monkeypatch.setattr(prepare.time, "process_time", lambda: next(clock))
+    monkeypatch.setattr(prepare.time, "monotonic", lambda: next(wall))
+    sample = prepare.CoreSample()
+    assert sample.others(2) == pytest.approx(0.5)  # 2 cores x half busy = 1 core, less this process's half
+
+
+def test_a_big_pass_starts_with_a_small_batch_and_ends_with_smaller_ones():
+    preparer = prepare.Preparer(Tokenizer.for_root(None), IndexOptions())
+    assert preparer.batch_chars() == prepare.BATCH_CHARS  # a pass of unknown size: the usual batches
+    preparer.expect(10_000_000)
+    assert preparer.batch_chars() == preparer.FIRST_BATCH_CHARS < prepare.BATCH_CHARS
+    preparer.chars_seen = 5_000_000
+    assert preparer.batch_chars() == prepare.BATCH_CHARS
+    preparer.chars_seen = 9_800_000
+    assert preparer.FIRST_BATCH_CHARS // 2 <= preparer.batch_chars() == 200_000 // preparer.LAST_BATCHES
+    preparer.chars_seen = 10_000_000
+    assert preparer.batch_chars() == preparer.FIRST_BATCH_CHARS // 2
 
 
 # non-ASCII letters beside plain ASCII and CJK terms: FTS5's tokenizer folds some otherwise than

@@ -398,14 +398,15 @@ class Preparer:
             return None
         global _WORKER
         _WORKER = (self.tokenizer, BatchOptions(self.options.index, self.options.new_index))
-        self._pool = ForkedWorkers(self.workers)
+        self._pool = ForkedWorkers(self.workers - 1)  # this process is one of the preparers
         return self._pool
 
 
 def usable_cores(sample: CoreSample | None = None) -> int:
-    """The cores a pool would find free: this process's own, plus those that nobody else is
-    using (from `sample`, else a fresh 0.1 s one; the load average where there is no
-    /proc/stat). MEMCTL_INDEX_WORKERS overrides; 1 = no pool. On a machine already busy, a
+    """How many processes should prepare batches (this one included: a pool forks one less):
+    this process's core, plus those that nobody else is using (from `sample`, else a fresh
+    0.1 s one; the load average where there is no /proc/stat). MEMCTL_INDEX_WORKERS overrides;
+    1 = no pool. On a machine already busy, a
     pool only adds its own costs (fork, pickling, pages copied on write): measured on 2 shared
     cores at load 5-8, serial builds finished sooner (bench/RESULTS.md)."""
     override = os.environ.get("MEMCTL_INDEX_WORKERS", "")
