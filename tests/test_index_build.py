@@ -330,7 +330,9 @@ def test_index_rebuild_on_the_lean_path_reports_as_the_full_command_line(memctl_
     subprocess.run([memctl_bin, "--root", str(root), "init"], check=True, capture_output=True, env=clean_env())
     (root / "global_mem.txt").write_text("## [deploy]\nthe canary goes first\n", encoding="utf-8")
     python = str(Path(memctl_bin).with_name("python"))
-    lean = ("import sys, runpy; sys.argv = ['memctl', '--root', %r, 'index', 'rebuild'] + sys.argv[1:]\n"
+    # the console script leaves a rebuild with os._exit (no teardown): here it raises SystemExit
+    lean = ("import os, sys, runpy; sys.argv = ['memctl', '--root', %r, 'index', 'rebuild'] + sys.argv[1:]\n"
+            "os._exit = sys.exit\n"
             "try:\n    runpy.run_module('memctl', run_name='__main__')\n"
             "except SystemExit as exit:\n"
             "    sys.stderr.write('exit=%%s typer=%%s' %% (exit.code, 'typer' in sys.modules))\n" % str(root))
@@ -511,3 +513,27 @@ def test_forked_workers_give_results_in_order_and_their_errors_back(monkeypatch)
         processes = list(workers._processes)
         workers.stop(at_once=True)
     assert processes and not any(process.is_alive() for process in processes)
+
+
+def test_the_console_script_leaves_a_rebuild_at_once_with_its_output_and_exit_code(memctl_bin, tmp_path):
+    """`index rebuild` ends with os._exit (no teardown of its caches): its report still reaches
+    the pipe, and a failure still exits 2 with its message."""
+    import subprocess
+
+    from conftest import clean_env
+
+    root = tmp_path / "memory"
+    subprocess.run([memctl_bin, "--root", str(root), "init"], check=True, capture_output=True, env=clean_env())
+    (root / "global_mem.txt").write_text("## [deploy]\nthe canary goes first\n", encoding="utf-8")
+    done = subprocess.run([memctl_bin, "--root", str(root), "index", "rebuild", "--json"], capture_output=True,
+                          env=clean_env(), timeout=120)
+    assert done.returncode == 0 and json.loads(done.stdout)["items"] == 1
+    plain = subprocess.run([memctl_bin, "--root", str(root), "index", "rebuild"], capture_output=True,
+                           env=clean_env(), timeout=120)
+    assert plain.returncode == 0 and plain.stderr.startswith(b"indexed 1 item(s)")
+    index = root / ".memctl" / "index.sqlite"
+    index.unlink()
+    index.symlink_to(tmp_path / "elsewhere")  # a planted link: refused
+    refused = subprocess.run([memctl_bin, "--root", str(root), "index", "rebuild"], capture_output=True,
+                             env=clean_env(), timeout=120)
+    assert refused.returncode == 2 and b"error" in refused.stderr.lower() and not (tmp_path / "elsewhere").exists()
