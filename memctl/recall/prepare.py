@@ -440,7 +440,7 @@ class CoreSample:
     """How busy the cores are between its start and `others()`, less this process's own CPU:
     taken while the pass reads and prepares its first batch, so that nothing waits for it."""
 
-    TELLING_TICKS = 6  # clock ticks (10 ms each, summed over the cores) that say enough
+    TELLING_TICKS = 4  # clock ticks (10 ms each, summed over the cores) that say enough
     PATIENCE = 3  # batches prepared here waiting for them, at most
 
     def __init__(self):

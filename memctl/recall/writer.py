@@ -97,22 +97,28 @@ class IndexWriter:
 
     def _insert_batch(self, batch: list[tuple[str, list[Doc] | SessionText]], prepared: Prepared) -> None:
         item_rows, fts_rows = [], []
+        add_item, add_fts = item_rows.append, fts_rows.append
         results = zip(prepared.texts, prepared.bodies)
         cut = iter(prepared.cut)
         batch_start = self.next_rowid
+        marks: dict[str, str] = {}  # layer -> its token and the space after it (one string per layer, not per row)
         for source_key, docs in batch:
             if isinstance(docs, SessionText):
                 docs = next(cut)
             first_rowid = self.next_rowid
             self.next_rowid += len(docs)
             for rowid, doc, (redacted, body) in zip(range(first_rowid, first_rowid + len(docs)), docs, results):
-                item_rows.append((rowid, source_key, doc.ref, doc.layer, doc.date, doc.type, doc.item_id,
-                                  doc.session, int(doc.in_context), doc.text if redacted is None else redacted))
-                fts_rows.append((rowid, f"{layer_token(doc.layer)} {body}"))
-                if doc.session and doc.in_context:
-                    self.dirty_sessions.add(doc.session)
-                self.layers.add(doc.layer)
+                layer, session, in_context = doc.layer, doc.session, doc.in_context
+                add_item((rowid, source_key, doc.ref, layer, doc.date, doc.type, doc.item_id,
+                          session, int(in_context), doc.text if redacted is None else redacted))
+                mark = marks.get(layer)
+                if mark is None:
+                    mark = marks[layer] = layer_token(layer) + " "
+                add_fts((rowid, mark + body))
+                if session and in_context:
+                    self.dirty_sessions.add(session)
             self.added += len(docs)
+        self.layers.update(marks)
         if prepared.document_frequencies:
             self.df_delta.update(prepared.document_frequencies)
         self.surface_words.update(prepared.words)
