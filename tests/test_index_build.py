@@ -214,6 +214,7 @@ def test_a_build_in_a_pool_equals_one_in_this_process(tmp_path, monkeypatch):
     real_prepare, real_send = prepare.prepare_batch, prepare.ForkedWorkers.send
     monkeypatch.setattr(prepare, "prepare_batch", lambda *a: here.append(os.getpid()) or real_prepare(*a))
     monkeypatch.setattr(prepare.ForkedWorkers, "send", lambda self, parts: sent.append(1) or real_send(self, parts))
+    monkeypatch.setattr(prepare.Preparer, "PREPARE_HERE_AFTER", -1.0)  # whenever the worker is busy: both sides prepare
     contents = []
     for root, workers in zip(roots, ("1", "2")):
         monkeypatch.setenv("MEMCTL_INDEX_WORKERS", workers)
@@ -537,3 +538,18 @@ def test_the_console_script_leaves_a_rebuild_at_once_with_its_output_and_exit_co
     refused = subprocess.run([memctl_bin, "--root", str(root), "index", "rebuild"], capture_output=True,
                              env=clean_env(), timeout=120)
     assert refused.returncode == 2 and b"error" in refused.stderr.lower() and not (tmp_path / "elsewhere").exists()
+
+
+def test_the_writer_prepares_a_batch_itself_only_when_the_wait_for_the_worker_would_be_long():
+    import time
+
+    preparer = prepare.Preparer(Tokenizer.for_root(None), IndexOptions())
+    preparer._seconds_per_char = 1e-7  # 0.1 s for a million characters here
+    now = time.perf_counter()
+    preparer._in_flight.append(["worker's batch", None, now + 10.0])  # the worker: 10 s to go
+    assert preparer._sooner_here(1_000_000)
+    preparer._in_flight[0][2] = now + 0.01  # 10 ms to go: waiting beats 0.1 s here
+    assert not preparer._sooner_here(1_000_000)
+    preparer._in_flight[0][2] = now + 10.0
+    preparer._in_flight.append(["held here", "a Prepared", 0.0])  # one already prepared here waits
+    assert not preparer._sooner_here(1_000_000)

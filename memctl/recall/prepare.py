@@ -295,14 +295,17 @@ class Preparer:
     """Takes batches in order, gives back (batch, Prepared) in the same order: at once when it
     works in this process, a few batches later when a pool works on them.
 
-    With a pool, this process prepares a batch itself rather than wait for a worker (all
-    workers busy, the oldest result not back): the cores stay busy whichever side is slower.
+    With a pool, this process prepares a batch itself rather than wait long for a worker (all
+    workers busy, the oldest result not expected soon): the cores stay busy whichever side is
+    slower.
     The first batch of a big pass is always prepared here, while the pool decides how busy
     the cores are (`CoreSample`, no waiting) and so that the workers fork with warm caches."""
 
     FIRST_BATCH_CHARS = 64_000  # the writer starts inserting this soon
     LAST_BATCHES = 4  # the pass's end is cut into batches this much smaller, so no core waits long
-    HELD_HERE = 2  # batches prepared here waiting for an older worker's result, at most
+    HELD_HERE = 1  # batches prepared here waiting for an older worker's result, at most
+    PREPARE_HERE_AFTER = 0.5  # prepare here when the wait for a worker is longer than this share of doing it
+    WORKER_SLOWER = 1.15  # a worker's rate against this process's (its caches colder, pages copied on write)
 
     def __init__(self, tokenizer: Tokenizer, options: IndexOptions, workers: int | None = None,
                  new_index: bool = False):
@@ -315,7 +318,9 @@ class Preparer:
         self._pool: ForkedWorkers | None = None
         self._sample: CoreSample | None = None
         self._here = 0  # batches prepared here while the sample was too short to tell
-        self._in_flight: deque = deque()  # [batch, Prepared or None: in a worker's hands], oldest first
+        # [batch, Prepared or None: in a worker's hands, when the worker should be done], oldest first
+        self._in_flight: deque = deque()
+        self._seconds_per_char = 8e-8  # preparing here (Latin; measured from the first batch on)
 
     def expect(self, byte_count: int) -> None:
         """How much the pass will read: a big pass starts sampling the cores now."""
@@ -338,18 +343,38 @@ class Preparer:
         """Hand over one batch (anything: it comes back untouched) and its texts; returns the
         batches that are ready, oldest first."""
         pool = self._pool_if_worth_it()
-        self.chars_seen += sum(map(len, texts))
+        chars = sum(map(len, texts))
+        self.chars_seen += chars
         if pool is None:
-            return [(batch, prepare_batch(self.tokenizer, self.options, texts))]
+            return [(batch, self._prepare_here(texts, chars))]
         ready = self._take_ready()
         if not pool.free():
-            if sum(1 for entry in self._in_flight if entry[1] is not None) < self.HELD_HERE:
-                self._in_flight.append([batch, prepare_batch(self.tokenizer, self.options, texts)])
+            if self._sooner_here(chars):
+                self._in_flight.append([batch, self._prepare_here(texts, chars), 0.0])
                 return ready + self._take_ready()
             ready.append(self._collect_oldest())
         pool.send(texts)
-        self._in_flight.append([batch, None])
+        expected = time.perf_counter() + chars * self._seconds_per_char * self.WORKER_SLOWER
+        self._in_flight.append([batch, None, expected])
         return ready
+
+    def _prepare_here(self, texts: list, chars: int) -> Prepared:
+        started = time.perf_counter()
+        prepared = prepare_batch(self.tokenizer, self.options, texts)
+        if chars >= 10_000:  # this process's rate, for `_sooner_here` (wall time: what waiting costs)
+            rate = (time.perf_counter() - started) / chars
+            self._seconds_per_char = (self._seconds_per_char + rate) / 2
+        return prepared
+
+    def _sooner_here(self, chars: int) -> bool:
+        """Whether to prepare this batch here rather than wait for the oldest worker's: only
+        while the wait would be long. A worker that finishes while this process prepares sits
+        idle until it is given its next batch, so preparing here whenever the worker is busy
+        left it idle a third of the time (bench/RESULTS.md)."""
+        if sum(1 for entry in self._in_flight if entry[1] is not None) >= self.HELD_HERE:
+            return False
+        wait = self._in_flight[0][2] - time.perf_counter()  # the oldest is a worker's (_take_ready)
+        return wait > self.PREPARE_HERE_AFTER * chars * self._seconds_per_char
 
     def drain(self) -> list[tuple[list, Prepared]]:
         """The batches still in the pool's hands, oldest first."""
@@ -370,7 +395,7 @@ class Preparer:
         return ready
 
     def _collect_oldest(self) -> tuple[list, Prepared]:
-        batch, prepared = self._in_flight.popleft()
+        batch, prepared, _ = self._in_flight.popleft()
         return batch, prepared if prepared is not None else self._pool.receive()
 
     def _big(self) -> bool:
