@@ -65,16 +65,28 @@ class IndexWriter:
         self._preparer.expect(byte_count)
 
     def add(self, source_key: str, docs: Iterable[Doc] | SessionText) -> None:
+        """A source's documents (or a session's text), inserted in this order. A long list is
+        cut across batches (the same rows and rowids): a memory whose entries are most of its
+        text (one L5 file) is then prepared on every core, not as one batch on one."""
         if isinstance(docs, SessionText):
-            self._waiting_chars += len(docs)
-        else:
-            docs = list(docs)
-            if not docs:
-                return
-            self._waiting_chars += sum(len(doc.text) for doc in docs)
+            self._wait(source_key, docs, len(docs))
+            return
+        piece: list[Doc] = []
+        size, room = 0, self._preparer.batch_chars() - self._waiting_chars
+        for doc in docs:
+            piece.append(doc)
+            size += len(doc.text)
+            if size >= room:
+                self._wait(source_key, piece, size)
+                piece, size, room = [], 0, self._preparer.batch_chars() - self._waiting_chars
+        if piece:
+            self._wait(source_key, piece, size)
+
+    def _wait(self, source_key: str, docs: list[Doc] | SessionText, size: int) -> None:
         if self.next_rowid is None:  # where the pass's rows start: from the index as at its first add
             self.next_rowid = self._max_rowid() + 1
         self._waiting.append((source_key, docs))
+        self._waiting_chars += size
         self._unwritten.add(source_key)
         if self._waiting_chars >= self._preparer.batch_chars():
             self._send_waiting()
