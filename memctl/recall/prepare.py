@@ -310,7 +310,8 @@ class Preparer:
     def __init__(self, tokenizer: Tokenizer, options: IndexOptions, workers: int | None = None,
                  new_index: bool = False):
         self.tokenizer = tokenizer
-        tokenizer.start_pass()
+        if tokenizer is not None:  # None: a writer that only removes (a purge's)
+            tokenizer.start_pass()
         self.options = BatchOptions(options, new_index)
         self.workers = workers  # None: decided when the pass is big enough to want a pool
         self.chars_seen = 0
