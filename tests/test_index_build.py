@@ -394,8 +394,13 @@ def test_a_big_pass_starts_with_a_small_batch_and_ends_with_smaller_ones():
     assert preparer.batch_chars() == prepare.BATCH_CHARS
     preparer.chars_seen = 9_800_000
     assert preparer.FIRST_BATCH_CHARS // 2 <= preparer.batch_chars() == 200_000 // preparer.LAST_BATCHES
-    preparer.chars_seen = 10_000_000
+    preparer.chars_seen = 9_990_000
     assert preparer.batch_chars() == preparer.FIRST_BATCH_CHARS // 2
+    preparer.chars_seen = 12_000_000  # more than it said it would read: the usual batches again
+    assert preparer.batch_chars() == prepare.BATCH_CHARS
+    grown = prepare.Preparer(Tokenizer.for_root(None), IndexOptions())  # size unknown, grown big
+    grown.chars_seen = 3 * prepare.PARALLEL_AFTER_CHARS
+    assert grown.batch_chars() == prepare.BATCH_CHARS
 
 
 # non-ASCII letters beside plain ASCII and CJK terms: FTS5's tokenizer folds some otherwise than

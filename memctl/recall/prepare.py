@@ -338,6 +338,8 @@ class Preparer:
         if self.chars_seen == 0:
             return least
         left = self.expected_bytes - self.chars_seen
+        if left <= 0:  # a pass of unknown size (or one that read more than it said)
+            return BATCH_CHARS
         return max(least // 2, min(BATCH_CHARS, left // self.LAST_BATCHES))
 
     def submit(self, batch: list, texts: list[str]) -> list[tuple[list, Prepared]]:
