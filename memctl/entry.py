@@ -24,7 +24,21 @@ def main() -> None:
     if any(word in head for word in ("search", "refresh", "rebuild", "remember", "forget", "restore", "archive")):
         code = run(args)
         if code is not None:
+            if "index" in head and head[head.index("index") + 1:][:1] == ["rebuild"]:
+                _leave_at_once(code)
             sys.exit(code)
     from memctl.cli.app import main as full_main
 
     full_main(args)
+
+
+def _leave_at_once(code: int) -> None:
+    """End a rebuild without freeing its objects one by one (the word caches of a big build:
+    20-60 ms of its wall time at exit). Everything it wrote is closed and renamed by now; only
+    the buffered output is left to flush."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            code = code or 2  # as the interpreter would report a failed flush at exit
+    os._exit(code)

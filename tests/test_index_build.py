@@ -95,8 +95,11 @@ def test_an_index_body_is_the_tokens_of_its_text_joined():
                 for text in texts for part in CJK_RUN.split(text)[::2] for word in _WORD.findall(part)}
     assert words == expected and tokenizer.take_words(set()) == set()
     given = {b"alpha", b"beta."}  # chunks given before (a chunk keeps its dots)
+    tokenizer.start_pass()  # a new pass: every chunk is new again
     tokenizer.body("Alpha beta gamma")
     assert tokenizer.take_words(given) == {"beta", "gamma"} and b"gamma" in given
+    tokenizer.body("gamma Delta")  # a chunk is collected where it is new in the pass
+    assert tokenizer.take_words(set()) == {"delta"}
 
 
 def test_characters_outside_jiebas_han_range_come_out_as_jieba_gives_them():
@@ -207,6 +210,11 @@ def test_a_build_in_a_pool_equals_one_in_this_process(tmp_path, monkeypatch):
         write_sessions(root / "L4_raw_sessions", rng, words)
     monkeypatch.setattr(prepare, "PARALLEL_AFTER_CHARS", 0)
     monkeypatch.setattr(prepare, "BATCH_CHARS", 5_000)
+    here, sent = [], []  # batches prepared in this process while a pool ran; batches sent to it
+    real_prepare, real_send = prepare.prepare_batch, prepare.ForkedWorkers.send
+    monkeypatch.setattr(prepare, "prepare_batch", lambda *a: here.append(os.getpid()) or real_prepare(*a))
+    monkeypatch.setattr(prepare.ForkedWorkers, "send", lambda self, parts: sent.append(1) or real_send(self, parts))
+    monkeypatch.setattr(prepare.Preparer, "PREPARE_HERE_AFTER", -1.0)  # whenever the worker is busy: both sides prepare
     contents = []
     for root, workers in zip(roots, ("1", "2")):
         monkeypatch.setenv("MEMCTL_INDEX_WORKERS", workers)
@@ -222,6 +230,7 @@ def test_a_build_in_a_pool_equals_one_in_this_process(tmp_path, monkeypatch):
         assert vocabulary == expected  # counted by FTS5 at the rebuild, in Python at the refresh
     assert contents[0] == contents[1] and contents[0]["items"]
     assert {row[3] for row in contents[0]["items"]} == {"L2", "L4"}  # the zip's and loose sessions' items
+    assert sent and len(here) > len(sent) and set(here) == {os.getpid()}  # both sides prepared batches
     assert "[REDACTED" in contents[1]["items"][0][-1]
 
 
@@ -322,7 +331,9 @@ def test_index_rebuild_on_the_lean_path_reports_as_the_full_command_line(memctl_
     subprocess.run([memctl_bin, "--root", str(root), "init"], check=True, capture_output=True, env=clean_env())
     (root / "global_mem.txt").write_text("## [deploy]\nthe canary goes first\n", encoding="utf-8")
     python = str(Path(memctl_bin).with_name("python"))
-    lean = ("import sys, runpy; sys.argv = ['memctl', '--root', %r, 'index', 'rebuild'] + sys.argv[1:]\n"
+    # the console script leaves a rebuild with os._exit (no teardown): here it raises SystemExit
+    lean = ("import os, sys, runpy; sys.argv = ['memctl', '--root', %r, 'index', 'rebuild'] + sys.argv[1:]\n"
+            "os._exit = sys.exit\n"
             "try:\n    runpy.run_module('memctl', run_name='__main__')\n"
             "except SystemExit as exit:\n"
             "    sys.stderr.write('exit=%%s typer=%%s' %% (exit.code, 'typer' in sys.modules))\n" % str(root))
@@ -359,6 +370,37 @@ def test_the_pool_reads_how_busy_the_cores_are_now_not_the_load_average_of_the_l
         spinner.wait()
     assert busy is not None and busy >= 0.5  # at least half a core: the spinner runs whatever else does
     assert prepare.Preparer(Tokenizer.for_root(None), IndexOptions()).workers is None  # not decided yet
+
+
+def test_the_cores_are_sampled_while_the_first_batch_is_prepared_less_this_process_own_cpu(monkeypatch):
+    """No waiting: CoreSample is read at the start of a big pass and again after its first
+    batch (prepared here); what this process used meanwhile is not someone else's."""
+    ticks = iter([(1000, 500), (1100, 550)])  # 100 ticks over the cores, 50 of them busy
+    clock = iter([10.0, 10.25])  # this process: 0.25 cpu-s over 0.5 s, half a core
+    wall = iter([100.0, 100.5])
+    monkeypatch.setattr(prepare, "_cpu_ticks", lambda: next(ticks))
+    monkeypatch.setattr(prepare.time, "process_time", lambda: next(clock))
+    monkeypatch.setattr(prepare.time, "monotonic", lambda: next(wall))
+    sample = prepare.CoreSample()
+    assert sample.others(2) == pytest.approx(0.5)  # 2 cores x half busy = 1 core, less this process's half
+
+
+def test_a_big_pass_starts_with_a_small_batch_and_ends_with_smaller_ones():
+    preparer = prepare.Preparer(Tokenizer.for_root(None), IndexOptions())
+    assert preparer.batch_chars() == prepare.BATCH_CHARS  # a pass of unknown size: the usual batches
+    preparer.expect(10_000_000)
+    assert preparer.batch_chars() == preparer.FIRST_BATCH_CHARS < prepare.BATCH_CHARS
+    preparer.chars_seen = 5_000_000
+    assert preparer.batch_chars() == prepare.BATCH_CHARS
+    preparer.chars_seen = 9_800_000
+    assert preparer.FIRST_BATCH_CHARS // 2 <= preparer.batch_chars() == 200_000 // preparer.LAST_BATCHES
+    preparer.chars_seen = 9_990_000
+    assert preparer.batch_chars() == preparer.FIRST_BATCH_CHARS // 2
+    preparer.chars_seen = 12_000_000  # more than it said it would read: the usual batches again
+    assert preparer.batch_chars() == prepare.BATCH_CHARS
+    grown = prepare.Preparer(Tokenizer.for_root(None), IndexOptions())  # size unknown, grown big
+    grown.chars_seen = 3 * prepare.PARALLEL_AFTER_CHARS
+    assert grown.batch_chars() == prepare.BATCH_CHARS
 
 
 # non-ASCII letters beside plain ASCII and CJK terms: FTS5's tokenizer folds some otherwise than
@@ -477,3 +519,42 @@ def test_forked_workers_give_results_in_order_and_their_errors_back(monkeypatch)
         processes = list(workers._processes)
         workers.stop(at_once=True)
     assert processes and not any(process.is_alive() for process in processes)
+
+
+def test_the_console_script_leaves_a_rebuild_at_once_with_its_output_and_exit_code(memctl_bin, tmp_path):
+    """`index rebuild` ends with os._exit (no teardown of its caches): its report still reaches
+    the pipe, and a failure still exits 2 with its message."""
+    import subprocess
+
+    from conftest import clean_env
+
+    root = tmp_path / "memory"
+    subprocess.run([memctl_bin, "--root", str(root), "init"], check=True, capture_output=True, env=clean_env())
+    (root / "global_mem.txt").write_text("## [deploy]\nthe canary goes first\n", encoding="utf-8")
+    done = subprocess.run([memctl_bin, "--root", str(root), "index", "rebuild", "--json"], capture_output=True,
+                          env=clean_env(), timeout=120)
+    assert done.returncode == 0 and json.loads(done.stdout)["items"] == 1
+    plain = subprocess.run([memctl_bin, "--root", str(root), "index", "rebuild"], capture_output=True,
+                           env=clean_env(), timeout=120)
+    assert plain.returncode == 0 and plain.stderr.startswith(b"indexed 1 item(s)")
+    index = root / ".memctl" / "index.sqlite"
+    index.unlink()
+    index.symlink_to(tmp_path / "elsewhere")  # a planted link: refused
+    refused = subprocess.run([memctl_bin, "--root", str(root), "index", "rebuild"], capture_output=True,
+                             env=clean_env(), timeout=120)
+    assert refused.returncode == 2 and b"error" in refused.stderr.lower() and not (tmp_path / "elsewhere").exists()
+
+
+def test_the_writer_prepares_a_batch_itself_only_when_the_wait_for_the_worker_would_be_long():
+    import time
+
+    preparer = prepare.Preparer(Tokenizer.for_root(None), IndexOptions())
+    preparer._seconds_per_char = 1e-7  # 0.1 s for a million characters here
+    now = time.perf_counter()
+    preparer._in_flight.append(["worker's batch", None, now + 10.0])  # the worker: 10 s to go
+    assert preparer._sooner_here(1_000_000)
+    preparer._in_flight[0][2] = now + 0.01  # 10 ms to go: waiting beats 0.1 s here
+    assert not preparer._sooner_here(1_000_000)
+    preparer._in_flight[0][2] = now + 10.0
+    preparer._in_flight.append(["held here", "a Prepared", 0.0])  # one already prepared here waits
+    assert not preparer._sooner_here(1_000_000)

@@ -347,3 +347,31 @@ def test_a_batch_redacts_each_text_as_it_is_redacted_alone():
     quiet = ["the canary goes first", "then the rest of the fleet, once the dashboards are green"]
     assert batch_checks(quiet) == () and [redact(text, (), ()) for text in quiet] == quiet
     assert redact("ticket PROJ-1234 closed", (r"PROJ-\d+",), ()) == "ticket [REDACTED:custom] closed"
+
+
+def test_a_gate_searched_near_its_hints_finds_what_the_whole_text_search_finds():
+    """The discord trigger is searched only around each place its hint starts
+    (`_GATE_NEAR`): over texts holding the shape at every offset, glued to others, with
+    overlapping hints and near misses, the windows answer as the whole-text search does."""
+    import random
+
+    from memctl.core.redact import _CHECKS, _compiled, _gate_holds
+
+    (check,) = [c for c in _CHECKS if c[0].kind == "discord-token"]
+    gate, near = check[4], check[5]
+    assert near is not None
+    rng = random.Random(5)
+    alphabet = "mnoab0_-.x "
+    texts = ["", ".", "m" * 30 + ".abcdef.", "see example.domain.com.", "a.b.c.d.e.f.g.h"]
+    for _ in range(3000):
+        head = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        body = rng.choice("mno") + "".join(rng.choice("ab09") for _ in range(rng.randint(21, 29)))
+        hint = "." + "".join(rng.choice("ab0_-.") for _ in range(rng.randint(5, 7))) + rng.choice(".x")
+        tail = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        texts.append(head + body + hint + tail + hint)
+    found = 0
+    for text in texts:
+        expected = _compiled(gate).search(text) is not None
+        assert _gate_holds(text, gate, near) == expected, text
+        found += expected
+    assert 100 < found < len(texts) - 100  # both answers well represented

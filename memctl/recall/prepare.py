@@ -174,11 +174,12 @@ def prepare_batch(tokenizer: Tokenizer, options: IndexOptions | BatchOptions,
 # ---------------------------------------------------------------- the pool's side
 
 # Set just before the fork: each worker starts with this process's tokenizer as it is
-# (copy-on-write), not a new one. A big build forks before its first batch, so a segmenter
-# not loaded yet is loaded by each worker on its first CJK run, on both cores at once (and
-# never, when the text has none). Each worker keeps its own copy of the pass's BatchOptions
-# (the words it has given).
+# (copy-on-write), caches warmed by the batch this process prepared first, not a new one. A
+# segmenter not loaded yet is loaded by each worker on its first CJK run, on both cores at
+# once (and never, when the text has none). Each worker keeps its own copy of the pass's
+# BatchOptions (the words it has given).
 _WORKER: tuple[Tokenizer, BatchOptions] | None = None
+WORKER_NICENESS = 5  # the writer's inserts are the one serial part of a build: on a full core, it comes first
 
 
 def _serve(connection, inherited: list) -> None:
@@ -186,6 +187,8 @@ def _serve(connection, inherited: list) -> None:
     until the writer says stop or is gone."""
     for other in inherited:  # the other workers' ends: the writer's death must read as EOF here
         other.close()
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICENESS)
     tokenizer, options = _WORKER
     while True:
         try:
@@ -210,11 +213,11 @@ def _worker_gone() -> None:
 
 class ForkedWorkers:
     """Forked processes that prepare batches, with no helper thread in the writer's process:
-    batch n goes to worker n % count and results are read back in order by the thread that
-    sends. (multiprocessing.Pool's result thread took the GIL from the writer around its
-    SQLite steps: the writer's CPU grew ~50% beside a pool, bench/RESULTS.md.) One batch in
-    flight per worker: a worker blocked sending a big result and the writer blocked sending it
-    the next batch would wait for each other."""
+    a batch goes to a worker with nothing in hand (the next in turn) and results are read back
+    in the order sent, by the thread that sends. (multiprocessing.Pool's result thread took
+    the GIL from the writer around its SQLite steps: the writer's CPU grew ~50% beside a pool,
+    bench/RESULTS.md.) One batch in flight per worker: a worker blocked sending a big result
+    and the writer blocked sending it the next batch would wait for each other."""
 
     def __init__(self, count: int):
         import multiprocessing
@@ -222,6 +225,7 @@ class ForkedWorkers:
         context = multiprocessing.get_context("fork")
         self._connections: list = []
         self._processes: list = []
+        self._order: deque[int] = deque()  # the workers holding a batch, in the order sent
         self.sent = self.received = 0
         try:
             for _ in range(count):
@@ -239,16 +243,28 @@ class ForkedWorkers:
     def count(self) -> int:
         return len(self._connections)
 
+    def free(self) -> bool:
+        """Whether a worker has no batch in hand."""
+        return len(self._order) < self.count
+
+    def ready(self) -> bool:
+        """Whether the oldest batch's result has started to arrive (reading it will not wait long)."""
+        return bool(self._order) and self._connections[self._order[0]].poll()
+
     def send(self, parts: list[str | SessionText]) -> None:
+        """To the next worker in turn that has nothing in hand (one must: `free`)."""
+        busy = set(self._order)
+        worker = next(n % self.count for n in range(self.sent, self.sent + self.count) if n % self.count not in busy)
         try:
-            self._connections[self.sent % self.count].send(parts)
+            self._connections[worker].send(parts)
         except OSError:
             _worker_gone()
+        self._order.append(worker)
         self.sent += 1
 
     def receive(self) -> Prepared:
         """The oldest batch's result (the error it raised, raised here)."""
-        connection = self._connections[self.received % self.count]
+        connection = self._connections[self._order.popleft()]
         self.received += 1
         try:
             result = connection.recv()
@@ -270,37 +286,98 @@ class ForkedWorkers:
                 process.terminate()
             process.join()
         self._connections, self._processes = [], []
+        self._order.clear()
 
 
 # ---------------------------------------------------------------- the writer's side
 
 class Preparer:
     """Takes batches in order, gives back (batch, Prepared) in the same order: at once when it
-    works in this process, a few batches later when a pool works on them."""
+    works in this process, a few batches later when a pool works on them.
+
+    With a pool, this process prepares a batch itself rather than wait long for a worker (all
+    workers busy, the oldest result not expected soon): the cores stay busy whichever side is
+    slower.
+    The first batch of a big pass is always prepared here, while the pool decides how busy
+    the cores are (`CoreSample`, no waiting) and so that the workers fork with warm caches."""
+
+    FIRST_BATCH_CHARS = 64_000  # the writer starts inserting this soon
+    LAST_BATCHES = 4  # the pass's end is cut into batches this much smaller, so no core waits long
+    HELD_HERE = 1  # batches prepared here waiting for an older worker's result, at most
+    PREPARE_HERE_AFTER = 0.5  # prepare here when the wait for a worker is longer than this share of doing it
+    WORKER_SLOWER = 1.15  # a worker's rate against this process's (its caches colder, pages copied on write)
 
     def __init__(self, tokenizer: Tokenizer, options: IndexOptions, workers: int | None = None,
                  new_index: bool = False):
         self.tokenizer = tokenizer
+        if tokenizer is not None:  # None: a writer that only removes (a purge's)
+            tokenizer.start_pass()
         self.options = BatchOptions(options, new_index)
         self.workers = workers  # None: decided when the pass is big enough to want a pool
         self.chars_seen = 0
         self.expected_bytes = 0  # what the pass will read, when it knows (a rebuild does)
         self._pool: ForkedWorkers | None = None
-        self._in_flight: deque = deque()  # the batches sent to the workers, oldest first
+        self._sample: CoreSample | None = None
+        self._here = 0  # batches prepared here while the sample was too short to tell
+        # [batch, Prepared or None: in a worker's hands, when the worker should be done], oldest first
+        self._in_flight: deque = deque()
+        self._seconds_per_char = 8e-8  # preparing here (Latin; measured from the first batch on)
+
+    def expect(self, byte_count: int) -> None:
+        """How much the pass will read: a big pass starts sampling the cores now."""
+        self.expected_bytes = byte_count
+        if self._big() and self.workers is None and self._sample is None:
+            self._sample = CoreSample()
+
+    def batch_chars(self) -> int:
+        """How much text the next batch should hold: little for the first of a big pass, less
+        towards its end (the last batches' preparing and inserting are not overlapped)."""
+        if not self._big():
+            return BATCH_CHARS
+        least = min(BATCH_CHARS, self.FIRST_BATCH_CHARS)
+        if self.chars_seen == 0:
+            return least
+        left = self.expected_bytes - self.chars_seen
+        if left <= 0:  # a pass of unknown size (or one that read more than it said)
+            return BATCH_CHARS
+        return max(least // 2, min(BATCH_CHARS, left // self.LAST_BATCHES))
 
     def submit(self, batch: list, texts: list[str]) -> list[tuple[list, Prepared]]:
         """Hand over one batch (anything: it comes back untouched) and its texts; returns the
         batches that are ready, oldest first."""
-        self.chars_seen += sum(map(len, texts))
         pool = self._pool_if_worth_it()
+        chars = sum(map(len, texts))
+        self.chars_seen += chars
         if pool is None:
-            return [(batch, prepare_batch(self.tokenizer, self.options, texts))]
-        ready = []
-        if len(self._in_flight) >= pool.count:  # the next worker's batch is back first
+            return [(batch, self._prepare_here(texts, chars))]
+        ready = self._take_ready()
+        if not pool.free():
+            if self._sooner_here(chars):
+                self._in_flight.append([batch, self._prepare_here(texts, chars), 0.0])
+                return ready + self._take_ready()
             ready.append(self._collect_oldest())
         pool.send(texts)
-        self._in_flight.append(batch)
+        expected = time.perf_counter() + chars * self._seconds_per_char * self.WORKER_SLOWER
+        self._in_flight.append([batch, None, expected])
         return ready
+
+    def _prepare_here(self, texts: list, chars: int) -> Prepared:
+        started = time.perf_counter()
+        prepared = prepare_batch(self.tokenizer, self.options, texts)
+        if chars >= 10_000:  # this process's rate, for `_sooner_here` (wall time: what waiting costs)
+            rate = (time.perf_counter() - started) / chars
+            self._seconds_per_char = (self._seconds_per_char + rate) / 2
+        return prepared
+
+    def _sooner_here(self, chars: int) -> bool:
+        """Whether to prepare this batch here rather than wait for the oldest worker's: only
+        while the wait would be long. A worker that finishes while this process prepares sits
+        idle until it is given its next batch, so preparing here whenever the worker is busy
+        left it idle a third of the time (bench/RESULTS.md)."""
+        if sum(1 for entry in self._in_flight if entry[1] is not None) >= self.HELD_HERE:
+            return False
+        wait = self._in_flight[0][2] - time.perf_counter()  # the oldest is a worker's (_take_ready)
+        return wait > self.PREPARE_HERE_AFTER * chars * self._seconds_per_char
 
     def drain(self) -> list[tuple[list, Prepared]]:
         """The batches still in the pool's hands, oldest first."""
@@ -313,17 +390,33 @@ class Preparer:
             self._pool = None
             self._in_flight.clear()
 
+    def _take_ready(self) -> list[tuple[list, Prepared]]:
+        """The oldest batches whose results are here already, without waiting."""
+        ready = []
+        while self._in_flight and (self._in_flight[0][1] is not None or self._pool.ready()):
+            ready.append(self._collect_oldest())
+        return ready
+
     def _collect_oldest(self) -> tuple[list, Prepared]:
-        batch = self._in_flight.popleft()
-        return batch, self._pool.receive()
+        batch, prepared, _ = self._in_flight.popleft()
+        return batch, prepared if prepared is not None else self._pool.receive()
+
+    def _big(self) -> bool:
+        return max(self.chars_seen, self.expected_bytes) >= PARALLEL_AFTER_CHARS
 
     def _pool_if_worth_it(self):
         if self._pool is not None:
             return self._pool
-        if not self.tokenizer.portable() or max(self.chars_seen, self.expected_bytes) < PARALLEL_AFTER_CHARS:
+        if not self.tokenizer.portable() or not self._big():
             return None
         if self.workers is None:
-            self.workers = usable_cores()
+            if self._sample is None:  # a pass of unknown size that has grown big: this batch here, then decide
+                self._sample = CoreSample()
+                return None
+            if self.chars_seen == 0 or not self._sample.telling(self._here):
+                self._here += 1  # the first batches are prepared here while the sample runs
+                return None
+            self.workers = usable_cores(self._sample)
         if self.workers < 2:
             return None
         import multiprocessing
@@ -333,15 +426,17 @@ class Preparer:
             return None
         global _WORKER
         _WORKER = (self.tokenizer, BatchOptions(self.options.index, self.options.new_index))
-        self._pool = ForkedWorkers(self.workers)
+        self._pool = ForkedWorkers(self.workers - 1)  # this process is one of the preparers
         return self._pool
 
 
-def usable_cores() -> int:
-    """The cores a pool would find free: this process's own, plus those the load average says
-    nobody else is using (MEMCTL_INDEX_WORKERS overrides; 1 = no pool). On a machine already
-    busy, a pool only adds its own costs (fork, pickling, pages copied on write): measured on
-    2 shared cores at load 5-8, serial builds finished sooner (bench/RESULTS.md)."""
+def usable_cores(sample: CoreSample | None = None) -> int:
+    """How many processes should prepare batches (this one included: a pool forks one less):
+    this process's core, plus those that nobody else is using (from `sample`, else a fresh
+    0.1 s one; the load average where there is no /proc/stat). MEMCTL_INDEX_WORKERS overrides;
+    1 = no pool. On a machine already busy, a
+    pool only adds its own costs (fork, pickling, pages copied on write): measured on 2 shared
+    cores at load 5-8, serial builds finished sooner (bench/RESULTS.md)."""
     override = os.environ.get("MEMCTL_INDEX_WORKERS", "")
     if override.isdigit():
         return int(override)
@@ -349,7 +444,7 @@ def usable_cores() -> int:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    others = busy_cores_now(cores)
+    others = sample.others(cores) if sample is not None else busy_cores_now(cores)
     if others is None:
         try:
             others = os.getloadavg()[0]
@@ -358,24 +453,59 @@ def usable_cores() -> int:
     return max(1, min(cores, round(cores - others + 1)))
 
 
+def _cpu_ticks() -> tuple[int, int] | None:
+    """(all, idle) clock ticks of every core since boot, from /proc/stat; None without it."""
+    try:
+        with open("/proc/stat", "rb") as handle:
+            fields = [int(x) for x in handle.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields[:8]), idle  # user..steal: guest time is already inside user
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class CoreSample:
+    """How busy the cores are between its start and `others()`, less this process's own CPU:
+    taken while the pass reads and prepares its first batch, so that nothing waits for it."""
+
+    TELLING_TICKS = 4  # clock ticks (10 ms each, summed over the cores) that say enough
+    PATIENCE = 3  # batches prepared here waiting for them, at most
+
+    def __init__(self):
+        self.ticks = _cpu_ticks()
+        self.cpu, self.wall = time.process_time(), time.monotonic()
+
+    def telling(self, batches_waited: int) -> bool:
+        """Whether enough time has passed to tell (or the wait has been long enough)."""
+        if self.ticks is None or batches_waited >= self.PATIENCE:
+            return True
+        now = _cpu_ticks()
+        return now is None or now[0] - self.ticks[0] >= self.TELLING_TICKS
+
+    def others(self, cores: int) -> float | None:
+        """How many of `cores` other processes kept busy meanwhile; None when unknown."""
+        now = _cpu_ticks()
+        if self.ticks is None or now is None:
+            return None
+        elapsed = now[0] - self.ticks[0]
+        if elapsed <= 0:
+            return 0.0
+        busy = cores * (elapsed - (now[1] - self.ticks[1])) / elapsed
+        own = (time.process_time() - self.cpu) / max(time.monotonic() - self.wall, 1e-3)
+        return max(0.0, busy - own)
+
+
 def busy_cores_now(cores: int, window: float = 0.1) -> float | None:
     """How many of `cores` other processes keep busy right now, from /proc/stat over `window`
     seconds (this process sleeps meanwhile); None where there is no /proc/stat. Not the load
     average: it still counts for a minute a process that has just ended, which kept a build
     serial on an idle machine right after another command (bench/RESULTS.md)."""
-    def sample() -> tuple[int, int]:
-        with open("/proc/stat", "rb") as handle:
-            fields = [int(x) for x in handle.readline().split()[1:]]
-        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-        return sum(fields[:8]), idle  # user..steal: guest time is already inside user
-
-    try:
-        total_before, idle_before = sample()
-        time.sleep(window)
-        total_after, idle_after = sample()
-    except (OSError, ValueError, IndexError):
+    before = _cpu_ticks()
+    if before is None:
         return None
-    elapsed = total_after - total_before
-    if elapsed <= 0:
+    time.sleep(window)
+    after = _cpu_ticks()
+    if after is None or after[0] <= before[0]:
         return None
-    return cores * (elapsed - (idle_after - idle_before)) / elapsed
+    elapsed = after[0] - before[0]
+    return cores * (elapsed - (after[1] - before[1])) / elapsed

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 from collections import Counter
 
-from memctl.recall.prepare import BATCH_CHARS, Prepared, Preparer, SessionText, fts5_keeps_terms, surface_candidates
+from memctl.recall.prepare import Prepared, Preparer, SessionText, fts5_keeps_terms, surface_candidates
 from memctl.recall.text import Tokenizer, latin_tokens
 
 TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import, paid by every search
@@ -62,21 +62,33 @@ class IndexWriter:
     def expect(self, byte_count: int) -> None:
         """How much the pass is about to read: a big build starts its pool at the first batch
         instead of after the first megabytes (done on one core)."""
-        self._preparer.expected_bytes = byte_count
+        self._preparer.expect(byte_count)
 
     def add(self, source_key: str, docs: Iterable[Doc] | SessionText) -> None:
+        """A source's documents (or a session's text), inserted in this order. A long list is
+        cut across batches (the same rows and rowids): a memory whose entries are most of its
+        text (one L5 file) is then prepared on every core, not as one batch on one."""
         if isinstance(docs, SessionText):
-            self._waiting_chars += len(docs)
-        else:
-            docs = list(docs)
-            if not docs:
-                return
-            self._waiting_chars += sum(len(doc.text) for doc in docs)
+            self._wait(source_key, docs, len(docs))
+            return
+        piece: list[Doc] = []
+        size, room = 0, self._preparer.batch_chars() - self._waiting_chars
+        for doc in docs:
+            piece.append(doc)
+            size += len(doc.text)
+            if size >= room:
+                self._wait(source_key, piece, size)
+                piece, size, room = [], 0, self._preparer.batch_chars() - self._waiting_chars
+        if piece:
+            self._wait(source_key, piece, size)
+
+    def _wait(self, source_key: str, docs: list[Doc] | SessionText, size: int) -> None:
         if self.next_rowid is None:  # where the pass's rows start: from the index as at its first add
             self.next_rowid = self._max_rowid() + 1
         self._waiting.append((source_key, docs))
+        self._waiting_chars += size
         self._unwritten.add(source_key)
-        if self._waiting_chars >= BATCH_CHARS:
+        if self._waiting_chars >= self._preparer.batch_chars():
             self._send_waiting()
 
     def _send_waiting(self) -> None:
@@ -97,22 +109,28 @@ class IndexWriter:
 
     def _insert_batch(self, batch: list[tuple[str, list[Doc] | SessionText]], prepared: Prepared) -> None:
         item_rows, fts_rows = [], []
+        add_item, add_fts = item_rows.append, fts_rows.append
         results = zip(prepared.texts, prepared.bodies)
         cut = iter(prepared.cut)
         batch_start = self.next_rowid
+        marks: dict[str, str] = {}  # layer -> its token and the space after it (one string per layer, not per row)
         for source_key, docs in batch:
             if isinstance(docs, SessionText):
                 docs = next(cut)
             first_rowid = self.next_rowid
             self.next_rowid += len(docs)
             for rowid, doc, (redacted, body) in zip(range(first_rowid, first_rowid + len(docs)), docs, results):
-                item_rows.append((rowid, source_key, doc.ref, doc.layer, doc.date, doc.type, doc.item_id,
-                                  doc.session, int(doc.in_context), doc.text if redacted is None else redacted))
-                fts_rows.append((rowid, f"{layer_token(doc.layer)} {body}"))
-                if doc.session and doc.in_context:
-                    self.dirty_sessions.add(doc.session)
-                self.layers.add(doc.layer)
+                layer, session, in_context = doc.layer, doc.session, doc.in_context
+                add_item((rowid, source_key, doc.ref, layer, doc.date, doc.type, doc.item_id,
+                          session, int(in_context), doc.text if redacted is None else redacted))
+                mark = marks.get(layer)
+                if mark is None:
+                    mark = marks[layer] = layer_token(layer) + " "
+                add_fts((rowid, mark + body))
+                if session and in_context:
+                    self.dirty_sessions.add(session)
             self.added += len(docs)
+        self.layers.update(marks)
         if prepared.document_frequencies:
             self.df_delta.update(prepared.document_frequencies)
         self.surface_words.update(prepared.words)
