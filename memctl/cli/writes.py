@@ -284,7 +284,7 @@ def _remember(root, options: dict, words: list[str]) -> int:
     request = RememberRequest(read_text(words[0] if words else None).strip("\n"), options["type"],
                               options.get("topic", ""), options.get("confidence", 5.0), options.get("source", ""),
                               bool(options.get("force")), list(options.get("contradicts", [])))
-    result = remember(settings, request, clock.now(), options.get("wait", REMEMBER_WAIT))
+    result = remember(settings, request, clock.stamp(), options.get("wait", REMEMBER_WAIT))
     report_remember(result, bool(options.get("json")))
     if result.auto_dream_due:
         start_background_dream(settings.layout.root)

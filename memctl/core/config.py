@@ -396,12 +396,11 @@ def _parse_toml(text: str, path: Path) -> dict:
 
 
 def _cached_parse(cache: Path, text: str) -> dict | None:
-    import json
-
+    from memctl.core import jsoncodec
     from memctl.core.fsutil import read_bytes_nofollow
 
     try:
-        kept = json.loads(read_bytes_nofollow(cache))
+        kept = jsoncodec.loads(read_bytes_nofollow(cache))
     except (OSError, ValueError, UnsafePath, RecursionError):
         return None
     if isinstance(kept, dict) and kept.get("toml") == text and isinstance(kept.get("parsed"), dict):
@@ -412,12 +411,11 @@ def _cached_parse(cache: Path, text: str) -> dict | None:
 def _keep_parse(cache: Path, text: str, parsed: dict) -> None:
     """Write the cache beside the index (no fsync: derived, and checked against the text on
     every read); nothing when the parse is not plain JSON (TOML dates) or .memctl/ is not ours."""
-    import json
-
+    from memctl.core import jsoncodec
     from memctl.core.fsutil import make_temp
 
     try:
-        data = json.dumps({"toml": text, "parsed": parsed}, ensure_ascii=False).encode("utf-8")
+        data = jsoncodec.dumps({"toml": text, "parsed": parsed}).encode("utf-8")
     except (TypeError, ValueError):
         return
     folder = cache.parent

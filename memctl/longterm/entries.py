@@ -19,8 +19,6 @@ far it read in `.memctl/refs.offset`; it counts lines inside a window for the fo
 
 from __future__ import annotations
 
-import json
-from json.scanner import make_scanner
 import os
 from pathlib import Path
 
@@ -29,6 +27,7 @@ if TYPE_CHECKING:
     from typing import Any, Iterable, Iterator
 
 from memctl.core.fsutil import atomic_write_bytes
+from memctl.core import jsoncodec
 from memctl.core.config import STATE_DIR
 from memctl.core.jsonl import append_lines, split_torn, torn_dir
 
@@ -158,7 +157,7 @@ def _next_number(path: Path) -> int:
 
 
 def entry_line(entry: Entry) -> bytes:
-    return (json.dumps(entry.to_dict(), ensure_ascii=False) + "\n").encode("utf-8")
+    return (jsoncodec.dumps(entry.to_dict()) + "\n").encode("utf-8")
 
 
 def iter_entries(path: Path) -> Iterator[Entry]:
@@ -174,7 +173,7 @@ def iter_entries(path: Path) -> Iterator[Entry]:
             if not raw:
                 continue
             try:
-                yield Entry.from_dict(json.loads(raw))
+                yield Entry.from_dict(jsoncodec.loads(raw))
             except BAD_LINE:
                 continue
 
@@ -210,8 +209,10 @@ def count_nonblank_lines(path: Path) -> int:
 
 def entry_problem(raw: bytes | dict) -> str | None:
     """Why a line (or its parsed object) is not an entry, or None when it is one."""
+    import json  # for its error class: verify's path, not a write's
+
     try:
-        Entry.from_dict(json.loads(raw) if isinstance(raw, bytes) else raw)
+        Entry.from_dict(jsoncodec.loads(raw) if isinstance(raw, bytes) else raw)
     except UnicodeDecodeError:
         return "not UTF-8 text"
     except json.JSONDecodeError:
@@ -278,7 +279,7 @@ class LeanRow(Row):
     def __init__(self, raw: bytes, entry_id: str) -> None:
         self.raw, self._id = raw, entry_id
 
-    entry = property(lambda self: Entry.from_dict(json.loads(self.raw)))
+    entry = property(lambda self: Entry.from_dict(jsoncodec.loads(self.raw)))
     entry_id = property(lambda self: self._id)
 
 
@@ -342,7 +343,7 @@ def _lean_lines(data: bytes) -> list[Row]:
     rows: list[Row] = []
     for raw in _lines(data):
         try:
-            rows.append(LeanRow(raw, Entry.from_dict(json.loads(raw)).id))
+            rows.append(LeanRow(raw, Entry.from_dict(jsoncodec.loads(raw)).id))
         except BAD_LINE:
             rows.append(Row(raw, None))
     return rows
@@ -359,14 +360,14 @@ def _parse_lines(data: bytes, wanted: bytes | None) -> list[Row]:
             rows.append(Row(raw, None))
             continue
         try:
-            entry = Entry.from_dict(json.loads(raw))
+            entry = Entry.from_dict(jsoncodec.loads(raw))
         except BAD_LINE:
             entry = None
         rows.append(Row(raw, entry))
     return rows
 
 
-_SCAN = make_scanner(json.JSONDecoder())  # json.loads's own C scanner, without its per-call work
+_SCAN = jsoncodec.scanner()  # json.loads's own C scanner, without its per-call work
 _JSON_SPACE = " \t\n\r"
 
 
@@ -407,7 +408,7 @@ def entries_with(data: bytes, marker: bytes) -> list[Entry]:
     out = []
     for line in _lines_with(data, marker):
         try:
-            out.append(Entry.from_dict(json.loads(line)))
+            out.append(Entry.from_dict(jsoncodec.loads(line)))
         except BAD_LINE:
             continue
     return out
@@ -415,7 +416,7 @@ def entries_with(data: bytes, marker: bytes) -> list[Entry]:
 
 def field_bytes(name: str, value: str) -> bytes:
     """How `"name": "value"` appears in a line memctl wrote (json.dumps default separators)."""
-    return f"{json.dumps(name)}: {json.dumps(value, ensure_ascii=False)}".encode("utf-8")
+    return f"{jsoncodec.dumps(name, ascii=True)}: {jsoncodec.dumps(value)}".encode("utf-8")
 
 
 def read_snapshot(path: Path, previous: Snapshot | None = None, lean: bool = False) -> Snapshot:

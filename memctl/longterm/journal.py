@@ -10,9 +10,9 @@ logrotate keeps one state file per run. A journal is written atomically: it is w
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 
+from memctl.core import jsoncodec
 from memctl.core.config import Layout
 from memctl.core.fsutil import atomic_write_bytes, ensure_private_dir, fsync_dir
 
@@ -33,7 +33,7 @@ def begin(layout: Layout, kind: str, name: str, record: dict) -> Path:
 
 
 def update(path: Path, record: dict) -> None:
-    atomic_write_bytes(path, json.dumps(record, ensure_ascii=True, sort_keys=True).encode("ascii"))
+    atomic_write_bytes(path, jsoncodec.dumps(record, ascii=True, sort_keys=True).encode("ascii"))
 
 
 def end(path: Path) -> None:
@@ -54,7 +54,7 @@ def pending(layout: Layout, kind: str | None = None) -> list[tuple[Path, dict]]:
         if path.is_symlink():
             continue
         try:
-            record = json.loads(path.read_bytes())
+            record = jsoncodec.loads(path.read_bytes())
         except ValueError:
             continue
         if isinstance(record, dict):

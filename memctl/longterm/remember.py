@@ -78,7 +78,8 @@ def validate(settings: Settings, request: RememberRequest) -> None:
         raise UsageError(f"--confidence must be between 0 and 10, got {request.confidence}")
 
 
-def remember(settings: Settings, request: RememberRequest, now: datetime, lock_wait: float) -> RememberResult:
+def remember(settings: Settings, request: RememberRequest, now: datetime | str, lock_wait: float) -> RememberResult:
+    """Remember one fact; `now`: a datetime or its stamp (`clock.stamp()`: no datetime import)."""
     validate(settings, request)
     request = RememberRequest(at_rest(settings, request.text), request.type, request.topic, request.confidence,
                               request.source, request.force, request.contradicts)
@@ -120,7 +121,7 @@ def check_not_forgotten(settings: Settings, store: JsonlEntryStore, text: str) -
         )
 
 
-def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest, now: datetime) -> RememberResult:
+def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest, now: datetime | str) -> RememberResult:
     policy = policy_for(settings, request.type)
     stamp = iso(now)
     entry = Entry(

@@ -25,9 +25,9 @@ The caller holds the writer lock for every write.
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 
+from memctl.core import jsoncodec
 from memctl.core.config import Layout, Settings, load_settings, store_backend
 from memctl.core.errors import UsageError
 from memctl.core.fsutil import StagedFile, atomic_write_bytes, refuse_symlink
@@ -448,7 +448,7 @@ class JsonlEntryStore(EntryForms):
         out = []
         for raw in data.splitlines(keepends=True):
             try:
-                record = json.loads(raw)
+                record = jsoncodec.loads(raw)
             except ValueError:
                 if not _holds_any(raw, needles):
                     out.append(raw)
