@@ -98,6 +98,10 @@ def at_rest(settings: Settings, text: str) -> str:
     `[redaction] keep_secrets_at_rest` is set."""
     if settings.get("redaction", "keep_secrets_at_rest"):
         return text
+    from memctl.core.secret_gate import may_hold_secret
+
+    if not settings.get("redaction", "extra_patterns") and not may_hold_secret(text):
+        return text
     from memctl.core.redact import redactor_for
 
     return redactor_for(settings)(text)
