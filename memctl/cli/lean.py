@@ -92,7 +92,8 @@ def _guarded(action) -> int:
 
 def _settings(root):
     from memctl.cli import render
-    from memctl.core.config import load_settings, resolve_root
+    from memctl.core.config import load_settings
+    from memctl.core.roots import resolve_root
 
     settings = load_settings(resolve_root(root))
     render.configure_redaction(settings.get("redaction", "extra_patterns"))

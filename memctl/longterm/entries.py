@@ -20,16 +20,17 @@ far it read in `.memctl/refs.offset`; it counts lines inside a window for the fo
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 TYPE_CHECKING = False  # typing costs ~3 ms of every write process
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any, Iterable, Iterator
 
-from memctl.core.fsutil import atomic_write_bytes
 from memctl.core import jsoncodec
+from memctl.core.fsutil import atomic_write_bytes
 from memctl.core.config import STATE_DIR
 from memctl.core.jsonl import append_lines, split_torn, torn_dir
+from memctl.core.paths import join, parent
 
 
 class Entry:
@@ -143,16 +144,18 @@ def new_id(prefix: str = "m") -> str:
     kept in FILE instead, so the same commands give the same ids on both backends."""
     counter = os.environ.get("MEMCTL_IDS")
     if counter:
-        return f"{prefix}{_next_number(Path(counter)):012x}"
+        return f"{prefix}{_next_number(counter):012x}"
     return f"{prefix}{os.urandom(6).hex()}"  # secrets.token_hex, without importing secrets (~10 ms)
 
 
 def _next_number(path: Path) -> int:
     try:
-        number = int(path.read_text() or "0") + 1
+        with open(path) as handle:  # as Path.read_text / write_text
+            number = int(handle.read() or "0") + 1
     except FileNotFoundError:
         number = 1
-    path.write_text(str(number))
+    with open(path, "w") as handle:
+        handle.write(str(number))
     return number
 
 
@@ -163,7 +166,7 @@ def entry_line(entry: Entry) -> bytes:
 def iter_entries(path: Path) -> Iterator[Entry]:
     """Entries of a store; a line that does not parse is skipped (the file is never rewritten
     here), and so is a torn last line (no newline): it is not an entry, `verify` reports it."""
-    if not Path(path).exists():
+    if not os.path.exists(path):
         return
     with open(path, "rb") as handle:
         for raw in handle:
@@ -192,7 +195,8 @@ def bad_lines(path: Path) -> list[tuple[int, str]]:
 def nonblank_lines(path: Path) -> list[tuple[int, bytes]]:
     """(line number, bytes) of every non-blank line of a store, from one read; none if missing."""
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as handle:
+            data = handle.read()
     except FileNotFoundError:
         return []
     return [(number, raw) for number, raw in enumerate(data.splitlines(), start=1) if raw.strip()]
@@ -233,13 +237,13 @@ def append_entries(path: Path, entries: Iterable[Entry], quarantine: Path | None
     line is moved to `quarantine` first (memctl.core.jsonl; default: the root's .memctl/torn/)."""
     payload = b"".join(entry_line(e) for e in entries)
     if payload:
-        append_lines(Path(path), payload, quarantine or torn_dir(Path(path).parent / STATE_DIR))
+        append_lines(path, payload, quarantine or torn_dir(join(parent(path), STATE_DIR)))
     return payload.count(b"\n")
 
 
 def write_entries(path: Path, entries: Iterable[Entry]) -> None:
     """Replace a store atomically (the caller holds the writer lock)."""
-    atomic_write_bytes(Path(path), b"".join(entry_line(e) for e in entries))
+    atomic_write_bytes(path, b"".join(entry_line(e) for e in entries))
 
 
 # --- raw-line snapshots: rewrite a store without touching the bytes of lines we did not change
@@ -317,7 +321,7 @@ class Snapshot:
 
 
 def lean_snapshot(path: Path, rows: list[Row], stamp: tuple | None, size: int, digest: str, whole: bool) -> Snapshot:
-    return Snapshot(Path(path), None, rows, stamp, size, digest, whole)
+    return Snapshot(path, None, rows, stamp, size, digest, whole)
 
 
 def parse_rows(data: bytes, wanted: bytes | None = None, lean: bool = False) -> list[Row]:
@@ -422,7 +426,6 @@ def field_bytes(name: str, value: str) -> bytes:
 def read_snapshot(path: Path, previous: Snapshot | None = None, lean: bool = False) -> Snapshot:
     """Read a store; when it only grew since `previous`, parse just the appended lines.
     `lean`: rows that keep only their lines and ids, and no copy of the bytes read."""
-    path = Path(path)
     data, stamp = read_stamped(path)
     grew = previous is not None and previous.ends_whole() and previous.begins(data)
     if grew:
@@ -473,8 +476,8 @@ def rows_bytes(rows: Iterable[Row]) -> bytes:
 def write_rows(path: Path, rows: list[Row]) -> Snapshot:
     """Replace a store atomically with these rows (the caller holds the writer lock)."""
     data = rows_bytes(rows)
-    atomic_write_bytes(Path(path), data)
-    return Snapshot(Path(path), data, list(rows))
+    atomic_write_bytes(path, data)
+    return Snapshot(path, data, list(rows))
 
 
 def content_hash(text: str) -> str:

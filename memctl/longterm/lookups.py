@@ -25,13 +25,13 @@ the tests compare with these).
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from memctl.core import faults, jsoncodec, sqlite
 from memctl.core.digest import sha256_hex
 from memctl.core.errors import UnsafePath
 from memctl.core.fsutil import holds_writer_lock, refuse_symlink
 from memctl.core.jsonl import split_torn
+from memctl.core.paths import join
 from memctl.longterm.entries import BAD_LINE, Entry
 from memctl.longterm.policies import CLASSES, key_classes, match_key, normalize_topic
 
@@ -76,7 +76,7 @@ class Lookups:
     """The lookups of one memory; `view(which)` is usable only under the writer lock."""
 
     def __init__(self, state_dir: Path, lock_path: Path, files: dict[str, Path]) -> None:
-        self._path = Path(state_dir) / FILE_NAME
+        self._path = join(state_dir, FILE_NAME)
         self._lock = lock_path
         self._files = files  # "l5" / "l6" -> path
         self._db: sqlite.Connection | None = None
@@ -132,7 +132,7 @@ class Lookups:
     def clean(self, which: str) -> bool:
         """Read-only, without the lock: whether the lookups are current with the file and saw
         no line that is not an entry (then `bad_lines` need not read the file)."""
-        if not enabled() or not self._path.exists():
+        if not enabled() or not os.path.exists(self._path):
             return False
         row = self._read_only_state().get(which)
         path = self._files[which]
@@ -442,7 +442,7 @@ def entry_of(raw: bytes) -> Entry | None:
 
 
 def _refuse_links(path: Path) -> None:
-    refuse_symlink(path, Path(f"{path}-wal"), Path(f"{path}-shm"))
+    refuse_symlink(path, f"{path}-wal", f"{path}-shm")
 
 
 def _stat(path: Path) -> tuple[int, int, int]:
@@ -455,7 +455,8 @@ def _stat(path: Path) -> tuple[int, int, int]:
 
 def _read(path: Path) -> bytes:
     try:
-        return Path(path).read_bytes()
+        with open(path, "rb") as handle:
+            return handle.read()
     except FileNotFoundError:
         return b""
 
