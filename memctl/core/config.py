@@ -17,6 +17,7 @@ from memctl.core.paths import join, name, normal, parent
 
 TYPE_CHECKING = False  # typing costs ~7 ms to import; annotations here are never evaluated
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 CONFIG_NAME = "memctl.toml"
@@ -144,7 +145,8 @@ BACKENDS = ("files", "postgres")
 class Layout(namedtuple("Layout", "root")):
     """Paths of every layer inside one memory root (immutable; a namedtuple rather than a
     dataclass: modules on a search's import path avoid `dataclasses`, which pulls in inspect
-    and ast — ~15 ms of every query)."""
+    and ast — ~15 ms of every query). A str root gives str paths (the lean `remember`, which
+    never loads pathlib: memctl.core.paths), a Path root Path ones."""
 
     __slots__ = ()
     root: Path
