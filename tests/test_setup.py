@@ -2,7 +2,8 @@ import json
 import os
 import stat
 
-from memctl.core.config import load_settings, resolve_root
+from memctl.core.config import load_settings
+from memctl.core.roots import resolve_root
 from memctl.core.errors import ConfigError, LockBusy
 from memctl.core.fsutil import WriterLock, atomic_write_bytes, safe_child
 

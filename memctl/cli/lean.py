@@ -11,7 +11,6 @@ full command line runs, so behaviour is defined in one place: the modules both c
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 
 from memctl.cli.startup import os_error_text, prepare_process
@@ -75,9 +74,11 @@ def parse_search_args(args: list[str]) -> dict | None:
 
 
 def _guarded(action) -> int:
+    from memctl.core.sqlite import DatabaseError
+
     try:
         return action()
-    except (MemctlError, ValueError, sqlite3.DatabaseError) as exc:
+    except (MemctlError, ValueError, DatabaseError) as exc:
         from memctl.cli import render
 
         render.error(str(exc))
@@ -91,7 +92,8 @@ def _guarded(action) -> int:
 
 def _settings(root):
     from memctl.cli import render
-    from memctl.core.config import load_settings, resolve_root
+    from memctl.core.config import load_settings
+    from memctl.core.roots import resolve_root
 
     settings = load_settings(resolve_root(root))
     render.configure_redaction(settings.get("redaction", "extra_patterns"))

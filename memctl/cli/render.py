@@ -35,6 +35,10 @@ def redacted(text: str) -> str:
 
     Output redaction does not depend on `[redaction] enabled`, which governs what is stored:
     a secret kept at rest on purpose is still not echoed into a terminal or an agent's prompt."""
+    from memctl.core.secret_gate import may_hold_secret
+
+    if not _extra_patterns and not may_hold_secret(text):
+        return text
     from memctl.core.redact import redact
 
     return redact(text, _extra_patterns)

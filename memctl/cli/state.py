@@ -10,7 +10,8 @@ from typing import Optional
 
 import typer
 
-from memctl.core.config import Settings, load_settings, resolve_root
+from memctl.core.config import Settings, load_settings
+from memctl.core.roots import resolve_root
 from memctl.core.fsutil import WriterLock
 
 

@@ -15,7 +15,6 @@ sends everything to the full command line (the tests compare both).
 from __future__ import annotations
 
 import os
-import re
 import sys
 import time
 
@@ -26,7 +25,7 @@ REMEMBER_WAIT = 10.0  # interactive: a dream holds the lock only for short steps
 AUTO_DREAM_COOLDOWN = 600.0  # seconds between two automatic dreams
 COMMANDS = ("remember", "forget", "restore", "archive")
 # what rich would render differently from the plain text: markup, emoji codes, tabs, controls
-_RICH_SENSITIVE = re.compile(r"[\[\]\t\r\x00-\x08\x0b-\x1f\x7f]|:[^\s:]+:")
+_RICH_SENSITIVE = r"[\[\]\t\r\x00-\x08\x0b-\x1f\x7f]|:[^\s:]+:"  # compiled when a message is printed
 
 
 # --- steps and reports shared with the full command line
@@ -35,7 +34,7 @@ _RICH_SENSITIVE = re.compile(r"[\[\]\t\r\x00-\x08\x0b-\x1f\x7f]|:[^\s:]+:")
 def memory_settings(settings):
     """The root's settings; refuse a folder that is not a memory (taking the lock would create it)."""
     root = settings.layout.root
-    if not settings.layout.state_dir.is_dir():
+    if not os.path.isdir(settings.layout.state_dir):
         raise NotFound(f"{root} is not a memory folder yet; run `memctl --root {root} init`")
     warn_bad_lines(settings.layout)
     return settings
@@ -70,7 +69,9 @@ def _plain(text: str) -> bool:
         terminal = sys.stderr.isatty()
     except ValueError:
         terminal = False
-    return not terminal and not _RICH_SENSITIVE.search(render.redacted(text))
+    import re  # re caches the compiled pattern
+
+    return not terminal and not re.search(_RICH_SENSITIVE, render.redacted(text))
 
 
 def read_text(text: str | None) -> str:
@@ -126,11 +127,12 @@ def report_restore(entry, json_out: bool) -> None:
 def start_background_dream(root) -> None:
     """Detached `memctl dream`, at most once per cooldown; it exits 75 at once if another runs."""
     import subprocess
+    from pathlib import Path
 
     from memctl.core.config import Layout
     from memctl.core.fsutil import ensure_private_dir, open_nofollow
 
-    marker = Layout(root).state_dir / "auto_dream"
+    marker = Layout(Path(root)).state_dir / "auto_dream"
     try:
         if time.time() - marker.lstat().st_mtime < AUTO_DREAM_COOLDOWN and not marker.is_symlink():
             return
@@ -268,10 +270,12 @@ def parse(args: list[str], values: dict, flags: dict, repeatable=()) -> tuple[di
     return options, words
 
 
-def _settings(root):
-    from memctl.core.config import load_settings, resolve_root
+def _settings(root, as_text: bool = False):
+    """`as_text`: the layout's paths are str, for a command whose modules take either (remember)."""
+    from memctl.core.config import load_settings
+    from memctl.core.roots import resolve_root
 
-    settings = load_settings(resolve_root(root))
+    settings = load_settings(resolve_root(root, as_text=as_text), as_text=as_text)
     render.configure_redaction(settings.get("redaction", "extra_patterns"))
     return memory_settings(settings)
 
@@ -280,11 +284,11 @@ def _remember(root, options: dict, words: list[str]) -> int:
     from memctl.core import clock
     from memctl.longterm.remember import RememberRequest, remember
 
-    settings = _settings(root)
+    settings = _settings(root, as_text=True)
     request = RememberRequest(read_text(words[0] if words else None).strip("\n"), options["type"],
                               options.get("topic", ""), options.get("confidence", 5.0), options.get("source", ""),
                               bool(options.get("force")), list(options.get("contradicts", [])))
-    result = remember(settings, request, clock.now(), options.get("wait", REMEMBER_WAIT))
+    result = remember(settings, request, clock.stamp(), options.get("wait", REMEMBER_WAIT))
     report_remember(result, bool(options.get("json")))
     if result.auto_dream_due:
         start_background_dream(settings.layout.root)
@@ -326,7 +330,8 @@ def _plain_archive(options: dict, words: list[str]) -> bool:
 def _archive(root, options: dict, words: list[str]) -> int:
     from pathlib import Path
 
-    from memctl.core.config import load_settings, resolve_root
+    from memctl.core.config import load_settings
+    from memctl.core.roots import resolve_root
     from memctl.core.fsutil import WriterLock
     from memctl.l4.archive import options_from_settings, run_archive
 

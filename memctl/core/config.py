@@ -7,16 +7,17 @@ what `memctl rules` prints.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections import namedtuple
-from pathlib import Path
 
-from memctl.core.errors import ConfigError, NotAMemory, UnsafePath
+from memctl.core import scoped
+from memctl.core.errors import ConfigError, UnsafePath
 from memctl.core.fsutil import FILE_MODE, NOFOLLOW, TMP_SUFFIX, ensure_private_dir, refuse_symlink, set_mode
+from memctl.core.paths import join, name, normal, parent
 
 TYPE_CHECKING = False  # typing costs ~7 ms to import; annotations here are never evaluated
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 CONFIG_NAME = "memctl.toml"
@@ -144,66 +145,67 @@ BACKENDS = ("files", "postgres")
 class Layout(namedtuple("Layout", "root")):
     """Paths of every layer inside one memory root (immutable; a namedtuple rather than a
     dataclass: modules on a search's import path avoid `dataclasses`, which pulls in inspect
-    and ast — ~15 ms of every query)."""
+    and ast — ~15 ms of every query). A str root gives str paths (the lean `remember`, which
+    never loads pathlib: memctl.core.paths), a Path root Path ones."""
 
     __slots__ = ()
     root: Path
 
     @property
     def config_file(self) -> Path:
-        return self.root / CONFIG_NAME
+        return join(self.root, CONFIG_NAME)
 
     @property
     def insight(self) -> Path:
-        return self.root / "global_mem_insight.txt"
+        return join(self.root, "global_mem_insight.txt")
 
     @property
     def global_mem(self) -> Path:
-        return self.root / "global_mem.txt"
+        return join(self.root, "global_mem.txt")
 
     @property
     def working_dir(self) -> Path:
-        return self.root / "working"
+        return join(self.root, "working")
 
     @property
     def l4_dir(self) -> Path:
-        return self.root / "L4_raw_sessions"
+        return join(self.root, "L4_raw_sessions")
 
     @property
     def histories(self) -> Path:
-        return self.l4_dir / "all_histories.txt"
+        return join(self.l4_dir, "all_histories.txt")
 
     @property
     def manifest(self) -> Path:
-        return self.l4_dir / "manifest.jsonl"
+        return join(self.l4_dir, "manifest.jsonl")
 
     @property
     def long_term(self) -> Path:
-        return self.root / "long_term.jsonl"
+        return join(self.root, "long_term.jsonl")
 
     @property
     def cold_archive(self) -> Path:
-        return self.root / "archive.jsonl"
+        return join(self.root, "archive.jsonl")
 
     @property
     def dream_log(self) -> Path:
-        return self.root / "dream_log.jsonl"
+        return join(self.root, "dream_log.jsonl")
 
     @property
     def custom_dict(self) -> Path:
-        return self.root / "custom_dict.txt"
+        return join(self.root, "custom_dict.txt")
 
     @property
     def aliases(self) -> Path:
-        return self.root / "aliases.txt"
+        return join(self.root, "aliases.txt")
 
     @property
     def state_dir(self) -> Path:
-        return self.root / STATE_DIR
+        return join(self.root, STATE_DIR)
 
     @property
     def lock(self) -> Path:
-        return self.state_dir / "lock"
+        return join(self.state_dir, "lock")
 
     @property
     def derived_dir(self) -> Path:
@@ -215,18 +217,18 @@ class Layout(namedtuple("Layout", "root")):
 
     def state_writable(self) -> bool:
         """True when `.memctl/` exists and this process may write into it (refs.log etc.)."""
-        return self.state_dir.is_dir() and os.access(self.state_dir, os.W_OK)
+        return os.path.isdir(self.state_dir) and os.access(self.state_dir, os.W_OK)
 
     @property
     def index(self) -> Path:
-        return self.derived_dir / "index.sqlite"
+        return join(self.derived_dir, "index.sqlite")
 
     @property
     def refs_log(self) -> Path:
-        return self.state_dir / "refs.log"
+        return join(self.state_dir, "refs.log")
 
     def default_raw_dir(self) -> Path:
-        return self.root.parent / "temp" / "model_responses"
+        return join(parent(self.root), "temp", "model_responses")
 
 
 class Settings:
@@ -248,6 +250,8 @@ class Settings:
 
     def raw_dir(self, override: Path | None = None) -> Path:
         """Positional argument > [archive] raw_dir > temp/model_responses beside the root."""
+        from pathlib import Path
+
         if override is not None:
             return Path(override)
         configured = str(self.values["archive"]["raw_dir"] or "")
@@ -257,80 +261,42 @@ class Settings:
         return self.layout.default_raw_dir()
 
 
-# Files and folders that make a folder a memory even without memctl.toml: GenericAgent
-# writes global_mem*.txt and L4_raw_sessions/ itself, and reads need no `init`.
-MEMORY_MARKERS = ("global_mem_insight.txt", "global_mem.txt", "L4_raw_sessions", "long_term.jsonl", STATE_DIR)
-
-
-def is_memory_root(folder: Path) -> bool:
-    """memctl.toml, a marker, or GenericAgent's place for it: a folder beside temp/model_responses/."""
-    if (folder / CONFIG_NAME).is_file() or any((folder / name).exists() for name in MEMORY_MARKERS):
-        return True
-    return folder.is_dir() and (folder.parent / "temp" / "model_responses").is_dir()
-
-
-def root_candidate(cli_root: str | os.PathLike | None = None, cwd: Path | None = None) -> Path:
-    """--root > $MEMCTL_HOME > ./memory if it exists > $XDG_DATA_HOME/memctl (not checked)."""
-    if cli_root:
-        return Path(cli_root).expanduser().absolute()
-    env_home = os.environ.get("MEMCTL_HOME", "").strip()
-    if env_home:
-        return Path(env_home).expanduser().absolute()
-    here = Path(cwd or Path.cwd())
-    if (here / "memory").is_dir():
-        return (here / "memory").absolute()
-    xdg = os.environ.get("XDG_DATA_HOME", "").strip()
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".local" / "share"
-    return base / "memctl"
-
-
-def resolve_root(cli_root: str | os.PathLike | None = None, cwd: Path | None = None, for_init: bool = False) -> Path:
-    """The memory root a command works on, explained when there is none.
-
-    A folder with memctl.toml is the root. Else a folder holding `memory/` (a GenericAgent
-    checkout) resolves to that `memory/`. Else a folder that `is_memory_root` (GenericAgent's
-    files, no `init` needed to read them) is the root. Anything else is an error — except for
-    `init` (`for_init`), which may create the root.
-    """
-    candidate = root_candidate(cli_root, cwd)
-    if candidate.exists() and not candidate.is_dir():
-        raise NotAMemory(f"not a folder: {candidate}; --root names the memory folder")
-    if (candidate / CONFIG_NAME).is_file():
-        return candidate
-    if (candidate / "memory").is_dir():  # a GenericAgent checkout, even one with a stray .memctl/
-        return candidate / "memory"
-    if is_memory_root(candidate) or for_init:
-        return candidate
-    raise NotAMemory(f"not a memctl memory folder: {candidate} (no {CONFIG_NAME}, no memory/); "
-                     f"run memctl init {candidate}")
-
-
 def cache_home() -> Path:
+    from pathlib import Path
+
     xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
     return Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
 
 
-def derived_dir_for(root: Path) -> Path:
-    state_dir = Path(root) / STATE_DIR
+def derived_dir_for(root: str | Path) -> str | Path:
+    state_dir = join(root, STATE_DIR)
     refuse_symlink(state_dir)  # the index and its lock would be written wherever it points
-    if state_dir.is_dir() and os.access(state_dir, os.W_OK):
+    if os.path.isdir(state_dir) and os.access(state_dir, os.W_OK):
         return state_dir
     import hashlib  # here: an initialised, writable memory (the usual case) never needs it
 
     digest = hashlib.sha256(os.fsencode(os.path.abspath(root))).hexdigest()[:16]
-    return cache_home() / "memctl" / digest
+    found = cache_home() / "memctl" / digest
+    return str(found) if isinstance(root, str) else found
 
 
-def load_settings(root: Path) -> Settings:
-    layout = Layout(Path(root))
+def load_settings(root: str | Path, as_text: bool = False) -> Settings:
+    """The settings of a root; `as_text`: its layout's paths are str (pathlib not loaded)."""
+    layout = Layout(normal(os.fspath(root)) if as_text else _path(root))
     values, origins = _loaded(layout)
     return Settings(layout=layout, values=plain_copy(values), origins=dict(origins))
 
 
-def store_backend(root: Path) -> str:
+def _path(root) -> Path:
+    from pathlib import Path
+
+    return Path(root)
+
+
+def store_backend(root: str | Path) -> str:
     """`[store] backend` of a root ("files" or "postgres"), without copying the settings:
     every opening of the entry store asks it, several times in one write."""
-    return _loaded(Layout(Path(root)))[0]["store"]["backend"]
+    return _loaded(Layout(root))[0]["store"]["backend"]
 
 
 _LOADED: dict[tuple[str, bytes | None], tuple[dict, dict]] = {}  # (root, memctl.toml's bytes) -> parsed
@@ -340,7 +306,7 @@ def _loaded(layout: Layout) -> tuple[dict, dict]:
     """(values, origins) of a root, parsed once per process for the same memctl.toml bytes
     (a `remember` reads its settings in five places); never to be changed by the caller."""
     path = layout.config_file
-    data = path.read_bytes() if path.is_file() else None
+    data = _bytes_if_file(path)
     key = (str(layout.root), data)
     found = _LOADED.get(key)
     if found is None:
@@ -349,6 +315,13 @@ def _loaded(layout: Layout) -> tuple[dict, dict]:
             _LOADED.clear()
         _LOADED[key] = found
     return found
+
+
+def _bytes_if_file(path: str | Path) -> bytes | None:
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as handle:
+        return handle.read()
 
 
 def _parse_settings(path: Path, data: bytes | None) -> tuple[dict, dict]:
@@ -381,7 +354,7 @@ PARSED_CONFIG = "config.json"  # in .memctl/: memctl.toml's text and its parse (
 def _parse_toml(text: str, path: Path) -> dict:
     """memctl.toml parsed; from `.memctl/config.json` when that holds the parse of this very
     text (a write process then need not import tomllib: ~3 ms of every `remember`)."""
-    cache = path.parent / STATE_DIR / PARSED_CONFIG
+    cache = join(parent(path), STATE_DIR, PARSED_CONFIG)
     parsed = _cached_parse(cache, text)
     if parsed is not None:
         return parsed
@@ -396,12 +369,11 @@ def _parse_toml(text: str, path: Path) -> dict:
 
 
 def _cached_parse(cache: Path, text: str) -> dict | None:
-    import json
-
+    from memctl.core import jsoncodec
     from memctl.core.fsutil import read_bytes_nofollow
 
     try:
-        kept = json.loads(read_bytes_nofollow(cache))
+        kept = jsoncodec.loads(read_bytes_nofollow(cache))
     except (OSError, ValueError, UnsafePath, RecursionError):
         return None
     if isinstance(kept, dict) and kept.get("toml") == text and isinstance(kept.get("parsed"), dict):
@@ -412,19 +384,18 @@ def _cached_parse(cache: Path, text: str) -> dict | None:
 def _keep_parse(cache: Path, text: str, parsed: dict) -> None:
     """Write the cache beside the index (no fsync: derived, and checked against the text on
     every read); nothing when the parse is not plain JSON (TOML dates) or .memctl/ is not ours."""
-    import json
-
+    from memctl.core import jsoncodec
     from memctl.core.fsutil import make_temp
 
     try:
-        data = json.dumps({"toml": text, "parsed": parsed}, ensure_ascii=False).encode("utf-8")
+        data = jsoncodec.dumps({"toml": text, "parsed": parsed}).encode("utf-8")
     except (TypeError, ValueError):
         return
-    folder = cache.parent
-    if folder.is_symlink() or not folder.is_dir() or cache.is_symlink():
+    folder = parent(cache)
+    if os.path.islink(folder) or not os.path.isdir(folder) or os.path.islink(cache):
         return
     try:
-        fd, tmp = make_temp(folder, f".{cache.name}.", TMP_SUFFIX)
+        fd, tmp = make_temp(folder, f".{name(cache)}.", TMP_SUFFIX)
     except OSError:  # a read-only memory: parse again next time
         return
     try:
@@ -432,7 +403,7 @@ def _keep_parse(cache: Path, text: str, parsed: dict) -> None:
             handle.write(data)
         os.replace(tmp, cache)
     except OSError:
-        with contextlib.suppress(OSError):
+        with scoped.suppress(OSError):
             os.unlink(tmp)
 
 
@@ -567,6 +538,7 @@ DEFAULT_CONFIG_TEXT = """\
 
 
 def init_root(root: Path) -> list[Path]:
+    from pathlib import Path
     """Create the layout (idempotent): folders 0700, files 0600. Returns what was created."""
     layout = Layout(Path(root))
     created: list[Path] = []

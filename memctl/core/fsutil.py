@@ -15,14 +15,13 @@ permission bits (Windows has ACLs; `set_mode` does nothing there).
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import time
-from pathlib import Path
 
-from memctl.core import faults
+from memctl.core import faults, scoped
 from memctl.core.errors import LockBusy, ReadOnly, UnsafePath, WriteFailed
+from memctl.core.paths import join, name, parent
 
 try:
     import fcntl
@@ -32,6 +31,7 @@ except ImportError:  # Windows
 
 TYPE_CHECKING = False  # typing costs ~7 ms to import, paid by every search
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Iterator
 
 TMP_SUFFIX = ".tmp"
@@ -82,11 +82,18 @@ def open_nofollow(path: Path, flags: int, mode: int = FILE_MODE) -> int:
 
 def ensure_private_dir(path: Path) -> Path:
     """Create `path` (and parents) 0700; refuse a symlink where a folder is expected."""
-    path = Path(path)
-    if path.is_symlink():
+    if not isinstance(path, str):
+        path = _as_path(path)
+    if os.path.islink(path):
         raise UnsafePath(f"{path} is a symlink; memctl only writes into real folders")
-    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    os.makedirs(path, mode=DIR_MODE, exist_ok=True)  # as Path.mkdir(parents=True): the mode is the leaf's
     return path
+
+
+def _as_path(path) -> Path:
+    from pathlib import Path
+
+    return Path(path)
 
 
 class _GuardedFile:
@@ -132,7 +139,7 @@ def make_temp(folder: Path, prefix: str, suffix: str) -> tuple[int, Path]:
     """A new private file `folder/prefix<random>suffix`, opened for writing: what
     `tempfile.mkstemp` does (O_EXCL, mode 0600), without its import (~4 ms of a write process)."""
     for _ in range(100):
-        path = Path(folder) / f"{prefix}{os.urandom(6).hex()}{suffix}"
+        path = join(folder if isinstance(folder, str) else _as_path(folder), f"{prefix}{os.urandom(6).hex()}{suffix}")
         try:
             return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | NOFOLLOW, FILE_MODE), path
         except FileExistsError:
@@ -140,15 +147,15 @@ def make_temp(folder: Path, prefix: str, suffix: str) -> tuple[int, Path]:
     raise FileExistsError(errno.EEXIST, "no free temporary name", str(folder))
 
 
-@contextlib.contextmanager
+@scoped.contextmanager
 def atomic_writer(dest: Path, mode: int = FILE_MODE) -> Iterator[object]:
     """Yield a binary writer; on success it replaces `dest` atomically and durably. A full or
     failing disk raises WriteFailed with `dest` untouched."""
-    dest = Path(dest)
-    folder = dest.parent
+    dest = dest if isinstance(dest, str) else _as_path(dest)
+    folder = parent(dest)
     sync_pending()
     refuse_symlink(dest)  # os.replace would swap the link itself, but a planted link is refused
-    fd, tmp = make_temp(folder, f".{dest.name}.", TMP_SUFFIX)
+    fd, tmp = make_temp(folder, f".{name(dest)}.", TMP_SUFFIX)
     try:
         try:
             yield _GuardedFile(fd)
@@ -159,8 +166,8 @@ def atomic_writer(dest: Path, mode: int = FILE_MODE) -> Iterator[object]:
         os.replace(tmp, dest)
         fsync_dir(folder)
     except BaseException as exc:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+        with scoped.suppress(FileNotFoundError):
+            os.unlink(tmp)
         if isinstance(exc, OSError) and is_disk_error(exc):
             raise write_failed(dest, exc) from None
         raise
@@ -175,11 +182,11 @@ class StagedFile:
     removes it; with another suffix, its owner must)."""
 
     def __init__(self, dest: Path, data: bytes, suffix: str = TMP_SUFFIX, mode: int = FILE_MODE) -> None:
-        self.dest = Path(dest)
+        self.dest = dest if isinstance(dest, str) else _as_path(dest)
         self._mode = mode
         sync_pending()
         refuse_symlink(self.dest)
-        fd, self._tmp = make_temp(self.dest.parent, f".{self.dest.name}.", suffix)
+        fd, self._tmp = make_temp(parent(self.dest), f".{name(self.dest)}.", suffix)
         self._guarded(fd, data)
 
     def present(self) -> bool:
@@ -191,14 +198,14 @@ class StagedFile:
         try:
             set_mode(self._tmp, self._mode)
             os.replace(self._tmp, self.dest)
-            fsync_dir(self.dest.parent)
+            fsync_dir(parent(self.dest))
         except BaseException as exc:
             self._failed(exc)
             raise
 
     def discard(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self._tmp.unlink()
+        with scoped.suppress(FileNotFoundError):
+            os.unlink(self._tmp)
 
     def _guarded(self, fd: int, data: bytes) -> None:
         try:
@@ -234,7 +241,7 @@ _defer_sync = False
 _unsynced: list[tuple[int, str]] = []  # (open fd, path) of appends written, not yet fsynced
 
 
-@contextlib.contextmanager
+@scoped.contextmanager
 def synced_after_unlock() -> Iterator[None]:
     """Around the last append of a write: its fsync waits for the writer lock's release, so the
     next writer need not wait for this one's disk flush (group commit)."""
@@ -289,7 +296,7 @@ def append_durably(dest: Path, data: bytes) -> None:
             write_all(fd, data)
             os.fsync(fd)
         except OSError as exc:  # a full disk: cut back what part of the record went in
-            with contextlib.suppress(OSError):
+            with scoped.suppress(OSError):
                 os.ftruncate(fd, start)
             if is_disk_error(exc):
                 raise write_failed(dest, exc) from None
@@ -304,18 +311,18 @@ def sweep_stale_temp_files(folder: Path, before: float | None = None,
     `before`: only those last changed before this time (a writer's own start); `owned`: only
     temp files of these destination names (`.NAME.xxxx.tmp`)."""
     removed = []
-    if not folder.is_dir():
+    if not os.path.isdir(folder):
         return removed
     for entry in os.scandir(folder):
         if not (entry.name.startswith(".") and entry.name.endswith(TMP_SUFFIX)) or not entry.is_file(follow_symlinks=False):
             continue
         if owned and not any(entry.name.startswith(f".{name}.") for name in owned):
             continue
-        with contextlib.suppress(FileNotFoundError):
+        with scoped.suppress(FileNotFoundError):
             if before is not None and entry.stat(follow_symlinks=False).st_mtime >= before:
                 continue
             os.unlink(entry.path)
-            removed.append(Path(entry.path))
+            removed.append(entry.path if isinstance(folder, str) else _as_path(entry.path))
     return removed
 
 
@@ -323,7 +330,7 @@ def safe_child(folder: Path, name: str) -> Path:
     """`folder/name`, refusing names that would leave the folder (`../x`, `/etc/x`, `a/b`)."""
     if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name:
         raise UnsafePath(f"refusing unsafe name {name!r}: it must be a plain file name")
-    return Path(folder) / name
+    return _as_path(folder) / name
 
 
 def read_bytes_nofollow(path: Path) -> bytes:
@@ -376,15 +383,20 @@ def _msvcrt_try_lock(fd: int) -> bool:
 def open_lock_file(path: Path) -> int:
     """Open (creating) a lock file; a folder this process may not write is one clear error."""
     try:
-        ensure_private_dir(Path(path).parent)
+        ensure_private_dir(_parent_of(path))
         return open_nofollow(path, os.O_RDWR | os.O_CREAT)
     except PermissionError:
-        raise ReadOnly(f"cannot write to {Path(path).parent}: permission denied "
+        raise ReadOnly(f"cannot write to {_parent_of(path)}: permission denied "
                        "(a read-only memory can be searched, not changed)") from None
     except OSError as exc:
         if exc.errno == errno.EROFS:
-            raise ReadOnly(f"cannot write to {Path(path).parent}: read-only file system") from None
+            raise ReadOnly(f"cannot write to {_parent_of(path)}: read-only file system") from None
         raise
+
+
+def _parent_of(path) -> str | Path:
+    """`Path(path).parent`, a str for a str."""
+    return parent(path if isinstance(path, str) else _as_path(path))
 
 
 _held: set[str] = set()  # the lock files this process holds
@@ -400,7 +412,7 @@ class WriterLock:
     """The one exclusive lock every writing command takes (`.memctl/lock`)."""
 
     def __init__(self, lock_path: Path, wait_seconds: float = 0.0, poll: float = 0.05):
-        self.lock_path = Path(lock_path)
+        self.lock_path = lock_path if isinstance(lock_path, str) else _as_path(lock_path)
         self.wait_seconds = wait_seconds
         self.poll = poll
         self._fd: int | None = None

@@ -21,13 +21,17 @@ unparseable line, rather than aside); left to the L4 rewrite, as is `all_histori
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
-from pathlib import Path
 
+from memctl.core import scoped
 from memctl.core.fsutil import (defer_sync, ensure_private_dir, is_disk_error, open_nofollow, sync_pending,
                                 write_all, write_failed)
+from memctl.core.paths import join, name
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 TORN_DIR = "torn"
 _TAIL_CHUNK = 1 << 16
@@ -35,7 +39,13 @@ _TAIL_CHUNK = 1 << 16
 
 def torn_dir(state_dir: Path) -> Path:
     """Where torn and unparseable lines are kept (`.memctl/torn/`)."""
-    return Path(state_dir) / TORN_DIR
+    return join(state_dir if isinstance(state_dir, str) else _path(state_dir), TORN_DIR)
+
+
+def _path(path) -> Path:
+    from pathlib import Path
+
+    return Path(path)
 
 
 def split_torn(data: bytes) -> tuple[bytes, bytes]:
@@ -49,7 +59,6 @@ def append_lines(path: Path, payload: bytes, quarantine: Path) -> int:
     A torn last line is first moved to `quarantine`. Raises WriteFailed, the file as it was."""
     if payload and not payload.endswith(b"\n"):
         raise ValueError("append_lines takes whole lines")
-    path = Path(path)
     sync_pending()
     fd = open_nofollow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
@@ -83,7 +92,7 @@ def quarantine_torn_tail(path: Path, quarantine: Path) -> int:
         return 0
     try:
         size = os.fstat(fd).st_size
-        return size - _cut_torn_tail(fd, Path(path), quarantine)
+        return size - _cut_torn_tail(fd, path, quarantine)
     finally:
         os.close(fd)
 
@@ -94,8 +103,7 @@ def keep_aside(quarantine: Path, source: Path, offset: int, data: bytes) -> Path
 
     ensure_private_dir(quarantine)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    name = f"{source.name}.{offset}.{stamp}.{os.getpid()}.torn"
-    target = quarantine / name
+    target = join(quarantine, f"{name(source)}.{offset}.{stamp}.{os.getpid()}.torn")
     atomic_write_bytes(target, data)
     return target
 
@@ -138,7 +146,7 @@ def _write_or_restore(fd: int, path: Path, payload: bytes, start: int) -> bool:
         os.fsync(fd)
         return False
     except OSError as exc:
-        with contextlib.suppress(OSError):
+        with scoped.suppress(OSError):
             os.ftruncate(fd, start)
             os.fsync(fd)
         if is_disk_error(exc):

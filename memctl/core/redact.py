@@ -17,6 +17,8 @@ import math
 import re
 from collections import Counter, namedtuple
 
+from memctl.core.secret_gate import PIVOTS
+
 TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms: every printed line passes here
 if TYPE_CHECKING:
     from typing import Callable, Iterable, Sequence
@@ -325,7 +327,7 @@ def _compiled(source: str) -> re.Pattern[str]:
 # 3. for the two shapes without a keyword, a regex that starts with a literal (fast scan);
 # 4. the rule's gate, then its pattern. One regex of all the gates cost ~0.4 µs a character
 #    (an alternation tries every branch at every position): a third of an index build.
-_PIVOTS = "-_:.=~："
+_PIVOTS = PIVOTS  # memctl.core.secret_gate: the same characters gate a text before this module loads
 # kind -> (characters one of which the match holds, substrings one of which it holds)
 _NEEDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "private-key": ("-", ("private key",)),

@@ -19,18 +19,18 @@ far it read in `.memctl/refs.offset`; it counts lines inside a window for the fo
 
 from __future__ import annotations
 
-import json
-from json.scanner import make_scanner
 import os
-from pathlib import Path
 
 TYPE_CHECKING = False  # typing costs ~3 ms of every write process
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any, Iterable, Iterator
 
+from memctl.core import jsoncodec
 from memctl.core.fsutil import atomic_write_bytes
 from memctl.core.config import STATE_DIR
 from memctl.core.jsonl import append_lines, split_torn, torn_dir
+from memctl.core.paths import join, parent
 
 
 class Entry:
@@ -144,27 +144,29 @@ def new_id(prefix: str = "m") -> str:
     kept in FILE instead, so the same commands give the same ids on both backends."""
     counter = os.environ.get("MEMCTL_IDS")
     if counter:
-        return f"{prefix}{_next_number(Path(counter)):012x}"
+        return f"{prefix}{_next_number(counter):012x}"
     return f"{prefix}{os.urandom(6).hex()}"  # secrets.token_hex, without importing secrets (~10 ms)
 
 
 def _next_number(path: Path) -> int:
     try:
-        number = int(path.read_text() or "0") + 1
+        with open(path) as handle:  # as Path.read_text / write_text
+            number = int(handle.read() or "0") + 1
     except FileNotFoundError:
         number = 1
-    path.write_text(str(number))
+    with open(path, "w") as handle:
+        handle.write(str(number))
     return number
 
 
 def entry_line(entry: Entry) -> bytes:
-    return (json.dumps(entry.to_dict(), ensure_ascii=False) + "\n").encode("utf-8")
+    return (jsoncodec.dumps(entry.to_dict()) + "\n").encode("utf-8")
 
 
 def iter_entries(path: Path) -> Iterator[Entry]:
     """Entries of a store; a line that does not parse is skipped (the file is never rewritten
     here), and so is a torn last line (no newline): it is not an entry, `verify` reports it."""
-    if not Path(path).exists():
+    if not os.path.exists(path):
         return
     with open(path, "rb") as handle:
         for raw in handle:
@@ -174,7 +176,7 @@ def iter_entries(path: Path) -> Iterator[Entry]:
             if not raw:
                 continue
             try:
-                yield Entry.from_dict(json.loads(raw))
+                yield Entry.from_dict(jsoncodec.loads(raw))
             except BAD_LINE:
                 continue
 
@@ -193,7 +195,8 @@ def bad_lines(path: Path) -> list[tuple[int, str]]:
 def nonblank_lines(path: Path) -> list[tuple[int, bytes]]:
     """(line number, bytes) of every non-blank line of a store, from one read; none if missing."""
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as handle:
+            data = handle.read()
     except FileNotFoundError:
         return []
     return [(number, raw) for number, raw in enumerate(data.splitlines(), start=1) if raw.strip()]
@@ -210,8 +213,10 @@ def count_nonblank_lines(path: Path) -> int:
 
 def entry_problem(raw: bytes | dict) -> str | None:
     """Why a line (or its parsed object) is not an entry, or None when it is one."""
+    import json  # for its error class: verify's path, not a write's
+
     try:
-        Entry.from_dict(json.loads(raw) if isinstance(raw, bytes) else raw)
+        Entry.from_dict(jsoncodec.loads(raw) if isinstance(raw, bytes) else raw)
     except UnicodeDecodeError:
         return "not UTF-8 text"
     except json.JSONDecodeError:
@@ -232,13 +237,13 @@ def append_entries(path: Path, entries: Iterable[Entry], quarantine: Path | None
     line is moved to `quarantine` first (memctl.core.jsonl; default: the root's .memctl/torn/)."""
     payload = b"".join(entry_line(e) for e in entries)
     if payload:
-        append_lines(Path(path), payload, quarantine or torn_dir(Path(path).parent / STATE_DIR))
+        append_lines(path, payload, quarantine or torn_dir(join(parent(path), STATE_DIR)))
     return payload.count(b"\n")
 
 
 def write_entries(path: Path, entries: Iterable[Entry]) -> None:
     """Replace a store atomically (the caller holds the writer lock)."""
-    atomic_write_bytes(Path(path), b"".join(entry_line(e) for e in entries))
+    atomic_write_bytes(path, b"".join(entry_line(e) for e in entries))
 
 
 # --- raw-line snapshots: rewrite a store without touching the bytes of lines we did not change
@@ -278,7 +283,7 @@ class LeanRow(Row):
     def __init__(self, raw: bytes, entry_id: str) -> None:
         self.raw, self._id = raw, entry_id
 
-    entry = property(lambda self: Entry.from_dict(json.loads(self.raw)))
+    entry = property(lambda self: Entry.from_dict(jsoncodec.loads(self.raw)))
     entry_id = property(lambda self: self._id)
 
 
@@ -316,7 +321,7 @@ class Snapshot:
 
 
 def lean_snapshot(path: Path, rows: list[Row], stamp: tuple | None, size: int, digest: str, whole: bool) -> Snapshot:
-    return Snapshot(Path(path), None, rows, stamp, size, digest, whole)
+    return Snapshot(path, None, rows, stamp, size, digest, whole)
 
 
 def parse_rows(data: bytes, wanted: bytes | None = None, lean: bool = False) -> list[Row]:
@@ -342,7 +347,7 @@ def _lean_lines(data: bytes) -> list[Row]:
     rows: list[Row] = []
     for raw in _lines(data):
         try:
-            rows.append(LeanRow(raw, Entry.from_dict(json.loads(raw)).id))
+            rows.append(LeanRow(raw, Entry.from_dict(jsoncodec.loads(raw)).id))
         except BAD_LINE:
             rows.append(Row(raw, None))
     return rows
@@ -359,14 +364,14 @@ def _parse_lines(data: bytes, wanted: bytes | None) -> list[Row]:
             rows.append(Row(raw, None))
             continue
         try:
-            entry = Entry.from_dict(json.loads(raw))
+            entry = Entry.from_dict(jsoncodec.loads(raw))
         except BAD_LINE:
             entry = None
         rows.append(Row(raw, entry))
     return rows
 
 
-_SCAN = make_scanner(json.JSONDecoder())  # json.loads's own C scanner, without its per-call work
+_SCAN = jsoncodec.scanner()  # json.loads's own C scanner, without its per-call work
 _JSON_SPACE = " \t\n\r"
 
 
@@ -407,7 +412,7 @@ def entries_with(data: bytes, marker: bytes) -> list[Entry]:
     out = []
     for line in _lines_with(data, marker):
         try:
-            out.append(Entry.from_dict(json.loads(line)))
+            out.append(Entry.from_dict(jsoncodec.loads(line)))
         except BAD_LINE:
             continue
     return out
@@ -415,13 +420,12 @@ def entries_with(data: bytes, marker: bytes) -> list[Entry]:
 
 def field_bytes(name: str, value: str) -> bytes:
     """How `"name": "value"` appears in a line memctl wrote (json.dumps default separators)."""
-    return f"{json.dumps(name)}: {json.dumps(value, ensure_ascii=False)}".encode("utf-8")
+    return f"{jsoncodec.dumps(name, ascii=True)}: {jsoncodec.dumps(value)}".encode("utf-8")
 
 
 def read_snapshot(path: Path, previous: Snapshot | None = None, lean: bool = False) -> Snapshot:
     """Read a store; when it only grew since `previous`, parse just the appended lines.
     `lean`: rows that keep only their lines and ids, and no copy of the bytes read."""
-    path = Path(path)
     data, stamp = read_stamped(path)
     grew = previous is not None and previous.ends_whole() and previous.begins(data)
     if grew:
@@ -472,8 +476,8 @@ def rows_bytes(rows: Iterable[Row]) -> bytes:
 def write_rows(path: Path, rows: list[Row]) -> Snapshot:
     """Replace a store atomically with these rows (the caller holds the writer lock)."""
     data = rows_bytes(rows)
-    atomic_write_bytes(Path(path), data)
-    return Snapshot(Path(path), data, list(rows))
+    atomic_write_bytes(path, data)
+    return Snapshot(path, data, list(rows))
 
 
 def content_hash(text: str) -> str:

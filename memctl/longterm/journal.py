@@ -9,54 +9,68 @@ logrotate keeps one state file per run. A journal is written atomically: it is w
 
 from __future__ import annotations
 
-import contextlib
-import json
-from pathlib import Path
+import os
 
+from memctl.core import jsoncodec, scoped
 from memctl.core.config import Layout
 from memctl.core.fsutil import atomic_write_bytes, ensure_private_dir, fsync_dir
+from memctl.core.paths import join, parent
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 JOURNAL_DIR = "journal"
 SUFFIX = ".json"
 
 
 def journal_dir(layout: Layout) -> Path:
-    return layout.state_dir / JOURNAL_DIR
+    return join(layout.state_dir, JOURNAL_DIR)
 
 
 def begin(layout: Layout, kind: str, name: str, record: dict) -> Path:
     """Write the intent of one operation; the path to `update` and `end` it with."""
     folder = ensure_private_dir(journal_dir(layout))
-    path = folder / f"{kind}-{name}{SUFFIX}"
+    path = join(folder, f"{kind}-{name}{SUFFIX}")
     update(path, {**record, "kind": kind, "name": name})
     return path
 
 
 def update(path: Path, record: dict) -> None:
-    atomic_write_bytes(path, json.dumps(record, ensure_ascii=True, sort_keys=True).encode("ascii"))
+    atomic_write_bytes(path, jsoncodec.dumps(record, ascii=True, sort_keys=True).encode("ascii"))
 
 
 def end(path: Path) -> None:
     """The done record: the operation is complete and nothing needs to finish it."""
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-        fsync_dir(path.parent)
+    with scoped.suppress(FileNotFoundError):
+        os.unlink(path)
+        fsync_dir(parent(path))
 
 
 def pending(layout: Layout, kind: str | None = None) -> list[tuple[Path, dict]]:
     """Unfinished operations, oldest first; a journal that does not read is reported by
     `verify --repair`, not acted on."""
     folder = journal_dir(layout)
-    if not folder.is_dir():
+    if not os.path.isdir(folder):
         return []
     found = []
-    for path in sorted(folder.glob(f"{kind or '*'}-*{SUFFIX}"), key=lambda p: (p.stat().st_mtime, p.name)):
-        if path.is_symlink():
+    names = [name for name in os.listdir(folder) if _is_journal(name, kind)]  # glob's `{kind or '*'}-*.json`
+    for name in sorted(names, key=lambda name: (os.stat(join(folder, name)).st_mtime, name)):
+        path = join(folder, name)
+        if os.path.islink(path):
             continue
         try:
-            record = json.loads(path.read_bytes())
+            with open(path, "rb") as handle:
+                record = jsoncodec.loads(handle.read())
         except ValueError:
             continue
         if isinstance(record, dict):
             found.append((path, record))
     return found
+
+
+def _is_journal(name: str, kind: str | None) -> bool:
+    if not name.endswith(SUFFIX):
+        return False
+    stem = name[: -len(SUFFIX)]
+    return stem.startswith(f"{kind}-") if kind else "-" in stem

@@ -24,16 +24,14 @@ the tests compare with these).
 
 from __future__ import annotations
 
-import json
 import os
-import sqlite3
-from pathlib import Path
 
-from memctl.core import faults
+from memctl.core import faults, jsoncodec, sqlite
 from memctl.core.digest import sha256_hex
 from memctl.core.errors import UnsafePath
 from memctl.core.fsutil import holds_writer_lock, refuse_symlink
 from memctl.core.jsonl import split_torn
+from memctl.core.paths import join
 from memctl.longterm.entries import BAD_LINE, Entry
 from memctl.longterm.policies import CLASSES, key_classes, match_key, normalize_topic
 
@@ -78,10 +76,10 @@ class Lookups:
     """The lookups of one memory; `view(which)` is usable only under the writer lock."""
 
     def __init__(self, state_dir: Path, lock_path: Path, files: dict[str, Path]) -> None:
-        self._path = Path(state_dir) / FILE_NAME
+        self._path = join(state_dir, FILE_NAME)
         self._lock = lock_path
         self._files = files  # "l5" / "l6" -> path
-        self._db: sqlite3.Connection | None = None
+        self._db: sqlite.Connection | None = None
         self._checked: dict[str, tuple] = {}
         self._ro_state: dict[str, tuple] | None = None
         self.broken = False
@@ -94,15 +92,15 @@ class Lookups:
             return None
         try:
             self._ensure_current(which)
-        except (sqlite3.Error, OSError, Stale, UnsafePath):  # a planted link: never used, the scan answers
+        except (sqlite.Error, OSError, Stale, UnsafePath):  # a planted link: never used, the scan answers
             self.broken = True
             return None
         return self
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self) -> sqlite.Connection:
         if self._db is None:
             _refuse_links(self._path)
-            db = sqlite3.connect(self._path, isolation_level=None, timeout=10)
+            db = sqlite.connect(self._path, isolation_level=None, timeout=10)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             version = db.execute("PRAGMA user_version").fetchone()[0]
@@ -134,7 +132,7 @@ class Lookups:
     def clean(self, which: str) -> bool:
         """Read-only, without the lock: whether the lookups are current with the file and saw
         no line that is not an entry (then `bad_lines` need not read the file)."""
-        if not enabled() or not self._path.exists():
+        if not enabled() or not os.path.exists(self._path):
             return False
         row = self._read_only_state().get(which)
         path = self._files[which]
@@ -146,12 +144,12 @@ class Lookups:
         if self._ro_state is None:
             try:
                 _refuse_links(self._path)
-                db = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True, timeout=1)
+                db = sqlite.connect(f"file:{self._path}?mode=ro", uri=True, timeout=1)
                 try:
                     rows = db.execute("SELECT file, ino, size, mtime_ns, tail, bad FROM state").fetchall()
                 finally:
                     db.close()
-            except (sqlite3.Error, UnsafePath):
+            except (sqlite.Error, UnsafePath):
                 return {}
             self._ro_state = {row[0]: row[1:] for row in rows}
         return self._ro_state
@@ -191,7 +189,7 @@ class Lookups:
             db.execute("ROLLBACK")
             raise
 
-    def _add_lines(self, db: sqlite3.Connection, which: str, data: bytes, base: int) -> int:
+    def _add_lines(self, db: sqlite.Connection, which: str, data: bytes, base: int) -> int:
         """Rows for the complete lines of `data` (found at offset `base`); bytes consumed."""
         whole = split_torn(data)[0]
         spans, entries = _parse_lines(whole, base)
@@ -211,7 +209,7 @@ class Lookups:
         db.execute("UPDATE state SET lines = lines + ?, bad = bad + ? WHERE file=?", (len(spans), bad, which))
         return len(whole)
 
-    def _record(self, db: sqlite3.Connection, which: str, path: Path, size: int | None = None) -> None:
+    def _record(self, db: sqlite.Connection, which: str, path: Path, size: int | None = None) -> None:
         stat = _stat(path)
         size = stat[1] if size is None else size
         mtime = stat[2] if size == stat[1] else -1  # a torn tail left: the next check catches up
@@ -316,7 +314,7 @@ class Lookups:
         is written, and the state left behind no longer matches it."""
         try:
             self.spliced(path, removed, added)
-        except (sqlite3.Error, OSError):
+        except (sqlite.Error, OSError):
             self.broken = True
 
     def drop(self, which: str) -> None:
@@ -325,7 +323,7 @@ class Lookups:
         self._checked.pop(which, None)
         try:
             self._connect().execute("DELETE FROM state WHERE file=?", (which,))
-        except sqlite3.Error:
+        except sqlite.Error:
             pass
 
     def close(self) -> None:
@@ -334,7 +332,7 @@ class Lookups:
             self._db = None
 
 
-def _create(db: sqlite3.Connection) -> None:
+def _create(db: sqlite.Connection) -> None:
     """The tables, from nothing (a file of another version is emptied first)."""
     db.execute("BEGIN IMMEDIATE")
     for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall():
@@ -346,7 +344,7 @@ def _create(db: sqlite3.Connection) -> None:
     db.execute("COMMIT")
 
 
-def _migrate(db: sqlite3.Connection) -> None:
+def _migrate(db: sqlite.Connection) -> None:
     """Versions 2 and 3 lacked the class counts (and 2 the covering index): they are added in
     place, from the stored keys (about a second at 45k L5 entries, against a rebuild of both
     files from L5 and L6)."""
@@ -381,7 +379,7 @@ def _l5_fields(entry: Entry) -> tuple:
     return (entry.type, normalize_topic(entry.topic), len(key), key, *key_classes(key))
 
 
-def _add_l6(db: sqlite3.Connection, spans, entries) -> None:
+def _add_l6(db: sqlite.Connection, spans, entries) -> None:
     """Fold L6 lines into the per-id rows, in file order."""
     ids = list({e.id for e in entries if e is not None})
     known: dict[str, list] = {}
@@ -424,7 +422,7 @@ def _parse_lines(data: bytes, base: int) -> tuple[list[tuple[int, int]], list[En
 def _entries_of(raws: list[bytes]) -> list[Entry | None]:
     """Each line's entry; all lines in one json call when every one parses (twice as fast)."""
     try:
-        dicts = json.loads(b"[" + b",".join(raws) + b"]")
+        dicts = jsoncodec.loads(b"[" + b",".join(raws) + b"]")
     except (ValueError, RecursionError):
         return [entry_of(raw) for raw in raws]
     out = []
@@ -438,13 +436,13 @@ def _entries_of(raws: list[bytes]) -> list[Entry | None]:
 
 def entry_of(raw: bytes) -> Entry | None:
     try:
-        return Entry.from_dict(json.loads(raw))
+        return Entry.from_dict(jsoncodec.loads(raw))
     except BAD_LINE:
         return None
 
 
 def _refuse_links(path: Path) -> None:
-    refuse_symlink(path, Path(f"{path}-wal"), Path(f"{path}-shm"))
+    refuse_symlink(path, f"{path}-wal", f"{path}-shm")
 
 
 def _stat(path: Path) -> tuple[int, int, int]:
@@ -457,7 +455,8 @@ def _stat(path: Path) -> tuple[int, int, int]:
 
 def _read(path: Path) -> bytes:
     try:
-        return Path(path).read_bytes()
+        with open(path, "rb") as handle:
+            return handle.read()
     except FileNotFoundError:
         return b""
 

@@ -9,7 +9,6 @@ near-duplicate raises `seen` of the existing entry. One similarity function is s
 
 from __future__ import annotations
 
-import re
 import sys
 from collections import namedtuple
 
@@ -98,7 +97,6 @@ def normalize(text: str) -> str:
 
 _CJK_RUNS = r"[\u3400-\u9fff\uf900-\ufaff]+|[^\u3400-\u9fff\uf900-\ufaff]+"  # compiled on first use: its
 # character ranges cost the regex compiler ~25M instructions, a tenth of a `remember` process
-_DIGIT = re.compile(r"\d")
 STEM = 6  # Latin tokens are cut to 6 letters: "migration(s)", "deploy(ing)" meet
 _STOP = frozenset("the a an of to in on and or is are was be for with it this that at by as from not".split())
 
@@ -108,7 +106,8 @@ def features(norm: str) -> tuple[set[str], frozenset[str]]:
     if norm.isascii():  # the common case, without a Python loop over characters
         words = norm.split()
         found = {w[:STEM] for w in words if len(w) > 1} - _STOP
-        return found, frozenset(w for w in words if not w.isalpha() and _DIGIT.search(w))
+        # re's \d is Unicode category Nd, which is what str.isdecimal tests (here: ASCII 0-9)
+        return found, frozenset(w for w in words if not w.isalpha() and any(c.isdecimal() for c in w))
     found = set()
     nums = []
     for word in norm.split():
@@ -119,6 +118,8 @@ def features(norm: str) -> tuple[set[str], frozenset[str]]:
             if len(word) > 1 and word not in _STOP:
                 found.add(word[:STEM])
             continue
+        import re  # here: an ASCII text (the common case) never needs it
+
         for run in re.findall(_CJK_RUNS, word):  # re caches the compiled pattern
             if run[0] >= "\u3400" and not run.isascii():
                 if len(run) == 1:

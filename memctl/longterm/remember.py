@@ -78,7 +78,8 @@ def validate(settings: Settings, request: RememberRequest) -> None:
         raise UsageError(f"--confidence must be between 0 and 10, got {request.confidence}")
 
 
-def remember(settings: Settings, request: RememberRequest, now: datetime, lock_wait: float) -> RememberResult:
+def remember(settings: Settings, request: RememberRequest, now: datetime | str, lock_wait: float) -> RememberResult:
+    """Remember one fact; `now`: a datetime or its stamp (`clock.stamp()`: no datetime import)."""
     validate(settings, request)
     request = RememberRequest(at_rest(settings, request.text), request.type, request.topic, request.confidence,
                               request.source, request.force, request.contradicts)
@@ -96,6 +97,10 @@ def at_rest(settings: Settings, text: str) -> str:
     """The text as L5 keeps it: secrets redacted, as `import` and `task save` do, unless
     `[redaction] keep_secrets_at_rest` is set."""
     if settings.get("redaction", "keep_secrets_at_rest"):
+        return text
+    from memctl.core.secret_gate import may_hold_secret
+
+    if not settings.get("redaction", "extra_patterns") and not may_hold_secret(text):
         return text
     from memctl.core.redact import redactor_for
 
@@ -120,7 +125,7 @@ def check_not_forgotten(settings: Settings, store: JsonlEntryStore, text: str) -
         )
 
 
-def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest, now: datetime) -> RememberResult:
+def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest, now: datetime | str) -> RememberResult:
     policy = policy_for(settings, request.type)
     stamp = iso(now)
     entry = Entry(

@@ -24,15 +24,14 @@ The caller holds the writer lock for every write.
 
 from __future__ import annotations
 
-import contextlib
-import json
-from pathlib import Path
+import os
 
+from memctl.core import jsoncodec, scoped
 from memctl.core.config import Layout, Settings, load_settings, store_backend
 from memctl.core.errors import UsageError
 from memctl.core.fsutil import StagedFile, atomic_write_bytes, refuse_symlink
 from memctl.core.jsonl import append_lines, quarantine_torn_tail, split_torn, torn_dir
-from memctl.longterm import store_scan
+from memctl.core.paths import name
 from memctl.longterm.lookups import Lookups, entry_of, read_line
 from memctl.longterm.policies import key_classes, match_key, reachable_lengths
 from memctl.longterm.entries import (
@@ -62,10 +61,18 @@ from memctl.longterm.store_base import (  # noqa: F401  (the names callers impor
 
 TYPE_CHECKING = False  # typing costs ~3 ms of every write process
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Callable, Iterable, Iterator
 
 
 STAGED_SUFFIX = ".staged"
+
+
+def _scan():
+    """`memctl.longterm.store_scan`, loaded when the write lookups cannot answer (not on a write's usual path)."""
+    from memctl.longterm import store_scan
+
+    return store_scan
 
 
 class EntryFile:
@@ -98,7 +105,7 @@ class EntryFile:
         when the write lookups are current with it and saw no such line."""
         if quick and self._lookups is not None and self._lookups.clean(self._which):
             return []
-        return [(self._path.name, number, problem) for number, problem in bad_lines(self._path)]
+        return [(name(self._path), number, problem) for number, problem in bad_lines(self._path)]
 
     def line_counts(self) -> tuple[int, int]:
         """(entries, lines that are not entries), blank lines aside: one read of the file, and
@@ -134,14 +141,14 @@ class EntryFile:
         """How many lines hold an entry or are kept as they are (blank lines aside): what L5's
         size is measured in (the auto-dream trigger)."""
         view = self._view()
-        return view.count(self._which) if view is not None else store_scan.count(self._data())
+        return view.count(self._which) if view is not None else _scan().count(self._data())
 
     def holds(self, entry_id: str) -> bool:
         """Whether an entry with this id is in the store."""
         view = self._view()
         if view is not None:
             return view.holds(self._which, entry_id)
-        return bool(store_scan.rows_of(self._data(), entry_id))
+        return bool(_scan().rows_of(self._data(), entry_id))
 
     def row(self, entry_id: str) -> Row | None:
         """The row of this id, or None. L5: its one line (UsageError naming the id when it is
@@ -151,14 +158,14 @@ class EntryFile:
         if view is not None:
             spans = view.spans(self._which, entry_id)
             if self._unique and len(spans) > 1:
-                raise store_scan.duplicate_error(entry_id, "L5")
+                raise _scan().duplicate_error(entry_id, "L5")
             if not spans:
                 return None
             found = self._line_at(entry_id, spans[-1][1], spans[-1][2])
             if found is not None:
                 return found
         data = self._data()
-        return store_scan.active_row(data, entry_id) if self._unique else store_scan.last_row(data, entry_id)
+        return _scan().active_row(data, entry_id) if self._unique else _scan().last_row(data, entry_id)
 
     def _line_at(self, entry_id: str, offset: int, length: int) -> Row | None:
         """The row the lookups point at, or None (and the lookups dropped) when it is not it."""
@@ -180,7 +187,7 @@ class EntryFile:
             found = self.row(entry_id)
             if found is not None and found.entry.type == type_name:
                 return found
-        return store_scan.current(self._data(), type_name, topic)
+        return _scan().current(self._data(), type_name, topic)
 
     def candidates(self, type_name: str, text: str, cutoff: float = 0.0) -> Candidates:
         """L5: the rows of this type that could be near-duplicates of `text`, in file order
@@ -200,12 +207,12 @@ class EntryFile:
             keys = view.candidates(type_name, low, high, bound)
             return Candidates(None, lambda index: self._load(*view.candidate_line(type_name, low, high, index, bound)),
                               keys)
-        rows = store_scan.candidates(self._data(), type_name, text, cutoff)
+        rows = _scan().candidates(self._data(), type_name, text, cutoff)
         return Candidates([(r.entry.id, match_key(r.entry.text), r) for r in rows], None)
 
     def _load(self, entry_id: str, offset: int, length: int) -> Row:
         found = self._line_at(entry_id, offset, length)
-        return found if found is not None else store_scan.active_row(self._data(), entry_id)
+        return found if found is not None else _scan().active_row(self._data(), entry_id)
 
     def replace(self, entry_id: str, new_row: Row, at_end: bool = False) -> None:
         """L5: this id's one line replaced by `new_row`, in one atomic write, every other line
@@ -216,7 +223,7 @@ class EntryFile:
         view = self._view()
         spans = self._checked_spans(view, data, [entry_id])
         if spans is None:
-            atomic_write_bytes(self._path, store_scan.replaced(data, entry_id, new_row, at_end))
+            atomic_write_bytes(self._path, _scan().replaced(data, entry_id, new_row, at_end))
             return
         _, offset, length = spans[0]
         if at_end:
@@ -236,7 +243,7 @@ class EntryFile:
         data = self._data()
         spans = self._checked_spans(self._view(), data, ids)
         if spans is None:
-            atomic_write_bytes(self._path, store_scan.without(data, set(ids)))
+            atomic_write_bytes(self._path, _scan().without(data, set(ids)))
             return
         kept, last = [], 0
         for _, offset, length in sorted(spans, key=lambda span: span[1]):
@@ -317,7 +324,9 @@ class EntryFile:
     def remove_staged(self) -> int:
         """Remove staged rewrites a killed run left (their owner holds the dream lock); how many."""
         removed = 0
-        for leftover in self._path.parent.glob(f".{self._path.name}.*{STAGED_SUFFIX}"):
+        from pathlib import Path  # dream's cleanup, not a write's
+
+        for leftover in Path(self._path).parent.glob(f".{name(self._path)}.*{STAGED_SUFFIX}"):
             if leftover.is_file() and not leftover.is_symlink():
                 leftover.unlink(missing_ok=True)
                 removed += 1
@@ -401,7 +410,7 @@ class JsonlEntryStore(EntryForms):
                      for entry_id, offset, length in self._lookups.gone_for_good(fingerprint, low, high)]
             if all(row is not None for _, row in found):
                 return [row.entry for _, row in found]
-        return store_scan.gone_for_good(self.active._data(), self.archive._data(), text, fingerprint, cutoff)
+        return _scan().gone_for_good(self.active._data(), self.archive._data(), text, fingerprint, cutoff)
 
     # --- the dream log: one JSON record a change
 
@@ -411,7 +420,7 @@ class JsonlEntryStore(EntryForms):
 
     @property
     def log_name(self) -> str:
-        return self._log.name
+        return name(self._log)
 
     def append_log(self, records: list[dict]) -> None:
         self.append_log_encoded(self.encode_log(records))
@@ -434,7 +443,7 @@ class JsonlEntryStore(EntryForms):
         whole = split_torn(_read_bytes(self._log))[0]
         return list(enumerate(whole.splitlines(keepends=True), start=1))
 
-    @contextlib.contextmanager
+    @scoped.contextmanager
     def reading(self) -> Iterator[None]:
         """Around reads that must agree with each other (export): the files need nothing."""
         yield
@@ -448,7 +457,7 @@ class JsonlEntryStore(EntryForms):
         out = []
         for raw in data.splitlines(keepends=True):
             try:
-                record = json.loads(raw)
+                record = jsoncodec.loads(raw)
             except ValueError:
                 if not _holds_any(raw, needles):
                     out.append(raw)
@@ -472,6 +481,8 @@ def open_store(layout: Layout, settings: Settings | None = None) -> JsonlEntrySt
 def export_to(store, folder: Path) -> list[str]:
     """Write L5, L6 and the dream log of `store` into `folder` as the file backend keeps them
     (each replaced atomically); the files written."""
+    from pathlib import Path
+
     target = JsonlEntryStore(Layout(Path(folder)))
     with store.reading():
         active, archive, log = store.active.snapshot().rows, store.archive.snapshot().rows, store.log_lines()
@@ -484,6 +495,8 @@ def export_to(store, folder: Path) -> list[str]:
 def load_files(store, folder: Path) -> dict[str, int]:
     """Load the L5, L6 and dream log files of a file memory in `folder` into a server store,
     adding only what it does not hold yet (`PostgresEntryStore.load_rows`)."""
+    from pathlib import Path
+
     source = JsonlEntryStore(Layout(Path(folder)))
     snapshots = [source.active.snapshot(), source.archive.snapshot()]
     for snapshot in snapshots:
@@ -495,22 +508,21 @@ def load_files(store, folder: Path) -> dict[str, int]:
 
 def _read_bytes(path: Path) -> bytes:
     try:
-        return path.read_bytes()
+        with open(path, "rb") as handle:
+            return handle.read()
     except FileNotFoundError:
         return b""
 
 
 def _length(path: Path) -> int:
     try:
-        return path.stat().st_size
+        return os.stat(path).st_size
     except FileNotFoundError:
         return 0
 
 
 def _cut_back(path: Path, length: int) -> bool:
     """Truncate to `length` if the file is longer (what was appended after it goes)."""
-    import os
-
     from memctl.core.fsutil import NOFOLLOW
 
     if _length(path) <= length:

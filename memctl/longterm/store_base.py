@@ -7,13 +7,13 @@ are built on this module; the rest of memctl imports these names from `store`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 TYPE_CHECKING = False  # typing costs ~3 ms of every write process
 if TYPE_CHECKING:
     from typing import Callable, Iterable
 
+from memctl.core import jsoncodec
 from memctl.longterm.entries import Entry, Row, entry_line, row_for
 
 
@@ -81,7 +81,7 @@ class EntryForms:
 
     def row_from_record(self, record: dict) -> Row:
         """The row an audit record's copy of an entry came from (byte for byte)."""
-        return Row((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"), Entry.from_dict(record))
+        return Row((jsoncodec.dumps(record) + "\n").encode("utf-8"), Entry.from_dict(record))
 
     def departed_entry(self, entry_id: str) -> Entry | None:
         """The last L6 entry of an id that is not in L5 (why and when it left), or None: it is
@@ -93,21 +93,21 @@ class EntryForms:
 
     def log_line(self, record: dict) -> bytes:
         """One dream-log record as it is stored."""
-        return (json.dumps(record, ensure_ascii=False) + "\n").encode()
+        return (jsoncodec.dumps(record) + "\n").encode()
 
     def log_records(self) -> list[dict]:
         """Every dream-log record, oldest first; a line that does not parse, or torn, is skipped."""
         out = []
         for _, raw in self.log_lines():
             try:
-                out.append(json.loads(raw))
+                out.append(jsoncodec.loads(raw))
             except ValueError:
                 continue
         return out
 
     def record_of(self, row: Row) -> dict:
         """An entry's stored form as the audit log keeps it."""
-        return json.loads(row.raw)
+        return jsoncodec.loads(row.raw)
 
     def departed(self) -> dict[str, Entry]:
         """Ids not in L5, each with its last L6 line (why and when it left)."""
