@@ -18,7 +18,7 @@ from test_redact import PROSE_THAT_STAYS, SHAPES, _corpus
 
 def test_every_check_needs_a_pivot_or_a_gate_word():
     assert redact._PIVOTS == PIVOTS
-    for rule, pivots, needles, _hint, _gate in redact._CHECKS:
+    for rule, pivots, needles, *_later_steps in redact._CHECKS:
         if pivots:
             assert set(pivots) <= set(PIVOTS), rule.kind
         else:
