@@ -132,7 +132,7 @@ def memoize_query_vectors() -> None:
 
 
 FUSION_FIELDS = {"fusion": "none", "semantic_weight": 0.0, "rrf_k": 60, "semantic_context": 0.0,
-                 "fused_neighbour_weight": 0.0}
+                 "fused_neighbour_weight": 0.0, "semantic_normalisation": "minmax"}
 
 
 def memoize_lexical_stage(searcher: Searcher) -> None:

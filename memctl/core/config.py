@@ -89,6 +89,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "semantic_context": 0.5,  # ([semantic] context_vectors; bench/RESULTS.md, in-context vectors)
         # the neighbour rule again over the fused scores (with rrf it moves LoCoMo by 0: off)
         "fused_neighbour_weight": 0.0,
+        # score fusion: how the cosines are put on the lexical scale, "minmax" or "zscore"
+        "semantic_normalisation": "minmax",
     },
     # item embeddings (pip install 'memctl[semantic]'; memctl.recall.semantic)
     "semantic": {
