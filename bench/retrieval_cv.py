@@ -47,7 +47,8 @@ LEXICAL_RULES: dict[str, tuple[object, tuple]] = {
 }
 # per fusion rule (reported side by side): the weight of the item vectors, the share of their
 # in-context vectors in the cosine, then for rrf its k (the "off" value of rrf_k is the default,
-# 60: the choice is kept only if it beats it)
+# 60: the choice is kept only if it beats it), for score fusion the cosines' rescaling (min-max or
+# z-scores: memctl.recall.semantic._rescaled)
 CONTEXT_SHARES = (0.0, 0.3, 0.5, 0.7, 1.0)
 FUSED_NEIGHBOURS = (0.0, 0.1, 0.2, 0.3)
 SEMANTIC_RULES: dict[str, dict[str, tuple[object, tuple]]] = {
@@ -57,7 +58,8 @@ SEMANTIC_RULES: dict[str, dict[str, tuple[object, tuple]]] = {
             "rrf_k": (60, (5, 10, 20, 30, 60, 100))},
     "score": {"semantic_weight": (0.0, (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0)),
               "semantic_context": (0.0, CONTEXT_SHARES),
-              "fused_neighbour_weight": (0.0, FUSED_NEIGHBOURS)},
+              "fused_neighbour_weight": (0.0, FUSED_NEIGHBOURS),
+              "semantic_normalisation": ("minmax", ("minmax", "zscore"))},
 }
 
 
