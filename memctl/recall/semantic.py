@@ -11,7 +11,8 @@ vectors or fusion is off; the model is loaded only when a query is fused. The cl
 (every vector of a small memory, a few IVF lists of a large one) join the lexical candidates:
 reciprocal-rank fusion (`rrf`: 1/(k + lexical rank) + weight/(k + semantic rank)) or score
 fusion (`score`: the lexical score over the best one + weight × the cosine rescaled over the
-semantic candidates: min-max, or z-scores with `semantic_normalisation = "zscore"`), chosen in `[ranking] fusion` (bench/retrieval.py --cv reports both).
+semantic candidates: z-scores, or min-max with `semantic_normalisation = "minmax"`), chosen in
+`[ranking] fusion` (bench/retrieval.py --cv reports both).
 A missing or broken model is one warning and lexical results.
 """
 
