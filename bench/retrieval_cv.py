@@ -59,6 +59,14 @@ SEMANTIC_RULES: dict[str, dict[str, tuple[object, tuple]]] = {
               "semantic_context": (0.0, CONTEXT_SHARES),
               "fused_neighbour_weight": (0.0, FUSED_NEIGHBOURS)},
 }
+# a rule that changes what the others' values mean (score fusion's rescaling of the cosines sets the
+# scale of its weight): not one more coordinate of the ascent, where a new scale is tried at the
+# weight chosen for the old one and loses, but chosen outside it, each value with the other rules
+# ascended under it (kept as choose_rule keeps a value: a better training mean, no training fold
+# worse by more than TOLERANCE than under the "off" value)
+OUTER_RULES: dict[str, dict[str, tuple[object, tuple]]] = {
+    "score": {"semantic_normalisation": ("minmax", ("zscore",))},
+}
 
 
 class Unit:
@@ -132,7 +140,7 @@ def memoize_query_vectors() -> None:
 
 
 FUSION_FIELDS = {"fusion": "none", "semantic_weight": 0.0, "rrf_k": 60, "semantic_context": 0.0,
-                 "fused_neighbour_weight": 0.0}
+                 "fused_neighbour_weight": 0.0, "semantic_normalisation": "minmax"}
 
 
 def memoize_lexical_stage(searcher: Searcher) -> None:
@@ -220,13 +228,35 @@ def ascend(scores: Scores, rules: dict, train: list[str], start: Ranking, passes
     return history
 
 
-def select(scores: Scores, rules: dict, train: list[str], start: Ranking, passes: int = PASSES) -> Ranking:
-    return ascend(scores, rules, train, start, passes)[-1]
+def ascend_outer(scores: Scores, rules: dict, outer: dict, train: list[str], start: Ranking,
+                 passes: int) -> list[Ranking]:
+    """The ascent under each value of the outer rule (at most one: OUTER_RULES); the history of
+    the value kept."""
+    if not outer:
+        return ascend(scores, rules, train, start, passes)
+    (rule, (off, values)), = outer.items()
+    kept = ascend(scores, rules, train, start._replace(**{rule: off}), passes)
+    floor = {fold: scores.fold_value(kept[-1], fold) - TOLERANCE for fold in train}
+    best_mean = sum(scores.fold_value(kept[-1], f) for f in train) / len(train)
+    for value in values:
+        history = ascend(scores, rules, train, start._replace(**{rule: value}), passes)
+        per_fold = {fold: scores.fold_value(history[-1], fold) for fold in train}
+        mean = sum(per_fold.values()) / len(train)
+        if all(per_fold[f] >= floor[f] for f in train) and mean > best_mean + 1e-12:
+            kept, best_mean = history, mean
+    return kept
 
 
-def cross_validate(scores: Scores, rules: dict, start: Ranking, passes: int) -> dict[str, list[Ranking]]:
+def select(scores: Scores, rules: dict, train: list[str], start: Ranking, passes: int = PASSES,
+           outer: dict | None = None) -> Ranking:
+    return ascend_outer(scores, rules, outer or {}, train, start, passes)[-1]
+
+
+def cross_validate(scores: Scores, rules: dict, start: Ranking, passes: int,
+                   outer: dict | None = None) -> dict[str, list[Ranking]]:
     """held-out fold -> the ranking after each pass of the ascent without it (the last: chosen)."""
-    return {fold: ascend(scores, rules, [f for f in scores.folds if f != fold], start, passes) for fold in scores.folds}
+    return {fold: ascend_outer(scores, rules, outer or {}, [f for f in scores.folds if f != fold], start, passes)
+            for fold in scores.folds}
 
 
 def report_passes(scores: Scores, rules: dict, histories: dict[str, list[Ranking]], datasets: dict[str, list[str]]) -> None:
@@ -249,11 +279,12 @@ def describe(ranking: Ranking, rules: dict) -> str:
 
 
 def report(title: str, scores: Scores, rules: dict, start: Ranking, datasets: dict[str, list[str]],
-           passes: int = PASSES) -> Ranking:
+           passes: int = PASSES, outer: dict | None = None) -> Ranking:
     """Print the folds, the choice made without each, its ablations; return the all-folds choice."""
-    histories = cross_validate(scores, rules, start, passes)
+    histories = cross_validate(scores, rules, start, passes, outer)
     chosen = {fold: history[-1] for fold, history in histories.items()}
-    final = select(scores, rules, scores.folds, start, passes)
+    final = select(scores, rules, scores.folds, start, passes, outer)
+    rules = {**rules, **(outer or {})}  # reported like the others from here on
     print(f"\n{title}: cross-validated R@{K} (each fold scored with the rules chosen without it)")
     print(f"{'fold':<14}{'n':>5}  {'defaults':>9}{'cv':>9}  " + "".join(f"{'-' + r[:10]:>12}" for r in rules)
           + "   chosen without the fold")
@@ -283,13 +314,13 @@ def report(title: str, scores: Scores, rules: dict, start: Ranking, datasets: di
 
 
 def nested_report(title: str, scores: Scores, rules: dict, starts: dict[str, Ranking],
-                  datasets: dict[str, list[str]], passes: int = PASSES) -> None:
+                  datasets: dict[str, list[str]], passes: int = PASSES, outer: dict | None = None) -> None:
     """Fully held out: each fold's lexical rules as chosen without it (`starts`, from a lexical
     --cv run), then the fusion chosen without it on top of them."""
     print(f"\n{title}: nested R@{K} (lexical rules and fusion both chosen without the fold)")
     chosen = {}
     for fold in scores.folds:
-        chosen[fold] = select(scores, rules, [f for f in scores.folds if f != fold], starts[fold], passes)
+        chosen[fold] = select(scores, rules, [f for f in scores.folds if f != fold], starts[fold], passes, outer)
         off = chosen[fold]._replace(**{r: v for r, (v, _) in rules.items()})
         print(f"{fold:<14}lexical {scores.fold_value(off, fold):.3f}  fused {scores.fold_value(chosen[fold], fold):.3f}"
               f"   {describe(chosen[fold], rules)}")
@@ -335,11 +366,13 @@ def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory
             fused = Scores([u for u in units if u.dataset == "locomo"])
             fused_sets = {"LoCoMo": datasets["LoCoMo"]}
         for fusion in fusions if semantic else ():
+            outer = OUTER_RULES.get(fusion, {})
             report(f"Semantic fusion {fusion!r} (the lexical rules as chosen above; {', '.join(d for d, f in fused_sets.items() if f)} folds)",
-                   fused, SEMANTIC_RULES[fusion], lexical._replace(fusion=fusion), fused_sets, passes)
+                   fused, SEMANTIC_RULES[fusion], lexical._replace(fusion=fusion), fused_sets, passes, outer)
             if lexical_choices:
                 starts = {f: lexical._replace(fusion=fusion, **lexical_choices.get(f, {})) for f in fused.folds}
-                nested_report(f"Semantic fusion {fusion!r}", fused, SEMANTIC_RULES[fusion], starts, fused_sets, passes)
+                nested_report(f"Semantic fusion {fusion!r}", fused, SEMANTIC_RULES[fusion], starts, fused_sets, passes,
+                              outer)
     finally:
         for unit in units:
             if unit.searcher is not None:

@@ -81,3 +81,38 @@ def test_a_tie_stays_with_the_rule_off():
     flat = TableScores(lambda weight, context, fold: 0.6)
     history = cv.ascend(flat, RULES, ["a", "b"], START._replace(semantic_weight=0.5), passes=3)
     assert [chosen(r) for r in history] == [(0.0, 0.0), (0.0, 0.0)]
+
+
+class ScaledScores:
+    """R@10 per fold where the rescaling sets the weight's scale: z-scores are best at weight 0.5,
+    min-max at 1.0, and z-scores at min-max's weight overshoot."""
+
+    def __init__(self, hurt_fold: str = ""):
+        self.hurt_fold = hurt_fold
+
+    def fold_value(self, ranking: Ranking, fold: str) -> float:
+        best = 0.5 if ranking.semantic_normalisation == "zscore" else 1.0
+        top = 0.62 if ranking.semantic_normalisation == "zscore" else 0.60
+        if ranking.semantic_normalisation == "zscore" and fold == self.hurt_fold:
+            top = 0.55
+        return top - 0.2 * abs(ranking.semantic_weight - best)
+
+
+OUTER = {"semantic_normalisation": ("minmax", ("zscore",))}
+WEIGHTS = {"semantic_weight": (0.0, (0.0, 0.5, 1.0))}
+
+
+def test_a_rescaling_tried_as_a_coordinate_loses_at_the_old_weight_and_wins_chosen_outside():
+    cv = bench_module()
+    start = START._replace(semantic_normalisation="minmax")
+    inside = cv.select(ScaledScores(), {**WEIGHTS, **OUTER}, ["a", "b"], start)
+    assert (inside.semantic_normalisation, inside.semantic_weight) == ("minmax", 1.0)
+    outside = cv.select(ScaledScores(), WEIGHTS, ["a", "b"], start, outer=OUTER)
+    assert (outside.semantic_normalisation, outside.semantic_weight) == ("zscore", 0.5)
+
+
+def test_a_rescaling_that_hurts_one_training_fold_is_not_chosen_outside_either():
+    cv = bench_module()
+    start = START._replace(semantic_normalisation="minmax")
+    chosen_ranking = cv.select(ScaledScores(hurt_fold="b"), WEIGHTS, ["a", "b"], start, outer=OUTER)
+    assert (chosen_ranking.semantic_normalisation, chosen_ranking.semantic_weight) == ("minmax", 1.0)

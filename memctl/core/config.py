@@ -82,14 +82,16 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "items_rescored": 100,
         "cjk_char_weight": 0.15,  # a Chinese query's single characters (was 0.3)
         "cjk_part_weight": 0.3,  # a word inside a longer query word (was 0.5)
-        "fusion": "rrf",  # with item embeddings ([semantic]): "rrf", "score" or "none"
-        "semantic_weight": 0.3,  # rrf 0.3 helps every LoCoMo fold; score 1.0 gains more but loses one
+        "fusion": "score",  # with item embeddings ([semantic]): "rrf", "score" or "none"
+        "semantic_weight": 1.0,  # score fusion with z-scores, chosen on LoCoMo's folds (bench/RESULTS.md, fused4)
         "rrf_k": 60,
         "semantic_candidates": 100,
         # an item's cosine: (1 - this) × its own vector's + this × its vector in context
-        "semantic_context": 0.5,  # ([semantic] context_vectors; bench/RESULTS.md, in-context vectors)
-        # the neighbour rule again over the fused scores (with rrf it moves LoCoMo by 0: off)
-        "fused_neighbour_weight": 0.0,
+        "semantic_context": 0.7,  # ([semantic] context_vectors; bench/RESULTS.md, in-context vectors)
+        # the neighbour rule again over the fused scores
+        "fused_neighbour_weight": 0.3,
+        # score fusion: how the cosines are put on the lexical scale, "minmax" or "zscore"
+        "semantic_normalisation": "zscore",
     },
     # item embeddings (pip install 'memctl[semantic]'; memctl.recall.semantic)
     "semantic": {

@@ -16,6 +16,7 @@ from memctl.core.config import DEFAULTS
 from memctl.core.errors import ConfigError
 
 FUSIONS = ("rrf", "score", "none")
+NORMALISATIONS = ("minmax", "zscore")
 _WEIGHTS = DEFAULTS["ranking"]
 
 
@@ -26,7 +27,8 @@ class Ranking(namedtuple("Ranking", (*_WEIGHTS, "semantic"),
     and after a strong match; feedback_weight: its session's items about the same things;
     cjk_char_weight / cjk_part_weight: a Chinese query's single characters and the words inside
     a longer query word; fusion / semantic_weight / rrf_k / semantic_candidates: how item
-    embeddings join the lexical ranking; semantic: the [semantic] table as (key, value) pairs."""
+    embeddings join the lexical ranking (semantic_normalisation: how score fusion rescales the
+    cosines); semantic: the [semantic] table as (key, value) pairs."""
 
     __slots__ = ()
 
@@ -37,6 +39,9 @@ class Ranking(namedtuple("Ranking", (*_WEIGHTS, "semantic"),
                       semantic=tuple(settings.values.get("semantic", DEFAULTS["semantic"]).items()))
         if ranking.fusion not in FUSIONS:
             raise ConfigError(f"ranking.fusion must be one of {', '.join(FUSIONS)}, got {ranking.fusion!r}")
+        if ranking.semantic_normalisation not in NORMALISATIONS:
+            raise ConfigError(f"ranking.semantic_normalisation must be one of {', '.join(NORMALISATIONS)}, "
+                              f"got {ranking.semantic_normalisation!r}")
         return ranking
 
     @classmethod

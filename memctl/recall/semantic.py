@@ -11,7 +11,8 @@ vectors or fusion is off; the model is loaded only when a query is fused. The cl
 (every vector of a small memory, a few IVF lists of a large one) join the lexical candidates:
 reciprocal-rank fusion (`rrf`: 1/(k + lexical rank) + weight/(k + semantic rank)) or score
 fusion (`score`: the lexical score over the best one + weight × the cosine rescaled over the
-semantic candidates), chosen in `[ranking] fusion` (bench/retrieval.py --cv reports both).
+semantic candidates: z-scores, or min-max with `semantic_normalisation = "minmax"`), chosen in
+`[ranking] fusion` (bench/retrieval.py --cv reports both).
 A missing or broken model is one warning and lexical results.
 """
 
@@ -347,11 +348,29 @@ def _reciprocal_rank_fusion(hits: list, cosine: dict[int, float], ranking) -> No
 
 def _score_fusion(hits: list, cosine: dict[int, float], ranking) -> None:
     best = max((h.score for h in hits), default=0.0) or 1.0
-    low, high = (min(cosine.values()), max(cosine.values())) if cosine else (0.0, 1.0)
-    span = (high - low) or 1.0
+    similarity = _rescaled(cosine, ranking.semantic_normalisation)
     for hit in hits:
-        similarity = (cosine[hit.rowid] - low) / span if hit.rowid in cosine else 0.0
-        hit.score = hit.score / best + ranking.semantic_weight * similarity
+        hit.score = hit.score / best + ranking.semantic_weight * similarity.get(hit.rowid, 0.0)
+
+
+Z_SPREAD = 3.0  # z-scores are divided by this: three deviations above the mean weigh as the lexical best
+
+
+def _rescaled(cosine: dict[int, float], normalisation: str) -> dict[int, float]:
+    """The query's cosines on the lexical scale. "minmax": 0 at the lowest candidate, 1 at the
+    best, so the spread of one query's cosines counts for nothing; "zscore": deviations from the
+    candidates' mean in units of their spread (below the mean: negative, a lexical match that
+    means something else loses), so a query whose best match stands out lends it more."""
+    if not cosine:
+        return {}
+    values = list(cosine.values())
+    if normalisation == "zscore":
+        mean = sum(values) / len(values)
+        spread = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5 * Z_SPREAD or 1.0
+        return {r: (c - mean) / spread for r, c in cosine.items()}
+    low = min(values)
+    span = (max(values) - low) or 1.0
+    return {r: (c - low) / span for r, c in cosine.items()}
 
 
 def _one_line(exc: BaseException) -> str:
