@@ -93,6 +93,10 @@ class VectorStore:
     def count(self) -> int:
         return self.db.execute("SELECT count(*) FROM items").fetchone()[0]
 
+    def count_below(self, rowid: int) -> int:
+        """Rows with a vector whose rowid is under `rowid` (what a pass stopped early has not reached)."""
+        return self.db.execute("SELECT count(*) FROM items WHERE rowid < ?", (rowid,)).fetchone()[0]
+
     def reset_for(self, model: str, dim: int) -> None:
         """Vectors of another model are useless: start over when the model changes. A store of
         an older FORMAT keeps its cached vectors and has every row assigned again."""
