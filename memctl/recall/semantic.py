@@ -3,8 +3,10 @@ the lexical ranking.
 
 Index time (`memctl index embed`, and `memctl index refresh` of a memory that has vectors):
 the index's rows are compared with `.memctl/vectors.sqlite` (memctl.recall.vectors) in rowid
-ranges, and only texts never embedded before are run through the model, in batches. A search
-never embeds anything but its query: it uses the vectors that exist.
+ranges, the highest (the last indexed) first, and only texts never embedded before are run
+through the model, in batches, committed at least every COMMIT_SECONDS. `index embed --for`
+stops at the first batch past its time and reports the rows left; the next pass continues. A
+search never embeds anything but its query: it uses the vectors that exist.
 
 Query time: `SemanticSignal.open` is cheap and imports no numpy when the memory has no
 vectors or fusion is off; the model is loaded only when a query is fused. The closest items
@@ -20,6 +22,8 @@ from __future__ import annotations
 from memctl.core.errors import MemctlError
 
 EMBED_RANGE = 5_000  # index rows compared with the store at a time: bounded memory at any size
+COMMIT_SECONDS = 60.0  # of the model's work at most per transaction: a killed pass loses no more (a range of
+# long items takes the multilingual model half an hour)
 LEXICAL_COMPARED = 100  # the best lexical candidates also get their cosine (score fusion needs it)
 
 
@@ -73,12 +77,11 @@ def locked(layout):
 # ---------------------------------------------------------------- index time
 
 class EmbedReport:
-    __slots__ = ("rows", "embedded", "reused", "dropped", "trained", "seconds", "model", "left", "visited")
+    __slots__ = ("rows", "embedded", "reused", "dropped", "trained", "seconds", "model", "left")
 
     def __init__(self):
         self.rows = self.embedded = self.reused = self.dropped = 0
         self.left = 0  # rows not reached (or reached and cut) by a pass whose time ran out, without a vector
-        self.visited = 0  # index rows of the ranges compared whole
         self.trained = False
         self.seconds = 0.0
         self.model = ""
@@ -118,13 +121,16 @@ def embed_missing(layout, ranking, batch_size: int | None = None, budget: float 
         store.reset_for(model_identity(encoder), encoder.dim)
         top = index.last_item_id()
         stored_top = store.db.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0
+        visited = 0  # index rows of the ranges done
         for low in reversed(range(1, max(top, stored_top) + 1, EMBED_RANGE)):
             high = low + EMBED_RANGE - 1
-            if deadline is not None and report.visited and time.monotonic() >= deadline:
-                report.left += (index.item_count() - report.visited) - store.count_below(high + 1)
+            if deadline is not None and visited and time.monotonic() >= deadline:
+                report.left += (index.item_count() - visited) - store.count_below(high + 1)
                 break
-            report.left += _embed_range(index, store, encoder, low, high, batch, report, cjk_model, in_context,
-                                        deadline)
+            rows, left = _embed_range_in_steps(index, store, encoder, (low, high), batch, report,
+                                               (cjk_model, in_context), deadline)
+            visited += rows
+            report.left += left
         store.db.execute("BEGIN")
         report.trained = store.train_lists(int(ranking.semantic_option("scan_below")))
         store.db.execute("COMMIT")
@@ -137,9 +143,13 @@ def embed_missing(layout, ranking, batch_size: int | None = None, budget: float 
     return report
 
 
+AFTER_REFRESH_SECONDS = 60.0  # a refresh of a memory embedded only in part must not become days of embedding
+
+
 def embed_if_opted_in(settings) -> str:
     """After a refresh or rebuild: the missing vectors of a memory that has vectors already
-    (`memctl index embed` opts a memory in). Returns the report's line, or a warning's, or ""."""
+    (`memctl index embed` opts a memory in), for at most AFTER_REFRESH_SECONDS (the report says
+    what is left to `memctl index embed`). Returns the report's line, or a warning's, or ""."""
     from memctl.recall.ranking import Ranking
 
     ranking = Ranking.from_settings(settings)
@@ -147,7 +157,7 @@ def embed_if_opted_in(settings) -> str:
         return ""
     try:
         with locked(settings.layout):
-            return embed_missing(settings.layout, ranking).summary()
+            return embed_missing(settings.layout, ranking, budget=AFTER_REFRESH_SECONDS).summary()
     except MemctlError as exc:
         return f"item vectors not updated: {exc}"
 
@@ -175,17 +185,31 @@ def embed_in_background(settings) -> str:
     return ""
 
 
+def _embed_range_in_steps(index, store, encoder, bounds: tuple[int, int], batch: int, report: EmbedReport,
+                          model_reads: tuple[bool, bool], deadline: float | None) -> tuple[int, int]:
+    """A range in transactions of at most COMMIT_SECONDS of the model's work, until it is done or
+    `deadline` has passed. Returns (index rows in the range, rows of it left without their vectors)."""
+    import time
+
+    while True:
+        step = time.monotonic() + COMMIT_SECONDS
+        rows, left = _embed_range(index, store, encoder, *bounds, batch, report, *model_reads,
+                                  step if deadline is None else min(step, deadline))
+        if not left or (deadline is not None and time.monotonic() >= deadline):
+            return rows, left
+
+
 def _embed_range(index, store, encoder, low: int, high: int, batch: int, report: EmbedReport,
-                 cjk_model: bool, in_context: bool, deadline: float | None = None) -> int:
+                 cjk_model: bool, in_context: bool, deadline: float | None = None) -> tuple[int, int]:
     """One range of index rows: drop the vectors of rows gone, embed the texts never seen (each
     item alone and, with `in_context`, read after the turn before it), in one transaction.
     Past `deadline` no further batch is started and only the rows whose vectors are done are
-    assigned. Returns how many rows of the range were left without their vector."""
+    assigned. Returns (index rows in the range, rows of it left without their vectors)."""
     from memctl.core import faults
     from memctl.recall.vectors import text_hash
 
     turns = index.item_turns_between(max(1, low - 1), high)  # the row before the range: its first row's context
-    report.visited += sum(1 for rowid, _, _ in turns if rowid >= low)
+    rows = sum(1 for rowid, _, _ in turns if rowid >= low)
     if not cjk_model:  # a model that does not read Chinese is never asked about mostly-Chinese text
         turns = [(rowid, session, text) for rowid, session, text in turns if not _mostly_cjk(text or "")]
     alone = {rowid: text or "" for rowid, _, text in turns if rowid >= low}
@@ -214,7 +238,7 @@ def _embed_range(index, store, encoder, low: int, high: int, batch: int, report:
     report.embedded += len(vectors)
     report.reused += sum(1 for _, h in changed if h in known)
     report.dropped += sum(1 for r in stored if r not in current)
-    return left
+    return rows, left
 
 
 def _texts_by_row(changed, changed_context, alone, contexts) -> dict[int, list[tuple[bytes, str]]]:
@@ -228,15 +252,11 @@ def _texts_by_row(changed, changed_context, alone, contexts) -> dict[int, list[t
     return {r: wanted[r] for r in sorted(wanted, reverse=True)}
 
 
-def _encode_until(encoder, texts: list[str], batch: int, deadline: float | None) -> list:
-    """The texts' vectors, in order; with a deadline, batch by batch until it has passed (the
-    first batch always, so that every pass makes progress)."""
+def _encode_until(encoder, texts: list[str], batch: int, deadline: float) -> list:
+    """The texts' vectors, in order, batch by batch until `deadline` has passed (the first batch
+    always, so that every step makes progress)."""
     import time
 
-    if not texts:
-        return []
-    if deadline is None:
-        return list(encoder.encode(texts, batch))
     vectors: list = []
     for start in range(0, len(texts), batch):
         if vectors and time.monotonic() >= deadline:
