@@ -583,8 +583,8 @@ def main() -> None:
     parser.add_argument("--model", default="multilingual-e5-small", help="with --embed-for: [semantic] model")
     parser.add_argument("--no-synthetic", action="store_true", help="with --embed-for: skip step (d)")
     parser.add_argument("--keep-synthetic", action="store_true",
-                        help="with --embed-for: leave the synthetic store in place (the real one stays in "
-                             ".memctl/vectors-partial.sqlite)")
+                        help="with --embed-for: keep the synthetic store (.memctl/vectors-synthetic.sqlite) for "
+                             "the next run, which reuses it instead of writing it again")
     args = parser.parse_args()
     if not shutil.which("rg"):
         print("ripgrep not found: install it (apt-get install ripgrep) for the comparison", file=sys.stderr)

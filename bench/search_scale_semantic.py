@@ -32,6 +32,8 @@ sys.path.insert(0, str(HERE.parent))
 
 VECTORS = "vectors.sqlite"
 PARTIAL = "vectors-partial.sqlite"  # the real store, while the synthetic one is timed
+SYNTHETIC = "vectors-synthetic.sqlite"  # the synthetic store, kept (--keep-synthetic) while the real one is in place
+SYNTHETIC_RECORD = "bench-synthetic.json"  # its build numbers, for a run that reuses it
 
 
 def write_config(root: Path, model: str, fusion: str | None) -> None:
@@ -109,6 +111,11 @@ def build_synthetic(root: Path, model: str, result: dict) -> None:
     if (derived / VECTORS).is_file() and not (derived / PARTIAL).exists():
         os.replace(derived / VECTORS, derived / PARTIAL)
     (derived / VECTORS).unlink(missing_ok=True)
+    if (derived / SYNTHETIC).is_file() and (derived / SYNTHETIC_RECORD).is_file():  # kept by an earlier run
+        print(f"[{result['size']}] reusing the synthetic store of an earlier run", file=sys.stderr)
+        os.replace(derived / SYNTHETIC, derived / VECTORS)
+        result.update(json.loads((derived / SYNTHETIC_RECORD).read_text()), synthetic_reused=True)
+        return
     ranking = Ranking.from_settings(load_settings(root))
     encoder = RandomUnitVectors(load_encoder(model, 128))
     print(f"[{result['size']}] writing a synthetic store, a random vector for every row…", file=sys.stderr)
@@ -139,12 +146,17 @@ def build_synthetic(root: Path, model: str, result: dict) -> None:
                   synthetic_list_median=statistics.median(sizes), synthetic_list_max=max(sizes))
     store.close()
     index.close()
+    (derived / SYNTHETIC_RECORD).write_text(json.dumps({k: v for k, v in result.items() if k.startswith("synthetic_")}))
 
 
-def restore_partial(root: Path) -> None:
+def restore_partial(root: Path, keep_synthetic: bool = False) -> None:
+    """The real store back in place; the synthetic one kept beside it, or removed."""
     derived = root / ".memctl"
-    if (derived / PARTIAL).is_file():
-        os.replace(derived / PARTIAL, derived / VECTORS)
+    if not (derived / PARTIAL).is_file():
+        return
+    if keep_synthetic and (derived / VECTORS).is_file():
+        os.replace(derived / VECTORS, derived / SYNTHETIC)
+    os.replace(derived / PARTIAL, derived / VECTORS)
 
 
 PROFILE = r"""
@@ -241,7 +253,7 @@ def run(args, root: Path, result: dict, exe: str, env: dict, helpers) -> None:
     write_config(root, model, "none")
     helpers.time_search_processes(sizes, exe, env)
     time_fused_in_process(root, result, "", helpers.in_process_times, helpers.make_queries, helpers.pct)
-    restore_partial(root)  # an earlier run stopped during (d)
+    restore_partial(root, keep_synthetic=True)  # an earlier run stopped during (d)
     if args.embed_for != "0":
         bounded_embed(root, result, exe, env, args.embed_for, helpers.timed_process_cpu)
     else:
@@ -258,8 +270,10 @@ def run(args, root: Path, result: dict, exe: str, env: dict, helpers) -> None:
             time_fused_in_process(root, result, "full_", helpers.in_process_times, helpers.make_queries, helpers.pct)
             result["full_profile"] = profile(root, en[:5] + zh[:5], env)
         finally:
+            restore_partial(root, keep_synthetic=args.keep_synthetic)
             if not args.keep_synthetic:
-                restore_partial(root)
+                for name in (SYNTHETIC, SYNTHETIC_RECORD):
+                    (root / ".memctl" / name).unlink(missing_ok=True)
     print(json.dumps(result), file=sys.stderr)
     print_semantic_report(result)
 

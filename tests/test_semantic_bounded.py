@@ -62,20 +62,21 @@ def stored_vectors(root: Path) -> dict[tuple[str, str], bytes]:
     return found
 
 
-def rowids_with_vectors(root: Path) -> list[int]:
-    db = sqlite3.connect(root / ".memctl" / "vectors.sqlite")
+def rowids(root: Path, name: str) -> list[int]:
+    """The rowids of the `items` table of .memctl/NAME (the index's items, or the rows with vectors)."""
+    db = sqlite3.connect(root / ".memctl" / name)
     try:
         return [r for (r,) in db.execute("SELECT rowid FROM items ORDER BY rowid")]
     finally:
         db.close()
+
+
+def rowids_with_vectors(root: Path) -> list[int]:
+    return rowids(root, "vectors.sqlite")
 
 
 def index_rowids(root: Path) -> list[int]:
-    db = sqlite3.connect(root / ".memctl" / "index.sqlite")
-    try:
-        return [r for (r,) in db.execute("SELECT rowid FROM items ORDER BY rowid")]
-    finally:
-        db.close()
+    return rowids(root, "index.sqlite")
 
 
 def one_full_pass(run, root: Path, tmp_path: Path) -> dict:
@@ -88,12 +89,12 @@ def one_full_pass(run, root: Path, tmp_path: Path) -> dict:
     return stored_vectors(reference)
 
 
-def embed_with_small_bounds(memctl_bin: str, root: Path, bounds: dict[str, float], *args: str,
-                            env: dict | None = None) -> subprocess.CompletedProcess:
-    """`memctl --root ROOT index embed ARGS` in a subprocess whose semantic module has `bounds`."""
+def with_small_bounds(memctl_bin: str, root: Path, bounds: dict[str, float], *args: str,
+                      env: dict | None = None) -> subprocess.CompletedProcess:
+    """`memctl --root ROOT ARGS` in a subprocess whose memctl.recall.semantic has `bounds`."""
     probe = ("import sys, runpy\nimport memctl.recall.semantic as semantic\n"
              f"for name, value in {bounds!r}.items(): setattr(semantic, name, value)\n"
-             f"sys.argv = ['memctl', '--root', {str(root)!r}, 'index', 'embed', *{list(args)!r}]\n"
+             f"sys.argv = ['memctl', '--root', {str(root)!r}, *{list(args)!r}]\n"
              "runpy.run_module('memctl', run_name='__main__')\n")
     python = str(Path(memctl_bin).with_name("python"))
     return subprocess.run([python, "-c", probe], capture_output=True, env=clean_env(**(env or {})), timeout=300)
@@ -116,11 +117,11 @@ def test_a_bounded_pass_leaves_rows_a_second_finishes_with_the_vectors_of_one_fu
 
 def test_the_rows_left_count_the_ranges_not_reached(memctl_bin, run, root):
     bounded_memory(run, root)
-    done = embed_with_small_bounds(memctl_bin, root, {"EMBED_RANGE": 3}, "--for", "0", "--json")
+    done = with_small_bounds(memctl_bin, root, {"EMBED_RANGE": 3}, "index", "embed", "--for", "0", "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["rows"] == 2 and report["left"] == len(ITEMS) - 2  # 1 of the top range, 6 below it
-    done = embed_with_small_bounds(memctl_bin, root, {"EMBED_RANGE": 3}, "--json")
+    done = with_small_bounds(memctl_bin, root, {"EMBED_RANGE": 3}, "index", "embed", "--json")
     assert json.loads(done.stdout)["left"] == 0 and rowids_with_vectors(root) == index_rowids(root)
 
 
@@ -128,7 +129,7 @@ def test_a_kill_during_a_pass_loses_only_the_step_in_progress(memctl_bin, run, r
     bounded_memory(run, root)
     reference = one_full_pass(run, root, tmp_path)
     bounds = {"EMBED_RANGE": 4, "COMMIT_SECONDS": 0.0}  # one batch a transaction, three ranges
-    killed = embed_with_small_bounds(memctl_bin, root, bounds, env={"MEMCTL_FAULT_AFTER": "3"})
+    killed = with_small_bounds(memctl_bin, root, bounds, "index", "embed", env={"MEMCTL_FAULT_AFTER": "3"})
     assert killed.returncode == -signal.SIGKILL, killed.stderr  # just before the third step's COMMIT
     kept = stored_vectors(root)
     assert len(kept) == 3 and all(reference[key] == vec for key, vec in kept.items())  # the top range, one batch
@@ -140,11 +141,7 @@ def test_a_kill_during_a_pass_loses_only_the_step_in_progress(memctl_bin, run, r
 def test_a_refresh_embeds_for_a_bounded_time_and_says_what_is_left(memctl_bin, run, root):
     bounded_memory(run, root)
     embed(run, root, "--for", "0")  # opts the memory in, with rows left
-    probe = ("import sys, runpy\nimport memctl.recall.semantic as semantic\nsemantic.AFTER_REFRESH_SECONDS = 0.0\n"
-             f"sys.argv = ['memctl', '--root', {str(root)!r}, 'index', 'refresh']\n"
-             "runpy.run_module('memctl', run_name='__main__')\n")
-    done = subprocess.run([str(Path(memctl_bin).with_name("python")), "-c", probe], capture_output=True,
-                          env=clean_env(), timeout=300)
+    done = with_small_bounds(memctl_bin, root, {"AFTER_REFRESH_SECONDS": 0.0}, "index", "refresh")
     assert done.returncode == 0, done.stderr
     assert b"rows left without vectors" in done.stderr, done.stderr
     assert len(rowids_with_vectors(root)) == 3  # one batch more: the next row's own text and its text in context
