@@ -200,7 +200,7 @@ def _embed_range_in_steps(index, store, encoder, bounds: tuple[int, int], batch:
 
 
 def _embed_range(index, store, encoder, low: int, high: int, batch: int, report: EmbedReport,
-                 cjk_model: bool, in_context: bool, deadline: float | None = None) -> tuple[int, int]:
+                 cjk_model: bool, in_context: bool, deadline: float) -> tuple[int, int]:
     """One range of index rows: drop the vectors of rows gone, embed the texts never seen (each
     item alone and, with `in_context`, read after the turn before it), in one transaction.
     Past `deadline` no further batch is started and only the rows whose vectors are done are
@@ -233,7 +233,7 @@ def _embed_range(index, store, encoder, low: int, high: int, batch: int, report:
     store.drop_context([r for r in stored_context if r not in current_context])
     store.assign(changed)
     store.assign_context(changed_context)
-    faults.checkpoint("embed-range")  # a kill test: the range's transaction dies whole
+    faults.checkpoint("embed-step")  # a kill test: the step's transaction dies whole
     store.db.execute("COMMIT")
     report.embedded += len(vectors)
     report.reused += sum(1 for _, h in changed if h in known)
