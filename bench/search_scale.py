@@ -28,6 +28,16 @@ timed (seconds per MB of history text, peak RSS), and the searches run twice: le
 embedding runs at a few hundred items a second at best on 2 CPU cores: start small
 (`--sizes 20M --l5-entries 5000`); a 1 GB memory takes hours.
 
+--semantic --embed-for DURATION (e.g. 12m; with --reuse of a built memory): a memory too large to
+embed here, measured in four steps (bench/search_scale_semantic.py): (a) lexical only, (b) one
+`memctl index embed --for DURATION` (CPU-s per MB embedded, texts per CPU-s, the whole memory
+projected), (c) fused search on that partial store, (d) fused search on a synthetic store with a
+random vector for every row, written by memctl's own pass (timing only, not recall); `--model`
+names the [semantic] model (default multilingual-e5-small), `--embed-for 0` skips (b).
+
+    nice -n 10 .venv/bin/python bench/search_scale.py --sizes 1G --workdir /tmp/sem1g --reuse \
+        --semantic --embed-for 12m --no-rates --python-scan-queries 2
+
 Needs ripgrep (`apt-get install ripgrep`). The 1 GB build takes a long time on a small machine.
 """
 
@@ -326,9 +336,9 @@ def prepare_size(label: str, total: int, workdir: Path, zh_share: float, exe: st
     """The memory folder and its index (built, or reused with --reuse), and the refresh timings."""
     root = workdir / f"memory-{label}"
     built = root / ".memctl" / "bench-build.json"
-    if reuse and built.is_file():
-        print(f"[{label}] reusing the memory folder and index (build numbers from {built})", file=sys.stderr)
-        result = json.loads(built.read_text())
+    if reuse and (built.is_file() or (root / ".memctl" / "index.sqlite").is_file()):
+        print(f"[{label}] reusing the memory folder and index", file=sys.stderr)
+        result = json.loads(built.read_text()) if built.is_file() else counted_memory(label, root)
         result["reused"] = True
         for name in ADDED_SESSIONS.values():  # the refresh measurement's sessions, from the earlier run
             (root / "L4_raw_sessions" / name).unlink(missing_ok=True)
@@ -352,6 +362,18 @@ def prepare_size(label: str, total: int, workdir: Path, zh_share: float, exe: st
     SearchIndex(Layout(root)).ensure_fresh(wait=True)
     result["refresh_en_in_process_s"] = time.perf_counter() - started
     return root, result
+
+
+def counted_memory(label: str, root: Path) -> dict:
+    """A built memory's counts, for --reuse of a folder built without its record (no build numbers)."""
+    l4 = root / "L4_raw_sessions"
+    sessions = [p for p in l4.iterdir() if p.suffix == ".txt" and p.name != "all_histories.txt"
+                and p.name not in ADDED_SESSIONS.values()]
+    counts = {"sessions": len(sessions), "session_bytes": sum(p.stat().st_size for p in sessions),
+              "history_bytes": (l4 / "all_histories.txt").stat().st_size,
+              "l5_bytes": (root / "long_term.jsonl").stat().st_size}
+    return {"size": label, "bytes": counts["session_bytes"] + counts["history_bytes"] + counts["l5_bytes"],
+            **counts, "index_mb": (root / ".memctl" / "index.sqlite").stat().st_size / 1e6}
 
 
 def embed_size(root: Path, result: dict, exe: str, env: dict) -> None:
@@ -465,7 +487,8 @@ def print_report(results: list[dict]) -> None:
         print(f"\n== {r['size']}: {r['bytes'] / 1e6:.0f} MB of history text ({r['sessions']} sessions, "
               f"histories {r['history_bytes'] / 1e6:.0f} MB, L5 {r['l5_bytes'] / 1e6:.0f} MB); "
               f"index {r['index_mb']:.0f} MB")
-        print_build(r)
+        if "build_seconds" in r:
+            print_build(r)
         print(f"refresh after one new session: English {r['refresh_en_process_s']:.2f} s as a process "
               f"({r['refresh_en_in_process_s']:.2f} s in-process), Chinese {r['refresh_zh_process_s']:.2f} s "
               f"(cut against the index's vocabulary, no jieba)")
@@ -554,6 +577,14 @@ def main() -> None:
                         help="time the builds only (the pure samples, then each size), no queries")
     parser.add_argument("--reuse", action="store_true",
                         help="with --keep from an earlier run: reuse its memory folder and index, time the queries only")
+    parser.add_argument("--embed-for", metavar="DURATION",
+                        help="with --semantic: one bounded `memctl index embed --for DURATION`, then fused search on "
+                             "that partial store and on a synthetic full one (bench/search_scale_semantic.py)")
+    parser.add_argument("--model", default="multilingual-e5-small", help="with --embed-for: [semantic] model")
+    parser.add_argument("--no-synthetic", action="store_true", help="with --embed-for: skip step (d)")
+    parser.add_argument("--keep-synthetic", action="store_true",
+                        help="with --embed-for: keep the synthetic store (.memctl/vectors-synthetic.sqlite) for "
+                             "the next run, which reuses it instead of writing it again")
     args = parser.parse_args()
     if not shutil.which("rg"):
         print("ripgrep not found: install it (apt-get install ripgrep) for the comparison", file=sys.stderr)
@@ -563,10 +594,20 @@ def main() -> None:
     if args.build_only:
         builds_only(args, exe, env)
         return
+    if args.semantic and args.embed_for and args.reuse:  # the refresh timings are the index's, not the vectors'
+        for size in args.sizes.split(","):
+            if (args.workdir / f"memory-{size}").is_dir():
+                (args.workdir / f"memory-{size}" / "memctl.toml").write_text("[semantic]\nenabled = false\n")
     rates = {} if args.no_rates else measure_build_rates(args.workdir, exe, env, parse_size(args.rate_size))
     print_rates(rates)
     sizes = [prepare_size(size, parse_size(size), args.workdir, args.zh_share, exe, env, reuse=args.reuse,
                           l5_entries=args.l5_entries) for size in args.sizes.split(",")]
+    if args.semantic and args.embed_for:
+        import search_scale_semantic
+
+        for root, result in sizes:
+            search_scale_semantic.run(args, root, result, exe, env, sys.modules[__name__])
+        return
     if args.semantic:
         for root, result in sizes:
             embed_size(root, result, exe, env)

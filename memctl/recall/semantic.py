@@ -3,8 +3,10 @@ the lexical ranking.
 
 Index time (`memctl index embed`, and `memctl index refresh` of a memory that has vectors):
 the index's rows are compared with `.memctl/vectors.sqlite` (memctl.recall.vectors) in rowid
-ranges, and only texts never embedded before are run through the model, in batches. A search
-never embeds anything but its query: it uses the vectors that exist.
+ranges, the highest (the last indexed) first, and only texts never embedded before are run
+through the model, in batches, committed at least every COMMIT_SECONDS. `index embed --for`
+stops at the first batch past its time and reports the rows left; the next pass continues. A
+search never embeds anything but its query: it uses the vectors that exist.
 
 Query time: `SemanticSignal.open` is cheap and imports no numpy when the memory has no
 vectors or fusion is off; the model is loaded only when a query is fused. The closest items
@@ -21,6 +23,8 @@ from __future__ import annotations
 from memctl.core.errors import MemctlError
 
 EMBED_RANGE = 5_000  # index rows compared with the store at a time: bounded memory at any size
+COMMIT_SECONDS = 60.0  # of the model's work at most per transaction: a killed pass loses no more (a range of
+# long items takes the multilingual model half an hour)
 LEXICAL_COMPARED = 100  # the best lexical candidates also get their cosine (score fusion needs it)
 
 
@@ -74,28 +78,33 @@ def locked(layout):
 # ---------------------------------------------------------------- index time
 
 class EmbedReport:
-    __slots__ = ("rows", "embedded", "reused", "dropped", "trained", "seconds", "model")
+    __slots__ = ("rows", "embedded", "reused", "dropped", "trained", "seconds", "model", "left")
 
     def __init__(self):
         self.rows = self.embedded = self.reused = self.dropped = 0
+        self.left = 0  # rows not reached (or reached and cut) by a pass whose time ran out, without a vector
         self.trained = False
         self.seconds = 0.0
         self.model = ""
 
     def summary(self) -> str:
         lists = "; IVF lists trained" if self.trained else ""
+        left = f"; time up: {self.left} rows left without vectors (run it again to continue)" if self.left else ""
         return (f"{self.rows} rows have vectors: {self.embedded} texts embedded, {self.reused} reused, "
-                f"{self.dropped} dropped ({self.seconds:.1f}s, {self.model}){lists}")
+                f"{self.dropped} dropped ({self.seconds:.1f}s, {self.model}){lists}{left}")
 
 
-def embed_missing(layout, ranking, batch_size: int | None = None) -> EmbedReport:
-    """Vectors for every index row that has none (or whose text changed). Raises MemctlError
-    when the extra or its model is missing."""
+def embed_missing(layout, ranking, batch_size: int | None = None, budget: float | None = None) -> EmbedReport:
+    """Vectors for every index row that has none (or whose text changed), the highest rowids
+    (the last indexed) first. With `budget` (seconds), no new range or batch is started once it
+    has passed: what was embedded is committed, `report.left` says how many rows still have no
+    vector, and the next pass continues. Raises MemctlError when the extra or its model is missing."""
     import time
 
     from memctl.recall.store import SQLiteStore
 
     started = time.monotonic()
+    deadline = None if budget is None else started + budget
     _single_threaded_blas()  # a background pass on a shared machine: one core
     encoder = _encoder(ranking, batch_pass=True)  # first: without the extra this is the one clear error
     from memctl.recall.vectors import VectorStore, model_identity
@@ -113,9 +122,16 @@ def embed_missing(layout, ranking, batch_size: int | None = None) -> EmbedReport
         store.reset_for(model_identity(encoder), encoder.dim)
         top = index.last_item_id()
         stored_top = store.db.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0
-        for low in range(1, max(top, stored_top) + 1, EMBED_RANGE):
-            _embed_range(index, store, encoder, low, low + EMBED_RANGE - 1, batch, report, cjk_model,
-                         in_context)
+        visited = 0  # index rows of the ranges done
+        for low in reversed(range(1, max(top, stored_top) + 1, EMBED_RANGE)):
+            high = low + EMBED_RANGE - 1
+            if deadline is not None and visited and time.monotonic() >= deadline:
+                report.left += (index.item_count() - visited) - store.count_below(high + 1)
+                break
+            rows, left = _embed_range_in_steps(index, store, encoder, (low, high), batch, report,
+                                               (cjk_model, in_context), deadline)
+            visited += rows
+            report.left += left
         store.db.execute("BEGIN")
         report.trained = store.train_lists(int(ranking.semantic_option("scan_below")))
         store.db.execute("COMMIT")
@@ -123,13 +139,18 @@ def embed_missing(layout, ranking, batch_size: int | None = None) -> EmbedReport
     finally:
         store.close()
         index.close()
+    report.left = max(0, report.left)
     report.seconds = time.monotonic() - started
     return report
 
 
+AFTER_REFRESH_SECONDS = 60.0  # a refresh of a memory embedded only in part must not become days of embedding
+
+
 def embed_if_opted_in(settings) -> str:
     """After a refresh or rebuild: the missing vectors of a memory that has vectors already
-    (`memctl index embed` opts a memory in). Returns the report's line, or a warning's, or ""."""
+    (`memctl index embed` opts a memory in), for at most AFTER_REFRESH_SECONDS (the report says
+    what is left to `memctl index embed`). Returns the report's line, or a warning's, or ""."""
     from memctl.recall.ranking import Ranking
 
     ranking = Ranking.from_settings(settings)
@@ -137,7 +158,7 @@ def embed_if_opted_in(settings) -> str:
         return ""
     try:
         with locked(settings.layout):
-            return embed_missing(settings.layout, ranking).summary()
+            return embed_missing(settings.layout, ranking, budget=AFTER_REFRESH_SECONDS).summary()
     except MemctlError as exc:
         return f"item vectors not updated: {exc}"
 
@@ -165,13 +186,31 @@ def embed_in_background(settings) -> str:
     return ""
 
 
+def _embed_range_in_steps(index, store, encoder, bounds: tuple[int, int], batch: int, report: EmbedReport,
+                          model_reads: tuple[bool, bool], deadline: float | None) -> tuple[int, int]:
+    """A range in transactions of at most COMMIT_SECONDS of the model's work, until it is done or
+    `deadline` has passed. Returns (index rows in the range, rows of it left without their vectors)."""
+    import time
+
+    while True:
+        step = time.monotonic() + COMMIT_SECONDS
+        rows, left = _embed_range(index, store, encoder, *bounds, batch, report, *model_reads,
+                                  step if deadline is None else min(step, deadline))
+        if not left or (deadline is not None and time.monotonic() >= deadline):
+            return rows, left
+
+
 def _embed_range(index, store, encoder, low: int, high: int, batch: int, report: EmbedReport,
-                 cjk_model: bool, in_context: bool) -> None:
+                 cjk_model: bool, in_context: bool, deadline: float) -> tuple[int, int]:
     """One range of index rows: drop the vectors of rows gone, embed the texts never seen (each
-    item alone and, with `in_context`, read after the turn before it)."""
+    item alone and, with `in_context`, read after the turn before it), in one transaction.
+    Past `deadline` no further batch is started and only the rows whose vectors are done are
+    assigned. Returns (index rows in the range, rows of it left without their vectors)."""
+    from memctl.core import faults
     from memctl.recall.vectors import text_hash
 
     turns = index.item_turns_between(max(1, low - 1), high)  # the row before the range: its first row's context
+    rows = sum(1 for rowid, _, _ in turns if rowid >= low)
     if not cjk_model:  # a model that does not read Chinese is never asked about mostly-Chinese text
         turns = [(rowid, session, text) for rowid, session, text in turns if not _mostly_cjk(text or "")]
     alone = {rowid: text or "" for rowid, _, text in turns if rowid >= low}
@@ -180,20 +219,51 @@ def _embed_range(index, store, encoder, low: int, high: int, batch: int, report:
     stored, stored_context = store.rows_between(low, high), store.context_rows_between(low, high)
     changed = [(r, h) for r, h in current.items() if stored.get(r) != h]
     changed_context = [(r, h) for r, h in current_context.items() if stored_context.get(r) != h]
-    texts = {current[r]: alone[r] for r, _ in changed} | {current_context[r]: contexts[r] for r, _ in changed_context}
+    wanted = _texts_by_row(changed, changed_context, alone, contexts)
+    texts = {h: text for pairs in wanted.values() for h, text in pairs}
     known = store.known_hashes(list(texts))
     new = [h for h in texts if h not in known]
-    vectors = encoder.encode([texts[h] for h in new], batch) if new else []
+    vectors = _encode_until(encoder, [texts[h] for h in new], batch, deadline)
+    ready = known | set(new[:len(vectors)])
+    left = sum(1 for pairs in wanted.values() if any(h not in ready for h, _ in pairs))
+    changed = [(r, h) for r, h in changed if h in ready]
+    changed_context = [(r, h) for r, h in changed_context if h in ready]
     store.db.execute("BEGIN")  # after the model's work: a search reading the store never waits for it
     store.add_cached(list(zip(new, vectors)))
     store.drop_rows([r for r in stored if r not in current])
     store.drop_context([r for r in stored_context if r not in current_context])
     store.assign(changed)
     store.assign_context(changed_context)
+    faults.checkpoint("embed-step")  # a kill test: the step's transaction dies whole
     store.db.execute("COMMIT")
-    report.embedded += len(new)
+    report.embedded += len(vectors)
     report.reused += sum(1 for _, h in changed if h in known)
     report.dropped += sum(1 for r in stored if r not in current)
+    return rows, left
+
+
+def _texts_by_row(changed, changed_context, alone, contexts) -> dict[int, list[tuple[bytes, str]]]:
+    """rowid -> the (hash, text) its vectors need, the highest rowid first and each row's own text
+    before its text in context: a pass cut short leaves whole rows done, the last indexed first."""
+    wanted: dict[int, list[tuple[bytes, str]]] = {}
+    for r, h in changed:
+        wanted.setdefault(r, []).append((h, alone[r]))
+    for r, h in changed_context:
+        wanted.setdefault(r, []).append((h, contexts[r]))
+    return {r: wanted[r] for r in sorted(wanted, reverse=True)}
+
+
+def _encode_until(encoder, texts: list[str], batch: int, deadline: float) -> list:
+    """The texts' vectors, in order, batch by batch until `deadline` has passed (the first batch
+    always, so that every step makes progress)."""
+    import time
+
+    vectors: list = []
+    for start in range(0, len(texts), batch):
+        if vectors and time.monotonic() >= deadline:
+            break
+        vectors.extend(encoder.encode(texts[start:start + batch], batch))
+    return vectors
 
 
 PREVIOUS_CHARS = 200  # of the turn before: its end, which is what the item answers

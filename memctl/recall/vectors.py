@@ -72,6 +72,8 @@ class VectorStore:
         uri = f"file:{self.path}?mode=ro" if readonly else str(self.path)
         self.db = sqlite3.connect(uri, uri=readonly, timeout=5.0, isolation_level=None)
         self._scanned = None  # a small store's every vector, read once per open store
+        self.readonly = readonly
+        self._centroids: list = []  # a search's: the centroids, read once per open store (as `_scanned`)
         if not readonly:
             self.db.executescript(_SCHEMA)
 
@@ -92,6 +94,10 @@ class VectorStore:
 
     def count(self) -> int:
         return self.db.execute("SELECT count(*) FROM items").fetchone()[0]
+
+    def count_below(self, rowid: int) -> int:
+        """Rows with a vector whose rowid is under `rowid` (what a pass stopped early has not reached)."""
+        return self.db.execute("SELECT count(*) FROM items WHERE rowid < ?", (rowid,)).fetchone()[0]
 
     def reset_for(self, model: str, dim: int) -> None:
         """Vectors of another model are useless: start over when the model changes. A store of
@@ -177,8 +183,13 @@ class VectorStore:
     # -- reading (a search)
 
     def centroids(self) -> np.ndarray | None:
+        if self._centroids:
+            return self._centroids[0]
         blobs = [v for (v,) in self.db.execute("SELECT vec FROM centroids ORDER BY list")]
-        return from_blobs(blobs, self.dim) if blobs else None
+        centroids = from_blobs(blobs, self.dim) if blobs else None
+        if self.readonly:
+            self._centroids.append(centroids)
+        return centroids
 
     def nearest(self, query: np.ndarray, limit: int, probe_lists: int,
                 context: float = 0.0) -> list[tuple[int, bytes, float]]:
@@ -202,20 +213,23 @@ class VectorStore:
             rows += self.db.execute(f"{_ROWS} WHERE items.rowid IN ({','.join('?' * len(part))})", part).fetchall()
         return self._top(rows, self._matrices(rows), query, len(rows), context)
 
-    def _matrices(self, rows) -> tuple[np.ndarray, np.ndarray] | None:
-        """The rows' own vectors and their in-context ones (a row without one: its own)."""
+    def _matrices(self, rows) -> tuple | None:
+        """The rows' own vectors, and the in-context vectors of the rows that have one with their
+        positions (a row without one mixes its own cosine with itself: only these change)."""
         if not rows:
             return None
-        return (from_blobs([own for _, _, own, _ in rows], self.dim),
-                from_blobs([inctx or own for _, _, own, inctx in rows], self.dim))
+        own = from_blobs([own for _, _, own, _ in rows], self.dim)
+        placed = [i for i, row in enumerate(rows) if row[3]]
+        in_context = from_blobs([rows[i][3] for i in placed], self.dim) if placed else None
+        return own, np.array(placed, dtype=np.intp), in_context
 
     def _top(self, rows, matrices, query: np.ndarray, limit: int, context: float) -> list[tuple[int, bytes, float]]:
         if not rows:
             return []
-        own, in_context = matrices
+        own, placed, in_context = matrices
         scores = own @ query
-        if context:
-            scores = (1.0 - context) * scores + context * (in_context @ query)
+        if context and in_context is not None:
+            scores[placed] = (1.0 - context) * scores[placed] + context * (in_context @ query)
         best = np.argsort(-scores)[:limit]
         return [(rows[i][0], rows[i][1], float(scores[i])) for i in best]
 

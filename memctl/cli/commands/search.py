@@ -232,6 +232,9 @@ def _embed_if_opted_in(settings: Settings) -> None:
 def index_embed(
     ctx: typer.Context,
     json_out: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
+    for_: str = typer.Option("", "--for", metavar="DURATION",
+                             help="Stop once this much time has passed (e.g. 10m, 2h): what was embedded is "
+                                  "kept, a next run continues. The last-indexed rows go first."),
 ) -> None:
     """Item vectors for the [semantic] extra (.memctl/vectors.sqlite): only texts never embedded
     before go through the model. Searches use the vectors that exist; run this after an import."""
@@ -240,15 +243,29 @@ def index_embed(
     from memctl.recall.semantic import embed_missing, locked
 
     settings = state(ctx).settings
+    budget = _embed_budget(for_)
     SearchIndex(settings.layout, index_options(settings)).ensure_fresh(wait=True)
     with locked(settings.layout):
-        report = embed_missing(settings.layout, Ranking.from_settings(settings))
+        report = embed_missing(settings.layout, Ranking.from_settings(settings), budget=budget)
     if json_out:
         render.json_line({"rows": report.rows, "embedded": report.embedded, "reused": report.reused,
-                          "dropped": report.dropped, "ivf_trained": report.trained,
+                          "dropped": report.dropped, "left": report.left, "ivf_trained": report.trained,
                           "seconds": round(report.seconds, 3), "model": report.model})
     else:
         render.message(report.summary())
+
+
+def _embed_budget(text: str) -> float | None:
+    """--for's seconds, or None without it."""
+    from memctl.core.clock import parse_duration
+    from memctl.core.errors import UsageError
+
+    if not text:
+        return None
+    seconds = parse_duration(text)
+    if seconds < 0:
+        raise UsageError(f"--for must not be negative, got {text!r}")
+    return seconds
 
 
 def show(
