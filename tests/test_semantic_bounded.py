@@ -153,3 +153,26 @@ def test_a_bad_duration_is_one_line_and_exit_2(run, root, bad):
     done = run("index", "embed", f"--for={bad}", root=root)
     assert done.returncode == 2 and len(done.stderr.decode().strip().splitlines()) == 1, done.stderr
     assert not (root / ".memctl" / "vectors.sqlite").exists()
+
+
+def test_the_detached_pass_after_a_write_is_bounded(run, root, monkeypatch):
+    """`import` and `archive` start `index embed` detached: bounded too, or on a large memory
+    embedded in part it would run for days. The command it starts, run here in the foreground,
+    stops at its bound and reports what is left."""
+    from memctl.core.config import load_settings
+    from memctl.recall import semantic
+
+    bounded_memory(run, root)
+    embed(run, root, "--for", "0")  # opts the memory in, with rows left
+    started = []
+    monkeypatch.setattr(subprocess, "Popen", lambda command, **_: started.append(command))
+    monkeypatch.setattr(semantic, "AFTER_WRITE_FOR", "0s")
+
+    assert semantic.embed_in_background(load_settings(root)) == ""
+
+    monkeypatch.undo()  # subprocess.run below needs the real Popen
+    [command] = started
+    assert command[-2:] == ["--for", "0s"]
+    done = subprocess.run([*command, "--json"], capture_output=True, env=clean_env(), timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["left"] > 0

@@ -163,11 +163,15 @@ def embed_if_opted_in(settings) -> str:
         return f"item vectors not updated: {exc}"
 
 
+AFTER_WRITE_FOR = "10m"  # a detached pass after a write: the new items (the last-indexed go first), not days of a large backlog
+
+
 def embed_in_background(settings) -> str:
     """After a write (import, archive) to a memory that has vectors: the new items' vectors by
-    a detached `memctl index embed`, so the writing command returns at once and no search ever
-    waits for the model (a search uses the vectors that exist; the pass takes its own lock, so a
-    second one started meanwhile gives way). Returns a warning line when it could not start, or ""."""
+    a detached `memctl index embed --for AFTER_WRITE_FOR`, so the writing command returns at once
+    and no search ever waits for the model (a search uses the vectors that exist; the pass takes
+    its own lock, so a second one started meanwhile gives way). Returns a warning line when it
+    could not start, or ""."""
     import subprocess
     import sys
 
@@ -177,7 +181,8 @@ def embed_in_background(settings) -> str:
     if not (ranking.semantic_option("enabled") and ranking.semantic_option("embed_after_writes")
             and has_vectors(settings.layout)):
         return ""
-    command = [sys.executable, "-m", "memctl", "--root", str(settings.layout.root), "index", "embed"]
+    command = [sys.executable, "-m", "memctl", "--root", str(settings.layout.root), "index", "embed",
+               "--for", AFTER_WRITE_FOR]
     try:
         subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          start_new_session=True, close_fds=True)
