@@ -558,3 +558,23 @@ def test_the_writer_prepares_a_batch_itself_only_when_the_wait_for_the_worker_wo
     preparer._in_flight[0][2] = now + 10.0
     preparer._in_flight.append(["held here", "a Prepared", 0.0])  # one already prepared here waits
     assert not preparer._sooner_here(1_000_000)
+
+
+@pytest.mark.parametrize("expected_bytes, override, forked", [
+    (prepare.PARALLEL_AFTER_CHARS, "", 1),  # this process prepares too: one worker beside it on 2 cores
+    (prepare.ALL_CORES_AFTER_BYTES, "", 2),  # a long pass: its inserts keep this process busy
+    (prepare.ALL_CORES_AFTER_BYTES, "2", 1),  # MEMCTL_INDEX_WORKERS is taken as it is
+])
+def test_a_long_pass_forks_a_worker_for_every_usable_core(monkeypatch, expected_bytes, override, forked):
+    made = []
+
+    class Recorded:
+        def __init__(self, count):
+            made.append(count)
+
+    monkeypatch.setattr(prepare, "ForkedWorkers", Recorded)
+    monkeypatch.setenv("MEMCTL_INDEX_WORKERS", override)
+    preparer = prepare.Preparer(Tokenizer.for_root(None), IndexOptions(), workers=2)
+    preparer.expected_bytes = expected_bytes
+    assert isinstance(preparer._pool_if_worth_it(), Recorded)
+    assert made == [forked]

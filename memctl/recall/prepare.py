@@ -27,6 +27,10 @@ BATCH_CHARS = 256_000  # text per batch: big enough that a worker's round trip i
 # a pool costs ~0.1 s to start (fork, each worker's segmenter): below this much text (in
 # characters seen, or in bytes the pass expects to read), one core
 PARALLEL_AFTER_CHARS = 2_000_000
+# a pass this long forks a worker for every usable core, the command interleaving its inserts:
+# one worker fewer (the command preparing when it would wait) leaves a core idle for much of a
+# long build (1 GB on 2 cores: 157 s against 113 s with two workers; 8 MB: the same either way)
+ALL_CORES_AFTER_BYTES = 64_000_000
 
 
 # What FTS5's tokenizer (unicode61, store.FTS_TOKENIZE) keeps in a token exactly as memctl
@@ -426,8 +430,15 @@ class Preparer:
             return None
         global _WORKER
         _WORKER = (self.tokenizer, BatchOptions(self.options.index, self.options.new_index))
-        self._pool = ForkedWorkers(self.workers - 1)  # this process is one of the preparers
+        self._pool = ForkedWorkers(self._workers_to_fork())
         return self._pool
+
+    def _workers_to_fork(self) -> int:
+        """This process is one of the preparers, but on a long pass its inserts alone keep it
+        busy (MEMCTL_INDEX_WORKERS, when set, is taken as it is: the command plus N-1 workers)."""
+        if self.expected_bytes >= ALL_CORES_AFTER_BYTES and not os.environ.get("MEMCTL_INDEX_WORKERS", "").isdigit():
+            return self.workers
+        return self.workers - 1
 
 
 def usable_cores(sample: CoreSample | None = None) -> int:
