@@ -497,17 +497,17 @@ def _same_kind(default: Any, value: Any) -> bool:
 
 
 def _merge_types(types: dict, origins: dict, table: dict, path: Path) -> None:
-    for name, spec in table.items():
+    for type_name, spec in table.items():
         if not isinstance(spec, dict):
-            raise ConfigError(f'{path}: [types.{name}] must be a table like policy = "merge"')
-        policy = spec.get("policy", types.get(name, {}).get("policy", "append"))
-        lifespan = spec.get("lifespan", types.get(name, {}).get("lifespan", "long"))
+            raise ConfigError(f'{path}: [types.{type_name}] must be a table like policy = "merge"')
+        policy = spec.get("policy", types.get(type_name, {}).get("policy", "append"))
+        lifespan = spec.get("lifespan", types.get(type_name, {}).get("lifespan", "long"))
         if policy not in ("merge", "append"):
-            raise ConfigError(f'{path}: types.{name}.policy must be "merge" or "append", got {policy!r}')
+            raise ConfigError(f'{path}: types.{type_name}.policy must be "merge" or "append", got {policy!r}')
         if lifespan not in ("long", "contextual"):
-            raise ConfigError(f'{path}: types.{name}.lifespan must be "long" or "contextual", got {lifespan!r}')
-        types[name] = {"policy": policy, "lifespan": lifespan}
-        origins[f"types.{name}"] = str(path)
+            raise ConfigError(f'{path}: types.{type_name}.lifespan must be "long" or "contextual", got {lifespan!r}')
+        types[type_name] = {"policy": policy, "lifespan": lifespan}
+        origins[f"types.{type_name}"] = str(path)
 
 
 def effective_settings(settings: Settings) -> list[tuple[str, Any, str]]:

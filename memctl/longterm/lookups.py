@@ -35,6 +35,10 @@ from memctl.core.paths import join
 from memctl.longterm.entries import BAD_LINE, Entry
 from memctl.longterm.policies import CLASSES, key_classes, match_key, normalize_topic
 
+TYPE_CHECKING = False  # pathlib stays off the write path (a str layout); annotations are never evaluated
+if TYPE_CHECKING:
+    from pathlib import Path
+
 FILE_NAME = "lookups.sqlite"
 SCHEMA_VERSION = 4
 TAIL = 4096
