@@ -7,10 +7,10 @@ what `memctl rules` prints.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import namedtuple
 
-from memctl.core import scoped
 from memctl.core.errors import ConfigError, UnsafePath
 from memctl.core.fsutil import FILE_MODE, NOFOLLOW, TMP_SUFFIX, ensure_private_dir, refuse_symlink, set_mode
 from memctl.core.paths import join, name, normal, parent
@@ -405,7 +405,7 @@ def _keep_parse(cache: Path, text: str, parsed: dict) -> None:
             handle.write(data)
         os.replace(tmp, cache)
     except OSError:
-        with scoped.suppress(OSError):
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
 
 

@@ -15,11 +15,12 @@ permission bits (Windows has ACLs; `set_mode` does nothing there).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import time
 
-from memctl.core import faults, scoped
+from memctl.core import faults
 from memctl.core.errors import LockBusy, ReadOnly, UnsafePath, WriteFailed
 from memctl.core.paths import join, name, parent
 
@@ -147,7 +148,7 @@ def make_temp(folder: Path, prefix: str, suffix: str) -> tuple[int, Path]:
     raise FileExistsError(errno.EEXIST, "no free temporary name", str(folder))
 
 
-@scoped.contextmanager
+@contextlib.contextmanager
 def atomic_writer(dest: Path, mode: int = FILE_MODE) -> Iterator[object]:
     """Yield a binary writer; on success it replaces `dest` atomically and durably. A full or
     failing disk raises WriteFailed with `dest` untouched."""
@@ -166,7 +167,7 @@ def atomic_writer(dest: Path, mode: int = FILE_MODE) -> Iterator[object]:
         os.replace(tmp, dest)
         fsync_dir(folder)
     except BaseException as exc:
-        with scoped.suppress(FileNotFoundError):
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         if isinstance(exc, OSError) and is_disk_error(exc):
             raise write_failed(dest, exc) from None
@@ -204,7 +205,7 @@ class StagedFile:
             raise
 
     def discard(self) -> None:
-        with scoped.suppress(FileNotFoundError):
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self._tmp)
 
     def _guarded(self, fd: int, data: bytes) -> None:
@@ -241,7 +242,7 @@ _defer_sync = False
 _unsynced: list[tuple[int, str]] = []  # (open fd, path) of appends written, not yet fsynced
 
 
-@scoped.contextmanager
+@contextlib.contextmanager
 def synced_after_unlock() -> Iterator[None]:
     """Around the last append of a write: its fsync waits for the writer lock's release, so the
     next writer need not wait for this one's disk flush (group commit)."""
@@ -296,7 +297,7 @@ def append_durably(dest: Path, data: bytes) -> None:
             write_all(fd, data)
             os.fsync(fd)
         except OSError as exc:  # a full disk: cut back what part of the record went in
-            with scoped.suppress(OSError):
+            with contextlib.suppress(OSError):
                 os.ftruncate(fd, start)
             if is_disk_error(exc):
                 raise write_failed(dest, exc) from None
@@ -318,7 +319,7 @@ def sweep_stale_temp_files(folder: Path, before: float | None = None,
             continue
         if owned and not any(entry.name.startswith(f".{name}.") for name in owned):
             continue
-        with scoped.suppress(FileNotFoundError):
+        with contextlib.suppress(FileNotFoundError):
             if before is not None and entry.stat(follow_symlinks=False).st_mtime >= before:
                 continue
             os.unlink(entry.path)

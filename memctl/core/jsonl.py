@@ -21,10 +21,10 @@ unparseable line, rather than aside); left to the L4 rewrite, as is `all_histori
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
-from memctl.core import scoped
 from memctl.core.fsutil import (defer_sync, ensure_private_dir, is_disk_error, open_nofollow, sync_pending,
                                 write_all, write_failed)
 from memctl.core.paths import join, name
@@ -146,7 +146,7 @@ def _write_or_restore(fd: int, path: Path, payload: bytes, start: int) -> bool:
         os.fsync(fd)
         return False
     except OSError as exc:
-        with scoped.suppress(OSError):
+        with contextlib.suppress(OSError):
             os.ftruncate(fd, start)
             os.fsync(fd)
         if is_disk_error(exc):

@@ -9,9 +9,10 @@ logrotate keeps one state file per run. A journal is written atomically: it is w
 
 from __future__ import annotations
 
+import contextlib
 import os
 
-from memctl.core import jsoncodec, scoped
+from memctl.core import jsoncodec
 from memctl.core.config import Layout
 from memctl.core.fsutil import atomic_write_bytes, ensure_private_dir, fsync_dir
 from memctl.core.paths import join, parent
@@ -42,7 +43,7 @@ def update(path: Path, record: dict) -> None:
 
 def end(path: Path) -> None:
     """The done record: the operation is complete and nothing needs to finish it."""
-    with scoped.suppress(FileNotFoundError):
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
         fsync_dir(parent(path))
 

@@ -11,9 +11,9 @@ killed run left, older than its own start.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
-from memctl.core import scoped
 from memctl.core.config import Layout
 from memctl.core.errors import WriteFailed
 from memctl.core.fsutil import WriterLock, sweep_stale_temp_files
@@ -31,7 +31,7 @@ REWRITE_KINDS = ("dream", "undo", "forget", "supersede")
 STATE_FILES = ("refs.offset", "config.json")
 
 
-@scoped.contextmanager
+@contextlib.contextmanager
 def writing(layout: Layout, wait: float = 0.0, poll: float = 0.05, retry_pending: bool = False,
             whole: bool = False) -> Iterator[list[str]]:
     """The writer lock, with what a killed run left settled first; yields what was settled.
@@ -91,7 +91,7 @@ def _finish(layout: Layout, store: JsonlEntryStore, path, record: dict, retry_pe
     return []
 
 
-@scoped.contextmanager
+@contextlib.contextmanager
 def journaled_rewrite(layout: Layout, store: JsonlEntryStore, kind: str, name: str, new_rows: list[Row] | None = None,
                       then: list[dict] | None = None, l5_has: list[str] = (), l5_lacks: list[str] = (),
                       l5_after: str = "") -> Iterator[None]:

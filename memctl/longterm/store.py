@@ -24,9 +24,10 @@ The caller holds the writer lock for every write.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
-from memctl.core import jsoncodec, scoped
+from memctl.core import jsoncodec
 from memctl.core.config import Layout, Settings, load_settings, store_backend
 from memctl.core.errors import UsageError
 from memctl.core.fsutil import StagedFile, atomic_write_bytes, refuse_symlink
@@ -443,7 +444,7 @@ class JsonlEntryStore(EntryForms):
         whole = split_torn(_read_bytes(self._log))[0]
         return list(enumerate(whole.splitlines(keepends=True), start=1))
 
-    @scoped.contextmanager
+    @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
         """Around reads that must agree with each other (export): the files need nothing."""
         yield

@@ -436,9 +436,15 @@ class Preparer:
     def _workers_to_fork(self) -> int:
         """This process is one of the preparers, but on a long pass its inserts alone keep it
         busy (MEMCTL_INDEX_WORKERS, when set, is taken as it is: the command plus N-1 workers)."""
-        if self.expected_bytes >= ALL_CORES_AFTER_BYTES and not os.environ.get("MEMCTL_INDEX_WORKERS", "").isdigit():
+        if self.expected_bytes >= ALL_CORES_AFTER_BYTES and forced_preparers() is None:
             return self.workers
         return self.workers - 1
+
+
+def forced_preparers() -> int | None:
+    """MEMCTL_INDEX_WORKERS: the preparing processes asked for, the command included (None: decide)."""
+    override = os.environ.get("MEMCTL_INDEX_WORKERS", "")
+    return int(override) if override.isdigit() else None
 
 
 def usable_cores(sample: CoreSample | None = None) -> int:
@@ -448,9 +454,9 @@ def usable_cores(sample: CoreSample | None = None) -> int:
     1 = no pool. On a machine already busy, a
     pool only adds its own costs (fork, pickling, pages copied on write): measured on 2 shared
     cores at load 5-8, serial builds finished sooner (bench/RESULTS.md)."""
-    override = os.environ.get("MEMCTL_INDEX_WORKERS", "")
-    if override.isdigit():
-        return int(override)
+    forced = forced_preparers()
+    if forced is not None:
+        return forced
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
