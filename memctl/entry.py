@@ -16,7 +16,7 @@ import sys
 
 def main() -> None:
     os.umask(0o077)
-    from memctl.cli.lean import run
+    from memctl.cli.lean import is_index_rebuild, run
     from memctl.cli.startup import prepare_process
 
     args = prepare_process(sys.argv[1:])
@@ -24,7 +24,7 @@ def main() -> None:
     if any(word in head for word in ("search", "refresh", "rebuild", "remember", "forget", "restore", "archive")):
         code = run(args)
         if code is not None:
-            if "index" in head and head[head.index("index") + 1:][:1] == ["rebuild"]:
+            if is_index_rebuild(args):
                 _leave_at_once(code)
             sys.exit(code)
     from memctl.cli.app import main as full_main

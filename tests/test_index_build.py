@@ -578,3 +578,14 @@ def test_a_long_pass_forks_a_worker_for_every_usable_core(monkeypatch, expected_
     preparer.expected_bytes = expected_bytes
     assert isinstance(preparer._pool_if_worth_it(), Recorded)
     assert made == [forked]
+
+
+@pytest.mark.parametrize("argv, rebuild", [
+    (["index", "rebuild"], True), (["--root", "/m", "--debug", "index", "rebuild", "--json"], True),
+    (["search", "index", "rebuild"], False),  # a search for those words is not left at once
+    (["--root", "index", "rebuild"], False), (["--root"], False),
+])
+def test_only_an_index_rebuild_is_left_at_once(argv, rebuild):
+    from memctl.cli.lean import is_index_rebuild
+
+    assert is_index_rebuild(argv) is rebuild

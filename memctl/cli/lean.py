@@ -21,8 +21,8 @@ _VALUE_OPTIONS = {"-k": "k", "--layers": "layers", "--mode": "mode", "--since": 
                   "--type": "type"}
 
 
-def run(argv: list[str]) -> int | None:
-    """The exit status, or None when the full command line must handle these arguments."""
+def _global_options(argv: list[str]) -> tuple[str | None, bool, list[str]] | None:
+    """(--root's value, --debug, the command's words), or None for a --root without a value."""
     args = list(argv)
     root = None
     debug = False
@@ -33,6 +33,21 @@ def run(argv: list[str]) -> int | None:
             root = args.pop(0)
         else:
             debug = True
+    return root, debug, args
+
+
+def is_index_rebuild(argv: list[str]) -> bool:
+    """Whether these arguments are the `index rebuild` this path answers."""
+    parsed = _global_options(argv)
+    return parsed is not None and parsed[2][:2] == ["index", "rebuild"]
+
+
+def run(argv: list[str]) -> int | None:
+    """The exit status, or None when the full command line must handle these arguments."""
+    parsed = _global_options(argv)
+    if parsed is None:
+        return None
+    root, debug, args = parsed
     if args[:1] and args[0] in ("remember", "forget", "restore", "archive"):
         if debug:  # tracebacks are the full command line's
             return None
