@@ -58,11 +58,13 @@ def test_each_turn_after_another_gets_a_vector_read_after_it(run, root):
     assert report["rows"] == len(TURNS) and report["embedded"] == len(TURNS) + 2  # + the two replies in context
     db = vectors_db(root)
     stored = dict(db.execute("SELECT rowid, hash FROM context"))
-    assert db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()[0] == "2"
+    assert db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()[0] == "3"
+    laid = dict(db.execute("SELECT rowid, inctx IS NOT NULL FROM probe"))
     db.close()
     reply, pizza = index_rowid(root, "reply"), index_rowid(root, "pizza")
     assert set(stored) == {reply, pizza}  # not the first turn of a session, not an item without one
     assert stored[reply] == text_hash(context_text(TURNS[0]["text"], TURNS[1]["text"]))
+    assert len(laid) == len(TURNS) and {r for r, has in laid.items() if has} == {reply, pizza}  # the probe's rows
     again = run("index", "embed", "--json", root=root)
     assert json.loads(again.stdout)["embedded"] == 0
 

@@ -120,6 +120,7 @@ def embed_missing(layout, ranking, batch_size: int | None = None, budget: float 
     in_context = bool(ranking.semantic_option("context_vectors"))
     try:
         store.reset_for(model_identity(encoder), encoder.dim)
+        store.lay_out(deadline)  # a store of the previous format: read the old way until this is done
         top = index.last_item_id()
         stored_top = store.db.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0
         visited = 0  # index rows of the ranges done
@@ -401,7 +402,7 @@ def _single_threaded_blas() -> None:
 
 def _verified(store, found: dict) -> dict[int, float]:
     """rowid -> cosine, for the rows whose text is still the one embedded (rowids can be reused)."""
-    from memctl.recall.vectors import text_hash
+    from memctl.recall.text_hashing import text_hash
 
     texts: dict[int, str] = {}
     rowids = list(found)
