@@ -108,6 +108,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         # the default model is English-only: Chinese queries stay lexical, mostly-Chinese items get no vector
         "cjk_queries": False,
         "context_vectors": True,  # also each item after the turn before it (semantic.context_text)
+        # a one-shot search runs the model and the vector probe in a forked child beside its lexical
+        # half (where the platform forks; memctl.recall.semantic_helper); false: all in one process
+        "fork": True,
     },
     "dream": {
         "consolidate_min": 3,

@@ -113,10 +113,22 @@ class Searcher:
     """One open index, ready for many queries (a `--queries` batch reuses it)."""
 
     def __init__(self, layout: Layout, options: IndexOptions | None = None, refresh: bool = True,
-                 ranking: Ranking | None = None):
+                 ranking: Ranking | None = None, query: str | None = None):
+        """`query`: the one query a one-shot search will run, so that its semantic half can start
+        at once in a forked helper, before the index is even opened (memctl.recall.semantic_helper)."""
         self.layout = layout
         self.ranking = ranking or Ranking.for_root(layout.root)
         self.semantic = SemanticSignal.open(layout, self.ranking)  # None without item vectors
+        if self.semantic is not None and query is not None:
+            self.semantic.start_helper(query)
+        try:
+            self._open_index(layout, options, refresh)
+        except BaseException:
+            if self.semantic is not None:
+                self.semantic.close()  # the helper reaped
+            raise
+
+    def _open_index(self, layout: Layout, options: IndexOptions | None, refresh: bool) -> None:
         self.index = SearchIndex(layout, options)
         self.refresh_report: RefreshReport | None = None
         if refresh or not self.index.exists():
@@ -297,7 +309,7 @@ def search_once(layout: Layout, request: SearchRequest, options: IndexOptions | 
                 refresh: bool = True, on_warning=None) -> list[Hit]:
     """One search with the index opened and closed around it; L5 hits are recorded as references.
     `on_warning(text)` hears each of `Searcher.warnings`."""
-    searcher = Searcher(layout, options, refresh=refresh)
+    searcher = Searcher(layout, options, refresh=refresh, query=request.query)
     try:
         hits = searcher.search(request)
         record_references(layout, hits, searcher.store)

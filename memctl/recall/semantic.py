@@ -320,6 +320,7 @@ class SemanticSignal:
         self.vectors = None  # memctl.recall.vectors.VectorStore, opened on the first fused query
         self.encoder = None
         self.warning = ""  # set once when the signal had to be given up; the CLI prints it
+        self.helper = None  # memctl.recall.semantic_helper.SemanticHelper: a forked child probing for one query
 
     @classmethod
     def open(cls, layout, ranking) -> "SemanticSignal | None":
@@ -327,6 +328,14 @@ class SemanticSignal:
         if not ranking.semantic_option("enabled") or not has_vectors(layout):
             return None
         return cls(layout, ranking)
+
+    def start_helper(self, query: str) -> None:
+        """A one-shot search that will fuse `query`: the model, the query's vector and the probe in
+        a forked child from now on, while the lexical search runs (memctl.recall.semantic_helper)."""
+        from memctl.recall import semantic_helper
+
+        if self.wanted(query) and semantic_helper.available(self.ranking):
+            self.helper = semantic_helper.SemanticHelper.start(self, query)
 
     def wanted(self, query: str) -> bool:
         if self.warning or self.ranking.fusion == "none":
@@ -344,18 +353,17 @@ class SemanticSignal:
         try:
             return self._fuse(candidates, query, store, hydrate, keep)
         except Exception as exc:  # a missing or broken model or store must never fail a search
-            self.warning = f"semantic search skipped: {_one_line(exc)}"
+            from memctl.recall.semantic_helper import one_line
+
+            self.warning = f"semantic search skipped: {one_line(exc)}"
         return candidates
 
     def _fuse(self, candidates: list, query: str, store, hydrate, keep) -> list:
-        vector = self._query_vector(query)
-        if vector is None:
+        lexical = [h.rowid for h in sorted(candidates, key=lambda h: -h.score)[:LEXICAL_COMPARED]]
+        found = self._cosines(query, lexical)
+        if found is None:
             return candidates
-        probe = int(self.ranking.semantic_option("probe_lists"))
-        context = float(self.ranking.semantic_context)
-        nearest = self.vectors.nearest(vector, int(self.ranking.semantic_candidates), probe, context)
-        lexical = sorted(candidates, key=lambda h: -h.score)
-        compared = self.vectors.similarities([h.rowid for h in lexical[:LEXICAL_COMPARED]], vector, context)
+        nearest, compared = found
         cosine = _verified(store, {r: (h, c) for r, h, c in [*compared, *nearest]})
         by_rowid = {h.rowid: h for h in candidates}
         for hit in hydrate([(r, 0.0) for r in cosine if r not in by_rowid]):
@@ -368,6 +376,29 @@ class SemanticSignal:
         else:
             _score_fusion(list(by_rowid.values()), cosine, self.ranking)
         return list(by_rowid.values())
+
+    def _cosines(self, query: str, lexical: list[int]) -> tuple[list, list] | None:
+        """(nearest rows, the lexical candidates' rows): (rowid, text hash, cosine) each, from the
+        helper forked for this query or in this process; None for a store without vectors."""
+        helper, self.helper = self.helper, None
+        if helper is not None and helper.query != query:
+            helper.close()
+        elif helper is not None:
+            return helper.cosines(lexical)
+        found = self.nearest_rows(query)
+        return None if found is None else (found[1], self.compared_rows(found[0], lexical))
+
+    def nearest_rows(self, query: str) -> tuple | None:
+        """(the query's vector, the closest rows), or None for a store without vectors."""
+        vector = self._query_vector(query)
+        if vector is None:
+            return None
+        probe = int(self.ranking.semantic_option("probe_lists"))
+        return vector, self.vectors.nearest(vector, int(self.ranking.semantic_candidates), probe,
+                                            float(self.ranking.semantic_context))
+
+    def compared_rows(self, vector, rowids: list[int]) -> list:
+        return self.vectors.similarities(rowids, vector, float(self.ranking.semantic_context))
 
     def _query_vector(self, query: str):
         _single_threaded_blas()
@@ -384,6 +415,9 @@ class SemanticSignal:
         return self.encoder.encode_query(query)
 
     def close(self) -> None:
+        if self.helper is not None:
+            self.helper.close()
+            self.helper = None
         if self.vectors is not None:
             self.vectors.close()
 
@@ -447,7 +481,3 @@ def _rescaled(cosine: dict[int, float], normalisation: str) -> dict[int, float]:
     low = min(values)
     span = (max(values) - low) or 1.0
     return {r: (c - low) / span for r, c in cosine.items()}
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
