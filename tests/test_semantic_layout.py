@@ -164,3 +164,12 @@ def test_a_kill_while_an_old_store_is_laid_out_loses_nothing_and_the_next_pass_f
     assert db.execute("SELECT count(*) FROM probe").fetchone()[0] == db.execute("SELECT count(*) FROM items").fetchone()[0]
     db.close()
     assert format_of(path) == "3" and results(run, root) == before
+
+
+def test_the_text_key_is_blake2b_of_twelve_bytes_as_the_stores_were_written():
+    import hashlib
+
+    from memctl.recall.text_hashing import text_hash
+
+    for text in ("", "Caroline adopted a puppy.", "我家新买的滚筒洗衣机", "lone \udcff surrogate"):
+        assert text_hash(text) == hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).digest()

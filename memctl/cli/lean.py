@@ -116,19 +116,21 @@ def _settings(root):
 
 
 def _search(root, options: dict) -> int:
-    from memctl.recall.index import IndexOptions
-    from memctl.recall.search import request_from_settings, search_once
+    from memctl.cli import render
+    from memctl.recall.ranking import Ranking
+    from memctl.recall.semantic import SemanticSignal
 
     settings = _settings(root)
-    request = request_from_settings(settings, " ".join(options["words"]),
-                                    k=_whole_number("-k", options["k"]) if "k" in options else None,
-                                    layers=options.get("layers"),
-                                    mode=options.get("mode"), since=options.get("since"),
-                                    until=options.get("until"), type=options.get("type"))
-    from memctl.cli import render
-
-    hits = search_once(settings.layout, request, IndexOptions.from_settings(settings), refresh=options["refresh"],
-                       on_warning=lambda text: sys.stderr.write(render.redacted(f"warning: {text}") + "\n"))
+    query = " ".join(options["words"])
+    ranking = Ranking.from_settings(settings)
+    # a fused search's model and vector probe start in a forked helper now, before the lexical
+    # search is even imported (memctl.recall.semantic_helper); None without item vectors
+    semantic = SemanticSignal.started_for(settings.layout, ranking, query)
+    try:
+        hits = _search_with(settings, query, options, ranking, semantic)
+    finally:
+        if semantic is not None:
+            semantic.close()  # the helper reaped, even when the request was refused
     try:
         if options["json"]:
             render.lines(render.json_text(hit.to_json()) for hit in hits)
@@ -142,6 +144,21 @@ def _search(root, options: dict) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK if hits else EXIT_NO_MATCH
+
+
+def _search_with(settings, query: str, options: dict, ranking, semantic) -> list:
+    from memctl.cli import render
+    from memctl.recall.index import IndexOptions
+    from memctl.recall.search import request_from_settings, search_once
+
+    request = request_from_settings(settings, query,
+                                    k=_whole_number("-k", options["k"]) if "k" in options else None,
+                                    layers=options.get("layers"),
+                                    mode=options.get("mode"), since=options.get("since"),
+                                    until=options.get("until"), type=options.get("type"))
+    return search_once(settings.layout, request, IndexOptions.from_settings(settings), refresh=options["refresh"],
+                       on_warning=lambda text: sys.stderr.write(render.redacted(f"warning: {text}") + "\n"),
+                       ranking=ranking, semantic=semantic)
 
 
 def _terminal_table(hits, options: dict) -> None:

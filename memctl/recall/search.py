@@ -113,14 +113,16 @@ class Searcher:
     """One open index, ready for many queries (a `--queries` batch reuses it)."""
 
     def __init__(self, layout: Layout, options: IndexOptions | None = None, refresh: bool = True,
-                 ranking: Ranking | None = None, query: str | None = None):
+                 ranking: Ranking | None = None, query: str | None = None, semantic: SemanticSignal | None = None):
         """`query`: the one query a one-shot search will run, so that its semantic half can start
-        at once in a forked helper, before the index is even opened (memctl.recall.semantic_helper)."""
+        at once in a forked helper, before the index is even opened (memctl.recall.semantic_helper);
+        `semantic`: that signal, opened and its helper started by the caller (with `ranking`)."""
         self.layout = layout
         self.ranking = ranking or Ranking.for_root(layout.root)
-        self.semantic = SemanticSignal.open(layout, self.ranking)  # None without item vectors
-        if self.semantic is not None and query is not None:
-            self.semantic.start_helper(query)
+        if semantic is None:  # None without item vectors
+            semantic = (SemanticSignal.open(layout, self.ranking) if query is None
+                        else SemanticSignal.started_for(layout, self.ranking, query))
+        self.semantic = semantic
         try:
             self._open_index(layout, options, refresh)
         except BaseException:
@@ -306,10 +308,12 @@ def record_references(layout: Layout, hits: Iterable[Hit], store=None) -> None:
 
 
 def search_once(layout: Layout, request: SearchRequest, options: IndexOptions | None = None,
-                refresh: bool = True, on_warning=None) -> list[Hit]:
+                refresh: bool = True, on_warning=None, ranking: Ranking | None = None,
+                semantic: SemanticSignal | None = None) -> list[Hit]:
     """One search with the index opened and closed around it; L5 hits are recorded as references.
-    `on_warning(text)` hears each of `Searcher.warnings`."""
-    searcher = Searcher(layout, options, refresh=refresh, query=request.query)
+    `on_warning(text)` hears each of `Searcher.warnings`; `ranking` and `semantic` (its helper
+    started for this request's query: SemanticSignal.started_for) when the caller has them."""
+    searcher = Searcher(layout, options, refresh=refresh, ranking=ranking, query=request.query, semantic=semantic)
     try:
         hits = searcher.search(request)
         record_references(layout, hits, searcher.store)

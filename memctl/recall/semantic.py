@@ -329,6 +329,15 @@ class SemanticSignal:
             return None
         return cls(layout, ranking)
 
+    @classmethod
+    def started_for(cls, layout, ranking, query: str) -> "SemanticSignal | None":
+        """`open`, with the helper of a one-shot search started for `query` (a caller that has
+        not imported the lexical search yet starts it sooner: memctl.cli.lean)."""
+        signal = cls.open(layout, ranking)
+        if signal is not None:
+            signal.start_helper(query)
+        return signal
+
     def start_helper(self, query: str) -> None:
         """A one-shot search that will fuse `query`: the model, the query's vector and the probe in
         a forked child from now on, while the lexical search runs (memctl.recall.semantic_helper)."""
