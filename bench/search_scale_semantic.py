@@ -228,6 +228,7 @@ timed(e5.E5Encoder, "encode_query", child, "child: the query's forward pass")
 nearest_rows = semantic.SemanticSignal.nearest_rows
 def child_nearest(self, q):
     started = time.perf_counter()
+    semantic._single_threaded_blas()  # as _query_vector does before numpy's import
     import memctl.recall.vectors as vectors
     child["child: import numpy (and the store's module)"] = time.perf_counter() - started
     timed(vectors.VectorStore, "nearest", child, "child: the probe (centroids, the lists' vectors, cosines)")
@@ -362,6 +363,39 @@ def run(args, root: Path, result: dict, exe: str, env: dict, helpers) -> None:
     print_semantic_report(result)
 
 
+
+FORK_AB = (("(a) lexical only", '[ranking]\nfusion = "none"\n'), ("fused, forked helper", ""),
+           ("fused, one process", "fork = false\n"))
+
+
+def fork_ab(root: Path, model: str) -> None:
+    """One-shot `memctl search` processes on ROOT's store: lexical only, fused with the forked
+    helper, fused in one process; each query run in the three ways in turn, so that the machine's
+    load weighs on them alike. `python bench/search_scale_semantic.py fork-ab ROOT MODEL`."""
+    import search_scale as scale
+
+    exe, env = scale.memctl_exe(), scale.child_env()
+    en, zh = scale.make_queries(7)
+    print(f"load {os.getloadavg()[0]:.1f}; {root}")
+    print(f"{'':<30}{'p50':>8}{'p95':>8}{'CPU p50':>9}{'RSS MB':>8}")
+    for lang, queries in (("en", en), ("zh", zh)):
+        samples: dict[str, tuple[list, list, list]] = {label: ([], [], []) for label, _ in FORK_AB}
+        for query in queries:
+            for label, extra in FORK_AB:
+                (root / "memctl.toml").write_text(f'[semantic]\nmodel = "{model}"\n{extra}', encoding="utf-8")
+                wall, code, rss, _, cpu = scale.timed_process_cpu([exe, "--root", str(root), "search", query], env)
+                assert code in (0, 1), (label, query, code)
+                for values, value in zip(samples[label], (wall, cpu, rss / 1024)):
+                    values.append(value)
+        for label, (walls, cpus, rss) in samples.items():
+            print(f"{label + ' ' + lang:<30}{scale.pct(walls, 0.5) * 1000:>6.0f}ms{scale.pct(walls, 0.95) * 1000:>6.0f}ms"
+                  f"{scale.pct(cpus, 0.5) * 1000:>7.0f}ms{max(rss):>8.0f}")
+    print(f"load {os.getloadavg()[0]:.1f}")
+    write_config(root, model, None)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["fork-ab"]:
+    fork_ab(Path(sys.argv[2]), sys.argv[3])
 
 if __name__ == "__main__" and sys.argv[1:2] == ["build-synthetic"]:
     built: dict = {"size": sys.argv[4]}
