@@ -321,6 +321,7 @@ class SemanticSignal:
         self.encoder = None
         self.warning = ""  # set once when the signal had to be given up; the CLI prints it
         self.helper = None  # memctl.recall.semantic_helper.SemanticHelper: a forked child probing for one query
+        self.one_query = False  # set in that child: it probes once (memctl.recall.vectors.VectorStore one_query)
 
     @classmethod
     def open(cls, layout, ranking) -> "SemanticSignal | None":
@@ -414,7 +415,7 @@ class SemanticSignal:
         from memctl.recall.vectors import VectorStore, model_identity, same_model
 
         if self.vectors is None:
-            self.vectors = VectorStore(vectors_path(self.layout), readonly=True)
+            self.vectors = VectorStore(vectors_path(self.layout), readonly=True, one_query=self.one_query)
             if not self.vectors.dim:
                 return None
         if self.encoder is None:

@@ -96,6 +96,7 @@ class SemanticHelper:
 def _serve(signal, query: str, inbox: int, outbox: int) -> None:
     """The child's life: probe, wait for the rowids, answer, `os._exit` (no atexit, no flush of
     the parent's buffers, no finally of the parent's frames)."""
+    signal.one_query = True
     try:
         try:
             nearest = signal.nearest_rows(query)
