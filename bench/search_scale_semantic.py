@@ -13,7 +13,13 @@ model), in four steps on the same memory:
     lists, the candidates' vectors, their texts checked) at full size. The real store is put
     back afterwards.
 
-Then where a fused query's time goes, step by step, in a fresh process (`profile`).
+Then where a fused query's time goes, step by step, in a fresh process (`profile`), and the same
+for a one-shot search with its forked helper, both processes' sides (`fork_profile`).
+
+    python bench/search_scale_semantic.py fork-ab ROOT MODEL
+
+times ROOT's one-shot searches three ways query by query: lexical only, fused with the forked
+helper, fused in one process (`[semantic] fork = false`).
 """
 
 from __future__ import annotations
