@@ -173,3 +173,26 @@ def test_the_text_key_is_blake2b_of_twelve_bytes_as_the_stores_were_written():
 
     for text in ("", "Caroline adopted a puppy.", "我家新买的滚筒洗衣机", "lone \udcff surrogate"):
         assert text_hash(text) == hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).digest()
+
+
+@needs_numpy
+def test_a_bounded_layout_makes_progress_and_the_next_finishes(tmp_path, monkeypatch):
+    import time
+
+    from memctl.recall import vectors
+
+    path = tmp_path / "vectors.sqlite"
+    rng = random_store(path, 1_500, 100)
+    queries = list(rng.standard_normal((3, DIM)).astype("float32"))
+    laid = probes(path, queries)
+    as_format_2(path)
+    monkeypatch.setattr(vectors, "LAY_OUT_LISTS", 4)
+    store = vectors.VectorStore(path)
+    assert not store.lay_out(deadline=time.monotonic())  # time is up already: one step all the same
+    assert store.meta("laid_lists") == "3" and store.meta("format") == "2"
+    store.close()
+    assert probes(path, queries) == laid  # read the old way meanwhile
+    store = vectors.VectorStore(path)
+    assert store.lay_out()
+    store.close()
+    assert format_of(path) == "3" and probes(path, queries) == laid

@@ -145,16 +145,16 @@ class VectorStore:
     def lay_out(self, deadline: float | None = None) -> bool:
         """A format-2 store's `probe`, from its items, contexts and cache, LAY_OUT_LISTS lists a
         transaction in list order (appends to the clustered table), until done or `deadline`
-        (time.monotonic) has passed; the next call continues after `laid_lists`. Writes meanwhile
+        (time.monotonic) has passed after a step; the next call continues after `laid_lists`. Writes meanwhile
         re-lay their own rows, which the pass's INSERT OR REPLACE makes again the same. True once
         the store is format 3."""
         if self.laid_out:
             return True
         last = self.db.execute("SELECT max(list) FROM items").fetchone()[0]
-        done = int(self.meta("laid_lists", "-1"))
+        done = started = int(self.meta("laid_lists", "-1"))
         while last is not None and done < last:
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
+            if deadline is not None and done > started and time.monotonic() >= deadline:
+                return False  # after one step at least: every bounded pass makes progress
             self.db.execute("BEGIN")
             self.db.execute(f"{_RELAY} WHERE items.list BETWEEN ? AND ? ORDER BY items.list, items.rowid",
                             (done + 1, done + LAY_OUT_LISTS))
