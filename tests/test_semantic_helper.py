@@ -127,3 +127,19 @@ def test_a_killed_parent_leaves_no_child_running(memctl_bin, embedded):
             break
         time.sleep(0.1)
     assert gone(child)
+
+
+def test_a_child_that_does_not_answer_in_time_is_one_warning_and_lexical_results(memctl_bin, run, embedded):
+    (embedded / "memctl.toml").write_text(E5_CONFIG + '[ranking]\nfusion = "none"\n')
+    lexical = ranked(run, embedded, "faucet washer")
+    (embedded / "memctl.toml").write_text(E5_CONFIG)
+    probe = ("import sys, runpy\nimport memctl.recall.semantic_helper as helper\n"
+             "helper.ANSWER_SECONDS = 0.0  # no child imports numpy that fast\n"
+             f"sys.argv = ['memctl', '--root', {str(embedded)!r}, 'search', '--layers', 'L6', '--json', 'faucet washer']\n"
+             "runpy.run_module('memctl', run_name='__main__')\n")
+    done = subprocess.run([python_of(memctl_bin), "-c", probe], capture_output=True, env=clean_env(), timeout=300)
+    assert done.returncode == 0, done.stderr
+    hits = [(hit["id"], hit["score"]) for hit in map(json.loads, done.stdout.decode().splitlines())]
+    assert hits == lexical[1]
+    lines = done.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "semantic search skipped" in lines[0] and "no answer" in lines[0], lines
