@@ -143,3 +143,15 @@ def test_a_child_that_does_not_answer_in_time_is_one_warning_and_lexical_results
     assert hits == lexical[1]
     lines = done.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and "semantic search skipped" in lines[0] and "no answer" in lines[0], lines
+
+
+def test_a_fork_that_fails_searches_in_one_process_alike(memctl_bin, run, embedded):
+    expected = ranked(run, embedded, PARAPHRASE)
+    probe = ("import os, sys, runpy\n"
+             "def refused():\n    raise OSError(11, 'Resource temporarily unavailable')\n"
+             "os.fork = refused\n"
+             f"sys.argv = ['memctl', '--root', {str(embedded)!r}, 'search', '--layers', 'L6', '--json', {PARAPHRASE!r}]\n"
+             "runpy.run_module('memctl', run_name='__main__')\n")
+    done = subprocess.run([python_of(memctl_bin), "-c", probe], capture_output=True, env=clean_env(), timeout=300)
+    hits = [(hit["id"], hit["score"]) for hit in map(json.loads, done.stdout.decode().splitlines())]
+    assert (done.returncode, hits, done.stderr) == expected

@@ -345,7 +345,10 @@ class SemanticSignal:
         from memctl.recall import semantic_helper
 
         if self.wanted(query) and semantic_helper.available(self.ranking):
-            self.helper = semantic_helper.SemanticHelper.start(self, query)
+            try:
+                self.helper = semantic_helper.SemanticHelper.start(self, query)
+            except OSError:  # no process to be had (a limit, no memory): the same work in this one
+                self.helper = None
 
     def wanted(self, query: str) -> bool:
         if self.warning or self.ranking.fusion == "none":

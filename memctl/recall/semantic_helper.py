@@ -40,10 +40,16 @@ class SemanticHelper:
 
     @classmethod
     def start(cls, signal, query: str) -> "SemanticHelper":
-        """Fork the child that answers `signal`'s cosines for `query` (signal: a SemanticSignal)."""
+        """Fork the child that answers `signal`'s cosines for `query` (signal: a SemanticSignal).
+        Raises OSError when no process can be made (the caller then stays in one process)."""
         inbox, to_child = os.pipe()
         from_child, outbox = os.pipe()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            for fd in (inbox, to_child, from_child, outbox):
+                os.close(fd)
+            raise
         if pid == 0:  # the child: never returns
             os.close(to_child)
             os.close(from_child)
