@@ -343,10 +343,25 @@ def _file_id(path: str) -> tuple[int, int] | None:
     return info.st_dev, info.st_ino
 
 
+def _take_writer_lock(root: str) -> int | None:
+    import fcntl
+
+    fd = os.open(os.path.join(root, ".memctl", resident.LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # another writer serves this root
+        os.close(fd)
+        return None
+    return fd
+
+
 def main(argv: list[str]) -> int:
-    """`python -m memctl.cli.resident_server ROOT LOCK_FD`: serve ROOT until idle."""
+    """`python -m memctl.cli.resident_server ROOT LOCK_FD|-`: serve ROOT until idle."""
     os.umask(0o077)
-    root, lock_fd = argv[0], int(argv[1])
+    root = argv[0]
+    lock_fd = int(argv[1]) if argv[1] != "-" else _take_writer_lock(root)  # "-": started by hand (bench, tests)
+    if lock_fd is None:
+        return 0
     writer = Writer(root, lock_fd)
     if not writer.usable() or not writer.bind():
         return 0
