@@ -34,6 +34,7 @@ from memctl.longterm.recovery import writing
 from memctl.longterm.remember import ADDED, RememberRequest, prepared, remember_locked
 from memctl.longterm.store import open_store
 
+LOG_NAME = "writer.log"
 CHECK_EVERY = 2.0  # seconds between two looks at the socket file, the config and the code
 _ENV_NOW = "MEMCTL_NOW"
 
@@ -106,6 +107,8 @@ class Writer:
         self.socket_id = None
         self.buffers: dict = {}
         self.stopping = False
+        self.requests = self.batches = 0
+        self.exit_reason = "idle"
 
     def usable(self) -> bool:
         return self.idle > 0 and store_backend(self.root) == "files"
@@ -152,6 +155,7 @@ class Writer:
         return False
 
     def close(self) -> None:
+        self._log_exit()
         if self.listener is not None:
             if _file_id(self.socket_path()) == self.socket_id:
                 os.unlink(self.socket_path())
@@ -159,6 +163,21 @@ class Writer:
             self.listener.close()
         for connection in list(self.buffers):
             connection.close()
+
+    def _log_exit(self) -> None:
+        """One line in `.memctl/writer.log` for the person wondering what the writer did."""
+        from memctl.core.fsutil import open_nofollow
+
+        line = (f"{time.strftime('%Y-%m-%dT%H:%M:%S')}\tpid {os.getpid()}\t{self.requests} requests in {self.batches} batches"
+                f"\texited: {self.exit_reason}\n")
+        try:
+            fd = open_nofollow(os.path.join(self.root, ".memctl", LOG_NAME), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            try:
+                os.write(fd, line.encode("utf-8", "surrogateescape"))
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
 
     # --- the loop
 
@@ -172,9 +191,10 @@ class Writer:
                 last_request = time.monotonic()
             elif now - last_request >= self.idle:
                 return
-            if now - last_check >= CHECK_EVERY:
+            if now - last_check >= CHECK_EVERY and not self.stopping:
                 last_check = now
-                self.stopping = self.stopping or self.stale()
+                if self.stale():
+                    self.stopping, self.exit_reason = True, "its socket file, memctl.toml or memctl's code changed"
 
     def _gather(self, timeout: float) -> list[Job]:
         """The requests complete by now (waiting up to `timeout` for the first event)."""
@@ -219,16 +239,24 @@ class Writer:
         data = self.buffers[connection] + chunk
         self.buffers[connection] = data
         head, newline, body = data.partition(b"\n")
-        if not newline or len(body) < int(head):
+        try:
+            if not newline or len(body) < int(head):
+                return None
+            fields = resident.fields_of(body[:int(head)])
+        except ValueError:  # not a client of this protocol
+            self._drop(connection)
             return None
         self.selector.unregister(connection)
         del self.buffers[connection]
         connection.setblocking(True)
-        fields = resident.fields_of(body[:int(head)])
-        if fields[:2] != [resident.PROTOCOL.encode(), self.identity.encode("utf-8", "surrogatepass")]:
+        if fields[:2] != [resident.PROTOCOL.encode(), self.identity.encode("utf-8", "surrogatepass")] \
+                or len(fields) < 12:
             _reply(connection, [b"decline"])
+            connection.close()
             self.stopping = True  # a newer memctl, another config: the client starts a current writer
+            self.exit_reason = "a client of another version, config or environment"
             return None
+        self.requests += 1
         return Job(connection, fields)
 
     def _drop(self, connection) -> None:
@@ -240,6 +268,7 @@ class Writer:
 
     def commit(self, jobs: list[Job]) -> None:
         """Write the batch; reply to each client once what it was told is durable."""
+        self.batches += 1
         for job in jobs:
             code = job.run(lambda: self._prepare(job))
             if code != EXIT_OK:
