@@ -99,6 +99,7 @@ class Writer:
         self.settings = load_settings(root, as_text=True)
         render.configure_redaction(self.settings.get("redaction", "extra_patterns"))
         self.idle = float(self.settings.get("writes", "resident_idle"))
+        _load_rapidfuzz()
         self.identity = resident.identity(root)
         self.code_stamps: dict[str, str] = {}
         self.code_changed()
@@ -269,7 +270,14 @@ class Writer:
     def commit(self, jobs: list[Job]) -> None:
         """Write the batch; reply to each client once what it was told is durable."""
         self.batches += 1
+        with Captured() as checked:  # what every write says first: not a memory, lines that are not entries
+            code = guarded(lambda: memory_settings(self.settings) and EXIT_OK)
         for job in jobs:
+            job.out += checked.out
+            job.err += checked.err
+            if code != EXIT_OK:
+                job.code = code
+                continue
             code = job.run(lambda: self._prepare(job))
             if code != EXIT_OK:
                 job.code = code
@@ -298,8 +306,7 @@ class Writer:
             job.connection.close()
 
     def _prepare(self, job: Job) -> int:
-        """What the in-process command does before the lock: settings, text, clock, checks."""
-        memory_settings(self.settings)
+        """What the in-process command does before the lock, after the settings: text, clock, checks."""
         text = utf8_only(job.text).strip("\n")
         job.stamp = _stamp(job.now_text)
         job.request = prepared(self.settings, RememberRequest(
@@ -331,6 +338,15 @@ class Writer:
         job.result = remember_locked(self.settings, store, job.request, job.stamp)
         report_remember(job.result, job.json)
         return EXIT_OK
+
+
+def _load_rapidfuzz() -> None:
+    """rapidfuzz's C scorer for the near-duplicate checks: a write process scores in pure Python
+    to spare the import (longterm.indel, the same scores), a writer that stays pays it once."""
+    try:
+        import rapidfuzz.process  # noqa: F401  (policies.rapidfuzz_loaded then prefers it)
+    except ImportError:
+        pass
 
 
 def _raiser(exc: BaseException):
@@ -387,6 +403,7 @@ def _take_writer_lock(root: str) -> int | None:
 def main(argv: list[str]) -> int:
     """`python -m memctl.cli.resident_server ROOT LOCK_FD|-`: serve ROOT until idle."""
     os.umask(0o077)
+    os.chdir("/")  # a detached process keeps no client's folder busy
     root = argv[0]
     lock_fd = int(argv[1]) if argv[1] != "-" else _take_writer_lock(root)  # "-": started by hand (bench, tests)
     if lock_fd is None:
