@@ -207,14 +207,14 @@ print(json.dumps([acked, refused, failed]))
 
 
 def concurrent_writers(root: Path, writers: int, seconds: float, resident: bool = True) -> dict:
-    writer_start = writer_cpu_seconds(root)
+    stop_writer(root)  # the run's first remember starts the writer: its CPU is all the run's
     start = time.perf_counter()
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, memctl_bin(), str(root), str(seconds),
                                f"{'r' if resident else 'p'}{w}"],
                               stdout=subprocess.PIPE, text=True, env=env(resident)) for w in range(writers)]
     outputs = [json.loads(p.communicate()[0]) for p in procs]
     elapsed = time.perf_counter() - start
-    writer_cpu = writer_cpu_seconds(root) - writer_start
+    writer_cpu = writer_cpu_seconds(root)  # start-up included
     acked = [entry_id for ids, _, _ in outputs for entry_id in ids]
     present = set()
     with open(root / "long_term.jsonl", encoding="utf-8") as l5:

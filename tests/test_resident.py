@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 from conftest import clean_env
-from test_lean_writes import NOW, _normalize, _script
+from test_lean_writes import NOW, _play, _script
 
 from memctl.cli import resident
-from memctl.core.fsutil import WriterLock
 
 ID_LINE = re.compile(rb"^m[0-9a-f]{12}\n$")
 RESIDENT = {"MEMCTL_RESIDENT": "1", "MEMCTL_NOW": NOW}
@@ -116,39 +115,11 @@ def _l5_ids(root: Path) -> list[str]:
 # --- the same answers
 
 
-def _play_script(memctl_bin: str, root: Path, env: dict) -> list:
-    """test_lean_writes' script of writes, errors, a bad line and a held lock, as `_play` runs it."""
-    names: dict = {}
-    saved: dict[str, str] = {}
-    record = []
-    lock = None
-    for step, (argv, stdin) in enumerate(_script(root)):
-        if argv == "bad-line":
-            with open(root / "long_term.jsonl", "ab") as handle:
-                handle.write(b"not an entry\n")
-            continue
-        if argv == "lock":
-            lock = WriterLock(root / ".memctl" / "lock").acquire()
-            continue
-        args = [a.format(**saved) if "{" in a else a for a in argv]
-        save = stdin[3:] if isinstance(stdin, str) else None
-        done = subprocess.run([memctl_bin, "--root", str(root), *args], input=None if save else stdin,
-                              capture_output=True, env=clean_env(**env), timeout=120)
-        if save:
-            saved[save] = done.stdout.decode().strip()
-        record.append((step, done.returncode, _normalize(done.stdout, names),
-                       _normalize(done.stderr.replace(str(root).encode(), b"ROOT"), names)))
-    lock.release()
-    for name in ("long_term.jsonl", "archive.jsonl", "dream_log.jsonl"):
-        record.append((name, _normalize((root / name).read_bytes(), names)))
-    return record
-
-
 def test_a_remember_through_the_writer_prints_and_writes_what_the_in_process_one_does(memctl_bin, roots):
     served, alone = _init(memctl_bin, roots("served")), _init(memctl_bin, roots("alone"))
     _start_writer(served)
-    through = _play_script(memctl_bin, served, RESIDENT)
-    in_process = _play_script(memctl_bin, alone, {**RESIDENT, "MEMCTL_RESIDENT": "0"})
+    through = _play(memctl_bin, served, False, RESIDENT)  # test_lean_writes' script: writes, errors, a held lock
+    in_process = _play(memctl_bin, alone, False, {**RESIDENT, "MEMCTL_RESIDENT": "0"})
     for mine, theirs in zip(through, in_process):
         assert mine == theirs
     _stop_writers(served)
@@ -299,12 +270,46 @@ def test_a_full_disk_gives_the_clients_the_in_process_error(memctl_bin, roots, f
     assert again.returncode == 0
 
 
+def test_a_writer_leaves_when_memctl_toml_changes(memctl_bin, roots):
+    root = _init(memctl_bin, roots())
+    writer = _start_writer(root)
+    (root / "memctl.toml").write_text("[dream]\nsimilarity = 90\n")
+    assert writer.wait(timeout=60) == 0
+    assert "exited: its socket file, memctl.toml or memctl's code changed" in _log(root)
+    assert not _socket_file(root).exists()
+
+
+# what a remember through the writer must not load: the settings, the entry format, SQLite,
+# JSON, the scorer, and `socket` (its enum): the client sends and prints
+NOT_ON_THE_CLIENT_PATH = ["socket", "enum", "json", "_json", "sqlite3", "_sqlite3", "rapidfuzz", "selectors",
+                          "memctl.core.config", "memctl.core.fsutil", "memctl.longterm.entries",
+                          "memctl.longterm.store", "memctl.cli.writes", "memctl.cli.render", "memctl.cli.lean"]
+
+
+def test_a_remember_through_the_writer_loads_almost_nothing(memctl_bin, roots):
+    root = _init(memctl_bin, roots())
+    _start_writer(root)
+    python = str(Path(memctl_bin).with_name("python"))
+    probe = ("import sys, runpy; sys.argv = ['memctl', '--root', %r, 'remember', 'the proxy listens on 7890', "
+             "'--type', 'event']\n"
+             "pinned = lambda: sorted({m for m in sys.modules for n in %r if m == n or m.startswith(n + '.')})\n"
+             "for m in pinned():\n    del sys.modules[m]\n"
+             "try:\n    runpy.run_module('memctl', run_name='__main__')\n"
+             "except SystemExit as exit:\n"
+             "    sys.stderr.write('exit=%%s loaded=%%s' %% (exit.code, pinned()))\n"
+             % (str(root), NOT_ON_THE_CLIENT_PATH))
+    done = subprocess.run([python, "-c", probe], capture_output=True, env=clean_env(**RESIDENT), timeout=120)
+    assert done.stderr.endswith(b"exit=0 loaded=[]"), done.stderr
+    _stop_writers(root)
+    assert _served(root) == 1
+
+
 def test_a_writer_leaves_when_its_socket_file_is_removed(memctl_bin, roots):
     root = _init(memctl_bin, roots())
     writer = _start_writer(root)
     _socket_file(root).unlink()
     assert writer.wait(timeout=60) == 0
-    assert "exited: its socket file" in (root / ".memctl" / "writer.log").read_text()
+    assert "exited: its socket file" in _log(root)
 
 
 def _log(root: Path) -> str:
