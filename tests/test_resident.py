@@ -228,22 +228,39 @@ KILL_POINTS = [{"MEMCTL_FAULT_AT": "writer: requests read"},
 def test_a_killed_writer_loses_no_fact_and_writes_none_twice(memctl_bin, roots, fault):
     root = _init(memctl_bin, roots())
     writer = _start_writer(root, **fault)
-    os.kill(writer.pid, signal.SIGSTOP)  # the three requests wait for it together: one batch
-    try:
-        clients = [subprocess.Popen([memctl_bin, "--root", str(root), "remember", f"client {n} rotated host h{n:03d}",
-                                     "--type", "event"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    env=clean_env(**RESIDENT)) for n in range(3)]
-        _wait_for(lambda: all(_waiting_for_reply(c.pid) or c.poll() is not None for c in clients),
-                  "the clients to send their requests")
-    finally:
-        os.kill(writer.pid, signal.SIGCONT)
-    outputs = [client.communicate(timeout=120) + (client.returncode,) for client in clients]
+    outputs = _one_batch(memctl_bin, root, writer, [f"client {n} rotated host h{n:03d}" for n in range(3)])
     assert writer.wait(timeout=60) == -signal.SIGKILL, (outputs, _log(root))
     assert all(code == 0 and ID_LINE.match(out) for out, _, code in outputs), outputs
     acknowledged = sorted(out.decode().strip() for out, _, _ in outputs)
     assert sorted(_l5_ids(root)) == acknowledged  # each once
     verify = subprocess.run([memctl_bin, "--root", str(root), "verify"], capture_output=True, env=clean_env())
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def _one_batch(memctl_bin: str, root: Path, writer: subprocess.Popen, texts: list[str]) -> list:
+    """(stdout, stderr, exit status) of a remember of each text, sent while the writer was
+    stopped: it reads them all at once, as one batch."""
+    os.kill(writer.pid, signal.SIGSTOP)
+    try:
+        clients = [subprocess.Popen([memctl_bin, "--root", str(root), "remember", text, "--type", "event"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(**RESIDENT))
+                   for text in texts]
+        _wait_for(lambda: all(_waiting_for_reply(c.pid) or c.poll() is not None for c in clients),
+                  "the clients to send their requests")
+    finally:
+        os.kill(writer.pid, signal.SIGCONT)
+    return [client.communicate(timeout=120) + (client.returncode,) for client in clients]
+
+
+def test_a_refused_request_does_not_refuse_the_rest_of_its_batch(memctl_bin, roots):
+    root = _init(memctl_bin, roots())
+    writer = _start_writer(root)
+    outputs = _one_batch(memctl_bin, root, writer, ["", "the proxy listens on 7890", "  ", "the cache lives on n3"])
+    assert [code for _, _, code in outputs] == [2, 0, 2, 0]
+    assert all(err == b"memctl: error: nothing to remember: the text is empty\n" for _, err, code in outputs if code)
+    assert sorted(_l5_ids(root)) == sorted(out.decode().strip() for out, _, code in outputs if code == 0)
+    _stop_writers(root)
+    assert "4 requests in 1 batches" in _log(root)
 
 
 def _waiting_for_reply(pid: int) -> bool:

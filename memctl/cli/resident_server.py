@@ -271,14 +271,11 @@ class Writer:
         """Write the batch; reply to each client once what it was told is durable."""
         self.batches += 1
         with Captured() as checked:  # what every write says first: not a memory, lines that are not entries
-            code = guarded(lambda: memory_settings(self.settings) and EXIT_OK)
+            checked_code = guarded(lambda: memory_settings(self.settings) and EXIT_OK)
         for job in jobs:
             job.out += checked.out
             job.err += checked.err
-            if code != EXIT_OK:
-                job.code = code
-                continue
-            code = job.run(lambda: self._prepare(job))
+            code = checked_code if checked_code != EXIT_OK else job.run(lambda: self._prepare(job))
             if code != EXIT_OK:
                 job.code = code
         waiting = [job for job in jobs if job.code is None]
