@@ -49,18 +49,27 @@ def memctl_bin() -> str:
     return _dream_bench().memctl_bin()
 
 
-def env() -> dict[str, str]:
+def env(resident: bool = True) -> dict[str, str]:
+    """The commands' environment; `resident=False`: every write in its own process
+    (MEMCTL_RESIDENT=0), as before the resident writer."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("MEMCTL_")}
     base.update({"MEMCTL_NOW": NOW, "LANG": "C.UTF-8", "NO_COLOR": "1"})
+    if not resident:
+        base["MEMCTL_RESIDENT"] = "0"
     return base
+
+
+MODES = {"resident": True, "in_process": False}  # the resident writer (the default), and without it
 
 
 def build(root: Path, n: int) -> dict[str, list[str]]:
     """A memory of n items; returns the ids the timed commands work on."""
     entries, _ = _dream_bench().make_entries(n, seed=13)
     subprocess.run([memctl_bin(), "--root", str(root), "init"], check=True, capture_output=True, env=env())
-    # the writes alone are timed: no background dream started by a large L5
-    (root / "memctl.toml").write_text("[dream]\nauto_trigger_entries = 100000000\n", encoding="utf-8")
+    # the writes alone are timed: no background dream started by a large L5; the resident writer
+    # waits out valgrind's slow clients (an instruction count is otherwise an in-process write's)
+    (root / "memctl.toml").write_text("[dream]\nauto_trigger_entries = 100000000\n\n[writes]\nresident_idle = 600\n",
+                                      encoding="utf-8")
     active = int(n * L5_SHARE)
     preferences = max(1, int(active * PREFERENCE_SHARE))
     with open(root / "long_term.jsonl", "w", encoding="utf-8") as l5:
@@ -99,11 +108,12 @@ def _commands(targets: dict[str, list[str]], runs: int, tag: str):
     }
 
 
-def first_write(root: Path) -> dict:
-    """The first write after the files were made by another program: it builds the lookups."""
+def first_write(root: Path, resident: bool = True) -> dict:
+    """The first write after the files were made by another program: it builds the lookups
+    (and, with `resident`, starts the writer)."""
     start = time.perf_counter()
     done = subprocess.run([memctl_bin(), "--root", str(root), "remember", "bench warm-up: the first write",
-                           "--type", "event"], capture_output=True, env=env())
+                           "--type", "event"], capture_output=True, env=env(resident))
     if done.returncode != 0:
         raise SystemExit(f"warm-up failed: {done.stderr.decode()}")
     return {"first_write_ms": round((time.perf_counter() - start) * 1000, 1)}
@@ -114,15 +124,17 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def time_processes(root: Path, targets, runs: int) -> dict:
+def time_processes(root: Path, targets, runs: int, resident: bool = True) -> dict:
     """Wall time of each whole process (p50, p95), and its CPU time (user + system, p50): on
-    a shared 2-core machine the wall time also measures the other engineers' load."""
-    results = first_write(root)
-    for name, calls in _commands(targets, runs, "p").items():
+    a shared 2-core machine the wall time also measures the other engineers' load. The CPU
+    time is the client's: a resident writer's share is in `writer_cpu`."""
+    results = first_write(root, resident)
+    for name, calls in _commands(targets, runs, "p" if resident else "q").items():
         samples, cpu = [], []
         for argv in calls:
             start, cpu_start = time.perf_counter(), _children_cpu()
-            done = subprocess.run([memctl_bin(), "--root", str(root), *argv], capture_output=True, env=env())
+            done = subprocess.run([memctl_bin(), "--root", str(root), *argv], capture_output=True,
+                                  env=env(resident))
             samples.append(time.perf_counter() - start)
             cpu.append(_children_cpu() - cpu_start)
             if done.returncode != 0:
@@ -131,20 +143,22 @@ def time_processes(root: Path, targets, runs: int) -> dict:
     return results
 
 
-def instructions(root: Path, targets, runs: int) -> dict:
+def instructions(root: Path, targets, runs: int, resident: bool = True) -> dict:
     """Instructions (millions, valgrind's callgrind `Ir`) of one whole process per operation,
-    the median of `runs`: what the CPU time measures, without the other users' load in it."""
+    the median of `runs`: what the CPU time measures, without the other users' load in it.
+    With `resident`, a remember's are the client's (the writer's share: `writer_cpu`)."""
     import re
     import shutil
 
     if shutil.which("valgrind") is None:
         return {}
     results = {}
-    for name, calls in _commands(targets, runs, "v").items():
+    first_write(root, resident)
+    for name, calls in _commands(targets, runs, "v" if resident else "w").items():
         counts = []
         for argv in calls:
             done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", memctl_bin(),
-                                   "--root", str(root), *argv], capture_output=True, env=env())
+                                   "--root", str(root), *argv], capture_output=True, env=env(resident))
             found = re.search(rb"Collected : (\d+)", done.stderr)
             if done.returncode != 0 or found is None:
                 raise SystemExit(f"{name} under valgrind failed: {done.stderr.decode()[-500:]}")
@@ -194,12 +208,15 @@ print(json.dumps([acked, refused, failed]))
 """
 
 
-def concurrent_writers(root: Path, writers: int, seconds: float) -> dict:
+def concurrent_writers(root: Path, writers: int, seconds: float, resident: bool = True) -> dict:
+    stop_writer(root)  # the run's first remember starts the writer: its CPU is all the run's
     start = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, memctl_bin(), str(root), str(seconds), str(w)],
-                              stdout=subprocess.PIPE, text=True, env=env()) for w in range(writers)]
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, memctl_bin(), str(root), str(seconds),
+                               f"{'r' if resident else 'p'}{w}"],
+                              stdout=subprocess.PIPE, text=True, env=env(resident)) for w in range(writers)]
     outputs = [json.loads(p.communicate()[0]) for p in procs]
     elapsed = time.perf_counter() - start
+    writer_cpu = writer_cpu_seconds(root)  # start-up included
     acked = [entry_id for ids, _, _ in outputs for entry_id in ids]
     present = set()
     with open(root / "long_term.jsonl", encoding="utf-8") as l5:
@@ -211,7 +228,76 @@ def concurrent_writers(root: Path, writers: int, seconds: float) -> dict:
     lost = [entry_id for entry_id in acked if entry_id not in present]
     return {"writers": writers, "seconds": round(elapsed, 1), "acknowledged": len(acked),
             "acked_per_s": round(len(acked) / elapsed, 1), "refusals": sum(o[1] for o in outputs),
-            "failures": sum(o[2] for o in outputs), "lost": len(lost)}
+            "failures": sum(o[2] for o in outputs), "lost": len(lost),
+            "duplicates": len(acked) - len(set(acked)),
+            "writer_cpu_ms_per_ack": round(writer_cpu * 1000 / max(1, len(acked)), 2)}
+
+
+def writer_cpu_seconds(root: Path) -> float:
+    """CPU seconds (user + system) the root's resident writer used so far; 0 when none runs
+    (Linux /proc; the pid is the one holding .memctl/writer.lock)."""
+    pid = writer_pid(root)
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def writer_pid(root: Path) -> int | None:
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"memctl.cli.resident_server" in command and str(root).encode() in command:
+            return int(entry.name)
+    return None
+
+
+def writer_instructions(root: Path, writes: int) -> float | None:
+    """Instructions (millions) a resident writer spends per write: one started under callgrind
+    serves `writes` sequential remembers and then one with none; the difference over `writes`."""
+    import re
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        return None
+    totals = []
+    for count in (writes, 0):
+        stop_writer(root)
+        server = subprocess.Popen(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+                                   "-P", "-m", "memctl.cli.resident_server", str(root), "-"],
+                                  stderr=subprocess.PIPE, env=env())
+        socket_file = root / ".memctl" / "writer.sock"
+        deadline = time.monotonic() + 120
+        while not socket_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for i in range(count):
+            done = subprocess.run([memctl_bin(), "--root", str(root), "remember",
+                                   f"writer-count fact {i} on relay r{70000 + i}", "--type", "event"],
+                                  capture_output=True, env=env())
+            if done.returncode != 0:
+                raise SystemExit(f"remember through the writer failed: {done.stderr.decode()}")
+        socket_file.unlink()  # the writer sees its socket gone and exits
+        found = re.search(rb"Collected : (\d+)", server.communicate(timeout=300)[1])
+        if found is None:
+            return None
+        totals.append(int(found.group(1)) / 1e6)
+    return round((totals[0] - totals[1]) / writes, 1)
+
+
+def stop_writer(root: Path) -> None:
+    """End the root's resident writer (its socket file removed: it exits within seconds)."""
+    pid = writer_pid(root)
+    (root / ".memctl" / "writer.sock").unlink(missing_ok=True)
+    deadline = time.monotonic() + 30
+    while pid is not None and Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def main() -> None:
@@ -230,23 +316,29 @@ def main() -> None:
             root = Path(tmp) / "memory"
             targets = build(root, n)
             row = {"items": n, "l5": int(n * L5_SHARE), "jsonl_mb": round(sum(
-                (root / f).stat().st_size for f in ("long_term.jsonl", "archive.jsonl")) / 1e6, 1),
-                "process": time_processes(root, targets, args.runs),
-                "in_process": time_in_process(root, targets, args.runs)}
+                (root / f).stat().st_size for f in ("long_term.jsonl", "archive.jsonl")) / 1e6, 1)}
+            for mode, resident in MODES.items():
+                row[f"process_{mode}"] = time_processes(root, targets, args.runs, resident)
+            row["in_process"] = time_in_process(root, targets, args.runs)
             if args.instructions:
-                row["instructions_m"] = instructions(root, targets, args.instructions)
+                for mode, resident in MODES.items():
+                    row[f"instructions_m_{mode}"] = instructions(root, targets, args.instructions, resident)
+                row["writer_instructions_m_per_write"] = writer_instructions(root, 20)
             if not args.no_concurrency:
-                row["concurrent"] = concurrent_writers(root, args.writers, args.seconds)
+                for mode, resident in MODES.items():
+                    row[f"concurrent_{mode}"] = concurrent_writers(root, args.writers, args.seconds, resident)
+            stop_writer(root)
             row["load_avg_1m"] = round(os.getloadavg()[0], 2)
             rows.append(row)
             print(json.dumps(row), flush=True)
     if len(rows) > 1:
-        first, last = rows[0]["process"]["remember"]["p50_ms"], rows[-1]["process"]["remember"]["p50_ms"]
+        first, last = (rows[0]["process_in_process"]["remember"]["p50_ms"],
+                       rows[-1]["process_in_process"]["remember"]["p50_ms"])
         growth = {"remember_p50_growth": round(last / first, 2),
                   "from_items": rows[0]["items"], "to_items": rows[-1]["items"]}
-        if rows[0].get("instructions_m"):
+        if rows[0].get("instructions_m_in_process"):
             growth["remember_instructions_growth"] = round(
-                rows[-1]["instructions_m"]["remember"] / rows[0]["instructions_m"]["remember"], 2)
+                rows[-1]["instructions_m_in_process"]["remember"] / rows[0]["instructions_m_in_process"]["remember"], 2)
         print(json.dumps(growth))
 
 

@@ -16,11 +16,18 @@ import sys
 
 def main() -> None:
     os.umask(0o077)
-    from memctl.cli.lean import is_index_rebuild, run
     from memctl.cli.startup import prepare_process
 
     args = prepare_process(sys.argv[1:])
     head = args[:4]
+    if "remember" in head:  # a resident writer, if one serves the root (memctl.cli.resident)
+        from memctl.cli.resident import try_remember
+
+        code = try_remember(args)
+        if code is not None:
+            sys.exit(code)
+    from memctl.cli.lean import is_index_rebuild, run
+
     if any(word in head for word in ("search", "refresh", "rebuild", "remember", "forget", "restore", "archive")):
         code = run(args)
         if code is not None:

@@ -47,7 +47,9 @@ def memctl_executable() -> str:
 
 def clean_env(**overrides: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMCTL_")}
-    env.update({"NO_COLOR": "1", "LANG": "C.UTF-8", "PYTHONUTF8": "1"})
+    # every write in its own process unless a test asks for the resident writer (test_resident.py):
+    # a writer per temporary root would outlive its test by its idle time
+    env.update({"NO_COLOR": "1", "LANG": "C.UTF-8", "PYTHONUTF8": "1", "MEMCTL_RESIDENT": "0"})
     env.update(overrides)
     return env
 

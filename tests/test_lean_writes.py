@@ -54,8 +54,9 @@ def _script(root: Path):
     ]
 
 
-def _play(memctl_bin: str, root: Path, full: bool) -> list:
-    env = clean_env(MEMCTL_NOW=NOW, **({"MEMCTL_FULL_CLI": "1"} if full else {}))
+def _play(memctl_bin: str, root: Path, full: bool, extra: dict | None = None) -> list:
+    """The script's records; `extra`: more of the environment (test_resident.py's writer)."""
+    env = clean_env(**{"MEMCTL_NOW": NOW, **({"MEMCTL_FULL_CLI": "1"} if full else {}), **(extra or {})})
     names: dict = {}
     saved: dict[str, str] = {}
     record = []

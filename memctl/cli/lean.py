@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 
+from memctl.cli.argv import global_options
 from memctl.cli.startup import os_error_text, prepare_process
 from memctl.cli.tsv import tsv_line
 from memctl.core.errors import EXIT_NO_MATCH, EXIT_OK, MemctlError
@@ -21,30 +22,15 @@ _VALUE_OPTIONS = {"-k": "k", "--layers": "layers", "--mode": "mode", "--since": 
                   "--type": "type"}
 
 
-def _global_options(argv: list[str]) -> tuple[str | None, bool, list[str]] | None:
-    """(--root's value, --debug, the command's words), or None for a --root without a value."""
-    args = list(argv)
-    root = None
-    debug = False
-    while args and args[0] in ("--root", "--debug"):
-        if args.pop(0) == "--root":
-            if not args:
-                return None
-            root = args.pop(0)
-        else:
-            debug = True
-    return root, debug, args
-
-
 def is_index_rebuild(argv: list[str]) -> bool:
     """Whether these arguments are the `index rebuild` this path answers."""
-    parsed = _global_options(argv)
+    parsed = global_options(argv)
     return parsed is not None and parsed[2][:2] == ["index", "rebuild"]
 
 
 def run(argv: list[str]) -> int | None:
     """The exit status, or None when the full command line must handle these arguments."""
-    parsed = _global_options(argv)
+    parsed = global_options(argv)
     if parsed is None:
         return None
     root, debug, args = parsed

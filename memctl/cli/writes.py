@@ -19,11 +19,11 @@ import sys
 import time
 
 from memctl.cli import render
+from memctl.cli.argv import write_form
 from memctl.core.errors import EXIT_ERROR, EXIT_OK, EXIT_PARTIAL, MemctlError, NotFound, UsageError
 
 REMEMBER_WAIT = 10.0  # interactive: a dream holds the lock only for short steps
 AUTO_DREAM_COOLDOWN = 600.0  # seconds between two automatic dreams
-COMMANDS = ("remember", "forget", "restore", "archive")
 # what rich would render differently from the plain text: markup, emoji codes, tabs, controls
 _RICH_SENSITIVE = r"[\[\]\t\r\x00-\x08\x0b-\x1f\x7f]|:[^\s:]+:"  # compiled when a message is printed
 
@@ -191,83 +191,17 @@ def after_archive(settings, report) -> int:
 # --- the lean path
 
 
-_REMEMBER = {"--type": "type", "-t": "type", "--topic": "topic", "--confidence": "confidence",
-             "--source": "source", "--contradicts": "contradicts", "--wait": "wait"}
-_FORGET = {"--reason": "reason", "--wait": "wait"}
-_RESTORE = {"--wait": "wait"}
-_ARCHIVE = {"--min-age": "min_age", "--keep-newest": "keep_newest", "--wait": "wait"}
-_FLAGS = {"remember": {"--force": "force", "--json": "json"}, "forget": {"--json": "json"}, "restore": {"--json": "json"},
-          "archive": {"--json": "json", "--quiet": "quiet", "-q": "quiet", "--dry-run": "dry_run", "-n": "dry_run"}}
-_NUMBERS = ("confidence", "wait")
-
-
-def wanted(args: list[str]) -> bool:
-    """Whether `run` may answer these arguments (after the global options)."""
-    return bool(args) and args[0] in COMMANDS and os.environ.get("MEMCTL_FULL_CLI", "") in ("", "0") \
-        and not os.environ.get("MEMCTL_DEBUG")
-
-
 def run(root: str | None, args: list[str]) -> int | None:
     """The exit status, or None when the full command line must handle these arguments."""
-    if not wanted(args):
-        return None
-    command = args[0]
-    values = {"remember": _REMEMBER, "forget": _FORGET, "restore": _RESTORE, "archive": _ARCHIVE}[command]
-    parsed = parse(args[1:], values, _FLAGS[command], repeatable=("contradicts",))
+    parsed = write_form(args)
     if parsed is None:
         return None
+    command = args[0]
     options, words = parsed
-    if command == "remember" and ("type" not in options or len(words) > 1):
-        return None
-    if command == "forget" and not words:
-        return None
-    if command == "restore" and len(words) != 1:
-        return None
     if command == "archive" and not _plain_archive(options, words):
         return None
     action = {"remember": _remember, "forget": _forget, "restore": _restore, "archive": _archive}[command]
     return guarded(lambda: action(root, options, words))
-
-
-def parse(args: list[str], values: dict, flags: dict, repeatable=()) -> tuple[dict, list[str]] | None:
-    """(options, positional words), or None for anything the full command line should judge."""
-    options: dict = {}
-    words: list[str] = []
-    args = list(args)
-    while args:
-        arg = args.pop(0)
-        if arg == "--":
-            words.extend(args)
-            break
-        name, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
-        if name in flags and not eq:
-            if flags[name] in options:
-                return None
-            options[flags[name]] = True
-        elif name in values:
-            if eq:
-                value = inline
-            elif args and not args[0].startswith("-"):
-                value = args.pop(0)
-            else:
-                return None
-            key = values[name]
-            if key in _NUMBERS:
-                try:
-                    value = float(value)
-                except ValueError:
-                    return None
-            if key in repeatable:
-                options.setdefault(key, []).append(value)
-            elif key in options:
-                return None
-            else:
-                options[key] = value
-        elif arg.startswith("-") and arg != "-":
-            return None
-        else:
-            words.append(arg)
-    return options, words
 
 
 def _settings(root, as_text: bool = False):
@@ -281,17 +215,23 @@ def _settings(root, as_text: bool = False):
 
 
 def _remember(root, options: dict, words: list[str]) -> int:
+    from memctl.cli import resident
     from memctl.core import clock
     from memctl.longterm.remember import RememberRequest, remember
 
     settings = _settings(root, as_text=True)
-    request = RememberRequest(read_text(words[0] if words else None).strip("\n"), options["type"],
+    text = resident.stdin_text if resident.stdin_text is not None else read_text(words[0] if words else None)
+    request = RememberRequest(utf8_only(text).strip("\n"), options["type"],
                               options.get("topic", ""), options.get("confidence", 5.0), options.get("source", ""),
-                              bool(options.get("force")), list(options.get("contradicts", [])))
+                              bool(options.get("force")), list(options.get("contradicts", [])),
+                              entry_id=resident.retry_id, retry=resident.retry_id is not None)
     result = remember(settings, request, clock.stamp(), options.get("wait", REMEMBER_WAIT))
     report_remember(result, bool(options.get("json")))
     if result.auto_dream_due:
         start_background_dream(settings.layout.root)
+    if resident.wants_writer and settings.get("writes", "resident_idle") > 0 and \
+            settings.get("store", "backend") == "files":
+        resident.start_writer(settings.layout.root)
     return EXIT_OK
 
 

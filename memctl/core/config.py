@@ -13,15 +13,13 @@ from collections import namedtuple
 
 from memctl.core.errors import ConfigError, UnsafePath
 from memctl.core.fsutil import FILE_MODE, NOFOLLOW, TMP_SUFFIX, ensure_private_dir, refuse_symlink, set_mode
-from memctl.core.paths import join, name, normal, parent
+from memctl.core.paths import CONFIG_NAME, STATE_DIR, join, name, normal, parent  # noqa: F401  (re-exported)
 
 TYPE_CHECKING = False  # typing costs ~7 ms to import; annotations here are never evaluated
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-CONFIG_NAME = "memctl.toml"
-STATE_DIR = ".memctl"
 
 # L0: the meta rules memctl itself follows; printed by `memctl rules`.
 META_RULES = (
@@ -121,6 +119,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "merge_min_confidence": 7,
         "max_remove_share": 0.2,
         "auto_trigger_entries": 1000,
+    },
+    # the resident writer (memctl.cli.resident): seconds it waits for the next `remember`; 0 = never start one
+    "writes": {
+        "resident_idle": 20,
     },
     "redaction": {
         "enabled": True,

@@ -4,6 +4,9 @@
 of a run (no cleanup, no atexit), so a test can prove that every intermediate state on disk
 is recoverable.
 
+`MEMCTL_FAULT_AT=LABEL` kills it so at the first checkpoint of that label instead (the resident
+writer's steps: a long-lived process counts checkpoints of many runs).
+
 `MEMCTL_FAULT_WRITE=N:KIND` acts on the N-th data write of a run that goes through `write`
 (the JSON Lines append primitive and the atomic-write helper): `torn` writes half of the
 buffer and then SIGKILLs the process, `enospc` and `eio` raise that OSError instead, as a
@@ -29,6 +32,8 @@ _ERRORS = {"enospc": errno.ENOSPC, "eio": errno.EIO}
 
 def checkpoint(label: str) -> None:
     global _count
+    if os.environ.get("MEMCTL_FAULT_AT") == label:
+        _kill()
     limit = os.environ.get("MEMCTL_FAULT_AFTER")
     if not limit:
         return

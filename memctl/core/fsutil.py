@@ -266,15 +266,46 @@ def defer_sync(fd: int, path: Path) -> bool:
 def sync_pending() -> None:
     """fsync (and close) every deferred append; WriteFailed if the disk refuses. Its line stays
     in the file — other writers may have appended after it — and nothing was acknowledged."""
+    synced: set[tuple[int, int]] = set()
     while _unsynced:
         fd, path = _unsynced.pop(0)
         try:
-            faults.sync(fd)
-        except OSError as exc:
-            raise WriteFailed(f"{path}: written, but the disk did not confirm it ({exc.strerror or exc}); "
-                              "it may not survive a power loss (`memctl verify` checks the files)") from None
+            _sync_once(fd, path, synced)
         finally:
             os.close(fd)
+
+
+def _sync_once(fd: int, path: str, synced: set[tuple[int, int]]) -> None:
+    """fsync `fd` unless another fd of the same file was synced after every deferred write (the
+    resident writer's batch: many appends to L5, one fsync)."""
+    try:
+        info = os.fstat(fd)
+        if (info.st_dev, info.st_ino) not in synced:
+            faults.sync(fd)
+            synced.add((info.st_dev, info.st_ino))
+    except OSError as exc:
+        raise _unconfirmed(path, exc) from None
+
+
+def _unconfirmed(path, exc: OSError) -> WriteFailed:
+    return WriteFailed(f"{path}: written, but the disk did not confirm it ({exc.strerror or exc}); "
+                       "it may not survive a power loss (`memctl verify` checks the files)")
+
+
+def sync_file(path) -> None:
+    """fsync a file written earlier by another process (a resident writer that died before its
+    fsync); WriteFailed as `sync_pending` says it."""
+    sync_pending()
+    try:
+        fd = open_nofollow(path, os.O_RDONLY)
+    except OSError as exc:
+        raise _unconfirmed(path, exc) from None
+    try:
+        faults.sync(fd)
+    except OSError as exc:
+        raise _unconfirmed(path, exc) from None
+    finally:
+        os.close(fd)
 
 
 def atomic_write_bytes(dest: Path, data: bytes, mode: int = FILE_MODE) -> None:

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 _POSIX = os.name != "nt"
+CONFIG_NAME = "memctl.toml"  # here, not in config: root resolution needs them without loading the settings
+STATE_DIR = ".memctl"
 
 
 def join(base: str | Path, *names: str) -> str | Path:

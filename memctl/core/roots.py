@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import os
 
-from memctl.core.config import CONFIG_NAME, STATE_DIR
-from memctl.core.errors import NotAMemory
-from memctl.core.paths import absolute, absolute_user, home, join, normal, parent
+from memctl.core.paths import CONFIG_NAME, STATE_DIR, absolute, absolute_user, home, join, normal, parent
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -68,6 +66,8 @@ def resolve_root(cli_root: str | os.PathLike | None = None, cwd: Path | None = N
 
 def _resolved(candidate: str, for_init: bool) -> str:
     if os.path.exists(candidate) and not os.path.isdir(candidate):
+        from memctl.core.errors import NotAMemory  # here: the resident writer's client resolves roots without it
+
         raise NotAMemory(f"not a folder: {candidate}; --root names the memory folder")
     if os.path.isfile(join(candidate, CONFIG_NAME)):
         return candidate
@@ -75,5 +75,7 @@ def _resolved(candidate: str, for_init: bool) -> str:
         return join(candidate, "memory")
     if is_memory_root(candidate) or for_init:
         return candidate
+    from memctl.core.errors import NotAMemory
+
     raise NotAMemory(f"not a memctl memory folder: {candidate} (no {CONFIG_NAME}, no memory/); "
                      f"run memctl init {candidate}")

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 from memctl.core import jsoncodec
 from memctl.core.fsutil import atomic_write_bytes
+from memctl.longterm.ids import new_id  # noqa: F401  (the entry format's ids; kept apart for the resident writer's client)
 from memctl.core.config import STATE_DIR
 from memctl.core.jsonl import append_lines, split_torn, torn_dir
 from memctl.core.paths import join, parent
@@ -135,28 +136,6 @@ def _check_fields(data: Any) -> None:
             raise ValueError(f"field {name!r} has the wrong type")
     if not data.get("id"):
         raise ValueError("an entry needs a non-empty 'id'")
-
-
-def new_id(prefix: str = "m") -> str:
-    """A short, unique, sortable-enough id: prefix + 12 hex digits.
-
-    `MEMCTL_IDS=FILE` (tests, as MEMCTL_NOW fixes the clock): the next number of a counter
-    kept in FILE instead, so the same commands give the same ids on both backends."""
-    counter = os.environ.get("MEMCTL_IDS")
-    if counter:
-        return f"{prefix}{_next_number(counter):012x}"
-    return f"{prefix}{os.urandom(6).hex()}"  # secrets.token_hex, without importing secrets (~10 ms)
-
-
-def _next_number(path: Path) -> int:
-    try:
-        with open(path) as handle:  # as Path.read_text / write_text
-            number = int(handle.read() or "0") + 1
-    except FileNotFoundError:
-        number = 1
-    with open(path, "w") as handle:
-        handle.write(str(number))
-    return number
 
 
 def entry_line(entry: Entry) -> bytes:

@@ -36,13 +36,17 @@ class ForgottenFact(MemctlError):
 class RememberRequest:
     """What to remember (plain classes here, not dataclasses: see `entries.Entry`)."""
 
-    __slots__ = ("text", "type", "topic", "confidence", "source", "force", "contradicts")
+    __slots__ = ("text", "type", "topic", "confidence", "source", "force", "contradicts", "entry_id", "retry")
 
     def __init__(self, text: str, type: str, topic: str = "", confidence: float = 5, source: str = "",
-                 force: bool = False, contradicts: list[str] | None = None) -> None:
+                 force: bool = False, contradicts: list[str] | None = None, entry_id: str | None = None,
+                 retry: bool = False) -> None:
         self.text, self.type, self.topic, self.confidence = text, type, topic, confidence
         self.source, self.force = source, force
         self.contradicts = [] if contradicts is None else contradicts  # ids this fact proves wrong; the dream forgets them
+        # the id a new entry gets (None: a new one); `retry`: this request may have been written
+        # already, under that id, by a resident writer that died before it replied
+        self.entry_id, self.retry = entry_id, retry
 
 
 class RememberResult:
@@ -80,17 +84,49 @@ def validate(settings: Settings, request: RememberRequest) -> None:
 
 def remember(settings: Settings, request: RememberRequest, now: datetime | str, lock_wait: float) -> RememberResult:
     """Remember one fact; `now`: a datetime or its stamp (`clock.stamp()`: no datetime import)."""
-    validate(settings, request)
-    request = RememberRequest(at_rest(settings, request.text), request.type, request.topic, request.confidence,
-                              request.source, request.force, request.contradicts)
+    request = prepared(settings, request)
     layout = settings.layout
     store = open_store(layout)
     with writing(layout, lock_wait):
-        store.lock_types([request.type])  # the merge and near-duplicate checks below see every earlier write
-        if not request.force:
-            check_not_forgotten(settings, store, request.text)
-        result = _write(settings, store, request, now)
+        result = remember_locked(settings, store, request, now)
     return result
+
+
+def prepared(settings: Settings, request: RememberRequest) -> RememberRequest:
+    """The request checked, its text as L5 keeps it (before the lock: nothing here reads L5)."""
+    validate(settings, request)
+    return RememberRequest(at_rest(settings, request.text), request.type, request.topic, request.confidence,
+                           request.source, request.force, request.contradicts, request.entry_id, request.retry)
+
+
+def remember_locked(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
+                    now: datetime | str) -> RememberResult:
+    """The write of a `prepared` request, the writer lock held: by `remember`, and by the
+    resident writer for each request of a batch under one lock hold (memctl.cli.resident_server)."""
+    store.lock_types([request.type])  # the merge and near-duplicate checks below see every earlier write
+    if request.retry and request.entry_id:
+        done = _written_before(store, request.entry_id)
+        if done is not None:
+            return done
+    if not request.force:
+        check_not_forgotten(settings, store, request.text)
+    return _write(settings, store, request, now)
+
+
+def _written_before(store: JsonlEntryStore, entry_id: str) -> RememberResult | None:
+    """The result of a request a resident writer wrote but did not acknowledge, its line now
+    synced; None when L5 lacks the id (the writer died before writing it, or its torn line was
+    set aside): it is written now."""
+    row = store.active.row(entry_id)
+    if row is None:
+        return None
+    store.active.sync()
+    entry = row.entry
+    previous = store.archive.row(entry.supersedes[0]) if entry.supersedes else None
+    count = store.active.count()
+    if previous is not None:
+        return RememberResult(SUPERSEDED, entry, previous.entry, None, count, False)
+    return RememberResult(ADDED, entry, None, None, count, False)
 
 
 def at_rest(settings: Settings, text: str) -> str:
@@ -129,7 +165,7 @@ def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
     policy = policy_for(settings, request.type)
     stamp = iso(now)
     entry = Entry(
-        id=new_id(), text=request.text, type=request.type, topic=request.topic.strip(),
+        id=request.entry_id or new_id(), text=request.text, type=request.type, topic=request.topic.strip(),
         confidence=request.confidence, created=stamp, updated=stamp, source=request.source,
     )
     if request.contradicts:

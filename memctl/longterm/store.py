@@ -30,7 +30,7 @@ import os
 from memctl.core import jsoncodec
 from memctl.core.config import Layout, Settings, load_settings, store_backend
 from memctl.core.errors import UsageError
-from memctl.core.fsutil import StagedFile, atomic_write_bytes, refuse_symlink
+from memctl.core.fsutil import StagedFile, atomic_write_bytes, refuse_symlink, sync_file
 from memctl.core.jsonl import append_lines, quarantine_torn_tail, split_torn, torn_dir
 from memctl.core.paths import name
 from memctl.longterm.lookups import Lookups, entry_of, read_line
@@ -122,6 +122,10 @@ class EntryFile:
 
     def ids(self) -> set[str]:
         return {e.id for e in self.iter()}
+
+    def sync(self) -> None:
+        """fsync the file: lines another process wrote and did not sync become durable."""
+        sync_file(self._path)
 
     def append(self, entries: Iterable[Entry]) -> int:
         """Add entries at the end with one durable write; how many."""

@@ -1,0 +1,281 @@
+"""The client of the resident writer: a plain `remember` handed to the process that serves the
+root's `.memctl/writer.sock` (memctl.cli.resident_server), which writes it in a batch with the
+other writers' requests under one lock hold and one fsync, and replies only after the fsync.
+
+A `remember` process is mostly the interpreter's start-up and memctl's imports; the write
+itself is a few percent of it. This client imports `_socket` (not `socket`, which loads enum)
+and the argument reader, nothing of the settings, the entry format, SQLite or JSON. When no
+writer answers — no socket, a refused connection, a writer of another version, code, config
+or environment, any doubt — it returns None and the in-process write runs exactly as before,
+then starts a writer for the next calls (`start_writer`, one per root: the flock on
+`.memctl/writer.lock` decides). A writer that dies after the request was sent leaves the
+request's entry id to the in-process retry, which first looks for that id in L5 (written but
+unacknowledged: synced and reported, not written twice). `MEMCTL_RESIDENT=0` turns it off.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+SOCKET_NAME = "writer.sock"
+LOCK_NAME = "writer.lock"
+PROTOCOL = "memctl-writer/1"
+REPLY_MARGIN = 30.0  # seconds past the request's --wait before a silent writer counts as dead
+# what the written text or its rendering depends on besides the request (MEMCTL_NOW is sent with it)
+ENVIRONMENT = ("TZ", "NO_COLOR", "TERM", "COLUMNS", "XDG_CACHE_HOME", "MEMCTL_LOOKUPS", "MEMCTL_PG_DSN")
+
+# set by `try_remember` for the in-process write that follows a None
+wants_writer = False  # a writer was looked for and none served: start one after the write
+stdin_text: str | None = None  # the text already read from stdin
+retry_id: str | None = None  # the request was sent, no reply came: it may be in L5 under this id
+
+
+def enabled() -> bool:
+    return os.environ.get("MEMCTL_RESIDENT", "") != "0" and os.name == "posix" \
+        and not any(name.startswith("MEMCTL_FAULT_") for name in os.environ)
+
+
+def try_remember(argv: list[str]) -> int | None:
+    """The exit status of a `remember` a resident writer answered, else None."""
+    if not enabled():
+        return None
+    from memctl.cli.argv import global_options, write_form
+
+    parsed = global_options(argv)
+    if parsed is None or parsed[1] or parsed[2][:1] != ["remember"]:
+        return None
+    form = write_form(parsed[2])
+    if form is None or _on_terminal():
+        return None
+    try:
+        from memctl.core.roots import resolve_root
+
+        root = resolve_root(parsed[0], as_text=True)
+    except Exception:  # no memory here: the in-process path says so
+        return None
+    return _ask(root, *form)
+
+
+def _on_terminal() -> bool:
+    """rich renders some messages on a terminal: those runs stay in-process."""
+    try:
+        return sys.stdout.isatty() or sys.stderr.isatty()
+    except (ValueError, AttributeError):
+        return True
+
+
+def _ask(root: str, options: dict, words: list[str]) -> int | None:
+    global wants_writer, stdin_text, retry_id
+    text = _text(words)
+    if text is None:
+        return None
+    connection = connect(root)
+    if connection is None:
+        wants_writer = True
+        return None
+    from memctl.longterm.ids import new_id
+
+    entry_id = new_id()
+    wait = options.get("wait", 10.0)
+    try:
+        connection.settimeout(max(wait, 0.0) + REPLY_MARGIN)
+        connection.sendall(frame(_request_fields(root, entry_id, options, text)))
+        reply = receive(connection)
+    except OSError:
+        reply = None
+    finally:
+        connection.close()
+    if reply is None or reply[:1] != [b"ok"] or len(reply) != 4:
+        wants_writer = True
+        if reply != [b"decline"]:  # a declined request was not written
+            retry_id = entry_id
+        return None
+    _write_out(reply[2], reply[3])
+    return int(reply[1])
+
+
+def _text(words: list[str]) -> str | None:
+    """The fact's text, read from stdin for `-` or no word (kept for the in-process path)."""
+    global stdin_text
+    if words and words[0] != "-":
+        return words[0]
+    if sys.stdin is None or sys.stdin.isatty():
+        return None
+    stdin_text = sys.stdin.read()
+    return stdin_text
+
+
+def _request_fields(root: str, entry_id: str, options: dict, text: str) -> list[str]:
+    return [PROTOCOL, identity(root), os.environ.get("MEMCTL_NOW", ""), entry_id, text, options["type"],
+            options.get("topic", ""), repr(options.get("confidence", 5.0)), options.get("source", ""),
+            repr(options.get("wait", 10.0)), "1" if options.get("force") else "", "1" if options.get("json") else "",
+            *options.get("contradicts", [])]
+
+
+def identity(root: str) -> str:
+    """What must be the same in the writer and here: memctl's code, the root, its memctl.toml,
+    the environment the write reads."""
+    import memctl
+
+    parts = [memctl.__version__, stamp(__file__), root, stamp(os.path.join(root, "memctl.toml"))]
+    parts += [f"{name}={os.environ.get(name, '')}" for name in ENVIRONMENT]
+    return "\n".join(parts)
+
+
+def stamp(path: str) -> str:
+    """A file's version as stat sees it ('-' when absent)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return "-"
+    return f"{info.st_mtime_ns}:{info.st_size}:{info.st_ino}"
+
+
+def _write_out(out: bytes, err: bytes) -> None:
+    for stream, data in ((sys.stdout, out), (sys.stderr, err)):
+        if data:
+            stream.flush()
+            stream.buffer.write(data)
+            stream.buffer.flush()
+
+
+# --- the socket, shared with the writer
+
+
+def socket_address(root: str) -> tuple[str, int | None] | None:
+    """(address of `.memctl/writer.sock`, the folder's fd to close after use or None), or None
+    when `.memctl/` is not a real folder (never follow a symlink out of the root). A long path
+    (over the ~108 bytes a socket address holds) goes through /proc/self/fd."""
+    state = os.path.join(root, ".memctl")
+    try:
+        info = os.lstat(state)
+    except OSError:
+        return None
+    if info.st_mode & 0o170000 != 0o040000:
+        return None
+    address = os.path.join(state, SOCKET_NAME)
+    if len(os.fsencode(address)) < 100:
+        return address, None
+    if not os.path.isdir("/proc/self/fd"):
+        return None
+    try:
+        folder = os.open(state, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    return f"/proc/self/fd/{folder}/{SOCKET_NAME}", folder
+
+
+def connect(root: str):
+    """A connection to the root's writer, run by this user; None when none serves."""
+    import _socket
+
+    if not hasattr(_socket, "AF_UNIX"):
+        return None
+    found = socket_address(root)
+    if found is None:
+        return None
+    address, folder = found
+    connection = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        connection.connect(address)
+        if peer_uid(connection) != os.getuid():
+            connection.close()
+            return None
+    except OSError:
+        connection.close()
+        return None
+    finally:
+        if folder is not None:
+            os.close(folder)
+    return connection
+
+
+def peer_uid(connection) -> int | None:
+    """The uid of the process at the other end (Linux SO_PEERCRED; elsewhere unknown: refused)."""
+    import _socket
+
+    option = getattr(_socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    credentials = connection.getsockopt(_socket.SOL_SOCKET, option, 12)  # struct ucred: pid, uid, gid
+    return int.from_bytes(credentials[4:8], sys.byteorder)
+
+
+def frame(fields: list[str | bytes]) -> bytes:
+    """Length-prefixed fields (`N:` then N bytes each), the whole prefixed by its length and `\\n`."""
+    parts = []
+    for field in fields:
+        data = field if isinstance(field, bytes) else field.encode("utf-8", "surrogatepass")
+        parts.append(b"%d:" % len(data))
+        parts.append(data)
+    body = b"".join(parts)
+    return b"%d\n" % len(body) + body
+
+
+def receive(connection) -> list[bytes] | None:
+    """One framed message, or None when the other end closed first."""
+    data = b""
+    while b"\n" not in data:
+        chunk = connection.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    head, _, body = data.partition(b"\n")
+    size = int(head)
+    while len(body) < size:
+        chunk = connection.recv(max(65536, size - len(body)))
+        if not chunk:
+            return None
+        body += chunk
+    return fields_of(body[:size])
+
+
+def fields_of(body: bytes) -> list[bytes]:
+    fields = []
+    at = 0
+    while at < len(body):
+        colon = body.index(b":", at)
+        size = int(body[at:colon])
+        fields.append(body[colon + 1:colon + 1 + size])
+        at = colon + 1 + size
+    return fields
+
+
+# --- starting a writer
+
+
+def start_writer(root: str) -> None:
+    """A detached writer for this root, unless one runs or starts (it holds `writer.lock`,
+    taken here and handed to it, so two `remember`s never both start one)."""
+    import fcntl
+
+    state = os.path.join(root, ".memctl")
+    try:
+        lock = os.open(os.path.join(state, LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.set_inheritable(lock, True)
+        null = os.devnull
+        os.posix_spawn(sys.executable, [sys.executable, "-P", "-m", "memctl.cli.resident_server", root, str(lock)],
+                       _writer_environment(),
+                       file_actions=[(os.POSIX_SPAWN_OPEN, 0, null, os.O_RDONLY, 0),
+                                     (os.POSIX_SPAWN_OPEN, 1, null, os.O_WRONLY, 0),
+                                     (os.POSIX_SPAWN_OPEN, 2, null, os.O_WRONLY, 0)],
+                       setsid=True)
+    except OSError:  # one runs, or it cannot start: the next write tries again
+        pass
+    finally:
+        os.close(lock)
+
+
+def _writer_environment() -> dict[str, str]:
+    """This process's environment; `MEMCTL_WRITER_FAULT_*` become the writer's `MEMCTL_FAULT_*`
+    (the crash tests), and nothing else of fault injection is passed on."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("MEMCTL_FAULT_")}
+    for name, value in os.environ.items():
+        if name.startswith("MEMCTL_WRITER_FAULT_"):
+            env["MEMCTL_FAULT_" + name[len("MEMCTL_WRITER_FAULT_"):]] = value
+    return env

@@ -1,0 +1,419 @@
+"""The resident writer: one process per memory root that answers the `remember`s sent to
+`.memctl/writer.sock` (memctl.cli.resident is the client), started detached by the first
+in-process `remember` that found none.
+
+It reads what requests have arrived, then commits them as a batch: each through the same
+steps as the in-process command (`cli.writes`'s report and error mapping over
+`longterm.remember.prepared` and `remember_locked`), under one hold of the writer lock that
+every other command takes, with one fsync of L5 for the batch's appends (group commit:
+`fsutil.sync_pending`). A client gets its reply — the stdout, stderr and exit status the
+in-process command would have given — only after that fsync. A client that gave up (closed
+its end) before its turn under the lock is skipped: its own retry writes it.
+
+It exits after `[writes] resident_idle` seconds without a request, when its socket file is
+removed or replaced, when memctl.toml or memctl's code changes, and when a client's identity
+(version, code, config, environment) is not its own — that client writes in-process and
+starts a current writer.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import selectors
+import socket
+import sys
+import time
+
+from memctl.cli import render, resident
+from memctl.cli.writes import guarded, memory_settings, report_remember, start_background_dream, utf8_only
+from memctl.core import clock, faults
+from memctl.core.config import load_settings, store_backend
+from memctl.core.errors import EXIT_OK, LockBusy, MemctlError, WriteFailed
+from memctl.longterm.recovery import writing
+from memctl.longterm.remember import ADDED, RememberRequest, prepared, remember_locked
+from memctl.longterm.store import open_store
+
+LOG_NAME = "writer.log"
+CHECK_EVERY = 2.0  # seconds between two looks at the socket file, the config and the code
+_ENV_NOW = "MEMCTL_NOW"
+
+
+class Job:
+    """One client's request and what it will be told."""
+
+    def __init__(self, connection, fields: list[bytes]) -> None:
+        self.connection = connection
+        text = [field.decode("utf-8", "surrogatepass") for field in fields]
+        (self.now_text, self.entry_id, self.text, self.type, self.topic, confidence, self.source, wait, force,
+         json_out) = text[2:12]
+        self.confidence, self.wait = float(confidence), float(wait)
+        self.force, self.json = bool(force), bool(json_out)
+        self.contradicts = text[12:]
+        self.deadline = time.monotonic() + max(self.wait, 0.0)
+        self.out, self.err = bytearray(), bytearray()
+        self.code: int | None = None  # set when its outcome is known
+        self.request = None
+        self.stamp = ""
+        self.result = None
+
+    def run(self, action) -> int:
+        """`action` as the in-process command runs it (guarded), its output kept."""
+        with Captured() as captured:
+            code = guarded(action)
+        self.out += captured.out
+        self.err += captured.err
+        return code
+
+    def gave_up(self) -> bool:
+        """Whether the client closed its end (timed out): its own retry writes the fact."""
+        try:
+            return self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+
+
+class Captured:
+    """sys.stdout and sys.stderr as a pipe's: UTF-8 text over bytes, kept."""
+
+    def __enter__(self) -> Captured:
+        self._saved = sys.stdout, sys.stderr
+        self._streams = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="surrogateescape"),
+                         io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace"))
+        sys.stdout, sys.stderr = self._streams
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for stream in self._streams:
+            stream.flush()
+        self.out, self.err = (stream.buffer.getvalue() for stream in self._streams)
+        sys.stdout, sys.stderr = self._saved
+
+
+class Writer:
+    def __init__(self, root: str, lock_fd: int) -> None:
+        self.root = root
+        self.lock_fd = lock_fd
+        self.settings = load_settings(root, as_text=True)
+        render.configure_redaction(self.settings.get("redaction", "extra_patterns"))
+        self.idle = float(self.settings.get("writes", "resident_idle"))
+        _load_rapidfuzz()
+        self.identity = resident.identity(root)
+        self.code_stamps: dict[str, str] = {}
+        self.code_changed()
+        self.selector = selectors.DefaultSelector()
+        self.listener = None
+        self.socket_id = None
+        self.buffers: dict = {}
+        self.stopping = False
+        self.requests = self.batches = 0
+        self.exit_reason = "idle"
+
+    def usable(self) -> bool:
+        return self.idle > 0 and store_backend(self.root) == "files"
+
+    # --- the socket
+
+    def bind(self) -> bool:
+        found = resident.socket_address(self.root)
+        if found is None:
+            return False
+        address, folder = found
+        try:
+            _remove(address)  # a killed writer's: the writer lock (ours) says none serves it
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(address)
+            os.chmod(address, 0o600)
+            listener.listen(64)
+            listener.setblocking(False)
+            self.socket_id = _file_id(address)
+        finally:
+            if folder is not None:
+                os.close(folder)
+        self.listener = listener
+        self.selector.register(listener, selectors.EVENT_READ, None)
+        return True
+
+    def socket_path(self) -> str:
+        return os.path.join(self.root, ".memctl", resident.SOCKET_NAME)
+
+    def stale(self) -> bool:
+        """The socket file gone or replaced, memctl.toml or the code changed."""
+        return (_file_id(self.socket_path()) != self.socket_id or resident.identity(self.root) != self.identity
+                or self.code_changed())
+
+    def code_changed(self) -> bool:
+        """Whether a loaded module of memctl's changed on disk (a reinstall, an edit) since it
+        was first seen here."""
+        for name, module in list(sys.modules.items()):
+            path = getattr(module, "__file__", None) if name.startswith("memctl") else None
+            if path:
+                stamp = self.code_stamps.setdefault(path, resident.stamp(path))
+                if resident.stamp(path) != stamp:
+                    return True
+        return False
+
+    def close(self) -> None:
+        self._log_exit()
+        if self.listener is not None:
+            if _file_id(self.socket_path()) == self.socket_id:
+                os.unlink(self.socket_path())
+            self.selector.unregister(self.listener)
+            self.listener.close()
+        for connection in list(self.buffers):
+            connection.close()
+
+    def _log_exit(self) -> None:
+        """One line in `.memctl/writer.log` for the person wondering what the writer did."""
+        from memctl.core.fsutil import open_nofollow
+
+        line = (f"{time.strftime('%Y-%m-%dT%H:%M:%S')}\tpid {os.getpid()}\t{self.requests} requests in {self.batches} batches"
+                f"\texited: {self.exit_reason}\n")
+        try:
+            fd = open_nofollow(os.path.join(self.root, ".memctl", LOG_NAME), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            try:
+                os.write(fd, line.encode("utf-8", "surrogateescape"))
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+
+    # --- the loop
+
+    def serve(self) -> None:
+        last_request = last_check = time.monotonic()
+        while not self.stopping:
+            jobs = self._gather(timeout=1.0)
+            now = time.monotonic()
+            if jobs:
+                self.commit(jobs)
+                last_request = time.monotonic()
+            elif now - last_request >= self.idle:
+                return
+            if now - last_check >= CHECK_EVERY and not self.stopping:
+                last_check = now
+                if self.stale():
+                    self.stopping, self.exit_reason = True, "its socket file, memctl.toml or memctl's code changed"
+
+    def _gather(self, timeout: float) -> list[Job]:
+        """The requests complete by now (waiting up to `timeout` for the first event)."""
+        jobs: list[Job] = []
+        events = self.selector.select(timeout)
+        while events:
+            for key, _ in events:
+                if key.data is None:
+                    self._accept()
+                else:
+                    job = self._read(key.fileobj)
+                    if job is not None:
+                        jobs.append(job)
+            events = self.selector.select(0)
+        if jobs:
+            faults.checkpoint("writer: requests read")
+        return jobs
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            if resident.peer_uid(connection) != os.getuid():
+                connection.close()
+                continue
+            connection.setblocking(False)
+            self.buffers[connection] = b""
+            self.selector.register(connection, selectors.EVENT_READ, True)
+
+    def _read(self, connection) -> Job | None:
+        try:
+            chunk = connection.recv(65536)
+        except BlockingIOError:
+            return None
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._drop(connection)
+            return None
+        data = self.buffers[connection] + chunk
+        self.buffers[connection] = data
+        head, newline, body = data.partition(b"\n")
+        try:
+            if not newline or len(body) < int(head):
+                return None
+            fields = resident.fields_of(body[:int(head)])
+        except ValueError:  # not a client of this protocol
+            self._drop(connection)
+            return None
+        self.selector.unregister(connection)
+        del self.buffers[connection]
+        connection.setblocking(True)
+        if fields[:2] != [resident.PROTOCOL.encode(), self.identity.encode("utf-8", "surrogatepass")] \
+                or len(fields) < 12:
+            _reply(connection, [b"decline"])
+            connection.close()
+            self.stopping = True  # a newer memctl, another config: the client starts a current writer
+            self.exit_reason = "a client of another version, config or environment"
+            return None
+        self.requests += 1
+        return Job(connection, fields)
+
+    def _drop(self, connection) -> None:
+        self.selector.unregister(connection)
+        del self.buffers[connection]
+        connection.close()
+
+    # --- a batch
+
+    def commit(self, jobs: list[Job]) -> None:
+        """Write the batch; reply to each client once what it was told is durable."""
+        self.batches += 1
+        with Captured() as checked:  # what every write says first: not a memory, lines that are not entries
+            checked_code = guarded(lambda: memory_settings(self.settings) and EXIT_OK)
+        for job in jobs:
+            job.out += checked.out
+            job.err += checked.err
+            code = checked_code if checked_code != EXIT_OK else job.run(lambda: self._prepare(job))
+            if code != EXIT_OK:
+                job.code = code
+        waiting = [job for job in jobs if job.code is None]
+        while waiting:
+            try:
+                self._write_batch(waiting, wait=max(0.0, min(job.deadline for job in waiting) - time.monotonic()))
+                waiting = []
+            except LockBusy as busy:
+                now = time.monotonic()
+                for job in waiting:
+                    if job.deadline <= now:
+                        job.code = job.run(_raiser(busy))
+                waiting = [job for job in waiting if job.code is None]
+            except (MemctlError, OSError) as failed:  # settling what a killed run left failed: as in-process
+                for job in waiting:
+                    job.code = job.run(_raiser(failed))
+                waiting = []
+        faults.checkpoint("writer: synced, not replied")
+        for job in jobs:
+            if job.code == EXIT_OK and job.result is not None and job.result.auto_dream_due:
+                job.run(lambda: start_background_dream(self.root) or EXIT_OK)
+            if job.code is not None:
+                _reply(job.connection, [b"ok", str(job.code).encode(), bytes(job.out), bytes(job.err)])
+                faults.checkpoint("writer: replied")
+            job.connection.close()
+
+    def _prepare(self, job: Job) -> int:
+        """What the in-process command does before the lock, after the settings: text, clock, checks."""
+        text = utf8_only(job.text).strip("\n")
+        job.stamp = _stamp(job.now_text)
+        job.request = prepared(self.settings, RememberRequest(
+            text, job.type, job.topic, job.confidence, job.source, job.force, list(job.contradicts), job.entry_id))
+        return EXIT_OK
+
+    def _write_batch(self, jobs: list[Job], wait: float) -> None:
+        before = {}
+        try:
+            with writing(self.settings.layout, wait):
+                store = open_store(self.settings.layout)
+                for job in jobs:
+                    if job.gave_up():
+                        job.code = None
+                        continue
+                    before[job] = len(job.out)
+                    job.code = job.run(lambda: self._write(store, job))
+                    faults.checkpoint("writer: request written")
+        except WriteFailed as failed:  # the batch's fsync: no appended line was acknowledged
+            for job, size in before.items():
+                if job.code == EXIT_OK and job.result is not None and job.result.action == ADDED:
+                    del job.out[size:]
+                    job.code = job.run(_raiser(failed))
+        for job in jobs:
+            if job not in before:
+                job.code = None  # skipped: not replied to
+
+    def _write(self, store, job: Job) -> int:
+        job.result = remember_locked(self.settings, store, job.request, job.stamp)
+        report_remember(job.result, job.json)
+        return EXIT_OK
+
+
+def _load_rapidfuzz() -> None:
+    """rapidfuzz's C scorer for the near-duplicate checks: a write process scores in pure Python
+    to spare the import (longterm.indel, the same scores), a writer that stays pays it once."""
+    try:
+        import rapidfuzz.process  # noqa: F401  (policies.rapidfuzz_loaded then prefers it)
+    except ImportError:
+        pass
+
+
+def _raiser(exc: BaseException):
+    def action():
+        raise exc
+
+    return action
+
+
+def _stamp(now_text: str) -> str:
+    """clock.stamp() under the client's MEMCTL_NOW (the writer's TZ is the client's: identity)."""
+    if now_text:
+        os.environ[_ENV_NOW] = now_text
+    else:
+        os.environ.pop(_ENV_NOW, None)
+    return clock.stamp()
+
+
+def _reply(connection, fields: list[bytes]) -> None:
+    try:
+        connection.setblocking(True)
+        connection.sendall(resident.frame(fields))
+    except OSError:  # the client is gone; its retry finds its id in L5
+        pass
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _file_id(path: str) -> tuple[int, int] | None:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _take_writer_lock(root: str) -> int | None:
+    import fcntl
+
+    fd = os.open(os.path.join(root, ".memctl", resident.LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # another writer serves this root
+        os.close(fd)
+        return None
+    return fd
+
+
+def main(argv: list[str]) -> int:
+    """`python -m memctl.cli.resident_server ROOT LOCK_FD|-`: serve ROOT until idle."""
+    os.umask(0o077)
+    os.chdir("/")  # a detached process keeps no client's folder busy
+    root = argv[0]
+    lock_fd = int(argv[1]) if argv[1] != "-" else _take_writer_lock(root)  # "-": started by hand (bench, tests)
+    if lock_fd is None:
+        return 0
+    writer = Writer(root, lock_fd)
+    if not writer.usable() or not writer.bind():
+        return 0
+    try:
+        writer.serve()
+    finally:
+        writer.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
