@@ -129,7 +129,7 @@ def _serve(signal, query: str, inbox: int, outbox: int) -> None:
 
 def one_line(exc: BaseException) -> str:
     """An exception as the one line of a warning (the child sends it; the parent prints it)."""
-    return " ".join(str(exc).split()) or type(exc).__name__
+    return " ".join(str(exc).split()) or "the model or the vector store failed without a message"
 
 
 def _write_all(fd: int, data: bytes) -> None:
