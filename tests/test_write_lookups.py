@@ -216,7 +216,7 @@ def test_a_planted_link_in_place_of_the_lookups_is_never_written_through(tmp_pat
 @pytest.mark.parametrize("version", [2, 3, 4])
 def test_older_lookups_are_migrated_in_place_not_rebuilt(tmp_path, monkeypatch, version):
     """Schema 3 added the candidates' covering index, 4 the class counts of each key, 5 their
-    signature (and the digits' count in the index): an upgrade fills them from the stored keys,
+    signature (and the digits' count in the index) and L6's fingerprint index: an upgrade fills them from the stored keys,
     not by a rebuild of both files (seconds at 300k)."""
     import sqlite3
 
@@ -228,6 +228,7 @@ def test_older_lookups_are_migrated_in_place_not_rebuilt(tmp_path, monkeypatch, 
     first = remember(settings, RememberRequest("deploy cache pinned on n3", "event"), START, 0)
     db = sqlite3.connect(base / ".memctl" / "lookups.sqlite", isolation_level=None)
     db.execute("DROP INDEX l5_cand")
+    db.execute("DROP INDEX l6_sha")
     db.execute("ALTER TABLE l5 DROP COLUMN sig")
     classes = ", ".join(f"c{index}" for index in range(8))
     if version < 4:
@@ -248,7 +249,7 @@ def test_older_lookups_are_migrated_in_place_not_rebuilt(tmp_path, monkeypatch, 
     db = sqlite3.connect(base / ".memctl" / "lookups.sqlite")
     indexes = {name: sql for name, sql in db.execute("SELECT name, sql FROM sqlite_master WHERE type='index'")}
     assert db.execute("PRAGMA user_version").fetchone()[0] == 5
-    assert "l5_len" not in indexes and "l5(type, klen, c1, sig, seq" in indexes["l5_cand"]
+    assert "l5_len" not in indexes and "l5(type, klen, c1, sig, seq" in indexes["l5_cand"] and "l6_sha" in indexes
     assert db.execute("SELECT count(*) FROM l5 WHERE id='planted'").fetchone()[0] == 1
     for key, *counts, signature in db.execute(f"SELECT key, {classes}, sig FROM l5").fetchall():
         assert tuple(counts) == key_classes(key) and signature == class_signature(key_classes(key))
