@@ -213,40 +213,50 @@ def test_a_planted_link_in_place_of_the_lookups_is_never_written_through(tmp_pat
     assert result.action == "added" and elsewhere.read_bytes() == b""
 
 
-@pytest.mark.parametrize("version", [2, 3, 4])
-def test_older_lookups_are_migrated_in_place_not_rebuilt(tmp_path, monkeypatch, version):
-    """Schema 3 added the candidates' covering index, 4 the class counts of each key, 5 their
-    signature (and the digits' count in the index) and L6's fingerprint index: an upgrade fills them from the stored keys,
-    not by a rebuild of both files (seconds at 300k)."""
+def _after_lookups_changed(tmp_path, monkeypatch, change):
+    """A remember, the lookups changed by `change(db)`, then a near-duplicate remembered: it
+    must find the first fact; returns the lookups for the checks."""
     import sqlite3
-
-    from memctl.longterm.policies import class_signature, key_classes
 
     base = _memory(tmp_path)
     monkeypatch.setenv("MEMCTL_LOOKUPS", "1")
     settings = load_settings(base)
     first = remember(settings, RememberRequest("deploy cache pinned on n3", "event"), START, 0)
     db = sqlite3.connect(base / ".memctl" / "lookups.sqlite", isolation_level=None)
-    db.execute("DROP INDEX l5_cand")
-    db.execute("DROP INDEX l6_sha")
-    db.execute("ALTER TABLE l5 DROP COLUMN sig")
-    classes = ", ".join(f"c{index}" for index in range(8))
-    if version < 4:
-        for index in range(8):  # the table as versions 2 and 3 had it
-            db.execute(f"ALTER TABLE l5 DROP COLUMN c{index}")
-    if version == 2:
-        db.execute("CREATE INDEX l5_len ON l5(type, klen)")
-    elif version == 3:
-        db.execute("CREATE INDEX l5_cand ON l5(type, klen, seq, key)")
-    else:
-        db.execute(f"CREATE INDEX l5_cand ON l5(type, klen, seq, {classes}, key)")
-    planted = ", 0" * 8 if version == 4 else ""
-    db.execute(f"INSERT INTO l5 VALUES (1000000, 'planted', 'never-queried', '', 1, 'x'{planted})")  # a rebuild drops it
-    db.execute(f"PRAGMA user_version={version}")
+    change(db)
     db.close()
     again = remember(settings, RememberRequest("Deploy cache pinned on n3!", "event"), START, 0)
     assert again.action == "seen" and again.entry.id == first.entry.id
-    db = sqlite3.connect(base / ".memctl" / "lookups.sqlite")
+    return sqlite3.connect(base / ".memctl" / "lookups.sqlite")
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_older_lookups_are_migrated_in_place_not_rebuilt(tmp_path, monkeypatch, version):
+    """Schema 3 added the candidates' covering index, 4 the class counts of each key, 5 their
+    signature (and the digits' count in the index) and L6's fingerprint index: an upgrade
+    fills them from the stored keys, not by a rebuild of both files (seconds at 300k)."""
+    from memctl.longterm.policies import class_signature, key_classes
+
+    classes = ", ".join(f"c{index}" for index in range(8))
+
+    def downgrade(db):
+        db.execute("DROP INDEX l5_cand")
+        db.execute("DROP INDEX l6_sha")
+        db.execute("ALTER TABLE l5 DROP COLUMN sig")
+        if version < 4:
+            for index in range(8):  # the table as versions 2 and 3 had it
+                db.execute(f"ALTER TABLE l5 DROP COLUMN c{index}")
+        if version == 2:
+            db.execute("CREATE INDEX l5_len ON l5(type, klen)")
+        elif version == 3:
+            db.execute("CREATE INDEX l5_cand ON l5(type, klen, seq, key)")
+        else:
+            db.execute(f"CREATE INDEX l5_cand ON l5(type, klen, seq, {classes}, key)")
+        planted = ", 0" * 8 if version == 4 else ""
+        db.execute(f"INSERT INTO l5 VALUES (1000000, 'planted', 'never-queried', '', 1, 'x'{planted})")  # a rebuild drops it
+        db.execute(f"PRAGMA user_version={version}")
+
+    db = _after_lookups_changed(tmp_path, monkeypatch, downgrade)
     indexes = {name: sql for name, sql in db.execute("SELECT name, sql FROM sqlite_master WHERE type='index'")}
     assert db.execute("PRAGMA user_version").fetchone()[0] == 5
     assert "l5_len" not in indexes and "l5(type, klen, c1, sig, seq" in indexes["l5_cand"] and "l6_sha" in indexes
@@ -352,3 +362,19 @@ def test_the_class_bound_leaves_out_only_rows_that_cannot_reach_the_cutoff(tmp_p
             hits += len(expected)
             left_out += len(rows) - len(found)
     assert compared == 150 and hits > 100 and left_out > 10_000  # the bound pruned, and lost nothing
+
+
+@pytest.mark.parametrize("version", [1, 99])
+def test_lookups_of_an_unknown_version_are_rebuilt_from_the_files(tmp_path, monkeypatch, version):
+    """A version this code cannot migrate (older than 2, or newer) is emptied and rebuilt."""
+    from memctl.longterm.lookups import SCHEMA_VERSION
+
+    def unknown(db):
+        db.execute("CREATE TABLE planted(x)")
+        db.execute(f"PRAGMA user_version={version}")
+
+    db = _after_lookups_changed(tmp_path, monkeypatch, unknown)
+    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert "planted" not in tables and db.execute("SELECT count(*) FROM l5").fetchone()[0] > 100
+    db.close()
