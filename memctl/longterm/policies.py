@@ -250,6 +250,7 @@ def key_classes(key: str) -> tuple[int, ...]:
 # more), so one AND in SQL tells whether every count lies in a window (`candidate_windows`).
 SIGNATURE_BUCKETS = 8
 _MOST_WINDOWS = 190  # 5 values each: under SQLite's oldest limit of 999 variables a statement
+_ROUNDING = 1e-6  # t is computed here as C/200·(a + b), in SQL as C·(a + b) against 200·Σ: not the same float
 
 
 def class_signature(classes: tuple[int, ...]) -> int:
@@ -268,10 +269,10 @@ def candidate_windows(classes: tuple[int, ...], length: int, cutoff: float, low:
     Both follow from the bound: with t = cutoff·(a + b)/200 for keys of lengths a (the query's,
     counts q) and b (the row's, counts c), the bound says Σ min(c_i, q_i) >= t, and
     Σ min(c_i, q_i) = b − Σ max(0, c_i − q_i) = a − Σ max(0, q_i − c_i), so every class has
-    q_i − (a − t) <= c_i <= q_i + (b − t). The window of a range of lengths is the widest of its
-    lengths' (a − t falls with b, b − t rises), widened by a character against float rounding:
-    a row outside it is more than a character short of the bound. One window per length, or up
-    to `_MOST_WINDOWS` ranges of lengths for very long keys or low cutoffs."""
+    q_i − (a − t) <= c_i <= q_i + (b − t), and as counts are integers, q_i − ⌊a − t⌋ <= c_i <=
+    q_i + ⌊b − t⌋ (the floors taken with a margin for float rounding). The window of a range of
+    lengths is the widest of its lengths' (a − t falls with b, b − t rises). One window per
+    length, or up to `_MOST_WINDOWS` ranges of lengths for very long keys or low cutoffs."""
     count = high - low + 1
     if count <= 0:
         return []
@@ -280,12 +281,12 @@ def candidate_windows(classes: tuple[int, ...], length: int, cutoff: float, low:
     windows = []
     for shortest in range(low, high + 1, step):
         longest = min(high, shortest + step - 1)
-        under = -int(-(length - share * (length + shortest)) // 1) + 1  # ceil(a - t) + 1
-        over = int((longest - share * (length + longest)) // 1) + 2  # floor(b - t) + 2
+        under = int((length - share * (length + shortest) + _ROUNDING) // 1)  # a count is an integer:
+        over = int((longest - share * (length + longest) + _ROUNDING) // 1)  # the floors of a - t, b - t
         ruled_out = 0
         shift = 0
-        for count in classes:
-            fewest, most = count - under, count + over
+        for have in classes:
+            fewest, most = have - under, have + over
             first = 0 if fewest <= 0 else (fewest >> 1 if fewest < 14 else 7)
             last = -1 if most < 0 else (most >> 1 if most < 14 else 7)
             ruled_out |= _OUTSIDE[first][last + 1] << shift
