@@ -287,6 +287,7 @@ def candidate_windows(classes: tuple[int, ...], length: int, cutoff: float, low:
         shift = 0
         for have in classes:
             fewest, most = have - under, have + over
+            # the buckets of class_signature (two counts each, the eighth from 14 up) of fewest and most
             first = 0 if fewest <= 0 else (fewest >> 1 if fewest < 14 else 7)
             last = -1 if most < 0 else (most >> 1 if most < 14 else 7)
             ruled_out |= _OUTSIDE[first][last + 1] << shift
