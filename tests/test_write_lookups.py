@@ -213,38 +213,56 @@ def test_a_planted_link_in_place_of_the_lookups_is_never_written_through(tmp_pat
     assert result.action == "added" and elsewhere.read_bytes() == b""
 
 
-@pytest.mark.parametrize("version", [2, 3])
-def test_older_lookups_are_migrated_in_place_not_rebuilt(tmp_path, monkeypatch, version):
-    """Schema 3 added the candidates' covering index, 4 the class counts of each key: an
-    upgrade fills them from the stored keys, not by a rebuild of both files (seconds at 300k)."""
+def _after_lookups_changed(tmp_path, monkeypatch, change):
+    """A remember, the lookups changed by `change(db)`, then a near-duplicate remembered: it
+    must find the first fact; returns the lookups for the checks."""
     import sqlite3
-
-    from memctl.longterm.policies import key_classes
 
     base = _memory(tmp_path)
     monkeypatch.setenv("MEMCTL_LOOKUPS", "1")
     settings = load_settings(base)
     first = remember(settings, RememberRequest("deploy cache pinned on n3", "event"), START, 0)
     db = sqlite3.connect(base / ".memctl" / "lookups.sqlite", isolation_level=None)
-    db.execute("DROP INDEX l5_cand")
-    for index in range(8):  # the table as versions 2 and 3 had it
-        db.execute(f"ALTER TABLE l5 DROP COLUMN c{index}")
-    if version == 2:
-        db.execute("CREATE INDEX l5_len ON l5(type, klen)")
-    else:
-        db.execute("CREATE INDEX l5_cand ON l5(type, klen, seq, key)")
-    db.execute("INSERT INTO l5 VALUES (1000000, 'planted', 'never-queried', '', 1, 'x')")  # a rebuild drops it
-    db.execute(f"PRAGMA user_version={version}")
+    change(db)
     db.close()
     again = remember(settings, RememberRequest("Deploy cache pinned on n3!", "event"), START, 0)
     assert again.action == "seen" and again.entry.id == first.entry.id
-    db = sqlite3.connect(base / ".memctl" / "lookups.sqlite")
-    indexes = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
-    assert "l5_cand" in indexes and "l5_len" not in indexes
+    return sqlite3.connect(base / ".memctl" / "lookups.sqlite")
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_older_lookups_are_migrated_in_place_not_rebuilt(tmp_path, monkeypatch, version):
+    """Schema 3 added the candidates' covering index, 4 the class counts of each key, 5 their
+    signature (and the digits' count in the index) and L6's fingerprint index: an upgrade
+    fills them from the stored keys, not by a rebuild of both files (seconds at 300k)."""
+    from memctl.longterm.policies import class_signature, key_classes
+
+    classes = ", ".join(f"c{index}" for index in range(8))
+
+    def downgrade(db):
+        db.execute("DROP INDEX l5_cand")
+        db.execute("DROP INDEX l6_sha")
+        db.execute("ALTER TABLE l5 DROP COLUMN sig")
+        if version < 4:
+            for index in range(8):  # the table as versions 2 and 3 had it
+                db.execute(f"ALTER TABLE l5 DROP COLUMN c{index}")
+        if version == 2:
+            db.execute("CREATE INDEX l5_len ON l5(type, klen)")
+        elif version == 3:
+            db.execute("CREATE INDEX l5_cand ON l5(type, klen, seq, key)")
+        else:
+            db.execute(f"CREATE INDEX l5_cand ON l5(type, klen, seq, {classes}, key)")
+        planted = ", 0" * 8 if version == 4 else ""
+        db.execute(f"INSERT INTO l5 VALUES (1000000, 'planted', 'never-queried', '', 1, 'x'{planted})")  # a rebuild drops it
+        db.execute(f"PRAGMA user_version={version}")
+
+    db = _after_lookups_changed(tmp_path, monkeypatch, downgrade)
+    indexes = {name: sql for name, sql in db.execute("SELECT name, sql FROM sqlite_master WHERE type='index'")}
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert "l5_len" not in indexes and "l5(type, klen, c1, sig, seq" in indexes["l5_cand"] and "l6_sha" in indexes
     assert db.execute("SELECT count(*) FROM l5 WHERE id='planted'").fetchone()[0] == 1
-    for key, *classes in db.execute("SELECT key, c0, c1, c2, c3, c4, c5, c6, c7 FROM l5").fetchall():
-        assert tuple(classes) == key_classes(key)
+    for key, *counts, signature in db.execute(f"SELECT key, {classes}, sig FROM l5").fetchall():
+        assert tuple(counts) == key_classes(key) and signature == class_signature(key_classes(key))
     db.close()
 
 
@@ -262,23 +280,61 @@ def _class_text(rng: random.Random, base: str | None) -> str:
     return " ".join(rng.choice(vocabulary) for _ in range(rng.randint(1, 9)))
 
 
-def test_the_class_bound_leaves_out_only_rows_that_cannot_reach_the_cutoff(tmp_path, monkeypatch):
-    """The candidates the lookups return (length bound and class counts, in SQL) hold every row
-    of the type that scores >= cutoff against the text, in file order: compared with rapidfuzz
-    over all the type's rows of L5, for Latin, Chinese and mixed texts and several cutoffs."""
+VOCABULARY = ["deploy", "cache", "host", "rotated", "the", "on", "n3", "v2.1.3", "10.0.0.1", "8080", "w07",
+              "缓存", "部署", "迁移", "主机", "服务器", "指标", "Ünïcode", "naïve", "!!", "--", "2026-05-01",
+              "zq", "qq", "0", "99999", "ĳ", "ß", "ﬁ", "한국어", "カタカナ"]
+
+
+def _adversarial_text(rng: random.Random, base: str | None) -> str:
+    """Digits, punctuation, CJK, kana, Hangul, ligatures; near-duplicates made by words dropped,
+    added or edited; and one key in ten long enough for the windows' ranges of lengths."""
+    if base is not None and rng.random() < 0.6:
+        words = base.split() or ["x"]
+        for _ in range(rng.randint(0, 4)):
+            edit, spot = rng.random(), rng.randrange(len(words))
+            if edit < 0.3 and len(words) > 1:
+                words.pop(spot)
+            elif edit < 0.6:
+                words.insert(spot, rng.choice(VOCABULARY))
+            else:  # a digit, a letter or a CJK character swapped in: one class up, another down
+                word = words[spot]
+                at = rng.randrange(len(word))
+                words[spot] = word[:at] + rng.choice("7aq缓.ß") + word[at + 1:]
+        return " ".join(words)
+    count = rng.randint(1, 9) if rng.random() < 0.9 else rng.randint(60, 140)
+    return " ".join(rng.choice(VOCABULARY) for _ in range(count))
+
+
+def _class_bound_keeps(query_key: str, key: str, cutoff: float) -> bool:
+    """The class bound as SQL evaluates it (lookups._CLASS_BOUND: floats, the 1e-6 slack)."""
+    from memctl.longterm.policies import key_classes
+
+    classes = zip(key_classes(query_key), key_classes(key))
+    return 200.0 * sum(min(q, c) for q, c in classes) >= (cutoff - 1e-6) * (len(query_key) + len(key))
+
+
+@pytest.mark.parametrize("make_text, cutoffs, seed", [(_class_text, [40, 60, 75, 88, 95, 100], 11),
+                                                      (_adversarial_text, [1, 10, 40, 60, 75, 88, 95, 100], 23)])
+def test_the_class_bound_leaves_out_only_rows_that_cannot_reach_the_cutoff(tmp_path, monkeypatch, make_text,
+                                                                          cutoffs, seed):
+    """The candidates the lookups return (length bound, the digits' range and class signature of
+    `policies.candidate_windows`, then the class counts, in SQL) are exactly the rows of the
+    type the class bound alone keeps, in file order, and so hold every row that scores >=
+    cutoff against the text: compared with the bound and with rapidfuzz over all the type's
+    rows of L5, for Latin, Chinese and mixed texts and several cutoffs."""
     from rapidfuzz import fuzz
 
-    from memctl.longterm.policies import match_key
+    from memctl.longterm.policies import match_key, reachable_lengths
     from memctl.longterm.recovery import writing
     from memctl.longterm.store import open_store
 
     monkeypatch.setenv("MEMCTL_LOOKUPS", "1")
     root = tmp_path / "memory"
     init_root(root)
-    rng = random.Random(11)
+    rng = random.Random(seed)
     texts: list[str] = []
-    for _ in range(600):
-        texts.append(_class_text(rng, rng.choice(texts) if texts else None))
+    for _ in range(650):
+        texts.append(make_text(rng, rng.choice(texts) if texts else None))
     entries = [Entry(id=f"c{i:04d}", text=text, type=rng.choice(["event", "lesson"]),
                      created="2026-04-01T00:00:00", updated="2026-04-01T00:00:00") for i, text in enumerate(texts)]
     (root / "long_term.jsonl").write_bytes(b"".join(entry_line(e) for e in entries))
@@ -287,16 +343,38 @@ def test_the_class_bound_leaves_out_only_rows_that_cannot_reach_the_cutoff(tmp_p
     compared = hits = left_out = 0
     with writing(layout, 5):
         for _ in range(150):
-            query = _class_text(rng, rng.choice(texts))
+            query = make_text(rng, rng.choice(texts))
             kind = rng.choice(["event", "lesson"])
-            cutoff = rng.choice([40, 60, 75, 88, 95, 100])
+            cutoff = rng.choice(cutoffs)
             query_key = match_key(query)
-            every = [match_key(e.text) for e in entries if e.type == kind]
-            found = store.active.candidates(kind, query, cutoff).keys
+            low, high = reachable_lengths(query, cutoff)
+            rows = [(e.id, match_key(e.text)) for e in entries if e.type == kind]
+            kept = [(i, k) for i, k in rows if low <= len(k) <= high and _class_bound_keeps(query_key, k, cutoff)]
+            found = store.active.candidates(kind, query, cutoff)
             assert store.active._view() is not None  # answered by the lookups, not the scan
-            expected = [k for k in every if fuzz.ratio(query_key, k) >= cutoff]
-            assert [k for k in found if fuzz.ratio(query_key, k) >= cutoff] == expected, (query, cutoff)
+            assert found.keys == [k for _, k in kept], (query, cutoff)
+            if kept:  # the row a caller picks is the row at that place
+                place = rng.randrange(len(kept))
+                assert found[place].entry.id == kept[place][0]
+            expected = [k for _, k in rows if fuzz.ratio(query_key, k) >= cutoff]
+            assert [k for k in found.keys if fuzz.ratio(query_key, k) >= cutoff] == expected, (query, cutoff)
             compared += 1
             hits += len(expected)
-            left_out += len(every) - len(found)
+            left_out += len(rows) - len(found)
     assert compared == 150 and hits > 100 and left_out > 10_000  # the bound pruned, and lost nothing
+
+
+@pytest.mark.parametrize("version", [1, 99])
+def test_lookups_of_an_unknown_version_are_rebuilt_from_the_files(tmp_path, monkeypatch, version):
+    """A version this code cannot migrate (older than 2, or newer) is emptied and rebuilt."""
+    from memctl.longterm.lookups import SCHEMA_VERSION
+
+    def unknown(db):
+        db.execute("CREATE TABLE planted(x)")
+        db.execute(f"PRAGMA user_version={version}")
+
+    db = _after_lookups_changed(tmp_path, monkeypatch, unknown)
+    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert "planted" not in tables and db.execute("SELECT count(*) FROM l5").fetchone()[0] > 100
+    db.close()

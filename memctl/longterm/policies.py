@@ -246,6 +246,67 @@ def key_classes(key: str) -> tuple[int, ...]:
     return tuple(counts)
 
 
+# A key's class signature: one bit per class, for its count in buckets of two (the last: 14 and
+# more), so one AND in SQL tells whether every count lies in a window (`candidate_windows`).
+SIGNATURE_BUCKETS = 8
+_MOST_WINDOWS = 190  # 5 values each: under SQLite's oldest limit of 999 variables a statement
+_ROUNDING = 1e-6  # t is computed here as C/200·(a + b), in SQL as C·(a + b) against 200·Σ: not the same float
+
+
+def class_signature(classes: tuple[int, ...]) -> int:
+    bits = 0
+    for index, count in enumerate(classes):
+        bits |= 1 << (index * SIGNATURE_BUCKETS + min(count // 2, SIGNATURE_BUCKETS - 1))
+    return _signed(bits)
+
+
+def candidate_windows(classes: tuple[int, ...], length: int, cutoff: float, low: int,
+                      high: int) -> list[tuple[int, int, int, int, int]]:
+    """(shortest, longest, fewest, most, ruled_out) for the candidates' key lengths in [low,
+    high]: a row of a length in [shortest, longest] can pass the class bound of `key_classes`
+    only with a digit count in [fewest, most] and no bit of `ruled_out` in its signature.
+
+    Both follow from the bound: with t = cutoff·(a + b)/200 for keys of lengths a (the query's,
+    counts q) and b (the row's, counts c), the bound says Σ min(c_i, q_i) >= t, and
+    Σ min(c_i, q_i) = b − Σ max(0, c_i − q_i) = a − Σ max(0, q_i − c_i), so every class has
+    q_i − (a − t) <= c_i <= q_i + (b − t), and as counts are integers, q_i − ⌊a − t⌋ <= c_i <=
+    q_i + ⌊b − t⌋ (the floors taken with a margin for float rounding). The window of a range of
+    lengths is the widest of its lengths' (a − t falls with b, b − t rises). One window per
+    length, or up to `_MOST_WINDOWS` ranges of lengths for very long keys or low cutoffs."""
+    count = high - low + 1
+    if count <= 0:
+        return []
+    step = -(-count // _MOST_WINDOWS)
+    share = cutoff / 200
+    windows = []
+    for shortest in range(low, high + 1, step):
+        longest = min(high, shortest + step - 1)
+        under = int((length - share * (length + shortest) + _ROUNDING) // 1)  # a count is an integer:
+        over = int((longest - share * (length + longest) + _ROUNDING) // 1)  # the floors of a - t, b - t
+        ruled_out = 0
+        shift = 0
+        for have in classes:
+            fewest, most = have - under, have + over
+            # the buckets of class_signature (two counts each, the eighth from 14 up) of fewest and most
+            first = 0 if fewest <= 0 else (fewest >> 1 if fewest < 14 else 7)
+            last = -1 if most < 0 else (most >> 1 if most < 14 else 7)
+            ruled_out |= _OUTSIDE[first][last + 1] << shift
+            shift += SIGNATURE_BUCKETS
+        windows.append((shortest, longest, classes[1] - under, classes[1] + over, _signed(ruled_out)))
+    return windows
+
+
+# _OUTSIDE[first][last + 1]: the bits of a class's buckets outside first..last (all of them
+# when last is -1: no count of the class can be in the window)
+_OUTSIDE = [[(1 << SIGNATURE_BUCKETS) - 1 - ((2 << last) - (1 << first) if last >= first else 0)
+             for last in range(-1, SIGNATURE_BUCKETS)] for first in range(SIGNATURE_BUCKETS)]
+
+
+def _signed(bits: int) -> int:
+    """SQLite's integers are signed 64-bit: the top class's last bucket is the sign bit."""
+    return bits - (1 << 64) if bits >= 1 << 63 else bits
+
+
 def reachable_lengths(text: str, cutoff: float) -> tuple[int, int]:
     """The `match_key` lengths a candidate needs to possibly score `cutoff` against `text`.
 
