@@ -40,7 +40,6 @@ PASSES = 3
 LEXICAL_RULES: dict[str, tuple[object, tuple]] = {
     "session_weight": (0.0, (0.0, 0.3, 0.5, 0.7)),
     "session_prior": (0.0, (0.0, 0.3, 0.5, 1.0)),  # the session scaling the item's own score
-    "window_prior": (0.0, (0.0, 0.3, 0.5, 1.0)),  # the matches within window_span rows, scaling it too
     "neighbour_weight": (0.0, (0.0, 0.15, 0.3, 0.45)),
     "feedback_weight": (0.0, (0.0, 0.3, 0.6, 0.9)),
     "cjk_part_weight": (1.0, (1.0, 0.3, 0.5, 0.7)),

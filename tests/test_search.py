@@ -330,21 +330,6 @@ def test_a_session_with_the_query_word_outranks_one_with_its_stray_characters(ru
     assert found.index("climb-a") < found.index("climb-b")
 
 
-def deploy_key_scores(run, root: Path, settings: str) -> dict[str, float]:
-    """id -> score of a search for the deploy key, neighbours and feedback off, with `settings` added."""
-    (root / "memctl.toml").write_text("[ranking]\nneighbour_weight = 0\nfeedback_weight = 0\n" + settings)
-    found = search(run, root, "deploy key rotates monthly", "-k", "5")
-    return {hit["id"]: hit["score"] for hit in map(json.loads, found.stdout.decode().splitlines())}
-
-
-def assert_lifted_from_a_tie(run, root: Path, settings: str) -> None:
-    """copy-a and copy-b tie without `settings`; with them copy-a scores above copy-b."""
-    plain = deploy_key_scores(run, root, "")
-    assert plain["copy-a"] == plain["copy-b"]
-    lifted = deploy_key_scores(run, root, settings)
-    assert lifted["copy-a"] > lifted["copy-b"] > 0
-
-
 def test_the_session_prior_lifts_an_item_whose_session_matches_the_query_as_a_whole(run, tmp_path):
     """[ranking] session_prior scales an item's own score by its session's: of two copies of one
     item, the one in the session about deploy keys scores above the one in a session about
@@ -360,26 +345,12 @@ def test_the_session_prior_lifts_an_item_whose_session_matches_the_query_as_a_wh
         *({"id": f"filler-{n}", "text": text, "session": f"f{n}"} for n, text in enumerate(fillers)),
     ])
 
-    assert_lifted_from_a_tie(run, root, "session_prior = 0.5\n")
+    def scores(settings: str) -> dict[str, float]:
+        (root / "memctl.toml").write_text("[ranking]\nneighbour_weight = 0\nfeedback_weight = 0\n" + settings)
+        found = search(run, root, "deploy key rotates monthly", "-k", "5")
+        return {hit["id"]: hit["score"] for hit in map(json.loads, found.stdout.decode().splitlines())}
 
-
-def test_the_window_prior_lifts_an_item_among_nearby_matches_of_its_session(run, tmp_path):
-    """[ranking] window_prior scales an item's own score by the other matches within window_span
-    rows of its session: two sessions hold the same two matching items, but in `a` they are next
-    to each other and in `b` five unrelated turns lie between them, so the copy in `a` scores
-    above the copy in `b`; without the rule, or with a span that reaches both partners, they tie."""
-    copy = "the deploy key rotates monthly on the first working day"
-    other = "each deploy key that rotates monthly is logged in the vault"
-    chatter = ["lunch at the canteen", "the printer is out of paper", "standup moved to ten",
-               "parking lot closed friday", "new coffee machine arrived"]
-    root = small_memory(run, tmp_path, [
-        {"id": "copy-a", "text": copy, "session": "a"},
-        {"id": "vault-a", "text": other, "session": "a"},
-        {"id": "copy-b", "text": copy, "session": "b"},
-        *({"id": f"chatter-{n}", "text": text, "session": "b"} for n, text in enumerate(chatter)),
-        {"id": "vault-b", "text": other, "session": "b"},
-    ])
-
-    assert_lifted_from_a_tie(run, root, "window_prior = 0.5\nwindow_span = 3\n")
-    wide = deploy_key_scores(run, root, "window_prior = 0.5\nwindow_span = 6\n")  # both partners in reach
-    assert wide["copy-a"] == wide["copy-b"]
+    plain = scores("")
+    assert plain["copy-a"] == plain["copy-b"]
+    lifted = scores("session_prior = 0.5\n")
+    assert lifted["copy-a"] > lifted["copy-b"] > 0

@@ -74,9 +74,6 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "ranking": {
         "session_weight": 0.0,  # bm25 of the item's session as one document (was 0.5: hurt a fold)
         "session_prior": 0.0,  # the same, scaling the item's own score: item × (1 + prior × session)
-        # the other matches within window_span rows of the item's session, scaling its own score
-        "window_prior": 0.0,
-        "window_span": 3,
         "neighbour_weight": 0.3,  # the turns right before and after a strong match
         "neighbour_sources": 30,
         "feedback_weight": 0.9,  # a strong match's session items about the same things (was 0.6)

@@ -61,38 +61,20 @@ def weighted_session_rows(store: SQLiteStore, terms: list[str], ranking: Ranking
 
 
 def blend(candidates: list[Hit], sessions: dict[str, float], layers: Sequence[str], ranking: Ranking) -> None:
-    """Score = item bm25 (relative to the best candidate) × (1 + session_prior × its session's
-    + window_prior × its window's) + session_weight × its session's, times the mode's layer
-    priority (its first layer wins ties over its second, and so on). The prior scales what the item matches itself, so a session
+    """Score = item bm25 (relative to the best candidate) × (1 + session_prior × its session's)
+    + session_weight × its session's, times the mode's layer priority (its first layer wins ties
+    over its second, and so on). The prior scales what the item matches itself, so a session
     that matches the query as a whole lifts its matching items without lifting its weak ones
     over other sessions' strong ones, as the added session_weight does."""
     priority = {layer: 1.0 - tuning.LAYER_PRIORITY_STEP * i for i, layer in enumerate(layers)}
     best_item = max(c.score for c in candidates) or 1.0
-    windows = window_scores(candidates, best_item, ranking.window_span) if ranking.window_prior else {}
     for hit in candidates:
         item_part = hit.score / best_item
         session_part = sessions.get(hit.session, 0.0)
         if not hit.session or not hit.in_context:  # it is (also) its own one-item session
             session_part = max(session_part, item_part)
-        prior = 1.0 + ranking.session_prior * session_part + ranking.window_prior * windows.get(hit.rowid, 0.0)
-        blended = item_part * prior + ranking.session_weight * session_part
+        blended = item_part * (1.0 + ranking.session_prior * session_part) + ranking.session_weight * session_part
         hit.score = blended * priority.get(hit.layer, 1.0)
-
-
-def window_scores(candidates: list[Hit], best_item: float, span: int) -> dict[int, float]:
-    """rowid -> what the other candidates of its session within `span` rows match (the sum of
-    their scores relative to the best candidate), relative to the best such window: a passage
-    score, so a turn inside a stretch of conversation about the query outranks an equal match
-    standing alone. Rows not among the candidates match no query term and add nothing."""
-    parts = {h.rowid: (h.session, h.score / best_item) for h in candidates if h.session}
-    windows = {}
-    for rowid, (session, _) in parts.items():
-        near = (parts.get(r) for r in range(rowid - span, rowid + span + 1) if r != rowid)
-        total = sum(part for near_session, part in filter(None, near) if near_session == session)
-        if total:
-            windows[rowid] = total
-    best = max(windows.values(), default=0.0) or 1.0
-    return {rowid: total / best for rowid, total in windows.items()}
 
 
 def with_session_feedback(store: SQLiteStore, candidates: list[Hit], terms: Sequence[str],

@@ -23,8 +23,7 @@ _WEIGHTS = DEFAULTS["ranking"]
 class Ranking(namedtuple("Ranking", (*_WEIGHTS, "semantic"),
                          defaults=(*_WEIGHTS.values(), tuple(DEFAULTS["semantic"].items())))):
     """session_weight: the item's session as one document (added); session_prior: the same,
-    scaling the item's own score; window_prior: the other matches within window_span rows of
-    its session, scaling it too (a passage score); neighbour_weight: the turns before
+    scaling the item's own score; neighbour_weight: the turns before
     and after a strong match; feedback_weight: its session's items about the same things;
     cjk_char_weight / cjk_part_weight: a Chinese query's single characters and the words inside
     a longer query word; fusion / semantic_weight / rrf_k / semantic_candidates: how item
