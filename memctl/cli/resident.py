@@ -66,7 +66,7 @@ def _on_terminal() -> bool:
 
 
 def _ask(root: str, options: dict, words: list[str]) -> int | None:
-    global wants_writer, stdin_text, retry_id
+    global wants_writer, retry_id
     text = _text(words)
     if text is None:
         return None
