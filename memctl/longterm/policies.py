@@ -19,6 +19,10 @@ from memctl.core.errors import UsageError
 
 MERGE = "merge"
 APPEND = "append"
+# A text whose key is longer than this is matched to an identical one only: an edit-distance
+# score costs the product of the two lengths (a 3 MB fact against its 3 MB near-duplicate: hours
+# in Python, tens of seconds in rapidfuzz), and no agent's fact is a page long.
+FUZZY_KEY_MAX = 10_000
 # Up to this many candidates are scored in pure Python (memctl.longterm.indel, the same
 # numbers) unless rapidfuzz is loaded already: importing it costs a write process ~16 ms of CPU
 # (~43M instructions), the pure-Python LCS of a ~50-character key ~7-9 µs (bench/RESULTS.md), so
@@ -157,6 +161,8 @@ def best_match(text: str, candidates: Sequence[str], cutoff: float) -> tuple[int
     if not candidates:
         return None
     query = normalize(text)
+    if len(query) > FUZZY_KEY_MAX:
+        return identical_key(match_key(text), [match_key(c) for c in candidates])
     wanted = numbers(query)
     if _pure_python(len(candidates)):
         hits = top_ratios(match_key(text), [match_key(c) for c in candidates], cutoff)
@@ -200,10 +206,21 @@ def best_key_match(text: str, keys: Sequence[str], cutoff: float) -> tuple[int, 
     if not keys:
         return None
     query = match_key(text)
+    if len(query) > FUZZY_KEY_MAX:
+        return identical_key(query, keys)
     wanted = numbers(query)
     for score, index in top_ratios(query, keys, cutoff):  # best first
         if numbers(keys[index]) == wanted:
             return index, float(score)
+    return None
+
+
+def identical_key(query: str, keys: Sequence[str]) -> tuple[int, float] | None:
+    """The first key equal to `query`, scored 100 — what the scoring gives as the best hit when
+    one exists (the top score, ties to the earlier key)."""
+    for index, key in enumerate(keys):
+        if key == query:
+            return index, 100.0
     return None
 
 
