@@ -32,8 +32,19 @@ retry_id: str | None = None  # the request was sent, no reply came: it may be in
 
 
 def enabled() -> bool:
-    return os.environ.get("MEMCTL_RESIDENT", "") != "0" and os.name == "posix" \
-        and not any(name.startswith("MEMCTL_FAULT_") for name in os.environ)
+    """Whether a `remember` here may go through a writer. Not where the peer's uid cannot be
+    read (a client would refuse every writer: starting one would only leave a process idle)."""
+    if os.environ.get("MEMCTL_RESIDENT", "") == "0" or os.name != "posix" \
+            or any(name.startswith("MEMCTL_FAULT_") for name in os.environ):
+        return False
+    import _socket
+
+    return hasattr(_socket, "AF_UNIX") and hasattr(_socket, "SO_PEERCRED")
+
+
+def serves(settings) -> bool:
+    """Whether a writer may serve this memory: it is on, and the memory is made of files."""
+    return float(settings.get("writes", "resident_idle")) > 0 and settings.get("store", "backend") == "files"
 
 
 def try_remember(argv: list[str]) -> int | None:
@@ -170,8 +181,6 @@ def connect(root: str):
     """A connection to the root's writer, run by this user; None when none serves."""
     import _socket
 
-    if not hasattr(_socket, "AF_UNIX"):
-        return None
     found = socket_address(root)
     if found is None:
         return None
@@ -192,13 +201,10 @@ def connect(root: str):
 
 
 def peer_uid(connection) -> int | None:
-    """The uid of the process at the other end (Linux SO_PEERCRED; elsewhere unknown: refused)."""
+    """The uid of the process at the other end (SO_PEERCRED: `enabled` requires it)."""
     import _socket
 
-    option = getattr(_socket, "SO_PEERCRED", None)
-    if option is None:
-        return None
-    credentials = connection.getsockopt(_socket.SOL_SOCKET, option, 12)  # struct ucred: pid, uid, gid
+    credentials = connection.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)  # struct ucred: pid, uid, gid
     return int.from_bytes(credentials[4:8], sys.byteorder)
 
 

@@ -28,7 +28,7 @@ import time
 from memctl.cli import render, resident
 from memctl.cli.writes import guarded, memory_settings, report_remember, start_background_dream, utf8_only
 from memctl.core import clock, faults
-from memctl.core.config import load_settings, store_backend
+from memctl.core.config import load_settings
 from memctl.core.errors import EXIT_OK, LockBusy, MemctlError, WriteFailed
 from memctl.longterm.recovery import writing
 from memctl.longterm.remember import ADDED, RememberRequest, prepared, remember_locked
@@ -112,7 +112,7 @@ class Writer:
         self.exit_reason = "idle"
 
     def usable(self) -> bool:
-        return self.idle > 0 and store_backend(self.root) == "files"
+        return resident.serves(self.settings)
 
     # --- the socket
 
@@ -399,6 +399,8 @@ def _take_writer_lock(root: str) -> int | None:
 
 def main(argv: list[str]) -> int:
     """`python -m memctl.cli.resident_server ROOT LOCK_FD|-`: serve ROOT until idle."""
+    if not hasattr(socket, "SO_PEERCRED"):  # no client here could check who serves it
+        return 0
     os.umask(0o077)
     os.chdir("/")  # a detached process keeps no client's folder busy
     root = argv[0]

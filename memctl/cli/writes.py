@@ -229,8 +229,7 @@ def _remember(root, options: dict, words: list[str]) -> int:
     report_remember(result, bool(options.get("json")))
     if result.auto_dream_due:
         start_background_dream(settings.layout.root)
-    if resident.wants_writer and settings.get("writes", "resident_idle") > 0 and \
-            settings.get("store", "backend") == "files":
+    if resident.wants_writer and resident.serves(settings):
         resident.start_writer(settings.layout.root)
     return EXIT_OK
 
