@@ -34,12 +34,11 @@ retry_id: str | None = None  # the request was sent, no reply came: it may be in
 def enabled() -> bool:
     """Whether a `remember` here may go through a writer. Not where the peer's uid cannot be
     read (a client would refuse every writer: starting one would only leave a process idle)."""
-    if os.environ.get("MEMCTL_RESIDENT", "") == "0" or os.name != "posix" \
-            or any(name.startswith("MEMCTL_FAULT_") for name in os.environ):
+    if os.environ.get("MEMCTL_RESIDENT", "") == "0" or any(name.startswith("MEMCTL_FAULT_") for name in os.environ):
         return False
-    import _socket
+    from memctl.core.local_socket import usable
 
-    return hasattr(_socket, "AF_UNIX") and hasattr(_socket, "SO_PEERCRED")
+    return usable()
 
 
 def serves(settings) -> bool:
@@ -87,6 +86,8 @@ def _ask(root: str, options: dict, words: list[str]) -> int | None:
         return None
     from memctl.longterm.ids import new_id
 
+    from memctl.core.local_socket import frame, receive
+
     entry_id = new_id()
     wait = options.get("wait", 10.0)
     try:
@@ -128,19 +129,11 @@ def identity(root: str) -> str:
     """What must be the same in the writer and here: memctl's code, the root, its memctl.toml,
     the environment the write reads."""
     import memctl
+    from memctl.core.local_socket import stamp
 
     parts = [memctl.__version__, stamp(__file__), root, stamp(os.path.join(root, "memctl.toml"))]
     parts += [f"{name}={os.environ.get(name, '')}" for name in ENVIRONMENT]
     return "\n".join(parts)
-
-
-def stamp(path: str) -> str:
-    """A file's version as stat sees it ('-' when absent)."""
-    try:
-        info = os.stat(path)
-    except OSError:
-        return "-"
-    return f"{info.st_mtime_ns}:{info.st_size}:{info.st_ino}"
 
 
 def _write_out(out: bytes, err: bytes) -> None:
@@ -151,130 +144,30 @@ def _write_out(out: bytes, err: bytes) -> None:
             stream.buffer.flush()
 
 
-# --- the socket, shared with the writer
+# --- the socket (memctl.core.local_socket), shared with the writer
 
 
-def socket_address(root: str) -> tuple[str, int | None] | None:
-    """(address of `.memctl/writer.sock`, the folder's fd to close after use or None), or None
-    when `.memctl/` is not a real folder (never follow a symlink out of the root). A long path
-    (over the ~108 bytes a socket address holds) goes through /proc/self/fd."""
-    state = os.path.join(root, ".memctl")
-    try:
-        info = os.lstat(state)
-    except OSError:
-        return None
-    if info.st_mode & 0o170000 != 0o040000:
-        return None
-    address = os.path.join(state, SOCKET_NAME)
-    if len(os.fsencode(address)) < 100:
-        return address, None
-    if not os.path.isdir("/proc/self/fd"):
-        return None
-    try:
-        folder = os.open(state, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    return f"/proc/self/fd/{folder}/{SOCKET_NAME}", folder
+def socket_address(root: str):
+    from memctl.core.local_socket import socket_address as address
+
+    return address(root, SOCKET_NAME)
 
 
 def connect(root: str):
     """A connection to the root's writer, run by this user; None when none serves."""
-    import _socket
+    from memctl.core.local_socket import connect as connect_to
 
-    found = socket_address(root)
-    if found is None:
-        return None
-    address, folder = found
-    connection = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    try:
-        connection.connect(address)
-        if peer_uid(connection) != os.getuid():
-            connection.close()
-            return None
-    except OSError:
-        connection.close()
-        return None
-    finally:
-        if folder is not None:
-            os.close(folder)
-    return connection
-
-
-def peer_uid(connection) -> int | None:
-    """The uid of the process at the other end (SO_PEERCRED: `enabled` requires it)."""
-    import _socket
-
-    credentials = connection.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)  # struct ucred: pid, uid, gid
-    return int.from_bytes(credentials[4:8], sys.byteorder)
-
-
-def frame(fields: list[str | bytes]) -> bytes:
-    """Length-prefixed fields (`N:` then N bytes each), the whole prefixed by its length and `\\n`."""
-    parts = []
-    for field in fields:
-        data = field if isinstance(field, bytes) else field.encode("utf-8", "surrogatepass")
-        parts.append(b"%d:" % len(data))
-        parts.append(data)
-    body = b"".join(parts)
-    return b"%d\n" % len(body) + body
-
-
-def receive(connection) -> list[bytes] | None:
-    """One framed message, or None when the other end closed first."""
-    data = b""
-    while b"\n" not in data:
-        chunk = connection.recv(65536)
-        if not chunk:
-            return None
-        data += chunk
-    head, _, body = data.partition(b"\n")
-    size = int(head)
-    while len(body) < size:
-        chunk = connection.recv(max(65536, size - len(body)))
-        if not chunk:
-            return None
-        body += chunk
-    return fields_of(body[:size])
-
-
-def fields_of(body: bytes) -> list[bytes]:
-    fields = []
-    at = 0
-    while at < len(body):
-        colon = body.index(b":", at)
-        size = int(body[at:colon])
-        fields.append(body[colon + 1:colon + 1 + size])
-        at = colon + 1 + size
-    return fields
+    return connect_to(root, SOCKET_NAME)
 
 
 # --- starting a writer
 
 
 def start_writer(root: str) -> None:
-    """A detached writer for this root, unless one runs or starts (it holds `writer.lock`,
-    taken here and handed to it, so two `remember`s never both start one)."""
-    import fcntl
+    """A detached writer for this root, unless one runs or starts (`writer.lock` decides)."""
+    from memctl.core.local_socket import start_detached
 
-    state = os.path.join(root, ".memctl")
-    try:
-        lock = os.open(os.path.join(state, LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except OSError:
-        return
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        os.set_inheritable(lock, True)
-        null = os.devnull
-        os.posix_spawn(sys.executable, [sys.executable, "-P", "-m", "memctl.cli.resident_server", root, str(lock)],
-                       _writer_environment(),
-                       file_actions=[(os.POSIX_SPAWN_OPEN, 0, null, os.O_RDONLY, 0),
-                                     (os.POSIX_SPAWN_OPEN, 1, null, os.O_WRONLY, 0),
-                                     (os.POSIX_SPAWN_OPEN, 2, null, os.O_WRONLY, 0)],
-                       setsid=True)
-    except OSError:  # one runs, or it cannot start: the next write tries again
-        pass
-    finally:
-        os.close(lock)
+    start_detached(root, LOCK_NAME, "memctl.cli.resident_server", _writer_environment())
 
 
 def _writer_environment() -> dict[str, str]:

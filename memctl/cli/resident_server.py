@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import io
 import os
-import selectors
 import socket
 import sys
 import time
@@ -28,6 +27,7 @@ import time
 from memctl.cli import render, resident
 from memctl.cli.writes import guarded, memory_settings, report_remember, start_background_dream, utf8_only
 from memctl.core import clock, faults
+from memctl.core.resident_service import ResidentService, prepare_process, reply, take_lock
 from memctl.core.config import load_settings
 from memctl.core.errors import EXIT_OK, LockBusy, MemctlError, WriteFailed
 from memctl.longterm.recovery import writing
@@ -92,93 +92,21 @@ class Captured:
         sys.stdout, sys.stderr = self._saved
 
 
-class Writer:
+class Writer(ResidentService):
+    socket_name = resident.SOCKET_NAME
+    log_name = LOG_NAME
+
     def __init__(self, root: str, lock_fd: int) -> None:
-        self.root = root
         self.lock_fd = lock_fd
         self.settings = load_settings(root, as_text=True)
         render.configure_redaction(self.settings.get("redaction", "extra_patterns"))
         self.idle = float(self.settings.get("writes", "resident_idle"))
         _load_rapidfuzz()
-        self.identity = resident.identity(root)
-        self.code_stamps: dict[str, str] = {}
-        self.code_changed()
-        self.selector = selectors.DefaultSelector()
-        self.listener = None
-        self.socket_id = None
-        self.buffers: dict = {}
-        self.stopping = False
+        super().__init__(root, resident.identity)
         self.requests = self.batches = 0
-        self.exit_reason = "idle"
 
     def usable(self) -> bool:
         return resident.serves(self.settings)
-
-    # --- the socket
-
-    def bind(self) -> bool:
-        found = resident.socket_address(self.root)
-        if found is None:
-            return False
-        address, folder = found
-        try:
-            _remove(address)  # a killed writer's: the writer lock (ours) says none serves it
-            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            listener.bind(address)
-            os.chmod(address, 0o600)
-            listener.listen(64)
-            listener.setblocking(False)
-            self.socket_id = _file_id(address)
-        finally:
-            if folder is not None:
-                os.close(folder)
-        self.listener = listener
-        self.selector.register(listener, selectors.EVENT_READ, None)
-        return True
-
-    def socket_path(self) -> str:
-        return os.path.join(self.root, ".memctl", resident.SOCKET_NAME)
-
-    def stale(self) -> bool:
-        """The socket file gone or replaced, memctl.toml or the code changed."""
-        return (_file_id(self.socket_path()) != self.socket_id or resident.identity(self.root) != self.identity
-                or self.code_changed())
-
-    def code_changed(self) -> bool:
-        """Whether a loaded module of memctl's changed on disk (a reinstall, an edit) since it
-        was first seen here."""
-        for name, module in list(sys.modules.items()):
-            path = getattr(module, "__file__", None) if name.startswith("memctl") else None
-            if path:
-                stamp = self.code_stamps.setdefault(path, resident.stamp(path))
-                if resident.stamp(path) != stamp:
-                    return True
-        return False
-
-    def close(self) -> None:
-        self._log_exit()
-        if self.listener is not None:
-            if _file_id(self.socket_path()) == self.socket_id:
-                os.unlink(self.socket_path())
-            self.selector.unregister(self.listener)
-            self.listener.close()
-        for connection in list(self.buffers):
-            connection.close()
-
-    def _log_exit(self) -> None:
-        """One line in `.memctl/writer.log` for the person wondering what the writer did."""
-        from memctl.core.fsutil import open_nofollow
-
-        line = (f"{time.strftime('%Y-%m-%dT%H:%M:%S')}\tpid {os.getpid()}\t{self.requests} requests in {self.batches} batches"
-                f"\texited: {self.exit_reason}\n")
-        try:
-            fd = open_nofollow(os.path.join(self.root, ".memctl", LOG_NAME), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-            try:
-                os.write(fd, line.encode("utf-8", "surrogateescape"))
-            finally:
-                os.close(fd)
-        except OSError:
-            pass
 
     # --- the loop
 
@@ -195,75 +123,27 @@ class Writer:
             if now - last_check >= CHECK_EVERY and not self.stopping:
                 last_check = now
                 if self.stale():
-                    self.stopping, self.exit_reason = True, "its socket file, memctl.toml or memctl's code changed"
+                    self.stop("its socket file, memctl.toml or memctl's code changed")
 
     def _gather(self, timeout: float) -> list[Job]:
         """The requests complete by now (waiting up to `timeout` for the first event)."""
-        jobs: list[Job] = []
-        events = self.selector.select(timeout)
-        while events:
-            for key, _ in events:
-                if key.data is None:
-                    self._accept()
-                else:
-                    job = self._read(key.fileobj)
-                    if job is not None:
-                        jobs.append(job)
-            events = self.selector.select(0)
+        jobs = [job for job in (self._job(connection, fields) for connection, fields in self.messages(timeout))
+                if job is not None]
         if jobs:
             faults.checkpoint("writer: requests read")
         return jobs
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                connection, _ = self.listener.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            if resident.peer_uid(connection) != os.getuid():
-                connection.close()
-                continue
-            connection.setblocking(False)
-            self.buffers[connection] = b""
-            self.selector.register(connection, selectors.EVENT_READ, True)
-
-    def _read(self, connection) -> Job | None:
-        try:
-            chunk = connection.recv(65536)
-        except BlockingIOError:
-            return None
-        except OSError:
-            chunk = b""
-        if not chunk:
-            self._drop(connection)
-            return None
-        data = self.buffers[connection] + chunk
-        self.buffers[connection] = data
-        head, newline, body = data.partition(b"\n")
-        try:
-            if not newline or len(body) < int(head):
-                return None
-            fields = resident.fields_of(body[:int(head)])
-        except ValueError:  # not a client of this protocol
-            self._drop(connection)
-            return None
-        self.selector.unregister(connection)
-        del self.buffers[connection]
-        connection.setblocking(True)
+    def _job(self, connection, fields: list[bytes]) -> Job | None:
+        self.release(connection)
         if fields[:2] != [resident.PROTOCOL.encode(), self.identity.encode("utf-8", "surrogatepass")] \
                 or len(fields) < 12:
-            _reply(connection, [b"decline"])
+            reply(connection, [b"decline"])
             connection.close()
-            self.stopping = True  # a newer memctl, another config: the client starts a current writer
-            self.exit_reason = "a client of another version, config or environment"
+            # a newer memctl, another config: the client starts a current writer
+            self.stop("a client of another version, config or environment")
             return None
         self.requests += 1
         return Job(connection, fields)
-
-    def _drop(self, connection) -> None:
-        self.selector.unregister(connection)
-        del self.buffers[connection]
-        connection.close()
 
     # --- a batch
 
@@ -298,7 +178,7 @@ class Writer:
             if job.code == EXIT_OK and job.result is not None and job.result.auto_dream_due:
                 job.run(lambda: start_background_dream(self.root) or EXIT_OK)
             if job.code is not None:
-                _reply(job.connection, [b"ok", str(job.code).encode(), bytes(job.out), bytes(job.err)])
+                reply(job.connection, [b"ok", str(job.code).encode(), bytes(job.out), bytes(job.err)])
                 faults.checkpoint("writer: replied")
             job.connection.close()
 
@@ -362,49 +242,12 @@ def _stamp(now_text: str) -> str:
     return clock.stamp()
 
 
-def _reply(connection, fields: list[bytes]) -> None:
-    try:
-        connection.setblocking(True)
-        connection.sendall(resident.frame(fields))
-    except OSError:  # the client is gone; its retry finds its id in L5
-        pass
-
-
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
-def _file_id(path: str) -> tuple[int, int] | None:
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino
-
-
-def _take_writer_lock(root: str) -> int | None:
-    import fcntl
-
-    fd = os.open(os.path.join(root, ".memctl", resident.LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:  # another writer serves this root
-        os.close(fd)
-        return None
-    return fd
-
-
 def main(argv: list[str]) -> int:
     """`python -m memctl.cli.resident_server ROOT LOCK_FD|-`: serve ROOT until idle."""
-    if not hasattr(socket, "SO_PEERCRED"):  # no client here could check who serves it
+    if not prepare_process():  # no client here could check who serves it
         return 0
-    os.umask(0o077)
-    os.chdir("/")  # a detached process keeps no client's folder busy
     root = argv[0]
-    lock_fd = int(argv[1]) if argv[1] != "-" else _take_writer_lock(root)  # "-": started by hand (bench, tests)
+    lock_fd = int(argv[1]) if argv[1] != "-" else take_lock(root, resident.LOCK_NAME)  # "-": by hand (bench, tests)
     if lock_fd is None:
         return 0
     writer = Writer(root, lock_fd)
@@ -413,7 +256,7 @@ def main(argv: list[str]) -> int:
     try:
         writer.serve()
     finally:
-        writer.close()
+        writer.close(f"{writer.requests} requests in {writer.batches} batches")
     return 0
 
 

@@ -1,0 +1,162 @@
+"""A memory root's resident processes and their clients: one Unix socket under `.memctl/` per
+service (the resident writer's `writer.sock`, the resident searcher's `semantic.sock`), served by
+one detached process of this user, found by its clients, both sides checking the peer's uid.
+
+The client side imports `_socket` only (not `socket`, which loads enum): it runs in the short
+`remember` and `search` processes, where every import is paid on each call. Messages are framed:
+the body's length and `\\n`, then each field as `N:` and N bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def socket_address(root: str, name: str) -> tuple[str, int | None] | None:
+    """(address of `.memctl/NAME`, the folder's fd to close after use or None), or None when
+    `.memctl/` is not a real folder (never follow a symlink out of the root). A long path (over
+    the ~108 bytes a socket address holds) goes through /proc/self/fd."""
+    state = os.path.join(root, ".memctl")
+    try:
+        info = os.lstat(state)
+    except OSError:
+        return None
+    if info.st_mode & 0o170000 != 0o040000:
+        return None
+    address = os.path.join(state, name)
+    if len(os.fsencode(address)) < 100:
+        return address, None
+    if not os.path.isdir("/proc/self/fd"):
+        return None
+    try:
+        folder = os.open(state, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    return f"/proc/self/fd/{folder}/{name}", folder
+
+
+def usable() -> bool:
+    """Whether this platform can serve and check a resident process (the peer's uid is read with
+    SO_PEERCRED: where it is missing a client would refuse every server)."""
+    if os.name != "posix":
+        return False
+    import _socket
+
+    return hasattr(_socket, "AF_UNIX") and hasattr(_socket, "SO_PEERCRED")
+
+
+def connect(root: str, name: str):
+    """A connection to the root's NAME service, run by this user; None when none serves."""
+    import _socket
+
+    found = socket_address(root, name)
+    if found is None:
+        return None
+    address, folder = found
+    connection = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        connection.connect(address)
+        if peer_uid(connection) != os.getuid():
+            connection.close()
+            return None
+    except OSError:
+        connection.close()
+        return None
+    finally:
+        if folder is not None:
+            os.close(folder)
+    return connection
+
+
+def peer_uid(connection) -> int | None:
+    """The uid of the process at the other end (SO_PEERCRED: `usable` requires it)."""
+    import _socket
+
+    credentials = connection.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)  # struct ucred: pid, uid, gid
+    return int.from_bytes(credentials[4:8], sys.byteorder)
+
+
+def frame(fields: list[str | bytes]) -> bytes:
+    """Length-prefixed fields (`N:` then N bytes each), the whole prefixed by its length and `\\n`."""
+    parts = []
+    for field in fields:
+        data = field if isinstance(field, bytes) else field.encode("utf-8", "surrogatepass")
+        parts.append(b"%d:" % len(data))
+        parts.append(data)
+    body = b"".join(parts)
+    return b"%d\n" % len(body) + body
+
+
+def receive(connection) -> list[bytes] | None:
+    """One framed message, or None when the other end closed first."""
+    data = b""
+    while b"\n" not in data:
+        chunk = connection.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    head, _, body = data.partition(b"\n")
+    size = int(head)
+    while len(body) < size:
+        chunk = connection.recv(max(65536, size - len(body)))
+        if not chunk:
+            return None
+        body += chunk
+    return fields_of(body[:size])
+
+
+def split_frame(data: bytes) -> tuple[list[bytes] | None, bytes]:
+    """(the first complete message's fields or None, the bytes after it). Raises ValueError for
+    bytes that are not framed."""
+    head, newline, body = data.partition(b"\n")
+    if not newline or len(body) < int(head):
+        if len(head) > 20 or (head and not head.isdigit()):
+            raise ValueError("not a framed message")
+        return None, data
+    return fields_of(body[:int(head)]), body[int(head):]
+
+
+def fields_of(body: bytes) -> list[bytes]:
+    fields = []
+    at = 0
+    while at < len(body):
+        colon = body.index(b":", at)
+        size = int(body[at:colon])
+        fields.append(body[colon + 1:colon + 1 + size])
+        at = colon + 1 + size
+    return fields
+
+
+def stamp(path: str) -> str:
+    """A file's version as stat sees it ('-' when absent)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return "-"
+    return f"{info.st_mtime_ns}:{info.st_size}:{info.st_ino}"
+
+
+def start_detached(root: str, lock_name: str, module: str, environment: dict[str, str]) -> None:
+    """`python -m MODULE ROOT LOCK_FD`, detached, unless one runs or starts: it holds
+    `.memctl/LOCK_NAME`, taken here and handed to it, so two clients never both start one."""
+    import fcntl
+
+    state = os.path.join(root, ".memctl")
+    try:
+        lock = os.open(os.path.join(state, lock_name), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.set_inheritable(lock, True)
+        null = os.devnull
+        os.posix_spawn(sys.executable, [sys.executable, "-P", "-m", module, root, str(lock)], environment,
+                       file_actions=[(os.POSIX_SPAWN_OPEN, 0, null, os.O_RDONLY, 0),
+                                     (os.POSIX_SPAWN_OPEN, 1, null, os.O_WRONLY, 0),
+                                     (os.POSIX_SPAWN_OPEN, 2, null, os.O_WRONLY, 0)],
+                       setsid=True)
+    except OSError:  # one runs, or it cannot start: the next client tries again
+        pass
+    finally:
+        os.close(lock)

@@ -1,0 +1,217 @@
+"""The serving side of a root's resident process (memctl.core.local_socket is the client side):
+its socket under `.memctl/` (mode 0600, only this user's peers), the framed messages it reads,
+when it must stop (its socket file removed or replaced, its identity — memctl's version and
+code, memctl.toml, the environment — no longer the clients'), and one line in its log on exit.
+The resident writer (memctl.cli.resident_server) and the resident searcher
+(memctl.recall.semantic_server) are its two services.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import socket
+import sys
+import time
+
+from memctl.core import local_socket
+
+
+class ResidentService:
+    socket_name = ""
+    log_name = ""
+
+    def __init__(self, root: str, identity) -> None:
+        """`identity(root)`: what a client must share with this process (its first field after
+        the protocol's name)."""
+        self.root = root
+        self._identity_of = identity
+        self.identity = identity(root)
+        self.code_stamps: dict[str, str] = {}
+        self.code_changed()
+        self.selector = selectors.DefaultSelector()
+        self.listener = None
+        self.socket_id = None
+        self.buffers: dict = {}
+        self.stopping = False
+        self.exit_reason = "idle"
+
+    # --- the socket
+
+    def bind(self) -> bool:
+        found = local_socket.socket_address(self.root, self.socket_name)
+        if found is None:
+            return False
+        address, folder = found
+        try:
+            _remove(address)  # a killed server's: the lock (ours) says none serves it
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(address)
+            os.chmod(address, 0o600)
+            listener.listen(64)
+            listener.setblocking(False)
+            self.socket_id = file_id(address)
+        finally:
+            if folder is not None:
+                os.close(folder)
+        self.listener = listener
+        self.selector.register(listener, selectors.EVENT_READ, None)
+        return True
+
+    def socket_path(self) -> str:
+        return os.path.join(self.root, ".memctl", self.socket_name)
+
+    def stale(self) -> bool:
+        """The socket file gone or replaced, memctl.toml or the code changed."""
+        return (file_id(self.socket_path()) != self.socket_id or self._identity_of(self.root) != self.identity
+                or self.code_changed())
+
+    def code_changed(self) -> bool:
+        """Whether a loaded module of memctl's changed on disk (a reinstall, an edit) since it
+        was first seen here."""
+        for name, module in list(sys.modules.items()):
+            path = getattr(module, "__file__", None) if name.startswith("memctl") else None
+            if path:
+                stamp = self.code_stamps.setdefault(path, local_socket.stamp(path))
+                if local_socket.stamp(path) != stamp:
+                    return True
+        return False
+
+    def stop(self, reason: str) -> None:
+        self.stopping, self.exit_reason = True, reason
+
+    def close(self, summary: str) -> None:
+        """Stop serving; `summary` (what was done) goes to the log line."""
+        self._log_exit(summary)
+        if self.listener is not None:
+            if file_id(self.socket_path()) == self.socket_id:
+                os.unlink(self.socket_path())
+            self.selector.unregister(self.listener)
+            self.listener.close()
+        for connection in list(self.buffers):
+            connection.close()
+
+    def _log_exit(self, summary: str) -> None:
+        """One line in `.memctl/LOG` for the person wondering what the process did."""
+        from memctl.core.fsutil import open_nofollow
+
+        line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')}\tpid {os.getpid()}\t{summary}\texited: {self.exit_reason}\n"
+        try:
+            fd = open_nofollow(os.path.join(self.root, ".memctl", self.log_name), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            try:
+                os.write(fd, line.encode("utf-8", "surrogateescape"))
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+
+    # --- messages
+
+    def messages(self, timeout: float) -> list[tuple]:
+        """(connection, fields) of every message complete by now, waiting up to `timeout` for the
+        first event. A connection stays watched for more until `release`d or `drop`ped."""
+        found: list[tuple] = []
+        events = self.selector.select(timeout)
+        while events:
+            for key, _ in events:
+                if key.data is None:
+                    self._accept()
+                elif key.fileobj in self.buffers:
+                    found.extend(self._read(key.fileobj))
+            events = self.selector.select(0)
+        return found
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            if local_socket.peer_uid(connection) != os.getuid():
+                connection.close()
+                continue
+            connection.setblocking(False)
+            self.buffers[connection] = b""
+            self.selector.register(connection, selectors.EVENT_READ, True)
+
+    def _read(self, connection) -> list[tuple]:
+        try:
+            chunk = connection.recv(65536)
+        except BlockingIOError:
+            return []
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.drop(connection)
+            return []
+        data = self.buffers[connection] + chunk
+        found = []
+        try:
+            fields, data = local_socket.split_frame(data)
+            while fields is not None:
+                found.append((connection, fields))
+                fields, data = local_socket.split_frame(data)
+        except ValueError:  # not a client of this protocol
+            self.drop(connection)
+            return []
+        self.buffers[connection] = data
+        return found
+
+    def release(self, connection) -> None:
+        """No more messages wanted from `connection`: it is the caller's, blocking."""
+        if connection in self.buffers:
+            self.selector.unregister(connection)
+            del self.buffers[connection]
+        connection.setblocking(True)
+
+    def drop(self, connection) -> None:
+        if connection in self.buffers:
+            self.selector.unregister(connection)
+            del self.buffers[connection]
+        connection.close()
+
+
+def reply(connection, fields: list[bytes]) -> None:
+    try:
+        connection.setblocking(True)
+        connection.sendall(local_socket.frame(fields))
+    except OSError:  # the client is gone
+        pass
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def file_id(path: str) -> tuple[int, int] | None:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def take_lock(root: str, name: str) -> int | None:
+    """`.memctl/NAME` flocked, or None when another process holds it (it serves this root)."""
+    import fcntl
+
+    fd = os.open(os.path.join(root, ".memctl", name), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def prepare_process() -> bool:
+    """A detached server's start: no if this platform cannot check its clients' uid; its files
+    this user's alone; no client's folder kept busy."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return False
+    os.umask(0o077)
+    os.chdir("/")
+    return True
