@@ -298,6 +298,53 @@ def time_fused_in_process(root: Path, result: dict, prefix: str, in_process_time
         result[f"{prefix}inproc_{lang}_p95_ms"] = pct(times, 0.95) * 1000
 
 
+def time_resident_and_fork(root: Path, sizes, exe: str, env: dict, helpers, prefix: str, result: dict) -> None:
+    """The fused one-shot searches twice: served by the resident searcher (the default; started
+    and warm before the timing, its peak RSS read after), then with the forked helper alone
+    (`MEMCTL_RESIDENT=0`, prefix + "fork_")."""
+    searcher = warm_resident_searcher(root, exe, env)
+    helpers.time_search_processes(sizes, exe, env, prefix=prefix)
+    result[f"{prefix}resident_rss_mb"] = peak_rss_mb(searcher) if searcher else float("nan")
+    helpers.time_search_processes(sizes, exe, {**env, "MEMCTL_RESIDENT": "0"}, prefix=prefix + "fork_")
+
+
+def warm_resident_searcher(root: Path, exe: str, env: dict, seconds: float = 120) -> int | None:
+    """One fused search (it starts the root's resident searcher), then a wait until the searcher
+    answers on its socket; its pid, or None when none came up (the timings then are the fork's)."""
+    from memctl.core import local_socket
+    from memctl.recall import semantic_helper
+
+    subprocess.run([exe, "--root", str(root), "search", "warm up the searcher"], env=env, capture_output=True)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        connection = local_socket.connect(str(root), semantic_helper.SOCKET_NAME)
+        if connection is not None:
+            connection.close()
+            return searcher_pid(root)
+        time.sleep(0.1)
+    return None
+
+
+def searcher_pid(root: Path) -> int | None:
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"memctl.recall.semantic_server" in argv and os.fsencode(str(root)) in argv:
+            return int(entry.name)
+    return None
+
+
+def peak_rss_mb(pid: int) -> float:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return float("nan")
+    return next((int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmHWM:")),
+                float("nan"))
+
+
 def print_semantic_report(r: dict) -> None:
     print(f"\n== {r['size']} with [semantic] ({r.get('model', '')}): {r['index_rows']} index rows, "
           f"{r['index_text_mb']:.0f} MB of item text")
@@ -314,8 +361,9 @@ def print_semantic_report(r: dict) -> None:
               f"(median {r['synthetic_list_median']:.0f} rows, largest {r['synthetic_list_max']}), written in "
               f"{r['synthetic_build_s']:.0f} s ({r['synthetic_build_cpu_s']:.0f} CPU-s)")
     print(f"{'':<30}{'memctl p50':>11}{'p95':>8}{'CPU p50':>9}{'RSS MB':>8}{'in-proc p50':>13}{'p95':>8}")
-    for label, prefix in (("(a) lexical only", ""), ("(c) fused, partial store", "part_"),
-                          ("(d) fused, synthetic full", "full_")):
+    for label, prefix in (("(a) lexical only", ""), ("(c) fused, partial, resident", "part_"),
+                          ("(c) fused, partial, fork", "part_fork_"), ("(d) fused, full, resident", "full_"),
+                          ("(d) fused, full, fork", "full_fork_")):
         for lang in ("en", "zh"):
             key = f"{prefix}e2e_{lang}"
             if f"{key}_p50_ms" not in r:
@@ -324,6 +372,14 @@ def print_semantic_report(r: dict) -> None:
                   f"{r[f'{key}_cpu_p50_ms']:>7.0f}ms{r[f'{key}_rss_mb']:>8.0f}"
                   f"{r.get(f'{prefix}inproc_{lang}_p50_ms', float('nan')):>11.1f}ms"
                   f"{r.get(f'{prefix}inproc_{lang}_p95_ms', float('nan')):>6.1f}ms")
+    for prefix, label in (("part_", "partial store"), ("full_", "synthetic full store")):
+        for lang in ("en", "zh"):
+            if f"{prefix}e2e_{lang}_p50_ms" in r:
+                lexical = r[f"e2e_{lang}_p50_ms"]
+                print(f"fused p50 / lexical p50, {label}, {lang}: resident searcher "
+                      f"{r[f'{prefix}e2e_{lang}_p50_ms'] / lexical:.2f}x, forked helper "
+                      f"{r[f'{prefix}fork_e2e_{lang}_p50_ms'] / lexical:.2f}x "
+                      f"(the searcher's own peak RSS {r.get(f'{prefix}resident_rss_mb', float('nan')):.0f} MB)")
     for label, key in (("partial store", "part_profile"), ("synthetic full store", "full_profile"),
                        ("partial store, forked helper", "part_fork_profile"),
                        ("synthetic full store, forked helper", "full_fork_profile")):
@@ -339,6 +395,7 @@ def run(args, root: Path, result: dict, exe: str, env: dict, helpers) -> None:
     result["model"], result["embed_for"] = model, args.embed_for
     en, zh = helpers.make_queries(7)
     sizes = [(root, result)]
+    alone = {**env, "MEMCTL_RESIDENT": "0"}  # the profiles time one process, or one fork
     write_config(root, model, "none")
     helpers.time_search_processes(sizes, exe, env)
     time_fused_in_process(root, result, "", helpers.in_process_times, helpers.make_queries, helpers.pct)
@@ -349,17 +406,17 @@ def run(args, root: Path, result: dict, exe: str, env: dict, helpers) -> None:
         result.update(dict(zip(("embed_rows", "_", "index_rows", "index_text_bytes"), text_with_vectors(root))))
         result["index_text_mb"] = result.pop("index_text_bytes") / 1e6
     write_config(root, model, None)
-    helpers.time_search_processes(sizes, exe, env, prefix="part_")
+    time_resident_and_fork(root, sizes, exe, env, helpers, "part_", result)
     time_fused_in_process(root, result, "part_", helpers.in_process_times, helpers.make_queries, helpers.pct)
-    result["part_profile"] = profile(root, en[:5] + zh[:5], env)
-    result["part_fork_profile"] = fork_profile(root, en[:5] + zh[:5], env)
+    result["part_profile"] = profile(root, en[:5] + zh[:5], alone)
+    result["part_fork_profile"] = fork_profile(root, en[:5] + zh[:5], alone)
     if not args.no_synthetic:
         try:
             synthetic_in_child(root, model, result)
-            helpers.time_search_processes(sizes, exe, env, prefix="full_")
+            time_resident_and_fork(root, sizes, exe, env, helpers, "full_", result)
             time_fused_in_process(root, result, "full_", helpers.in_process_times, helpers.make_queries, helpers.pct)
-            result["full_profile"] = profile(root, en[:5] + zh[:5], env)
-            result["full_fork_profile"] = fork_profile(root, en[:5] + zh[:5], env)
+            result["full_profile"] = profile(root, en[:5] + zh[:5], alone)
+            result["full_fork_profile"] = fork_profile(root, en[:5] + zh[:5], alone)
         finally:
             restore_partial(root, keep_synthetic=args.keep_synthetic)
             if not args.keep_synthetic:

@@ -109,6 +109,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         # a one-shot search runs the model and the vector probe in a forked child beside its lexical
         # half (where the platform forks; memctl.recall.semantic_helper); false: all in one process
         "fork": True,
+        # seconds the resident searcher (memctl.recall.semantic_server: numpy, the model and the vectors
+        # kept loaded for the next one-shot search) waits for the next query; 0 = never start one
+        "resident_idle": 120,
     },
     "dream": {
         "consolidate_min": 3,

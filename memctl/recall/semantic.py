@@ -20,6 +20,8 @@ A missing or broken model is one warning and lexical results.
 
 from __future__ import annotations
 
+import os
+
 from memctl.core.errors import MemctlError
 
 EMBED_RANGE = 5_000  # index rows compared with the store at a time: bounded memory at any size
@@ -320,7 +322,9 @@ class SemanticSignal:
         self.vectors = None  # memctl.recall.vectors.VectorStore, opened on the first fused query
         self.encoder = None
         self.warning = ""  # set once when the signal had to be given up; the CLI prints it
-        self.helper = None  # memctl.recall.semantic_helper.SemanticHelper: a forked child probing for one query
+        self.helper = None  # semantic_helper.SemanticHelper (a forked child) or ResidentHelper (the resident searcher)
+        self.wants_resident = False  # none served this search: start one for the next
+        self.model_checked = False  # the open store's model is the encoder's
         self.one_query = False  # set in that child: it probes once (memctl.recall.vectors.VectorStore one_query)
 
     @classmethod
@@ -344,11 +348,19 @@ class SemanticSignal:
         a forked child from now on, while the lexical search runs (memctl.recall.semantic_helper)."""
         from memctl.recall import semantic_helper
 
-        if self.wanted(query) and semantic_helper.available(self.ranking):
+        if not self.wanted(query):
+            return
+        if semantic_helper.resident_wanted(self.ranking):
+            self.helper = semantic_helper.ResidentHelper.start(self.root(), self.ranking, query)
+            self.wants_resident = self.helper is None
+        if self.helper is None and semantic_helper.available(self.ranking):
             try:
                 self.helper = semantic_helper.SemanticHelper.start(self, query)
             except OSError:  # no process to be had (a limit, no memory): the same work in this one
                 self.helper = None
+
+    def root(self) -> str:
+        return os.path.abspath(self.layout.root)
 
     def wanted(self, query: str) -> bool:
         if self.warning or self.ranking.fusion == "none":
@@ -397,7 +409,12 @@ class SemanticSignal:
         if helper is not None and helper.query != query:
             helper.close()
         elif helper is not None:
-            return helper.cosines(lexical)
+            from memctl.recall.semantic_helper import Unserved
+
+            try:
+                return helper.cosines(lexical)
+            except Unserved:  # the resident searcher declined or vanished: this process does it
+                self.wants_resident = True
         found = self.nearest_rows(query)
         return None if found is None else (found[1], self.compared_rows(found[0], lexical))
 
@@ -419,12 +436,15 @@ class SemanticSignal:
 
         if self.vectors is None:
             self.vectors = VectorStore(vectors_path(self.layout), readonly=True, one_query=self.one_query)
-            if not self.vectors.dim:
-                return None
+            self.model_checked = False
+        if not self.vectors.dim:
+            return None
         if self.encoder is None:
             self.encoder = _encoder(self.ranking)  # loaded here, on the first query that is fused
+        if not self.model_checked:  # once per opened store (the resident searcher reopens a changed one)
             if not same_model(self.vectors.meta("model"), model_identity(self.encoder)):
                 raise MemctlError("the vectors come from another model: run `memctl index embed`")
+            self.model_checked = True
         return self.encoder.encode_query(query)
 
     def close(self) -> None:
@@ -433,6 +453,12 @@ class SemanticSignal:
             self.helper = None
         if self.vectors is not None:
             self.vectors.close()
+            self.vectors = None
+        if self.wants_resident:
+            from memctl.recall.semantic_helper import start_resident
+
+            self.wants_resident = False
+            start_resident(self.root())
 
 
 def _single_threaded_blas() -> None:

@@ -15,6 +15,15 @@ Any failure of the child (its exception's one line, sent back) or no answer with
 ANSWER_SECONDS is a MemctlError for the caller, which gives the signal up with one warning and
 keeps the lexical results, as in-process. The parent always reaps the child; a parent killed
 before it asks leaves a child that exits at the end-of-file of its pipe (after its own probe).
+
+Where a resident searcher serves the root (`.memctl/semantic.sock`, memctl.recall.semantic_server,
+one process per root that keeps numpy, the model and the vector store loaded, started by the
+first one-shot search that found none, gone after `[semantic] resident_idle` seconds without a
+query), the same two messages go to it instead (`ResidentHelper`): the query as soon as the
+settings are read, the lexical rowids when the lexical half is done; the answer is the same
+tuple, computed by the same code. A searcher of another version or environment, one
+that vanished, or none at all: the fork as before (and a current searcher started for the
+next search). `MEMCTL_RESIDENT=0` or `resident_idle = 0` turns it off.
 """
 
 from __future__ import annotations
@@ -26,6 +35,10 @@ import select
 from memctl.core.errors import MemctlError
 
 ANSWER_SECONDS = 30.0  # a cold page cache's probe of a store larger than the free memory took 2-3.5 s
+SOCKET_NAME = "semantic.sock"
+LOCK_NAME = "semantic.lock"
+PROTOCOL = "memctl-semantic/1"
+ENVIRONMENT = ("HOME", "XDG_CACHE_HOME")  # where a model may be found besides memctl.toml's path
 
 
 def available(ranking) -> bool:
@@ -71,13 +84,7 @@ class SemanticHelper:
         self.close(answered=answer is not None)
         if answer is None:
             raise MemctlError(f"the semantic helper gave no answer within {ANSWER_SECONDS:.0f}s")
-        try:
-            status, *rest = marshal.loads(answer)
-        except (EOFError, ValueError, TypeError):
-            raise MemctlError("the semantic helper ended without an answer") from None
-        if status != "ok":
-            raise MemctlError(rest[0])
-        return None if rest[0] is None else (rest[0], rest[1])
+        return parsed_answer(answer)
 
     def close(self, answered: bool = False) -> None:
         """Reap the child (one that has answered is exiting; one still at work is killed, its work
@@ -113,18 +120,32 @@ def _serve(signal, query: str, inbox: int, outbox: int) -> None:
         asked = _read_until_eof(inbox, None)
         if not asked:  # the parent died or gave up
             os._exit(0)
-        if failure is not None:
-            answer = ("error", one_line(failure))
-        elif nearest is None:
-            answer = ("ok", None)
-        else:
-            try:
-                answer = ("ok", nearest[1], signal.compared_rows(nearest[0], marshal.loads(asked)))
-            except BaseException as exc:
-                answer = ("error", one_line(exc))
-        _write_all(outbox, marshal.dumps(answer))
+        _write_all(outbox, marshal.dumps(answer_for(signal, nearest, failure, asked)))
     finally:
         os._exit(0)
+
+
+def answer_for(signal, nearest, failure: BaseException | None, asked: bytes) -> tuple:
+    """What the parent is told: ("ok", nearest rows, compared rows), ("ok", None) for a store
+    without vectors, ("error", one line)."""
+    if failure is not None:
+        return "error", one_line(failure)
+    if nearest is None:
+        return "ok", None
+    try:
+        return "ok", nearest[1], signal.compared_rows(nearest[0], marshal.loads(asked))
+    except Exception as exc:
+        return "error", one_line(exc)
+
+
+def parsed_answer(answer: bytes) -> tuple[list, list] | None:
+    try:
+        status, *rest = marshal.loads(answer)
+    except (EOFError, ValueError, TypeError):
+        raise MemctlError("the semantic helper ended without an answer") from None
+    if status != "ok":
+        raise MemctlError(rest[0])
+    return None if rest[0] is None else (rest[0], rest[1])
 
 
 def one_line(exc: BaseException) -> str:
@@ -153,3 +174,81 @@ def _read_until_eof(fd: int, seconds: float | None) -> bytes | None:
         if not part:
             return b"".join(parts)
         parts.append(part)
+
+
+# --- the resident searcher's client
+
+
+class Unserved(Exception):
+    """The resident searcher did not answer (declined, gone): the caller computes it itself."""
+
+
+def resident_wanted(ranking) -> bool:
+    if os.environ.get("MEMCTL_RESIDENT", "") == "0" or any(name.startswith("MEMCTL_FAULT_") for name in os.environ):
+        return False
+    from memctl.core.local_socket import usable
+
+    return float(ranking.semantic_option("resident_idle")) > 0 and usable()
+
+
+def identity(root: str) -> str:
+    """What must be the same in the searcher and here: memctl's code, the root, the environment
+    the model is found by. Not memctl.toml: every request carries its search's ranking and
+    [semantic] table (the searcher loads another model when the request names one)."""
+    import memctl
+    from memctl.core.local_socket import stamp
+
+    parts = [memctl.__version__, stamp(__file__), root]
+    parts += [f"{name}={os.environ.get(name, '')}" for name in ENVIRONMENT]
+    return "\n".join(parts)
+
+
+class ResidentHelper:
+    """The search's end of a conversation with the resident searcher: the query sent, the
+    answer asked for with the lexical rowids."""
+
+    def __init__(self, connection, query: str):
+        self.connection, self.query = connection, query
+
+    @classmethod
+    def start(cls, root: str, ranking, query: str) -> "ResidentHelper | None":
+        """The query sent to the root's searcher, or None when none serves."""
+        from memctl.core.local_socket import connect, frame
+
+        connection = connect(root, SOCKET_NAME)
+        if connection is None:
+            return None
+        try:
+            connection.settimeout(ANSWER_SECONDS)
+            connection.sendall(frame([PROTOCOL, identity(root), query, marshal.dumps(tuple(ranking))]))
+        except OSError:
+            connection.close()
+            return None
+        return cls(connection, query)
+
+    def cosines(self, rowids: list[int]) -> tuple[list, list] | None:
+        """As SemanticHelper.cosines; raises Unserved when the searcher gave no answer."""
+        from memctl.core.local_socket import frame, receive
+
+        try:
+            self.connection.sendall(frame([b"rows", marshal.dumps(list(rowids))]))
+            reply = receive(self.connection)
+        except (OSError, ValueError):
+            reply = None
+        finally:
+            self.close()
+        if reply is None or len(reply) != 2 or reply[0] != b"answer":  # gone, or declined
+            raise Unserved()
+        return parsed_answer(reply[1])
+
+    def close(self, answered: bool = False) -> None:
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
+
+
+def start_resident(root: str) -> None:
+    """A detached searcher for this root, unless one runs or starts (`semantic.lock` decides)."""
+    from memctl.core.local_socket import start_detached
+
+    start_detached(root, LOCK_NAME, "memctl.recall.semantic_server", dict(os.environ))

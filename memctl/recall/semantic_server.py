@@ -1,0 +1,175 @@
+"""The resident searcher: one process per memory root that answers the semantic half of one-shot
+fused searches on `.memctl/semantic.sock` (memctl.recall.semantic_helper.ResidentHelper is the
+client), with numpy, the model and the vector store loaded once instead of in every search.
+
+A search sends its query (and its ranking) as soon as its settings are read: the searcher embeds
+it and probes the nearest lists at once, while the search runs its lexical half. The search then
+sends its lexical candidates' rowids and gets the same answer the forked helper gives, computed
+by the same code (semantic_helper.answer_for). Queries are answered one at a time, in the order
+they come. The vector store is reopened when its files change (an embedding pass wrote to it).
+
+It is started detached by the first one-shot search that found none, binds its socket only once
+the model is loaded (until then searches fork as before), and exits after `[semantic]
+resident_idle` seconds without a query (as the last request's settings say), when its socket
+file is removed or replaced, when memctl's code changes, and when a client's identity (version,
+code, environment) is not its own. A request carries its search's ranking and [semantic] table,
+so a changed memctl.toml needs no new searcher: the next request's settings are used, a model
+it names that is not the loaded one is loaded.
+"""
+
+from __future__ import annotations
+
+import marshal
+import signal
+import sys
+import time
+
+from memctl.core.config import load_settings
+from memctl.core.local_socket import stamp
+from memctl.core.resident_service import ResidentService, prepare_process, reply, take_lock
+from memctl.recall import semantic_helper
+from memctl.recall.ranking import Ranking
+from memctl.recall.semantic import SemanticSignal, has_vectors, vectors_path
+
+LOG_NAME = "semantic.log"
+CHECK_EVERY = 2.0  # seconds between two looks at the socket file, the config and the code
+WARM_UP_QUERY = "warm up: what was said"
+
+
+class Searcher(ResidentService):
+    socket_name = semantic_helper.SOCKET_NAME
+    log_name = LOG_NAME
+
+    def __init__(self, root: str, lock_fd: int) -> None:
+        self.lock_fd = lock_fd
+        settings = load_settings(root)
+        self.layout = settings.layout
+        self.ranking = Ranking.from_settings(settings)
+        self.idle = float(self.ranking.semantic_option("resident_idle"))
+        super().__init__(root, semantic_helper.identity)
+        self.signal = SemanticSignal(self.layout, self.ranking)
+        self.pending: dict = {}  # connection -> (nearest rows or None, the failure or None)
+        self.store_stamp = ""
+        self.queries = 0
+
+    def usable(self) -> bool:
+        return self.idle > 0 and bool(self.ranking.semantic_option("enabled")) and has_vectors(self.layout)
+
+    def warm_up(self) -> bool:
+        """numpy, the model and the store loaded before the first client: whether that worked
+        (a missing or broken model leaves the searches to the fork, which says why)."""
+        _, failure = self._nearest(WARM_UP_QUERY, self.ranking)
+        return failure is None
+
+    # --- the loop
+
+    def serve(self) -> None:
+        last_query = last_check = time.monotonic()
+        while not self.stopping:
+            messages = self.messages(timeout=1.0)
+            for connection, fields in messages:
+                self._handle(connection, fields)
+            now = time.monotonic()
+            if messages:
+                last_query = now
+            elif now - last_query >= self.idle and not self.pending:
+                return
+            if now - last_check >= CHECK_EVERY and not self.stopping:
+                last_check = now
+                if self.stale():
+                    self.stop("its socket file or memctl's code changed")
+
+    def _handle(self, connection, fields: list[bytes]) -> None:
+        if connection in self.pending:
+            self._answer(connection, fields)
+            return
+        ranking = self._ranking_of(fields)
+        if ranking is None:
+            self.release(connection)
+            reply(connection, [b"decline"])
+            connection.close()
+            # a newer memctl, another environment: the client starts a current searcher
+            self.stop("a client of another version or environment")
+            return
+        self.queries += 1
+        self.idle = float(ranking.semantic_option("resident_idle"))
+        self.pending[connection] = self._nearest(fields[2].decode("utf-8", "surrogatepass"), ranking)
+
+    def _ranking_of(self, fields: list[bytes]) -> Ranking | None:
+        if len(fields) != 4 or fields[:2] != [semantic_helper.PROTOCOL.encode(),
+                                              self.identity.encode("utf-8", "surrogatepass")]:
+            return None
+        try:
+            return Ranking(*marshal.loads(fields[3]))
+        except (EOFError, ValueError, TypeError):
+            return None
+
+    def _answer(self, connection, fields: list[bytes]) -> None:
+        nearest, failure = self.pending.pop(connection)
+        self.release(connection)
+        if len(fields) == 2 and fields[0] == b"rows":
+            answer = semantic_helper.answer_for(self.signal, nearest, failure, fields[1])
+            reply(connection, [b"answer", marshal.dumps(answer)])
+        connection.close()
+
+    def drop(self, connection) -> None:
+        self.pending.pop(connection, None)  # the search gave up or ended: its probe is not wanted
+        super().drop(connection)
+
+    # --- one query
+
+    def _nearest(self, query: str, ranking: Ranking) -> tuple:
+        """(the query's vector and nearest rows, or None for a store without vectors; the
+        failure or None), for the store as it is now."""
+        self._reopen_if_changed()
+        signal = self.signal
+        if _model_of(ranking) != _model_of(signal.ranking):
+            signal.encoder = None
+            signal.model_checked = False
+        signal.ranking = ranking
+        try:
+            return signal.nearest_rows(query), None
+        except Exception as exc:  # the client warns with its line and keeps its lexical results
+            return None, exc
+
+    def _reopen_if_changed(self) -> None:
+        """A store an embedding pass changed is read afresh (its centroids and lists are cached
+        per open store)."""
+        path = str(vectors_path(self.layout))
+        current = "|".join(stamp(path + suffix) for suffix in ("", "-wal"))
+        if current != self.store_stamp and self.signal.vectors is not None:
+            self.signal.vectors.close()
+            self.signal.vectors = None
+        self.store_stamp = current
+
+    def close(self, summary: str) -> None:
+        super().close(summary)
+        self.signal.close()
+
+
+def _model_of(ranking: Ranking) -> tuple:
+    return ranking.semantic_option("model"), ranking.semantic_option("max_tokens")
+
+
+def main(argv: list[str]) -> int:
+    """`python -m memctl.recall.semantic_server ROOT LOCK_FD|-`: serve ROOT until idle."""
+    if not prepare_process():  # no client here could check who serves it
+        return 0
+    root = argv[0]
+    lock_fd = int(argv[1]) if argv[1] != "-" else take_lock(root, semantic_helper.LOCK_NAME)  # "-": by hand
+    if lock_fd is None:
+        return 0
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # a stop by hand still removes the socket
+    searcher = Searcher(root, lock_fd)
+    if not searcher.usable() or not searcher.warm_up() or not searcher.bind():
+        searcher.signal.close()
+        return 0
+    try:
+        searcher.serve()
+    finally:
+        searcher.close(f"{searcher.queries} queries")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

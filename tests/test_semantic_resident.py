@@ -1,0 +1,204 @@
+"""The resident searcher (memctl.recall.semantic_server, its client semantic_helper.ResidentHelper):
+a one-shot fused search it serves ranks exactly as the forked helper does; a search that finds
+none starts one for the next; a searcher that is killed, stale, of another config, or that drops
+a search halfway leaves every search with the same results and no warning; a store an embedding
+pass changed is read afresh. Needs the multilingual model and a platform with SO_PEERCRED.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import clean_env
+from test_resident import _wait_for
+from test_semantic import CHINESE_PARAPHRASE, E5_CONFIG, PARAPHRASE, e5_memory
+from test_semantic_helper import MULTILINGUAL
+
+from memctl.core import local_socket
+from memctl.recall import semantic_helper
+
+pytestmark = pytest.mark.skipif(not (MULTILINGUAL and local_socket.usable()),
+                                reason="needs the multilingual model and Unix sockets with SO_PEERCRED")
+QUERIES = [PARAPHRASE, CHINESE_PARAPHRASE, "faucet washer", "budget meeting Thursday", "zzzz nothing shares this"]
+SERVED = {"MEMCTL_RESIDENT": "1"}
+ALONE = {"MEMCTL_RESIDENT": "0"}
+
+
+@pytest.fixture
+def embedded(run, root):
+    e5_memory(run, root)
+    done = run("index", "embed", root=root)
+    assert done.returncode == 0, done.stderr
+    yield root
+    _stop(root)
+
+
+def _stop(root: Path) -> None:
+    """End every searcher of the root, one still loading its model too (it binds its socket
+    only then: the socket file is removed until the lock is free)."""
+    import fcntl
+
+    lock_path = root / ".memctl" / semantic_helper.LOCK_NAME
+    if not lock_path.exists():
+        return
+    fd = os.open(lock_path, os.O_RDWR)
+
+    def free() -> bool:
+        (root / ".memctl" / semantic_helper.SOCKET_NAME).unlink(missing_ok=True)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+
+    try:
+        _wait_for(free, "the searcher to exit")
+    finally:
+        os.close(fd)
+
+
+def _ranked(run, root: Path, query: str, env: dict) -> tuple[int, list, bytes]:
+    done = run("search", "--layers", "L6", "--json", query, root=root, env=env)
+    hits = [(hit["id"], hit["score"]) for hit in map(json.loads, done.stdout.decode().splitlines())]
+    return done.returncode, hits, done.stderr
+
+
+def _start_searcher(root: Path) -> subprocess.Popen:
+    searcher = subprocess.Popen([sys.executable, "-P", "-m", "memctl.recall.semantic_server", str(root), "-"],
+                                env=clean_env(**SERVED), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _wait_for(lambda: _serving(root) or searcher.poll() is not None, "the searcher to listen")
+    assert searcher.poll() is None, searcher.stderr.read()
+    return searcher
+
+
+def _serving(root: Path) -> bool:
+    connection = local_socket.connect(str(root), semantic_helper.SOCKET_NAME)
+    if connection is None:
+        return False
+    connection.close()
+    return True
+
+
+def _served(root: Path) -> int:
+    """Queries the root's searchers answered, by their exit lines in .memctl/semantic.log."""
+    log = root / ".memctl" / "semantic.log"
+    return sum(int(n) for n in re.findall(r"\t(\d+) queries\t", log.read_text() if log.exists() else ""))
+
+
+def test_the_resident_searcher_ranks_exactly_as_the_fork(run, embedded):
+    forked = {q: _ranked(run, embedded, q, ALONE) for q in QUERIES}
+    _start_searcher(embedded)
+    served = {q: _ranked(run, embedded, q, SERVED) for q in QUERIES}
+    _stop(embedded)
+    assert served == forked
+    assert forked[PARAPHRASE][1][0][0] in ("pet", "tap") and forked[CHINESE_PARAPHRASE][1][0][0] == "wash"
+    assert all(stderr == b"" for _, _, stderr in served.values())
+    assert _served(embedded) == len(QUERIES)  # every one answered by the searcher, none by a fork
+    assert (embedded / ".memctl" / "semantic.log").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_search_that_finds_none_starts_one_for_the_next(run, embedded):
+    first = _ranked(run, embedded, PARAPHRASE, SERVED)
+    _wait_for(lambda: _serving(embedded), "the searcher the first search started")
+    assert (embedded / ".memctl" / semantic_helper.SOCKET_NAME).stat().st_mode & 0o777 == 0o600
+    second = _ranked(run, embedded, PARAPHRASE, SERVED)
+    _stop(embedded)
+    assert first == second and first[2] == b""
+    assert _served(embedded) == 1
+
+
+def test_none_is_started_when_turned_off(run, embedded):
+    _ranked(run, embedded, PARAPHRASE, ALONE)
+    (embedded / "memctl.toml").write_text(E5_CONFIG + "resident_idle = 0\n")
+    _ranked(run, embedded, PARAPHRASE, SERVED)
+    assert not (embedded / ".memctl" / semantic_helper.LOCK_NAME).exists()
+
+
+def test_a_killed_searcher_leaves_the_same_results(run, embedded):
+    expected = _ranked(run, embedded, PARAPHRASE, ALONE)
+    searcher = _start_searcher(embedded)
+    searcher.send_signal(signal.SIGKILL)
+    searcher.wait()
+    assert (embedded / ".memctl" / semantic_helper.SOCKET_NAME).exists()  # left behind, refusing
+    assert _ranked(run, embedded, PARAPHRASE, SERVED) == expected
+    _wait_for(lambda: _serving(embedded), "a searcher in the killed one's place")
+    assert _ranked(run, embedded, PARAPHRASE, SERVED) == expected
+
+
+def test_a_changed_config_is_followed_without_a_new_searcher(run, embedded):
+    _start_searcher(embedded)
+    before = _ranked(run, embedded, PARAPHRASE, SERVED)
+    (embedded / "memctl.toml").write_text(E5_CONFIG + "[ranking]\nsemantic_candidates = 1\n")  # the searcher's part
+    expected = _ranked(run, embedded, PARAPHRASE, ALONE)
+    assert _ranked(run, embedded, PARAPHRASE, SERVED) == expected != before
+    _stop(embedded)
+    assert _served(embedded) == 2 and _log(embedded).count("exited") == 1
+
+
+def test_a_client_of_another_environment_is_declined_and_searches_alike(run, embedded):
+    _start_searcher(embedded)
+    moved = {**SERVED, "XDG_CACHE_HOME": str(embedded.parent / "elsewhere")}
+    expected = _ranked(run, embedded, PARAPHRASE, ALONE)
+    assert _ranked(run, embedded, PARAPHRASE, moved) == expected
+    _wait_for(lambda: "exited: a client of another version or environment" in _log(embedded),
+              "the searcher of the other environment to exit")
+
+
+def _log(root: Path) -> str:
+    log = root / ".memctl" / "semantic.log"
+    return log.read_text() if log.exists() else ""
+
+
+def test_a_searcher_that_drops_a_search_halfway_leaves_the_same_results(run, embedded):
+    """A process at the socket that reads the query and hangs up (a searcher dying mid-query):
+    the search does the semantic half itself, with no warning."""
+    expected = _ranked(run, embedded, PARAPHRASE, ALONE)
+    folder = os.open(embedded / ".memctl", os.O_RDONLY)  # a short address for a long temporary path
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(f"/proc/self/fd/{folder}/{semantic_helper.SOCKET_NAME}")
+    os.close(folder)
+    listener.listen(4)
+    heard = []
+
+    def hang_up() -> None:
+        connection, _ = listener.accept()
+        heard.append(local_socket.receive(connection))
+        connection.close()
+
+    thread = threading.Thread(target=hang_up)
+    thread.start()
+    try:
+        got = _ranked(run, embedded, PARAPHRASE, SERVED)
+    finally:
+        thread.join(timeout=60)
+        listener.close()
+    assert heard and heard[0][0] == semantic_helper.PROTOCOL.encode() and heard[0][2] == PARAPHRASE.encode()
+    assert got == expected
+
+
+def test_a_store_an_embedding_pass_changed_is_read_afresh(run, embedded):
+    (embedded / "memctl.toml").write_text(E5_CONFIG + "embed_after_writes = false\n")  # the pass run here
+    _start_searcher(embedded)
+    query = "which instrument is being learned"
+    before = _ranked(run, embedded, query, SERVED)
+    item = {"id": "violin", "text": "Nate started taking violin lessons on Saturdays.", "session": "v1"}
+    path = embedded.parent / "more.jsonl"
+    path.write_text(json.dumps(item) + "\n", encoding="utf-8")
+    added = run("import", str(path), root=embedded, env=ALONE)
+    assert added.returncode == 0, added.stderr
+    assert run("index", "embed", root=embedded, env=ALONE).returncode == 0
+    after = _ranked(run, embedded, query, SERVED)
+    assert after == _ranked(run, embedded, query, ALONE)
+    assert "violin" in [hit for hit, _ in after[1]] and "violin" not in [hit for hit, _ in before[1]]
+    _stop(embedded)
+    assert _served(embedded) == 2
