@@ -46,13 +46,14 @@ def search_ids(run, root: Path, query: str, *extra: str) -> tuple[list[str], sub
     return [json.loads(line)["id"] for line in result.stdout.decode().splitlines()], result
 
 
-def loaded_modules_after_search(memctl_bin: str, root: Path, query: str, modules: list[str]) -> tuple[bytes, list]:
+def loaded_modules_after_search(memctl_bin: str, root: Path, query: str, modules: list[str],
+                                env: dict | None = None) -> tuple[bytes, list]:
     probe = ("import sys, runpy; sys.argv = ['memctl', '--root', %r, 'search', '--layers', 'L6', %r]\n"
              "try:\n    runpy.run_module('memctl', run_name='__main__')\n"
              "except SystemExit:\n    sys.stderr.write(repr([m for m in %r if m in sys.modules]))\n"
              % (str(root), query, modules))
     python = str(Path(memctl_bin).with_name("python"))
-    done = subprocess.run([python, "-c", probe], capture_output=True, env=clean_env(), timeout=120)
+    done = subprocess.run([python, "-c", probe], capture_output=True, env=clean_env(**(env or {})), timeout=120)
     return done.stdout, eval(done.stderr.decode().strip().splitlines()[-1])
 
 

