@@ -64,15 +64,18 @@ def _wait_for(condition, what: str, seconds: float = 60) -> None:
         time.sleep(0.05)
 
 
-def _stop_writers(root: Path) -> None:
-    """End whatever writer serves the root (its socket file removed) and wait until it is gone."""
-    _socket_file(root).unlink(missing_ok=True)
-    lock_path = root / ".memctl" / resident.LOCK_NAME
+def _stop_writers(root: Path, socket_name: str = resident.SOCKET_NAME, lock_name: str = resident.LOCK_NAME) -> None:
+    """End whatever writer (or other resident process: its socket and lock names) serves the root
+    and wait until it is gone: its socket file removed until its lock is free (one still starting
+    binds its socket only when ready)."""
+    lock_path = root / ".memctl" / lock_name
     if not lock_path.exists():
+        (root / ".memctl" / socket_name).unlink(missing_ok=True)
         return
     fd = os.open(lock_path, os.O_RDWR)
 
     def free() -> bool:
+        (root / ".memctl" / socket_name).unlink(missing_ok=True)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -81,7 +84,7 @@ def _stop_writers(root: Path) -> None:
         return True
 
     try:
-        _wait_for(free, "the writer to exit")
+        _wait_for(free, "the resident process to exit")
     finally:
         os.close(fd)
 

@@ -32,6 +32,11 @@ QUERIES = [PARAPHRASE, CHINESE_PARAPHRASE, "faucet washer", "budget meeting Thur
 
 @pytest.fixture
 def embedded(run, root):
+    return embedded_memory(run, root)
+
+
+def embedded_memory(run, root: Path) -> Path:
+    """test_semantic's memory of English and Chinese items, every item embedded."""
     e5_memory(run, root)
     done = run("index", "embed", root=root)
     assert done.returncode == 0, done.stderr

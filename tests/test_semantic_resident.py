@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 from conftest import clean_env
-from test_resident import _wait_for
-from test_semantic import CHINESE_PARAPHRASE, E5_CONFIG, HEAVY, PARAPHRASE, e5_memory, loaded_modules_after_search
-from test_semantic_helper import MULTILINGUAL
+from test_resident import _stop_writers, _wait_for
+from test_semantic import CHINESE_PARAPHRASE, E5_CONFIG, HEAVY, PARAPHRASE, loaded_modules_after_search
+from test_semantic_helper import MULTILINGUAL, embedded_memory
 
 from memctl.core import local_socket
 from memctl.recall import semantic_helper
@@ -35,36 +35,12 @@ ALONE = {"MEMCTL_RESIDENT": "0"}
 
 @pytest.fixture
 def embedded(run, root):
-    e5_memory(run, root)
-    done = run("index", "embed", root=root)
-    assert done.returncode == 0, done.stderr
-    yield root
-    _stop(root)
+    yield embedded_memory(run, root)
+    _stop(root)  # no searcher outlives its test
 
 
 def _stop(root: Path) -> None:
-    """End every searcher of the root, one still loading its model too (it binds its socket
-    only then: the socket file is removed until the lock is free)."""
-    import fcntl
-
-    lock_path = root / ".memctl" / semantic_helper.LOCK_NAME
-    if not lock_path.exists():
-        return
-    fd = os.open(lock_path, os.O_RDWR)
-
-    def free() -> bool:
-        (root / ".memctl" / semantic_helper.SOCKET_NAME).unlink(missing_ok=True)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return False
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return True
-
-    try:
-        _wait_for(free, "the searcher to exit")
-    finally:
-        os.close(fd)
+    _stop_writers(root, semantic_helper.SOCKET_NAME, semantic_helper.LOCK_NAME)
 
 
 def _ranked(run, root: Path, query: str, env: dict) -> tuple[int, list, bytes]:

@@ -27,7 +27,7 @@ import time
 from memctl.cli import render, resident
 from memctl.cli.writes import guarded, memory_settings, report_remember, start_background_dream, utf8_only
 from memctl.core import clock, faults
-from memctl.core.resident_service import ResidentService, prepare_process, reply, take_lock
+from memctl.core.resident_service import ResidentService, reply, run_service
 from memctl.core.config import load_settings
 from memctl.core.errors import EXIT_OK, LockBusy, MemctlError, WriteFailed
 from memctl.longterm.recovery import writing
@@ -35,7 +35,6 @@ from memctl.longterm.remember import ADDED, RememberRequest, prepared, remember_
 from memctl.longterm.store import open_store
 
 LOG_NAME = "writer.log"
-CHECK_EVERY = 2.0  # seconds between two looks at the socket file, the config and the code
 _ENV_NOW = "MEMCTL_NOW"
 
 
@@ -95,6 +94,7 @@ class Captured:
 class Writer(ResidentService):
     socket_name = resident.SOCKET_NAME
     log_name = LOG_NAME
+    stale_reason = "its socket file, memctl.toml or memctl's code changed"
 
     def __init__(self, root: str, lock_fd: int) -> None:
         self.lock_fd = lock_fd
@@ -105,33 +105,21 @@ class Writer(ResidentService):
         super().__init__(root, resident.identity)
         self.requests = self.batches = 0
 
-    def usable(self) -> bool:
+    def ready(self) -> bool:
         return resident.serves(self.settings)
+
+    def summary(self) -> str:
+        return f"{self.requests} requests in {self.batches} batches"
 
     # --- the loop
 
-    def serve(self) -> None:
-        last_request = last_check = time.monotonic()
-        while not self.stopping:
-            jobs = self._gather(timeout=1.0)
-            now = time.monotonic()
-            if jobs:
-                self.commit(jobs)
-                last_request = time.monotonic()
-            elif now - last_request >= self.idle:
-                return
-            if now - last_check >= CHECK_EVERY and not self.stopping:
-                last_check = now
-                if self.stale():
-                    self.stop("its socket file, memctl.toml or memctl's code changed")
-
-    def _gather(self, timeout: float) -> list[Job]:
-        """The requests complete by now (waiting up to `timeout` for the first event)."""
-        jobs = [job for job in (self._job(connection, fields) for connection, fields in self.messages(timeout))
-                if job is not None]
+    def handle(self, messages: list[tuple]) -> bool:
+        """Commit the requests complete by now as one batch."""
+        jobs = [job for job in (self._job(connection, fields) for connection, fields in messages) if job is not None]
         if jobs:
             faults.checkpoint("writer: requests read")
-        return jobs
+            self.commit(jobs)
+        return bool(jobs)
 
     def _job(self, connection, fields: list[bytes]) -> Job | None:
         self.release(connection)
@@ -242,23 +230,5 @@ def _stamp(now_text: str) -> str:
     return clock.stamp()
 
 
-def main(argv: list[str]) -> int:
-    """`python -m memctl.cli.resident_server ROOT LOCK_FD|-`: serve ROOT until idle."""
-    if not prepare_process():  # no client here could check who serves it
-        return 0
-    root = argv[0]
-    lock_fd = int(argv[1]) if argv[1] != "-" else take_lock(root, resident.LOCK_NAME)  # "-": by hand (bench, tests)
-    if lock_fd is None:
-        return 0
-    writer = Writer(root, lock_fd)
-    if not writer.usable() or not writer.bind():
-        return 0
-    try:
-        writer.serve()
-    finally:
-        writer.close(f"{writer.requests} requests in {writer.batches} batches")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run_service(sys.argv[1:], resident.LOCK_NAME, Writer))

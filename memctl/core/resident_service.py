@@ -17,9 +17,14 @@ import time
 from memctl.core import local_socket
 
 
+CHECK_EVERY = 2.0  # seconds between two looks at the socket file, the identity and the code
+
+
 class ResidentService:
     socket_name = ""
     log_name = ""
+    idle = 20.0  # seconds without a request before it exits
+    stale_reason = "its socket file or memctl's code changed"
 
     def __init__(self, root: str, identity) -> None:
         """`identity(root)`: what a client must share with this process (its first field after
@@ -77,12 +82,43 @@ class ResidentService:
                     return True
         return False
 
+    def ready(self) -> bool:
+        """Whether to serve this root at all, checked (and anything slow loaded) before the socket
+        is bound: until then clients do the work themselves."""
+        return True
+
+    def summary(self) -> str:
+        """What was done, for the log line."""
+        return ""
+
+    def serve(self) -> None:
+        """Handle what arrives until stopped, `idle` seconds pass without a message (and nothing
+        is half done), or the socket, the identity or the code go stale."""
+        last_message = last_check = time.monotonic()
+        while not self.stopping:
+            if self.handle(self.messages(timeout=1.0)):
+                last_message = time.monotonic()
+            now = time.monotonic()
+            if now - last_message >= self.idle and not self.busy():
+                return
+            if now - last_check >= CHECK_EVERY and not self.stopping:
+                last_check = now
+                if self.stale():
+                    self.stop(self.stale_reason)
+
+    def handle(self, messages: list[tuple]) -> bool:
+        """Act on (connection, fields) messages; whether any was a request."""
+        raise NotImplementedError
+
+    def busy(self) -> bool:
+        return False
+
     def stop(self, reason: str) -> None:
         self.stopping, self.exit_reason = True, reason
 
-    def close(self, summary: str) -> None:
-        """Stop serving; `summary` (what was done) goes to the log line."""
-        self._log_exit(summary)
+    def close(self) -> None:
+        """Stop serving, with a line in the log."""
+        self._log_exit(self.summary())
         if self.listener is not None:
             if file_id(self.socket_path()) == self.socket_id:
                 os.unlink(self.socket_path())
@@ -207,11 +243,22 @@ def take_lock(root: str, name: str) -> int | None:
     return fd
 
 
-def prepare_process() -> bool:
-    """A detached server's start: no if this platform cannot check its clients' uid; its files
-    this user's alone; no client's folder kept busy."""
-    if not hasattr(socket, "SO_PEERCRED"):
-        return False
-    os.umask(0o077)
-    os.chdir("/")
-    return True
+def run_service(argv: list[str], lock_name: str, service) -> int:
+    """`python -m MODULE ROOT LOCK_FD|-` of a detached server: `service(root, lock_fd)` serves
+    ROOT until it stops (`-`: started by hand, e.g. a bench or a test, it takes the lock itself)."""
+    if not hasattr(socket, "SO_PEERCRED"):  # no client here could check who serves it
+        return 0
+    os.umask(0o077)  # its files this user's alone
+    os.chdir("/")  # no client's folder kept busy
+    root = argv[0]
+    lock_fd = int(argv[1]) if argv[1] != "-" else take_lock(root, lock_name)
+    if lock_fd is None:
+        return 0
+    server = service(root, lock_fd)
+    if not server.ready() or not server.bind():
+        return 0
+    try:
+        server.serve()
+    finally:
+        server.close()
+    return 0

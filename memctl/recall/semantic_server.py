@@ -22,17 +22,15 @@ from __future__ import annotations
 import marshal
 import signal
 import sys
-import time
 
 from memctl.core.config import load_settings
 from memctl.core.local_socket import stamp
-from memctl.core.resident_service import ResidentService, prepare_process, reply, take_lock
+from memctl.core.resident_service import ResidentService, reply, run_service
 from memctl.recall import semantic_helper
 from memctl.recall.ranking import Ranking
 from memctl.recall.semantic import SemanticSignal, has_vectors, vectors_path
 
 LOG_NAME = "semantic.log"
-CHECK_EVERY = 2.0  # seconds between two looks at the socket file, the config and the code
 WARM_UP_QUERY = "warm up: what was said"
 
 
@@ -52,32 +50,28 @@ class Searcher(ResidentService):
         self.store_stamp = ""
         self.queries = 0
 
-    def usable(self) -> bool:
-        return self.idle > 0 and bool(self.ranking.semantic_option("enabled")) and has_vectors(self.layout)
-
-    def warm_up(self) -> bool:
-        """numpy, the model and the store loaded before the first client: whether that worked
+    def ready(self) -> bool:
+        """Vectors to search, and numpy, the model and the store loaded before the first client
         (a missing or broken model leaves the searches to the fork, which says why)."""
+        if not (self.idle > 0 and self.ranking.semantic_option("enabled") and has_vectors(self.layout)):
+            return False
         _, failure = self._nearest(WARM_UP_QUERY, self.ranking)
+        if failure is not None:
+            self.signal.close()
         return failure is None
+
+    def summary(self) -> str:
+        return f"{self.queries} queries"
 
     # --- the loop
 
-    def serve(self) -> None:
-        last_query = last_check = time.monotonic()
-        while not self.stopping:
-            messages = self.messages(timeout=1.0)
-            for connection, fields in messages:
-                self._handle(connection, fields)
-            now = time.monotonic()
-            if messages:
-                last_query = now
-            elif now - last_query >= self.idle and not self.pending:
-                return
-            if now - last_check >= CHECK_EVERY and not self.stopping:
-                last_check = now
-                if self.stale():
-                    self.stop("its socket file or memctl's code changed")
+    def handle(self, messages: list[tuple]) -> bool:
+        for connection, fields in messages:
+            self._handle(connection, fields)
+        return bool(messages)
+
+    def busy(self) -> bool:
+        return bool(self.pending)  # a search sent its query and not yet its rows
 
     def _handle(self, connection, fields: list[bytes]) -> None:
         if connection in self.pending:
@@ -142,8 +136,8 @@ class Searcher(ResidentService):
             self.signal.vectors = None
         self.store_stamp = current
 
-    def close(self, summary: str) -> None:
-        super().close(summary)
+    def close(self) -> None:
+        super().close()
         self.signal.close()
 
 
@@ -151,25 +145,6 @@ def _model_of(ranking: Ranking) -> tuple:
     return ranking.semantic_option("model"), ranking.semantic_option("max_tokens")
 
 
-def main(argv: list[str]) -> int:
-    """`python -m memctl.recall.semantic_server ROOT LOCK_FD|-`: serve ROOT until idle."""
-    if not prepare_process():  # no client here could check who serves it
-        return 0
-    root = argv[0]
-    lock_fd = int(argv[1]) if argv[1] != "-" else take_lock(root, semantic_helper.LOCK_NAME)  # "-": by hand
-    if lock_fd is None:
-        return 0
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # a stop by hand still removes the socket
-    searcher = Searcher(root, lock_fd)
-    if not searcher.usable() or not searcher.warm_up() or not searcher.bind():
-        searcher.signal.close()
-        return 0
-    try:
-        searcher.serve()
-    finally:
-        searcher.close(f"{searcher.queries} queries")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # a stop by hand still removes the socket
+    sys.exit(run_service(sys.argv[1:], semantic_helper.LOCK_NAME, Searcher))
