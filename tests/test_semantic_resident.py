@@ -186,3 +186,10 @@ def test_a_store_an_embedding_pass_changed_is_read_afresh(run, embedded):
     assert "violin" in [hit for hit, _ in after[1]] and "violin" not in [hit for hit, _ in before[1]]
     _stop(embedded)
     assert _served(embedded) == 2
+
+
+def test_the_searcher_exits_when_idle(run, embedded):
+    (embedded / "memctl.toml").write_text(E5_CONFIG + "resident_idle = 1\n")
+    _ranked(run, embedded, PARAPHRASE, SERVED)  # starts one
+    _wait_for(lambda: "exited: idle" in _log(embedded), "the idle searcher to exit")
+    assert not (embedded / ".memctl" / semantic_helper.SOCKET_NAME).exists()
