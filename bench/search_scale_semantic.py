@@ -18,8 +18,9 @@ for a one-shot search with its forked helper, both processes' sides (`fork_profi
 
     python bench/search_scale_semantic.py fork-ab ROOT MODEL
 
-times ROOT's one-shot searches three ways query by query: lexical only, fused with the forked
-helper, fused in one process (`[semantic] fork = false`).
+times ROOT's one-shot searches four ways query by query: lexical only, fused through the resident
+searcher, fused with the forked helper alone (`MEMCTL_RESIDENT=0`), fused in one process
+(`[semantic] fork = false`), with each fused p50's ratio to the lexical one.
 """
 
 from __future__ import annotations
@@ -427,33 +428,41 @@ def run(args, root: Path, result: dict, exe: str, env: dict, helpers) -> None:
 
 
 
-FORK_AB = (("(a) lexical only", '[ranking]\nfusion = "none"\n'), ("fused, forked helper", ""),
-           ("fused, one process", "fork = false\n"))
+FORK_AB = (("(a) lexical only", '[ranking]\nfusion = "none"\n', {}),
+           ("fused, resident searcher", "", {}),
+           ("fused, forked helper", "", {"MEMCTL_RESIDENT": "0"}),
+           ("fused, one process", "fork = false\n", {"MEMCTL_RESIDENT": "0"}))
 
 
 def fork_ab(root: Path, model: str) -> None:
-    """One-shot `memctl search` processes on ROOT's store: lexical only, fused with the forked
-    helper, fused in one process; each query run in the three ways in turn, so that the machine's
-    load weighs on them alike. `python bench/search_scale_semantic.py fork-ab ROOT MODEL`."""
+    """One-shot `memctl search` processes on ROOT's store: lexical only, fused through the
+    resident searcher (started and warm first), fused with the forked helper alone, fused in one
+    process; each query run in the four ways in turn, so that the machine's load weighs on them
+    alike. `python bench/search_scale_semantic.py fork-ab ROOT MODEL`."""
     import search_scale as scale
 
     exe, env = scale.memctl_exe(), scale.child_env()
     en, zh = scale.make_queries(7)
-    print(f"load {os.getloadavg()[0]:.1f}; {root}")
-    print(f"{'':<30}{'p50':>8}{'p95':>8}{'CPU p50':>9}{'RSS MB':>8}")
+    write_config(root, model, None)
+    searcher = warm_resident_searcher(root, exe, env)
+    print(f"load {os.getloadavg()[0]:.1f}; {root}; resident searcher pid {searcher}")
+    print(f"{'':<34}{'p50':>8}{'p95':>8}{'CPU p50':>9}{'RSS MB':>8}{'/ lexical':>11}")
     for lang, queries in (("en", en), ("zh", zh)):
-        samples: dict[str, tuple[list, list, list]] = {label: ([], [], []) for label, _ in FORK_AB}
+        samples: dict[str, tuple[list, list, list]] = {label: ([], [], []) for label, _, _ in FORK_AB}
         for query in queries:
-            for label, extra in FORK_AB:
+            for label, extra, overrides in FORK_AB:
                 (root / "memctl.toml").write_text(f'[semantic]\nmodel = "{model}"\n{extra}', encoding="utf-8")
-                wall, code, rss, _, cpu = scale.timed_process_cpu([exe, "--root", str(root), "search", query], env)
+                wall, code, rss, _, cpu = scale.timed_process_cpu([exe, "--root", str(root), "search", query],
+                                                                  {**env, **overrides})
                 assert code in (0, 1), (label, query, code)
                 for values, value in zip(samples[label], (wall, cpu, rss / 1024)):
                     values.append(value)
+        lexical = scale.pct(samples[FORK_AB[0][0]][0], 0.5)
         for label, (walls, cpus, rss) in samples.items():
-            print(f"{label + ' ' + lang:<30}{scale.pct(walls, 0.5) * 1000:>6.0f}ms{scale.pct(walls, 0.95) * 1000:>6.0f}ms"
-                  f"{scale.pct(cpus, 0.5) * 1000:>7.0f}ms{max(rss):>8.0f}")
-    print(f"load {os.getloadavg()[0]:.1f}")
+            print(f"{label + ' ' + lang:<34}{scale.pct(walls, 0.5) * 1000:>6.0f}ms{scale.pct(walls, 0.95) * 1000:>6.0f}ms"
+                  f"{scale.pct(cpus, 0.5) * 1000:>7.0f}ms{max(rss):>8.0f}{scale.pct(walls, 0.5) / lexical:>10.2f}x")
+    print(f"load {os.getloadavg()[0]:.1f}; the searcher's peak RSS "
+          f"{peak_rss_mb(searcher) if searcher else float('nan'):.0f} MB")
     write_config(root, model, None)
 
 
