@@ -193,3 +193,18 @@ def test_the_searcher_exits_when_idle(run, embedded):
     _ranked(run, embedded, PARAPHRASE, SERVED)  # starts one
     _wait_for(lambda: "exited: idle" in _log(embedded), "the idle searcher to exit")
     assert not (embedded / ".memctl" / semantic_helper.SOCKET_NAME).exists()
+
+
+def test_concurrent_searches_are_each_answered_alike(memctl_bin, run, embedded):
+    expected = {q: _ranked(run, embedded, q, ALONE) for q in QUERIES}
+    _start_searcher(embedded)
+    env = clean_env(**SERVED)
+    searches = [(q, subprocess.Popen([memctl_bin, "--root", str(embedded), "search", "--layers", "L6", "--json", q],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env))
+                for q in QUERIES * 2]
+    for query, search in searches:
+        out, err = search.communicate(timeout=120)
+        hits = [(hit["id"], hit["score"]) for hit in map(json.loads, out.decode().splitlines())]
+        assert (search.returncode, hits, err) == expected[query]
+    _stop(embedded)
+    assert _served(embedded) == 2 * len(QUERIES)
