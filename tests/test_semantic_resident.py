@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import clean_env
 from test_resident import _stop_writers, _wait_for
-from test_semantic import CHINESE_PARAPHRASE, E5_CONFIG, HEAVY, PARAPHRASE, loaded_modules_after_search
+from test_semantic import CHINESE_PARAPHRASE, E5_CONFIG, HEAVY, ITEMS, PARAPHRASE, loaded_modules_after_search
 from test_semantic_helper import MULTILINGUAL, embedded_memory
 
 from memctl.core import local_socket
@@ -208,3 +208,20 @@ def test_concurrent_searches_are_each_answered_alike(memctl_bin, run, embedded):
         assert (search.returncode, hits, err) == expected[query]
     _stop(embedded)
     assert _served(embedded) == 2 * len(QUERIES)
+
+
+def test_compose_is_served_too_and_composes_alike(run, embedded):
+    """GenericAgent's recall plugin runs `memctl compose` before every prompt: its search fuses
+    through the resident searcher (or the fork) as `search` does, with the same block."""
+    for item in ITEMS:  # compose reads L5, L2 and L4: the items as facts
+        assert run("remember", item["text"], "--type", "event", root=embedded, env=ALONE).returncode == 0
+    assert run("index", "embed", root=embedded, env=ALONE).returncode == 0
+    forked = run("compose", "--", PARAPHRASE, root=embedded, env=ALONE)
+    (embedded / "memctl.toml").write_text(E5_CONFIG + "fork = false\n")
+    alone = run("compose", "--", PARAPHRASE, root=embedded, env=ALONE)
+    _start_searcher(embedded)
+    served = run("compose", "--", PARAPHRASE, root=embedded, env=SERVED)
+    _stop(embedded)
+    assert forked.returncode == alone.returncode == served.returncode == 0
+    assert forked.stdout == alone.stdout == served.stdout and b"puppy" in served.stdout
+    assert served.stderr == b"" and _served(embedded) == 1

@@ -214,7 +214,9 @@ def _search(settings: Settings, query: str) -> list:
     request = SearchRequest(query=query, k=SEARCH_K, layers=("L5", "L2", "L4"),
                             fuzzy_threshold=float(settings.get("search", "fuzzy_threshold")))
     try:
-        searcher = Searcher(settings.layout, options)
+        # with the query: a fused search's semantic half starts at once, in the resident searcher
+        # or a forked helper (memctl.recall.semantic_helper), while the index opens
+        searcher = Searcher(settings.layout, options, query=query)
     except sqlite3.DatabaseError:
         return []  # no usable index: the block is still useful without hits
     try:

@@ -107,7 +107,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "cjk_queries": False,
         "context_vectors": True,  # also each item after the turn before it (semantic.context_text)
         # a one-shot search runs the model and the vector probe in a forked child beside its lexical
-        # half (where the platform forks; memctl.recall.semantic_helper); false: all in one process
+        # half (where the platform forks; memctl.recall.semantic_helper); false: no fork (with
+        # resident_idle = 0 as well: all in one process)
         "fork": True,
         # seconds the resident searcher (memctl.recall.semantic_server: numpy, the model and the vectors
         # kept loaded for the next one-shot search) waits for the next query; 0 = never start one
