@@ -225,3 +225,12 @@ def test_compose_is_served_too_and_composes_alike(run, embedded):
     assert forked.returncode == alone.returncode == served.returncode == 0
     assert forked.stdout == alone.stdout == served.stdout and b"puppy" in served.stdout
     assert served.stderr == b"" and _served(embedded) == 1
+
+
+def test_a_query_that_is_not_utf8_is_fused_without_a_warning(run, embedded):
+    query = os.fsdecode(b"faucet \xff\xfe washer")  # an argument's bytes, not UTF-8
+    forked = _ranked(run, embedded, query, ALONE)
+    _start_searcher(embedded)
+    served = _ranked(run, embedded, query, SERVED)
+    assert forked == served and forked[0] == 0 and forked[2] == b""
+    assert len(forked[1]) > 1  # the semantic matches beside the lexical one

@@ -270,8 +270,18 @@ def _encode_until(encoder, texts: list[str], batch: int, deadline: float) -> lis
     for start in range(0, len(texts), batch):
         if vectors and time.monotonic() >= deadline:
             break
-        vectors.extend(encoder.encode(texts[start:start + batch], batch))
+        vectors.extend(encoder.encode([encodable(text) for text in texts[start:start + batch]], batch))
     return vectors
+
+
+def encodable(text: str) -> str:
+    """`text` as the model's tokenizer takes it: an argument or a file's bytes that were not
+    UTF-8 come as lone surrogates, which it refuses; they become U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text
 
 
 PREVIOUS_CHARS = 200  # of the turn before: its end, which is what the item answers
@@ -445,7 +455,7 @@ class SemanticSignal:
             if not same_model(self.vectors.meta("model"), model_identity(self.encoder)):
                 raise MemctlError("the vectors come from another model: run `memctl index embed`")
             self.model_checked = True
-        return self.encoder.encode_query(query)
+        return self.encoder.encode_query(encodable(query))
 
     def close(self) -> None:
         if self.helper is not None:
