@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from memctl.core.config import Layout
-from memctl.l4.history import iter_history_blocks, response_parts
+from memctl.l4.history import last_history_blocks, response_parts
 from memctl.l4.logs import RawEntry, iter_log
 from memctl.l4.manifest import ManifestRecord, iter_manifest
 from memctl.core.redact import redact
@@ -54,7 +54,7 @@ def recent(layout: Layout, n: int = 5, scrub: Callable[[str], str] = redact,
            max_bytes: int = MAX_SUMMARY_BYTES) -> list[RecentSession]:
     records = latest_records(layout, n)
     wanted = {r.name for r in records}
-    histories = {name: lines for name, lines in iter_history_blocks(layout.histories) if name in wanted}
+    histories = last_history_blocks(layout.histories, wanted)
     return [summarize(layout, record, histories.get(record.name, []), scrub, max_bytes) for record in records]
 
 

@@ -12,11 +12,13 @@ way GenericAgent shortens them, and redacted.
 from __future__ import annotations
 
 import ast
+import io
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from memctl.l4.logs import USER_SECTION, RawEntry
 from memctl.core.redact import redact
@@ -201,22 +203,53 @@ def iter_history_blocks(path: Path) -> Iterator[tuple[str, list[str]]]:
     """(session name, lines) for each block of an all_histories.txt; tolerant of bad bytes."""
     if not Path(path).exists():
         return
-    name: str | None = None
-    lines: list[str] = []
-    previous = ""
     with open(path, "r", encoding="utf-8", errors="replace") as handle:
-        for raw in handle:
-            line = raw.rstrip("\n")
-            if line.startswith("SESSION: ") and previous == SEPARATOR:
-                if name is not None:
-                    yield name, _trim_block(lines)
-                name, lines = line[len("SESSION: "):].strip(), []
-            elif name is not None:
-                lines.append(line)
-            previous = line
-    if name is not None:
-        yield name, _trim_block(lines)
+        yield from _blocks(handle)
 
+
+def _blocks(lines: Iterable[str]) -> Iterator[tuple[str, list[str]]]:
+    """The blocks whose `SESSION:` line (after a separator) is among `lines`; what comes before
+    the first is not a block."""
+    name: str | None = None
+    block: list[str] = []
+    previous = ""
+    for raw in lines:
+        line = raw.rstrip("\n")
+        if line.startswith("SESSION: ") and previous == SEPARATOR:
+            if name is not None:
+                yield name, _trim_block(block)
+            name, block = line[len("SESSION: "):].strip(), []
+        elif name is not None:
+            block.append(line)
+        previous = line
+    if name is not None:
+        yield name, _trim_block(block)
+
+
+TAIL_BYTES = 1 << 20  # the first look from the end of all_histories.txt; four times more each time after
+
+
+def last_history_blocks(path: Path, names: set[str]) -> dict[str, list[str]]:
+    """name -> the lines of its last block, for the `names` the history holds: what
+    `iter_history_blocks` would give, read from the end of the file. The sessions asked for are
+    usually the newest, whose blocks were appended last: a 30 MB history need not be read whole
+    for them (it is, when one of the names has no block)."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return {}
+    span = TAIL_BYTES
+    while True:
+        start = max(0, size - span)
+        with open(path, "rb") as handle:
+            handle.seek(start)
+            if start:
+                handle.readline()  # the line cut at `start`: not a whole line
+            text = io.TextIOWrapper(handle, encoding="utf-8", errors="replace")
+            found = {name: lines for name, lines in _blocks(text) if name in names}
+        if start == 0 or set(found) == names:
+            return found
+        span *= 4
 
 def _trim_block(lines: list[str]) -> list[str]:
     """Drop the separator that follows SESSION: and the one that opens the next block."""
