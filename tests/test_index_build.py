@@ -105,6 +105,17 @@ def test_an_index_body_is_the_tokens_of_its_text_joined():
 def test_characters_outside_jiebas_han_range_come_out_as_jieba_gives_them():
     text = "㐀㐁我们鿐鿿北京大学𠀀𠀁清华 豈更車 中华人民共和国"
     assert Tokenizer.for_root(None).tokens(text) == tokens_as_before(JiebaSegmenter(None), text)
+    # a body segments its runs in one call (RJiebaSegmenter.cut_many), these among them
+    assert Tokenizer.for_root(None).body(text) == " ".join(tokens_as_before(JiebaSegmenter(None), text))
+
+
+def test_runs_segmented_together_are_cut_as_each_alone():
+    """RJiebaSegmenter.cut_many joins the runs with newlines: each comes back as `self(run)`
+    gives it, a run with a character outside jieba's blocks too."""
+    segmenter = RJiebaSegmenter()
+    runs = ["北京大学", "我们", "中华人民共和国", "的", "㐀我们", "清华大学生物系"]
+    assert segmenter.cut_many(runs) == [segmenter(run) for run in runs]
+    assert segmenter.cut_many(runs[:4]) == [segmenter(run) for run in runs[:4]]
 
 
 def test_a_custom_dictionary_keeps_jieba_and_its_words(tmp_path):
