@@ -8,6 +8,7 @@ import json
 import os
 import random
 import sqlite3
+import signal
 from datetime import datetime
 from itertools import chain
 from pathlib import Path
@@ -501,7 +502,6 @@ def test_fts5_keeps_as_they_are_the_terms_called_plain():
 def test_forked_workers_give_results_in_order_and_their_errors_back(monkeypatch):
     """Batches come back in the order sent, a worker's error is raised in the writer, a worker
     that died is a clear failure (not a hang), and stopping leaves no process behind."""
-    import signal
 
     from memctl.core.errors import WriteFailed
 
@@ -530,6 +530,29 @@ def test_forked_workers_give_results_in_order_and_their_errors_back(monkeypatch)
         processes = list(workers._processes)
         workers.stop(at_once=True)
     assert processes and not any(process.is_alive() for process in processes)
+
+
+def test_a_worker_takes_its_next_batch_while_it_sends_a_big_result(monkeypatch):
+    """Two batches in a worker's hands, each result far bigger than a pipe holds, sent before
+    either is read: the worker's receiving thread takes the second while the first result
+    waits to be read (without it, the writer sending and the worker sending would wait for
+    each other forever: the alarm ends the test then)."""
+    monkeypatch.setattr(prepare, "_WORKER", (Tokenizer.for_root(None), prepare.BatchOptions(IndexOptions())))
+    texts = [[f"deploy{number} " * 200_000] for number in range(2)]  # ~2 MB each way
+    workers = prepare.ForkedWorkers(1)
+    previous = signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the writer and the worker waited for each other"))
+    signal.alarm(60)
+    try:
+        assert workers.free()
+        workers.send(texts[0])
+        assert workers.free()  # a second batch goes to the same worker while it prepares the first
+        workers.send(texts[1])
+        assert not workers.free()
+        assert [workers.receive().bodies[0][:8] for _ in texts] == ["deploy0 ", "deploy1 "]
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        workers.stop(at_once=True)
 
 
 def test_the_console_script_leaves_a_rebuild_at_once_with_its_output_and_exit_code(memctl_bin, tmp_path):
@@ -572,9 +595,9 @@ def test_the_writer_prepares_a_batch_itself_only_when_the_wait_for_the_worker_wo
 
 
 @pytest.mark.parametrize("expected_bytes, override, forked", [
-    (prepare.PARALLEL_AFTER_CHARS, "", 1),  # this process prepares too: one worker beside it on 2 cores
-    (prepare.ALL_CORES_AFTER_BYTES, "", 2),  # a long pass: its inserts keep this process busy
-    (prepare.ALL_CORES_AFTER_BYTES, "2", 1),  # MEMCTL_INDEX_WORKERS is taken as it is
+    (prepare.PARALLEL_AFTER_CHARS, "", 2),  # any pass worth a pool: its inserts keep this process busy
+    (100 * prepare.PARALLEL_AFTER_CHARS, "", 2),
+    (prepare.PARALLEL_AFTER_CHARS, "2", 1),  # MEMCTL_INDEX_WORKERS is taken as it is
 ])
 def test_a_long_pass_forks_a_worker_for_every_usable_core(monkeypatch, expected_bytes, override, forked):
     made = []

@@ -27,10 +27,6 @@ BATCH_CHARS = 256_000  # text per batch: big enough that a worker's round trip i
 # a pool costs ~0.1 s to start (fork, each worker's segmenter): below this much text (in
 # characters seen, or in bytes the pass expects to read), one core
 PARALLEL_AFTER_CHARS = 2_000_000
-# a pass this long forks a worker for every usable core, the command interleaving its inserts:
-# one worker fewer (the command preparing when it would wait) leaves a core idle for much of a
-# long build (1 GB on 2 cores: 157 s against 113 s with two workers; 8 MB: the same either way)
-ALL_CORES_AFTER_BYTES = 64_000_000
 
 
 # What FTS5's tokenizer (unicode61, store.FTS_TOKENIZE) keeps in a token exactly as memctl
@@ -188,24 +184,41 @@ WORKER_NICENESS = 5  # the writer's inserts are the one serial part of a build: 
 
 def _serve(connection, inherited: list) -> None:
     """A worker: prepare each batch the writer sends, send back its Prepared (or the error),
-    until the writer says stop or is gone."""
+    until the writer says stop or is gone. A thread takes the batches off the pipe as they
+    come, so the writer can hand over the next batch while this one is prepared (a writer
+    blocked sending it while this worker is blocked sending a big result would wait for each
+    other otherwise)."""
+    import queue
+    import threading
+
     for other in inherited:  # the other workers' ends: the writer's death must read as EOF here
         other.close()
     with contextlib.suppress(OSError):
         os.nice(WORKER_NICENESS)
     tokenizer, options = _WORKER
-    while True:
-        try:
-            parts = connection.recv()
-        except (EOFError, OSError):
-            return
-        if parts is None:
-            return
+    inbox: queue.SimpleQueue = queue.SimpleQueue()
+    threading.Thread(target=_take_batches, args=(connection, inbox), daemon=True).start()
+    while (parts := inbox.get()) is not None:
         try:
             result = prepare_batch(tokenizer, options, parts)
         except Exception as exc:  # noqa: BLE001 - the writer raises it, where the user sees it
             result = exc
-        connection.send(result)
+        try:
+            connection.send(result)
+        except OSError:
+            return
+
+
+def _take_batches(connection, inbox) -> None:
+    """The worker's batches into `inbox` as they arrive; None when the writer says stop or is gone."""
+    while True:
+        try:
+            parts = connection.recv()
+        except (EOFError, OSError):
+            parts = None
+        inbox.put(parts)
+        if parts is None:
+            return
 
 
 def _worker_gone() -> None:
@@ -217,11 +230,14 @@ def _worker_gone() -> None:
 
 class ForkedWorkers:
     """Forked processes that prepare batches, with no helper thread in the writer's process:
-    a batch goes to a worker with nothing in hand (the next in turn) and results are read back
-    in the order sent, by the thread that sends. (multiprocessing.Pool's result thread took
-    the GIL from the writer around its SQLite steps: the writer's CPU grew ~50% beside a pool,
-    bench/RESULTS.md.) One batch in flight per worker: a worker blocked sending a big result
-    and the writer blocked sending it the next batch would wait for each other."""
+    a batch goes to the worker with the fewest in hand (the next in turn among those) and
+    results are read back in the order sent, by the thread that sends. (multiprocessing.Pool's
+    result thread took the GIL from the writer around its SQLite steps: the writer's CPU grew
+    ~50% beside a pool, bench/RESULTS.md.) Up to DEPTH batches in a worker's hands: the next
+    one waits in the worker (its receiving thread, `_serve`) while it prepares this one, so
+    it never sits idle while the writer inserts."""
+
+    DEPTH = 2
 
     def __init__(self, count: int):
         import multiprocessing
@@ -248,17 +264,18 @@ class ForkedWorkers:
         return len(self._connections)
 
     def free(self) -> bool:
-        """Whether a worker has no batch in hand."""
-        return len(self._order) < self.count
+        """Whether a worker has fewer than DEPTH batches in hand."""
+        return len(self._order) < self.count * self.DEPTH
 
     def ready(self) -> bool:
         """Whether the oldest batch's result has started to arrive (reading it will not wait long)."""
         return bool(self._order) and self._connections[self._order[0]].poll()
 
     def send(self, parts: list[str | SessionText]) -> None:
-        """To the next worker in turn that has nothing in hand (one must: `free`)."""
-        busy = set(self._order)
-        worker = next(n % self.count for n in range(self.sent, self.sent + self.count) if n % self.count not in busy)
+        """To the worker with the fewest batches in hand, the next in turn among them (one must
+        have room: `free`)."""
+        turns = [n % self.count for n in range(self.sent, self.sent + self.count)]
+        worker = min(turns, key=self._order.count)
         try:
             self._connections[worker].send(parts)
         except OSError:
@@ -300,8 +317,8 @@ class Preparer:
     works in this process, a few batches later when a pool works on them.
 
     With a pool, this process prepares a batch itself rather than wait long for a worker (all
-    workers busy, the oldest result not expected soon): the cores stay busy whichever side is
-    slower.
+    workers' hands full, the oldest result not expected soon): the cores stay busy whichever
+    side is slower.
     The first batch of a big pass is always prepared here, while the pool decides how busy
     the cores are (`CoreSample`, no waiting) and so that the workers fork with warm caches."""
 
@@ -434,9 +451,13 @@ class Preparer:
         return self._pool
 
     def _workers_to_fork(self) -> int:
-        """This process is one of the preparers, but on a long pass its inserts alone keep it
-        busy (MEMCTL_INDEX_WORKERS, when set, is taken as it is: the command plus N-1 workers)."""
-        if self.expected_bytes >= ALL_CORES_AFTER_BYTES and forced_preparers() is None:
+        """A worker for every usable core: this process's inserts, reads and unpickling keep it
+        busy, so a worker fewer (this process preparing when it would wait) left a core idle
+        for much of a build (1 GB on 2 cores: 157 s against 113 s; 8 MB Latin: the workers
+        sat idle a third of the time). The workers run niced, so this process, the one
+        serial part, has its core when it needs it. MEMCTL_INDEX_WORKERS, when set, is taken
+        as it is: the command plus N-1 workers."""
+        if forced_preparers() is None:
             return self.workers
         return self.workers - 1
 
@@ -448,8 +469,9 @@ def forced_preparers() -> int | None:
 
 
 def usable_cores(sample: CoreSample | None = None) -> int:
-    """How many processes should prepare batches (this one included: a pool forks one less):
-    this process's core, plus those that nobody else is using (from `sample`, else a fresh
+    """How many processes should prepare batches (a pool forks that many, this process
+    inserting beside them: Preparer._workers_to_fork): this process's core, plus those that
+    nobody else is using (from `sample`, else a fresh
     0.1 s one; the load average where there is no /proc/stat). MEMCTL_INDEX_WORKERS overrides;
     1 = no pool. On a machine already busy, a
     pool only adds its own costs (fork, pickling, pages copied on write): measured on 2 shared
