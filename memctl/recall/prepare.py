@@ -319,12 +319,15 @@ class Preparer:
     With a pool, this process prepares a batch itself rather than wait long for a worker (all
     workers' hands full, the oldest result not expected soon): the cores stay busy whichever
     side is slower.
-    The first batch of a big pass is always prepared here, while the pool decides how busy
-    the cores are (`CoreSample`, no waiting) and so that the workers fork with warm caches."""
+    The first batches of a pass known to be big wait, unprepared, while the pool decides how
+    busy the cores are (`CoreSample`: the few milliseconds the pass takes to read them), then
+    go to the pool; a pass that grows big without saying so prepares its first batches here
+    while the sample runs."""
 
     FIRST_BATCH_CHARS = 64_000  # the writer starts inserting this soon
     LAST_BATCHES = 4  # the pass's end is cut into batches this much smaller, so no core waits long
     HELD_HERE = 1  # batches prepared here waiting for an older worker's result, at most
+    HELD_WHILE_SAMPLING = 8  # batches that wait for the pool at a big pass's start, at most
     PREPARE_HERE_AFTER = 0.5  # prepare here when the wait for a worker is longer than this share of doing it
     WORKER_SLOWER = 1.15  # a worker's rate against this process's (its caches colder, pages copied on write)
 
@@ -342,6 +345,7 @@ class Preparer:
         self._here = 0  # batches prepared here while the sample was too short to tell
         # [batch, Prepared or None: in a worker's hands, when the worker should be done], oldest first
         self._in_flight: deque = deque()
+        self._held: list[tuple[list, list, int]] = []  # (batch, texts, chars) waiting for the sample (_sampling)
         self._seconds_per_char = 8e-8  # preparing here (Latin; measured from the first batch on)
 
     def expect(self, byte_count: int) -> None:
@@ -366,8 +370,35 @@ class Preparer:
     def submit(self, batch: list, texts: list[str]) -> list[tuple[list, Prepared]]:
         """Hand over one batch (anything: it comes back untouched) and its texts; returns the
         batches that are ready, oldest first."""
-        pool = self._pool_if_worth_it()
         chars = sum(map(len, texts))
+        if self._sampling():
+            self.chars_seen += chars
+            self._held.append((batch, texts, chars))
+            return []
+        return self._release_held() + self._hand_over(batch, texts, chars)
+
+    def _sampling(self) -> bool:
+        """Whether a batch should wait, unprepared, while the sample of the cores runs: the first
+        batches of a pass known to be big, up to HELD_WHILE_SAMPLING of them. Prepared here,
+        the first batch kept the workers from starting for its whole time (a Chinese build's
+        first 64k characters, with the segmenter's start: 0.27 s on one core); held, it goes to
+        the pool with the others (each worker loads the segmenter itself, both at once)."""
+        return (self._pool is None and self.workers is None and self._sample is not None and self._big()
+                and len(self._held) < self.HELD_WHILE_SAMPLING and not self._sample.telling(0)
+                and self.tokenizer.portable())
+
+    def _release_held(self) -> list[tuple[list, Prepared]]:
+        """The batches held while the sample ran, handed over in order (the pool decided now)."""
+        if not self._held:
+            return []
+        held, self._held = self._held, []
+        if self.workers is None:
+            self.workers = usable_cores(self._sample)
+        self.chars_seen -= sum(chars for _, _, chars in held)  # counted again as each is handed over
+        return [ready for batch, texts, chars in held for ready in self._hand_over(batch, texts, chars)]
+
+    def _hand_over(self, batch: list, texts: list[str], chars: int) -> list[tuple[list, Prepared]]:
+        pool = self._pool_if_worth_it()
         self.chars_seen += chars
         if pool is None:
             return [(batch, self._prepare_here(texts, chars))]
@@ -401,11 +432,13 @@ class Preparer:
         return wait > self.PREPARE_HERE_AFTER * chars * self._seconds_per_char
 
     def drain(self) -> list[tuple[list, Prepared]]:
-        """The batches still in the pool's hands, oldest first."""
-        return [self._collect_oldest() for _ in range(len(self._in_flight))]
+        """The batches still held or in the pool's hands, oldest first."""
+        ready = self._release_held()
+        return ready + [self._collect_oldest() for _ in range(len(self._in_flight))]
 
     def close(self) -> None:
         """Stop the pool (at once when a batch failed: its results are of no use)."""
+        self._held.clear()
         if self._pool is not None:
             self._pool.stop(at_once=bool(self._in_flight))
             self._pool = None
@@ -434,8 +467,8 @@ class Preparer:
             if self._sample is None:  # a pass of unknown size that has grown big: this batch here, then decide
                 self._sample = CoreSample()
                 return None
-            if self.chars_seen == 0 or not self._sample.telling(self._here):
-                self._here += 1  # the first batches are prepared here while the sample runs
+            if not self._sample.telling(self._here):
+                self._here += 1  # a pass that grew big: its next batches here while the sample runs
                 return None
             self.workers = usable_cores(self._sample)
         if self.workers < 2:
