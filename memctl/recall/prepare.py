@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 
     from memctl.recall.documents import Doc, IndexOptions
 
+# Batches are measured in characters, a non-ASCII text's counted three times (`text_size`:
+# about the bytes it was read as, as the pass's expected bytes are, and about its work: a CJK
+# character costs ~10x an ASCII one to prepare; counted once, a Chinese build had a third as
+# many batches, its last one kept a worker busy alone for a fifth of a second)
 BATCH_CHARS = 256_000  # text per batch: big enough that a worker's round trip is noise
 # a pool costs ~0.1 s to start (fork, each worker's segmenter): below this much text (in
 # characters seen, or in bytes the pass expects to read), one core
@@ -46,6 +50,11 @@ def fts5_keeps_terms(body: str) -> bool:
     return body.isascii() or _FTS5_MAY_CUT_OTHERWISE.search(body) is None
 
 
+def text_size(text: str) -> int:
+    """A text's size for batching (see BATCH_CHARS), without encoding it (`isascii` is O(1))."""
+    return len(text) if text.isascii() else 3 * len(text)
+
+
 class SessionText:
     """A compressed session's text, given to the writer uncut: its documents are cut where the
     batch is prepared (memctl.recall.documents.session_docs), in a worker for a big build, so
@@ -57,7 +66,7 @@ class SessionText:
         self.name, self.text = name, text
 
     def __len__(self) -> int:
-        return len(self.text)
+        return text_size(self.text)
 
 
 class Prepared:
@@ -370,7 +379,7 @@ class Preparer:
     def submit(self, batch: list, texts: list[str]) -> list[tuple[list, Prepared]]:
         """Hand over one batch (anything: it comes back untouched) and its texts; returns the
         batches that are ready, oldest first."""
-        chars = sum(map(len, texts))
+        chars = sum(text_size(part) if isinstance(part, str) else len(part) for part in texts)
         if self._sampling():
             self.chars_seen += chars
             self._held.append((batch, texts, chars))
