@@ -219,11 +219,12 @@ def _serve(connection, inherited: list) -> None:
 
 
 def _take_batches(connection, inbox) -> None:
-    """The worker's batches into `inbox` as they arrive; None when the writer says stop or is gone."""
+    """The worker's batches into `inbox` as they arrive; None when the writer says stop or is
+    gone, or a batch cannot be read (the worker ends: the writer reads that as its failure)."""
     while True:
         try:
             parts = connection.recv()
-        except (EOFError, OSError):
+        except Exception:  # noqa: BLE001 - EOF, a closed pipe, a batch that cannot be unpickled
             parts = None
         inbox.put(parts)
         if parts is None:
