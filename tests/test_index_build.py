@@ -614,6 +614,30 @@ def test_a_long_pass_forks_a_worker_for_every_usable_core(monkeypatch, expected_
     assert made == [forked]
 
 
+def test_a_pool_beside_other_work_forks_one_worker_fewer_and_niced_work_is_not_other_work(monkeypatch):
+    """Beside a core's worth of other work the command prepares too (one worker fewer); niced
+    processes' time reads as idle (they yield to a build)."""
+    import io
+
+    class Sample:
+        def __init__(self, others):
+            self.value = others
+
+        def others(self, cores):
+            return self.value
+
+    monkeypatch.setenv("MEMCTL_INDEX_WORKERS", "")
+    forks = []
+    for others in (0.1, 1.0):
+        preparer = prepare.Preparer(Tokenizer.for_root(None), IndexOptions(), workers=2)
+        preparer._sample = Sample(others)
+        forks.append(preparer._workers_to_fork())
+    assert forks == [2, 1]
+    stat = "cpu  100 40 20 300 10 0 0 0 0 0\ncpu0 1 2 3 4\n"  # user nice system idle iowait ...
+    monkeypatch.setattr(prepare, "open", lambda *a, **k: io.BytesIO(stat.encode()), raising=False)
+    assert prepare._cpu_ticks() == (470, 350)  # idle: 300 idle + 10 iowait + 40 niced
+
+
 @pytest.mark.parametrize("argv, rebuild", [
     (["index", "rebuild"], True), (["--root", "/m", "--debug", "index", "rebuild", "--json"], True),
     (["search", "index", "rebuild"], False),  # a search for those words is not left at once

@@ -338,6 +338,7 @@ class Preparer:
     LAST_BATCHES = 4  # the pass's end is cut into batches this much smaller, so no core waits long
     HELD_HERE = 1  # batches prepared here waiting for an older worker's result, at most
     HELD_WHILE_SAMPLING = 8  # batches that wait for the pool at a big pass's start, at most
+    QUIET_OTHERS = 0.5  # cores other processes keep busy, below which a pool forks a worker per core
     PREPARE_HERE_AFTER = 0.5  # prepare here when the wait for a worker is longer than this share of doing it
     WORKER_SLOWER = 1.15  # a worker's rate against this process's (its caches colder, pages copied on write)
 
@@ -494,13 +495,15 @@ class Preparer:
         return self._pool
 
     def _workers_to_fork(self) -> int:
-        """A worker for every usable core: this process's inserts, reads and unpickling keep it
-        busy, so a worker fewer (this process preparing when it would wait) left a core idle
-        for much of a build (1 GB on 2 cores: 157 s against 113 s; 8 MB Latin: the workers
-        sat idle a third of the time). The workers run niced, so this process, the one
-        serial part, has its core when it needs it. MEMCTL_INDEX_WORKERS, when set, is taken
-        as it is: the command plus N-1 workers."""
-        if forced_preparers() is None:
+        """A worker for every usable core while the other cores are quiet: this process's
+        inserts, reads and unpickling keep it busy, so a worker fewer (this process preparing
+        when it would wait) left a core idle for much of a build (1 GB on 2 cores: 157 s
+        against 113 s; 8 MB Latin: the workers sat idle a third of the time). The workers run
+        niced, so this process, the one serial part, has its core when it needs it. Beside
+        other work (a core's worth), one fewer: this process prepares too. MEMCTL_INDEX_WORKERS,
+        when set, is taken as it is: the command plus N-1 workers."""
+        others = self._sample.others(self.workers) if self._sample is not None else None
+        if forced_preparers() is None and (others or 0.0) < self.QUIET_OTHERS:
             return self.workers
         return self.workers - 1
 
@@ -536,11 +539,13 @@ def usable_cores(sample: CoreSample | None = None) -> int:
 
 
 def _cpu_ticks() -> tuple[int, int] | None:
-    """(all, idle) clock ticks of every core since boot, from /proc/stat; None without it."""
+    """(all, idle) clock ticks of every core since boot, from /proc/stat; None without it.
+    Niced processes' time counts as idle: they yield to a build (a background embedding at
+    nice 10 kept builds on one core, where it took little from them)."""
     try:
         with open("/proc/stat", "rb") as handle:
             fields = [int(x) for x in handle.readline().split()[1:]]
-        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        idle = fields[1] + fields[3] + (fields[4] if len(fields) > 4 else 0)  # nice + idle + iowait
         return sum(fields[:8]), idle  # user..steal: guest time is already inside user
     except (OSError, ValueError, IndexError):
         return None
