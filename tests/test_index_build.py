@@ -595,16 +595,16 @@ def test_the_writer_prepares_a_batch_itself_only_when_the_wait_for_the_worker_wo
 
 
 @pytest.mark.parametrize("expected_bytes, override, forked", [
-    (prepare.PARALLEL_AFTER_CHARS, "", 2),  # any pass worth a pool: its inserts keep this process busy
-    (100 * prepare.PARALLEL_AFTER_CHARS, "", 2),
-    (prepare.PARALLEL_AFTER_CHARS, "2", 1),  # MEMCTL_INDEX_WORKERS is taken as it is
+    (prepare.PARALLEL_AFTER_CHARS, "", (2, 2)),  # any pass worth a pool: two batches in each worker's hands
+    (100 * prepare.PARALLEL_AFTER_CHARS, "", (2, 2)),
+    (prepare.PARALLEL_AFTER_CHARS, "2", (1, 1)),  # taken as it is; the command prepares too: one each
 ])
 def test_a_long_pass_forks_a_worker_for_every_usable_core(monkeypatch, expected_bytes, override, forked):
     made = []
 
     class Recorded:
-        def __init__(self, count):
-            made.append(count)
+        def __init__(self, count, depth):
+            made.append((count, depth))
 
     monkeypatch.setattr(prepare, "ForkedWorkers", Recorded)
     monkeypatch.setenv("MEMCTL_INDEX_WORKERS", override)

@@ -243,13 +243,13 @@ class ForkedWorkers:
     a batch goes to the worker with the fewest in hand (the next in turn among those) and
     results are read back in the order sent, by the thread that sends. (multiprocessing.Pool's
     result thread took the GIL from the writer around its SQLite steps: the writer's CPU grew
-    ~50% beside a pool, bench/RESULTS.md.) Up to DEPTH batches in a worker's hands: the next
-    one waits in the worker (its receiving thread, `_serve`) while it prepares this one, so
-    it never sits idle while the writer inserts."""
+    ~50% beside a pool, bench/RESULTS.md.) Up to `depth` batches in a worker's hands: the
+    next one waits in the worker (its receiving thread, `_serve`) while it prepares this one,
+    so it never sits idle while the writer inserts. A writer that prepares too (fewer workers
+    than preparers) gives one: its hands are full sooner, and it prepares instead of waiting."""
 
-    DEPTH = 2
-
-    def __init__(self, count: int):
+    def __init__(self, count: int, depth: int = 2):
+        self.depth = depth
         import multiprocessing
 
         context = multiprocessing.get_context("fork")
@@ -274,8 +274,8 @@ class ForkedWorkers:
         return len(self._connections)
 
     def free(self) -> bool:
-        """Whether a worker has fewer than DEPTH batches in hand."""
-        return len(self._order) < self.count * self.DEPTH
+        """Whether a worker has fewer than `depth` batches in hand."""
+        return len(self._order) < self.count * self.depth
 
     def ready(self) -> bool:
         """Whether the oldest batch's result has started to arrive (reading it will not wait long)."""
@@ -491,7 +491,8 @@ class Preparer:
             return None
         global _WORKER
         _WORKER = (self.tokenizer, BatchOptions(self.options.index, self.options.new_index))
-        self._pool = ForkedWorkers(self._workers_to_fork())
+        count = self._workers_to_fork()
+        self._pool = ForkedWorkers(count, depth=2 if count >= self.workers else 1)
         return self._pool
 
     def _workers_to_fork(self) -> int:
