@@ -8,6 +8,7 @@ import json
 import os
 import random
 import sqlite3
+import signal
 from datetime import datetime
 from itertools import chain
 from pathlib import Path
@@ -105,6 +106,17 @@ def test_an_index_body_is_the_tokens_of_its_text_joined():
 def test_characters_outside_jiebas_han_range_come_out_as_jieba_gives_them():
     text = "㐀㐁我们鿐鿿北京大学𠀀𠀁清华 豈更車 中华人民共和国"
     assert Tokenizer.for_root(None).tokens(text) == tokens_as_before(JiebaSegmenter(None), text)
+    # a body segments its runs in one call (RJiebaSegmenter.cut_many), these among them
+    assert Tokenizer.for_root(None).body(text) == " ".join(tokens_as_before(JiebaSegmenter(None), text))
+
+
+def test_runs_segmented_together_are_cut_as_each_alone():
+    """RJiebaSegmenter.cut_many joins the runs with newlines: each comes back as `self(run)`
+    gives it, a run with a character outside jieba's blocks too."""
+    segmenter = RJiebaSegmenter()
+    runs = ["北京大学", "我们", "中华人民共和国", "的", "㐀我们", "清华大学生物系"]
+    assert segmenter.cut_many(runs) == [segmenter(run) for run in runs]
+    assert segmenter.cut_many(runs[:4]) == [segmenter(run) for run in runs[:4]]
 
 
 def test_a_custom_dictionary_keeps_jieba_and_its_words(tmp_path):
@@ -490,7 +502,6 @@ def test_fts5_keeps_as_they_are_the_terms_called_plain():
 def test_forked_workers_give_results_in_order_and_their_errors_back(monkeypatch):
     """Batches come back in the order sent, a worker's error is raised in the writer, a worker
     that died is a clear failure (not a hang), and stopping leaves no process behind."""
-    import signal
 
     from memctl.core.errors import WriteFailed
 
@@ -519,6 +530,29 @@ def test_forked_workers_give_results_in_order_and_their_errors_back(monkeypatch)
         processes = list(workers._processes)
         workers.stop(at_once=True)
     assert processes and not any(process.is_alive() for process in processes)
+
+
+def test_a_worker_takes_its_next_batch_while_it_sends_a_big_result(monkeypatch):
+    """Two batches in a worker's hands, each result far bigger than a pipe holds, sent before
+    either is read: the worker's receiving thread takes the second while the first result
+    waits to be read (without it, the writer sending and the worker sending would wait for
+    each other forever: the alarm ends the test then)."""
+    monkeypatch.setattr(prepare, "_WORKER", (Tokenizer.for_root(None), prepare.BatchOptions(IndexOptions())))
+    texts = [[f"deploy{number} " * 200_000] for number in range(2)]  # ~2 MB each way
+    workers = prepare.ForkedWorkers(1)
+    previous = signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the writer and the worker waited for each other"))
+    signal.alarm(60)
+    try:
+        assert workers.free()
+        workers.send(texts[0])
+        assert workers.free()  # a second batch goes to the same worker while it prepares the first
+        workers.send(texts[1])
+        assert not workers.free()
+        assert [workers.receive().bodies[0][:8] for _ in texts] == ["deploy0 ", "deploy1 "]
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        workers.stop(at_once=True)
 
 
 def test_the_console_script_leaves_a_rebuild_at_once_with_its_output_and_exit_code(memctl_bin, tmp_path):
@@ -561,16 +595,16 @@ def test_the_writer_prepares_a_batch_itself_only_when_the_wait_for_the_worker_wo
 
 
 @pytest.mark.parametrize("expected_bytes, override, forked", [
-    (prepare.PARALLEL_AFTER_CHARS, "", 1),  # this process prepares too: one worker beside it on 2 cores
-    (prepare.ALL_CORES_AFTER_BYTES, "", 2),  # a long pass: its inserts keep this process busy
-    (prepare.ALL_CORES_AFTER_BYTES, "2", 1),  # MEMCTL_INDEX_WORKERS is taken as it is
+    (prepare.PARALLEL_AFTER_CHARS, "", (2, 2)),  # any pass worth a pool: two batches in each worker's hands
+    (100 * prepare.PARALLEL_AFTER_CHARS, "", (2, 2)),
+    (prepare.PARALLEL_AFTER_CHARS, "2", (1, 1)),  # taken as it is; the command prepares too: one each
 ])
 def test_a_long_pass_forks_a_worker_for_every_usable_core(monkeypatch, expected_bytes, override, forked):
     made = []
 
     class Recorded:
-        def __init__(self, count):
-            made.append(count)
+        def __init__(self, count, depth):
+            made.append((count, depth))
 
     monkeypatch.setattr(prepare, "ForkedWorkers", Recorded)
     monkeypatch.setenv("MEMCTL_INDEX_WORKERS", override)
@@ -578,6 +612,30 @@ def test_a_long_pass_forks_a_worker_for_every_usable_core(monkeypatch, expected_
     preparer.expected_bytes = expected_bytes
     assert isinstance(preparer._pool_if_worth_it(), Recorded)
     assert made == [forked]
+
+
+def test_a_pool_beside_other_work_forks_one_worker_fewer_and_niced_work_is_not_other_work(monkeypatch):
+    """Beside a core's worth of other work the command prepares too (one worker fewer); niced
+    processes' time reads as idle (they yield to a build)."""
+    import io
+
+    class Sample:
+        def __init__(self, others):
+            self.value = others
+
+        def others(self, cores):
+            return self.value
+
+    monkeypatch.setenv("MEMCTL_INDEX_WORKERS", "")
+    forks = []
+    for others in (0.1, 1.0):
+        preparer = prepare.Preparer(Tokenizer.for_root(None), IndexOptions(), workers=2)
+        preparer._sample = Sample(others)
+        forks.append(preparer._workers_to_fork())
+    assert forks == [2, 1]
+    stat = "cpu  100 40 20 300 10 0 0 0 0 0\ncpu0 1 2 3 4\n"  # user nice system idle iowait ...
+    monkeypatch.setattr(prepare, "open", lambda *a, **k: io.BytesIO(stat.encode()), raising=False)
+    assert prepare._cpu_ticks() == (470, 350)  # idle: 300 idle + 10 iowait + 40 niced
 
 
 @pytest.mark.parametrize("argv, rebuild", [

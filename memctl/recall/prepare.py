@@ -23,14 +23,14 @@ if TYPE_CHECKING:
 
     from memctl.recall.documents import Doc, IndexOptions
 
+# Batches are measured in characters, a non-ASCII text's counted three times (`text_size`:
+# about the bytes it was read as, as the pass's expected bytes are, and about its work: a CJK
+# character costs ~10x an ASCII one to prepare; counted once, a Chinese build had a third as
+# many batches, its last one kept a worker busy alone for a fifth of a second)
 BATCH_CHARS = 256_000  # text per batch: big enough that a worker's round trip is noise
 # a pool costs ~0.1 s to start (fork, each worker's segmenter): below this much text (in
 # characters seen, or in bytes the pass expects to read), one core
 PARALLEL_AFTER_CHARS = 2_000_000
-# a pass this long forks a worker for every usable core, the command interleaving its inserts:
-# one worker fewer (the command preparing when it would wait) leaves a core idle for much of a
-# long build (1 GB on 2 cores: 157 s against 113 s with two workers; 8 MB: the same either way)
-ALL_CORES_AFTER_BYTES = 64_000_000
 
 
 # What FTS5's tokenizer (unicode61, store.FTS_TOKENIZE) keeps in a token exactly as memctl
@@ -50,6 +50,11 @@ def fts5_keeps_terms(body: str) -> bool:
     return body.isascii() or _FTS5_MAY_CUT_OTHERWISE.search(body) is None
 
 
+def text_size(text: str) -> int:
+    """A text's size for batching (see BATCH_CHARS), without encoding it (`isascii` is O(1))."""
+    return len(text) if text.isascii() else 3 * len(text)
+
+
 class SessionText:
     """A compressed session's text, given to the writer uncut: its documents are cut where the
     batch is prepared (memctl.recall.documents.session_docs), in a worker for a big build, so
@@ -61,7 +66,7 @@ class SessionText:
         self.name, self.text = name, text
 
     def __len__(self) -> int:
-        return len(self.text)
+        return text_size(self.text)
 
 
 class Prepared:
@@ -188,24 +193,42 @@ WORKER_NICENESS = 5  # the writer's inserts are the one serial part of a build: 
 
 def _serve(connection, inherited: list) -> None:
     """A worker: prepare each batch the writer sends, send back its Prepared (or the error),
-    until the writer says stop or is gone."""
+    until the writer says stop or is gone. A thread takes the batches off the pipe as they
+    come, so the writer can hand over the next batch while this one is prepared (a writer
+    blocked sending it while this worker is blocked sending a big result would wait for each
+    other otherwise)."""
+    import queue
+    import threading
+
     for other in inherited:  # the other workers' ends: the writer's death must read as EOF here
         other.close()
     with contextlib.suppress(OSError):
         os.nice(WORKER_NICENESS)
     tokenizer, options = _WORKER
-    while True:
-        try:
-            parts = connection.recv()
-        except (EOFError, OSError):
-            return
-        if parts is None:
-            return
+    inbox: queue.SimpleQueue = queue.SimpleQueue()
+    threading.Thread(target=_take_batches, args=(connection, inbox), daemon=True).start()
+    while (parts := inbox.get()) is not None:
         try:
             result = prepare_batch(tokenizer, options, parts)
         except Exception as exc:  # noqa: BLE001 - the writer raises it, where the user sees it
             result = exc
-        connection.send(result)
+        try:
+            connection.send(result)
+        except OSError:
+            return
+
+
+def _take_batches(connection, inbox) -> None:
+    """The worker's batches into `inbox` as they arrive; None when the writer says stop or is
+    gone, or a batch cannot be read (the worker ends: the writer reads that as its failure)."""
+    while True:
+        try:
+            parts = connection.recv()
+        except Exception:  # noqa: BLE001 - EOF, a closed pipe, a batch that cannot be unpickled
+            parts = None
+        inbox.put(parts)
+        if parts is None:
+            return
 
 
 def _worker_gone() -> None:
@@ -217,13 +240,16 @@ def _worker_gone() -> None:
 
 class ForkedWorkers:
     """Forked processes that prepare batches, with no helper thread in the writer's process:
-    a batch goes to a worker with nothing in hand (the next in turn) and results are read back
-    in the order sent, by the thread that sends. (multiprocessing.Pool's result thread took
-    the GIL from the writer around its SQLite steps: the writer's CPU grew ~50% beside a pool,
-    bench/RESULTS.md.) One batch in flight per worker: a worker blocked sending a big result
-    and the writer blocked sending it the next batch would wait for each other."""
+    a batch goes to the worker with the fewest in hand (the next in turn among those) and
+    results are read back in the order sent, by the thread that sends. (multiprocessing.Pool's
+    result thread took the GIL from the writer around its SQLite steps: the writer's CPU grew
+    ~50% beside a pool, bench/RESULTS.md.) Up to `depth` batches in a worker's hands: the
+    next one waits in the worker (its receiving thread, `_serve`) while it prepares this one,
+    so it never sits idle while the writer inserts. A writer that prepares too (fewer workers
+    than preparers) gives one: its hands are full sooner, and it prepares instead of waiting."""
 
-    def __init__(self, count: int):
+    def __init__(self, count: int, depth: int = 2):
+        self.depth = depth
         import multiprocessing
 
         context = multiprocessing.get_context("fork")
@@ -248,17 +274,18 @@ class ForkedWorkers:
         return len(self._connections)
 
     def free(self) -> bool:
-        """Whether a worker has no batch in hand."""
-        return len(self._order) < self.count
+        """Whether a worker has fewer than `depth` batches in hand."""
+        return len(self._order) < self.count * self.depth
 
     def ready(self) -> bool:
         """Whether the oldest batch's result has started to arrive (reading it will not wait long)."""
         return bool(self._order) and self._connections[self._order[0]].poll()
 
     def send(self, parts: list[str | SessionText]) -> None:
-        """To the next worker in turn that has nothing in hand (one must: `free`)."""
-        busy = set(self._order)
-        worker = next(n % self.count for n in range(self.sent, self.sent + self.count) if n % self.count not in busy)
+        """To the worker with the fewest batches in hand, the next in turn among them (one must
+        have room: `free`)."""
+        turns = [n % self.count for n in range(self.sent, self.sent + self.count)]
+        worker = min(turns, key=self._order.count)
         try:
             self._connections[worker].send(parts)
         except OSError:
@@ -300,14 +327,18 @@ class Preparer:
     works in this process, a few batches later when a pool works on them.
 
     With a pool, this process prepares a batch itself rather than wait long for a worker (all
-    workers busy, the oldest result not expected soon): the cores stay busy whichever side is
-    slower.
-    The first batch of a big pass is always prepared here, while the pool decides how busy
-    the cores are (`CoreSample`, no waiting) and so that the workers fork with warm caches."""
+    workers' hands full, the oldest result not expected soon): the cores stay busy whichever
+    side is slower.
+    The first batches of a pass known to be big wait, unprepared, while the pool decides how
+    busy the cores are (`CoreSample`: the few milliseconds the pass takes to read them), then
+    go to the pool; a pass that grows big without saying so prepares its first batches here
+    while the sample runs."""
 
     FIRST_BATCH_CHARS = 64_000  # the writer starts inserting this soon
     LAST_BATCHES = 4  # the pass's end is cut into batches this much smaller, so no core waits long
     HELD_HERE = 1  # batches prepared here waiting for an older worker's result, at most
+    HELD_WHILE_SAMPLING = 8  # batches that wait for the pool at a big pass's start, at most
+    QUIET_OTHERS = 0.5  # cores other processes keep busy, below which a pool forks a worker per core
     PREPARE_HERE_AFTER = 0.5  # prepare here when the wait for a worker is longer than this share of doing it
     WORKER_SLOWER = 1.15  # a worker's rate against this process's (its caches colder, pages copied on write)
 
@@ -325,6 +356,7 @@ class Preparer:
         self._here = 0  # batches prepared here while the sample was too short to tell
         # [batch, Prepared or None: in a worker's hands, when the worker should be done], oldest first
         self._in_flight: deque = deque()
+        self._held: list[tuple[list, list, int]] = []  # (batch, texts, chars) waiting for the sample (_sampling)
         self._seconds_per_char = 8e-8  # preparing here (Latin; measured from the first batch on)
 
     def expect(self, byte_count: int) -> None:
@@ -349,8 +381,35 @@ class Preparer:
     def submit(self, batch: list, texts: list[str]) -> list[tuple[list, Prepared]]:
         """Hand over one batch (anything: it comes back untouched) and its texts; returns the
         batches that are ready, oldest first."""
+        chars = sum(text_size(part) if isinstance(part, str) else len(part) for part in texts)
+        if self._sampling():
+            self.chars_seen += chars
+            self._held.append((batch, texts, chars))
+            return []
+        return self._release_held() + self._hand_over(batch, texts, chars)
+
+    def _sampling(self) -> bool:
+        """Whether a batch should wait, unprepared, while the sample of the cores runs: the first
+        batches of a pass known to be big, up to HELD_WHILE_SAMPLING of them. Prepared here,
+        the first batch kept the workers from starting for its whole time (a Chinese build's
+        first 64k characters, with the segmenter's start: 0.27 s on one core); held, it goes to
+        the pool with the others (each worker loads the segmenter itself, both at once)."""
+        return (self._pool is None and self.workers is None and self._sample is not None and self._big()
+                and len(self._held) < self.HELD_WHILE_SAMPLING and not self._sample.telling(0)
+                and self.tokenizer.portable())
+
+    def _release_held(self) -> list[tuple[list, Prepared]]:
+        """The batches held while the sample ran, handed over in order (the pool decided now)."""
+        if not self._held:
+            return []
+        held, self._held = self._held, []
+        if self.workers is None:
+            self.workers = usable_cores(self._sample)
+        self.chars_seen -= sum(chars for _, _, chars in held)  # counted again as each is handed over
+        return [ready for batch, texts, chars in held for ready in self._hand_over(batch, texts, chars)]
+
+    def _hand_over(self, batch: list, texts: list[str], chars: int) -> list[tuple[list, Prepared]]:
         pool = self._pool_if_worth_it()
-        chars = sum(map(len, texts))
         self.chars_seen += chars
         if pool is None:
             return [(batch, self._prepare_here(texts, chars))]
@@ -384,11 +443,13 @@ class Preparer:
         return wait > self.PREPARE_HERE_AFTER * chars * self._seconds_per_char
 
     def drain(self) -> list[tuple[list, Prepared]]:
-        """The batches still in the pool's hands, oldest first."""
-        return [self._collect_oldest() for _ in range(len(self._in_flight))]
+        """The batches still held or in the pool's hands, oldest first."""
+        ready = self._release_held()
+        return ready + [self._collect_oldest() for _ in range(len(self._in_flight))]
 
     def close(self) -> None:
         """Stop the pool (at once when a batch failed: its results are of no use)."""
+        self._held.clear()
         if self._pool is not None:
             self._pool.stop(at_once=bool(self._in_flight))
             self._pool = None
@@ -417,8 +478,8 @@ class Preparer:
             if self._sample is None:  # a pass of unknown size that has grown big: this batch here, then decide
                 self._sample = CoreSample()
                 return None
-            if self.chars_seen == 0 or not self._sample.telling(self._here):
-                self._here += 1  # the first batches are prepared here while the sample runs
+            if not self._sample.telling(self._here):
+                self._here += 1  # a pass that grew big: its next batches here while the sample runs
                 return None
             self.workers = usable_cores(self._sample)
         if self.workers < 2:
@@ -430,13 +491,20 @@ class Preparer:
             return None
         global _WORKER
         _WORKER = (self.tokenizer, BatchOptions(self.options.index, self.options.new_index))
-        self._pool = ForkedWorkers(self._workers_to_fork())
+        count = self._workers_to_fork()
+        self._pool = ForkedWorkers(count, depth=2 if count >= self.workers else 1)
         return self._pool
 
     def _workers_to_fork(self) -> int:
-        """This process is one of the preparers, but on a long pass its inserts alone keep it
-        busy (MEMCTL_INDEX_WORKERS, when set, is taken as it is: the command plus N-1 workers)."""
-        if self.expected_bytes >= ALL_CORES_AFTER_BYTES and forced_preparers() is None:
+        """A worker for every usable core while the other cores are quiet: this process's
+        inserts, reads and unpickling keep it busy, so a worker fewer (this process preparing
+        when it would wait) left a core idle for much of a build (1 GB on 2 cores: 157 s
+        against 113 s; 8 MB Latin: the workers sat idle a third of the time). The workers run
+        niced, so this process, the one serial part, has its core when it needs it. Beside
+        other work (a core's worth), one fewer: this process prepares too. MEMCTL_INDEX_WORKERS,
+        when set, is taken as it is: the command plus N-1 workers."""
+        others = self._sample.others(self.workers) if self._sample is not None else None
+        if forced_preparers() is None and (others or 0.0) < self.QUIET_OTHERS:
             return self.workers
         return self.workers - 1
 
@@ -448,8 +516,9 @@ def forced_preparers() -> int | None:
 
 
 def usable_cores(sample: CoreSample | None = None) -> int:
-    """How many processes should prepare batches (this one included: a pool forks one less):
-    this process's core, plus those that nobody else is using (from `sample`, else a fresh
+    """How many processes should prepare batches (a pool forks that many, this process
+    inserting beside them: Preparer._workers_to_fork): this process's core, plus those that
+    nobody else is using (from `sample`, else a fresh
     0.1 s one; the load average where there is no /proc/stat). MEMCTL_INDEX_WORKERS overrides;
     1 = no pool. On a machine already busy, a
     pool only adds its own costs (fork, pickling, pages copied on write): measured on 2 shared
@@ -471,11 +540,13 @@ def usable_cores(sample: CoreSample | None = None) -> int:
 
 
 def _cpu_ticks() -> tuple[int, int] | None:
-    """(all, idle) clock ticks of every core since boot, from /proc/stat; None without it."""
+    """(all, idle) clock ticks of every core since boot, from /proc/stat; None without it.
+    Niced processes' time counts as idle: they yield to a build (a background embedding at
+    nice 10 kept builds on one core, where it took little from them)."""
     try:
         with open("/proc/stat", "rb") as handle:
             fields = [int(x) for x in handle.readline().split()[1:]]
-        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        idle = fields[1] + fields[3] + (fields[4] if len(fields) > 4 else 0)  # nice + idle + iowait
         return sum(fields[:8]), idle  # user..steal: guest time is already inside user
     except (OSError, ValueError, IndexError):
         return None

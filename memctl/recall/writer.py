@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 from collections import Counter
 
-from memctl.recall.prepare import Prepared, Preparer, SessionText, fts5_keeps_terms, surface_candidates
+from memctl.recall.prepare import Prepared, Preparer, SessionText, fts5_keeps_terms, surface_candidates, text_size
 from memctl.recall.text import Tokenizer, latin_tokens
 
 TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import, paid by every search
@@ -75,7 +75,7 @@ class IndexWriter:
         size, room = 0, self._preparer.batch_chars() - self._waiting_chars
         for doc in docs:
             piece.append(doc)
-            size += len(doc.text)
+            size += text_size(doc.text)
             if size >= room:
                 self._wait(source_key, piece, size)
                 piece, size, room = [], 0, self._preparer.batch_chars() - self._waiting_chars
