@@ -206,7 +206,8 @@ for n, query in enumerate(queries):
     step("nearest: centroids, the probed lists' vectors, their cosines", t)
     t = time.perf_counter(); compared = vectors.similarities(lexical, vector, context)
     step("the 100 lexical candidates' vectors", t)
-    t = time.perf_counter(); _verified(index, {r: (h, c) for r, h, c in [*compared, *nearest]})
+    t = time.perf_counter(); rows = [*compared, *nearest]
+    _verified(index, {r: (h, c) for r, h, c in rows}, vectors.context_hashes([r for r, _, _ in rows]) if context else {})
     step("their texts checked against the index", t)
 print(json.dumps({name: statistics.median(times[1:] or times) for name, times in steps.items()}))
 """
