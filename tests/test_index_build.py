@@ -19,7 +19,7 @@ from conftest import find_shared
 from l4_helpers import make_folder
 from memctl.core.config import Layout
 from memctl.l4 import loggen
-from memctl.recall import prepare
+from memctl.recall import core_sample, prepare
 from memctl.recall.documents import IndexOptions
 from memctl.recall.index import SearchIndex
 from memctl.recall.text import (CHINESE_STOP_WORDS, CJK_RUN, JiebaSegmenter, RJiebaSegmenter, Tokenizer, _WORD,
@@ -372,11 +372,11 @@ def test_the_pool_reads_how_busy_the_cores_are_now_not_the_load_average_of_the_l
     if not os.path.exists("/proc/stat"):
         pytest.skip("no /proc/stat here: the pool falls back to the load average")
     cores = len(os.sched_getaffinity(0))
-    idle_now = prepare.busy_cores_now(cores)
+    idle_now = core_sample.busy_cores_now(cores)
     assert idle_now is not None and 0.0 <= idle_now <= cores + 1e-9
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        busy = prepare.busy_cores_now(cores, window=0.5)
+        busy = core_sample.busy_cores_now(cores, window=0.5)
     finally:
         spinner.kill()
         spinner.wait()
@@ -390,10 +390,10 @@ def test_the_cores_are_sampled_while_the_first_batch_is_prepared_less_this_proce
     ticks = iter([(1000, 500), (1100, 550)])  # 100 ticks over the cores, 50 of them busy
     clock = iter([10.0, 10.25])  # this process: 0.25 cpu-s over 0.5 s, half a core
     wall = iter([100.0, 100.5])
-    monkeypatch.setattr(prepare, "_cpu_ticks", lambda: next(ticks))
-    monkeypatch.setattr(prepare.time, "process_time", lambda: next(clock))
-    monkeypatch.setattr(prepare.time, "monotonic", lambda: next(wall))
-    sample = prepare.CoreSample()
+    monkeypatch.setattr(core_sample, "_cpu_ticks", lambda: next(ticks))
+    monkeypatch.setattr(core_sample.time, "process_time", lambda: next(clock))
+    monkeypatch.setattr(core_sample.time, "monotonic", lambda: next(wall))
+    sample = core_sample.CoreSample()
     assert sample.others(2) == pytest.approx(0.5)  # 2 cores x half busy = 1 core, less this process's half
 
 
@@ -634,8 +634,8 @@ def test_a_pool_beside_other_work_forks_one_worker_fewer_and_niced_work_is_not_o
         forks.append(preparer._workers_to_fork())
     assert forks == [2, 1]
     stat = "cpu  100 40 20 300 10 0 0 0 0 0\ncpu0 1 2 3 4\n"  # user nice system idle iowait ...
-    monkeypatch.setattr(prepare, "open", lambda *a, **k: io.BytesIO(stat.encode()), raising=False)
-    assert prepare._cpu_ticks() == (470, 350)  # idle: 300 idle + 10 iowait + 40 niced
+    monkeypatch.setattr(core_sample, "open", lambda *a, **k: io.BytesIO(stat.encode()), raising=False)
+    assert core_sample._cpu_ticks() == (470, 350)  # idle: 300 idle + 10 iowait + 40 niced
 
 
 @pytest.mark.parametrize("argv, rebuild", [
