@@ -185,6 +185,31 @@ def test_a_parallel_build_with_rjieba_equals_a_serial_build_with_jieba(tmp_path,
         assert fast[table] == reference[table], table
 
 
+@needs_dev_sets
+def test_a_build_that_started_on_one_core_takes_the_pool_when_the_cores_are_free_again(tmp_path, monkeypatch):
+    """A busy moment at a big pass's start kept it serial for its whole length: it samples the
+    cores again every RESAMPLE_CHARS and forks the pool part-way, with the same index."""
+    reference_root, late_root = tmp_path / "reference", tmp_path / "late"
+    write_dev_memory(reference_root)
+    write_dev_memory(late_root)
+    monkeypatch.setenv("MEMCTL_INDEX_WORKERS", "1")
+    SearchIndex(Layout(reference_root)).rebuild()
+    monkeypatch.delenv("MEMCTL_INDEX_WORKERS")
+    monkeypatch.setattr(prepare, "PARALLEL_AFTER_CHARS", 100_000)
+    monkeypatch.setattr(prepare.Preparer, "RESAMPLE_CHARS", 300_000)
+    decided = []
+    monkeypatch.setattr(prepare, "usable_cores", lambda sample=None: decided.append(1) or (1 if len(decided) == 1 else 2))
+    pools = []
+    real_pool = prepare.Preparer._pool_if_worth_it
+    monkeypatch.setattr(prepare.Preparer, "_pool_if_worth_it", lambda self: pools.append(real_pool(self)) or pools[-1])
+    SearchIndex(Layout(late_root)).rebuild()
+    first_pool = next(n for n, pool in enumerate(pools) if pool is not None)
+    assert len(decided) == 2 and first_pool > 2  # serial at first, the pool part-way
+    reference, late = (index_contents(root / ".memctl" / "index.sqlite") for root in (reference_root, late_root))
+    for table in reference:
+        assert late[table] == reference[table], table
+
+
 def write_sessions(l4: Path, rng: random.Random, words: list[str]) -> None:
     """Loose compressed sessions and a monthly zip of them (cut into documents with their batch)."""
     import zipfile

@@ -342,6 +342,7 @@ class Preparer:
     QUIET_OTHERS = 0.5  # cores other processes keep busy, below which a pool forks a worker per core
     PREPARE_HERE_AFTER = 0.5  # prepare here when the wait for a worker is longer than this share of doing it
     WORKER_SLOWER = 1.15  # a worker's rate against this process's (its caches colder, pages copied on write)
+    RESAMPLE_CHARS = 32_000_000  # a big pass that went serial looks at the cores again after this much text
 
     def __init__(self, tokenizer: Tokenizer, options: IndexOptions, workers: int | None = None,
                  new_index: bool = False):
@@ -359,6 +360,8 @@ class Preparer:
         self._in_flight: deque = deque()
         self._held: list[tuple[list, list, int]] = []  # (batch, texts, chars) waiting for the sample (_sampling)
         self._seconds_per_char = 8e-8  # preparing here (Latin; measured from the first batch on)
+        self._serial_since = 0  # chars_seen when the pass last decided to stay serial
+        self._resample: CoreSample | None = None
 
     def expect(self, byte_count: int) -> None:
         """How much the pass will read: a big pass starts sampling the cores now."""
@@ -483,7 +486,8 @@ class Preparer:
                 self._here += 1  # a pass that grew big: its next batches here while the sample runs
                 return None
             self.workers = usable_cores(self._sample)
-        if self.workers < 2:
+            self._serial_since = self.chars_seen
+        if self.workers < 2 and self._stays_serial():
             return None
         import multiprocessing
 
@@ -495,6 +499,25 @@ class Preparer:
         count = self._workers_to_fork()
         self._pool = ForkedWorkers(count, depth=2 if count >= self.workers else 1)
         return self._pool
+
+    def _stays_serial(self) -> bool:
+        """Whether a big pass that decided on one core keeps to it. A busy second at its start
+        (another command ending) kept a 1 GB rebuild on one core for its whole length: 222 s
+        where two workers took 153 (bench/RESULTS.md). So every RESAMPLE_CHARS of text it
+        samples the cores again (while its next batch is prepared) and forks the pool when
+        they are free now. MEMCTL_INDEX_WORKERS, when set, is kept."""
+        if forced_preparers() is not None or self.workers == 0:
+            return True
+        if self._resample is None:
+            if self.chars_seen - self._serial_since >= self.RESAMPLE_CHARS:
+                self._resample = CoreSample()
+            return True
+        if not self._resample.telling(0):
+            return True
+        self._sample, self._resample = self._resample, None
+        self._serial_since = self.chars_seen
+        self.workers = usable_cores(self._sample)
+        return self.workers < 2
 
     def _workers_to_fork(self) -> int:
         """A worker for every usable core while the other cores are quiet: this process's
