@@ -31,16 +31,6 @@ stdin_text: str | None = None  # the text already read from stdin
 retry_id: str | None = None  # the request was sent, no reply came: it may be in L5 under this id
 
 
-def enabled() -> bool:
-    """Whether a `remember` here may go through a writer. Not where the peer's uid cannot be
-    read (a client would refuse every writer: starting one would only leave a process idle)."""
-    if os.environ.get("MEMCTL_RESIDENT", "") == "0" or any(name.startswith("MEMCTL_FAULT_") for name in os.environ):
-        return False
-    from memctl.core.local_socket import usable
-
-    return usable()
-
-
 def serves(settings) -> bool:
     """Whether a writer may serve this memory: it is on, and the memory is made of files."""
     return float(settings.get("writes", "resident_idle")) > 0 and settings.get("store", "backend") == "files"
@@ -48,7 +38,9 @@ def serves(settings) -> bool:
 
 def try_remember(argv: list[str]) -> int | None:
     """The exit status of a `remember` a resident writer answered, else None."""
-    if not enabled():
+    from memctl.core.local_socket import wanted
+
+    if not wanted():  # off, fault injection, or no way to check the writer's uid
         return None
     from memctl.cli.argv import global_options, write_form
 

@@ -36,6 +36,15 @@ def socket_address(root: str, name: str) -> tuple[str, int | None] | None:
     return f"/proc/self/fd/{folder}/{name}", folder
 
 
+def wanted() -> bool:
+    """Whether a short process here may use (and start) a resident process: not turned off
+    (`MEMCTL_RESIDENT=0`), no fault injection set (its tests count this process's own steps), and
+    a platform that can check who serves it."""
+    if os.environ.get("MEMCTL_RESIDENT", "") == "0" or any(name.startswith("MEMCTL_FAULT_") for name in os.environ):
+        return False
+    return usable()
+
+
 def usable() -> bool:
     """Whether this platform can serve and check a resident process (the peer's uid is read with
     SO_PEERCRED: where it is missing a client would refuse every server)."""

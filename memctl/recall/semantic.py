@@ -298,12 +298,18 @@ def _context_texts(turns: list[tuple[int, str, str]], low: int) -> dict[int, str
     before them in the same session (rows are a session's turns in order, as the neighbour
     rule reads them: memctl.recall.context.with_neighbours)."""
     by_rowid = {rowid: (session, text or "") for rowid, session, text in turns}
-    found = {}
-    for rowid, (session, text) in by_rowid.items():
-        before = by_rowid.get(rowid - 1)
-        if rowid >= low and session and before and before[0] == session and before[1]:
-            found[rowid] = context_text(before[1], text)
-    return found
+    found = {rowid: _in_context(by_rowid, rowid) for rowid in by_rowid if rowid >= low}
+    return {rowid: text for rowid, text in found.items() if text is not None}
+
+
+def _in_context(by_rowid: dict[int, tuple[str, str]], rowid: int) -> str | None:
+    """The row's in-context text, or None when the row before it is not the turn before it in the
+    same session (or is empty). `by_rowid`: rowid -> (session, text)."""
+    session, text = by_rowid[rowid]
+    before = by_rowid.get(rowid - 1)
+    if not session or not before or before[0] != session or not before[1]:
+        return None
+    return context_text(before[1], text)
 
 
 def _encoder(ranking, batch_pass: bool = False):
@@ -500,31 +506,18 @@ def _verified(store, found: dict, contexts: dict[int, bytes]) -> dict[int, float
     that vector's text), whose turn before is still the one read with it."""
     from memctl.recall.text_hashing import text_hash
 
-    texts = _chunked(store.item_texts, list(found))
-    kept = {r: c for r, (h, c) in found.items() if r in texts and text_hash(texts[r]) == h}
-    in_context = [r for r in kept if r in contexts]
-    if in_context:
-        turns = _chunked(store.item_turns, sorted({*in_context, *(r - 1 for r in in_context)}))
-        kept = {r: c for r, c in kept.items() if r not in contexts or _context_hash(turns, r) == contexts[r]}
-    return kept
-
-
-def _chunked(lookup, rowids: list[int]) -> dict:
-    found: dict = {}
+    rowids = sorted({*found, *(r - 1 for r in found if r in contexts)})  # one lookup: the rows and their turns before
+    turns: dict[int, tuple[str, str]] = {}
     for start in range(0, len(rowids), 900):
-        found.update(lookup(rowids[start:start + 900]))
-    return found
+        turns.update((r, (session, text or "")) for r, (session, text) in store.item_turns(rowids[start:start + 900]).items())
+    return {r: c for r, (h, c) in found.items() if r in turns and text_hash(turns[r][1]) == h
+            and (r not in contexts or _hash_of(_in_context(turns, r)) == contexts[r])}
 
 
-def _context_hash(turns: dict[int, tuple[str, str]], rowid: int) -> bytes | None:
-    """The hash of the row's in-context text as the index holds it now (`_context_texts`' rule)."""
+def _hash_of(text: str | None) -> bytes | None:
     from memctl.recall.text_hashing import text_hash
 
-    session, text = turns.get(rowid, ("", ""))
-    before = turns.get(rowid - 1)
-    if not session or not before or before[0] != session or not before[1]:
-        return None
-    return text_hash(context_text(before[1], text or ""))
+    return None if text is None else text_hash(text)
 
 
 def _reciprocal_rank_fusion(hits: list, cosine: dict[int, float], ranking) -> None:

@@ -186,11 +186,9 @@ class Unserved(Exception):
 
 
 def resident_wanted(ranking) -> bool:
-    if os.environ.get("MEMCTL_RESIDENT", "") == "0" or any(name.startswith("MEMCTL_FAULT_") for name in os.environ):
-        return False
-    from memctl.core.local_socket import usable
+    from memctl.core.local_socket import wanted
 
-    return float(ranking.semantic_option("resident_idle")) > 0 and usable()
+    return float(ranking.semantic_option("resident_idle")) > 0 and wanted()
 
 
 def identity(root: str) -> str:
@@ -243,7 +241,7 @@ class ResidentHelper:
             raise Unserved()
         return parsed_answer(reply[1])
 
-    def close(self, answered: bool = False) -> None:
+    def close(self) -> None:
         if self.connection is not None:
             self.connection.close()
             self.connection = None

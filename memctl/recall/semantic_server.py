@@ -34,7 +34,7 @@ LOG_NAME = "semantic.log"
 WARM_UP_QUERY = "warm up: what was said"
 
 
-class Searcher(ResidentService):
+class ResidentSearcher(ResidentService):
     socket_name = semantic_helper.SOCKET_NAME
     log_name = LOG_NAME
 
@@ -147,4 +147,4 @@ def _model_of(ranking: Ranking) -> tuple:
 
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # a stop by hand still removes the socket
-    sys.exit(run_service(sys.argv[1:], semantic_helper.LOCK_NAME, Searcher))
+    sys.exit(run_service(sys.argv[1:], semantic_helper.LOCK_NAME, ResidentSearcher))

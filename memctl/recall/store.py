@@ -69,7 +69,8 @@ class SQLiteStore:
         ranked_item_scores, matching_item_ids, newest_matching_item_ids, item_rows, item_texts,
         item_bodies, item_totals, context_item_ids_near(_each), session_document_count, session_keys,
         best_session_scores, session_bodies, session_totals;
-      embedding (memctl.recall.semantic): last_item_id, item_texts_between;
+      embedding (memctl.recall.semantic): last_item_id, item_texts_between, item_turns_between,
+        item_turns (a fused search's check that a vector's texts are the rows' still);
       refresh: meta, set_meta, has_vocabulary, tracked_sources, sources_of_kinds,
         member_signatures, record_source, drop_source, upgrade_schema, optimize, writer (adds
         and removes documents: memctl.recall.writer, this backend's own).
