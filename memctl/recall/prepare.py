@@ -25,9 +25,9 @@ if TYPE_CHECKING:
     from memctl.recall.documents import Doc, IndexOptions
 
 # Batches are measured in characters, a non-ASCII text's counted three times (`text_size`:
-# about the bytes it was read as, as the pass's expected bytes are, and about its work: a CJK
-# character costs ~10x an ASCII one to prepare; counted once, a Chinese build had a third as
-# many batches, its last one kept a worker busy alone for a fifth of a second)
+# about the bytes it was read as, as the pass's expected bytes are, and nearer its work: a CJK
+# character costs far more than an ASCII one to prepare; counted once, a Chinese build had a
+# third as many batches, its last one kept a worker busy alone for a fifth of a second)
 BATCH_CHARS = 256_000  # text per batch: big enough that a worker's round trip is noise
 # a pool costs ~0.1 s to start (fork, each worker's segmenter): below this much text (in
 # characters seen, or in bytes the pass expects to read), one core
