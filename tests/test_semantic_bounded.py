@@ -176,3 +176,29 @@ def test_the_detached_pass_after_a_write_is_bounded(run, root, monkeypatch):
     done = subprocess.run([*command, "--json"], capture_output=True, env=clean_env(), timeout=300)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["left"] > 0
+
+
+
+def english_only_embed(memctl_bin: str, root: Path, *args: str) -> dict:
+    """`memctl index embed --json ARGS` with the model taken as one that reads no Chinese (as
+    the English model is) and ranges of 3 rows."""
+    probe = ("import sys, runpy\nimport memctl.recall.semantic as semantic\n"
+             "semantic.EMBED_RANGE = 3\nsemantic.reads_chinese = lambda ranking: False\n"
+             f"sys.argv = ['memctl', '--root', {str(root)!r}, 'index', 'embed', '--json', *{list(args)!r}]\n"
+             "runpy.run_module('memctl', run_name='__main__')\n")
+    python = str(Path(memctl_bin).with_name("python"))
+    done = subprocess.run([python, "-c", probe], capture_output=True, env=clean_env(), timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_the_rows_left_are_only_those_the_model_reads(memctl_bin, run, root):
+    """A model that reads no Chinese never embeds the mostly-Chinese items: a pass cut short does
+    not count them as left, and once it has every vector it can give it says none are left."""
+    bounded_memory(run, root)
+    chinese = sum(1 for item in ITEMS if any("\u4e00" <= c <= "\u9fff" for c in item["text"]))
+    first = english_only_embed(memctl_bin, root, "--for", "0")
+    assert first["rows"] == 2 and first["left"] == len(ITEMS) - chinese - 2
+    assert english_only_embed(memctl_bin, root)["left"] == 0
+    again = english_only_embed(memctl_bin, root, "--for", "0")
+    assert again["left"] == 0 and again["rows"] == len(ITEMS) - chinese and again["embedded"] == 0

@@ -21,6 +21,7 @@ A missing or broken model is one warning and lexical results.
 from __future__ import annotations
 
 import os
+import re
 
 from memctl.core.errors import MemctlError
 
@@ -55,11 +56,23 @@ def _cjk(text: str) -> bool:
 
 
 def _mostly_cjk(text: str) -> bool:
-    """More CJK characters than Latin letters."""
+    """More CJK characters than Latin letters (ASCII ones)."""
+    if text.isascii():
+        return False
     from memctl.recall.text import CJK_RUN
 
-    cjk = sum(len(run) for run in CJK_RUN.findall(text))
-    return cjk > 0 and cjk >= sum(1 for c in text if c.isascii() and c.isalpha())
+    cjk = sum(map(len, CJK_RUN.findall(text)))
+    return cjk > 0 and cjk >= sum(map(len, _ASCII_LETTERS.findall(text)))
+
+
+_ASCII_LETTERS = re.compile("[A-Za-z]+")
+
+
+def _mostly_cjk_rows(index, high: int) -> int:
+    """How many index rows up to `high` hold mostly-Chinese text (read range by range)."""
+    return sum(1 for low in range(1, high + 1, EMBED_RANGE)
+               for _, _, text in index.item_turns_between(low, min(high, low + EMBED_RANGE - 1))
+               if _mostly_cjk(text or ""))
 
 
 def reads_chinese(ranking) -> bool:
@@ -130,6 +143,8 @@ def embed_missing(layout, ranking, batch_size: int | None = None, budget: float 
             high = low + EMBED_RANGE - 1
             if deadline is not None and visited and time.monotonic() >= deadline:
                 report.left += (index.item_count() - visited) - store.count_below(high + 1)
+                if not cjk_model:  # rows it never embeds are not left for the next pass
+                    report.left -= _mostly_cjk_rows(index, high)
                 break
             rows, left = _embed_range_in_steps(index, store, encoder, (low, high), batch, report,
                                                (cjk_model, in_context), deadline)
