@@ -67,3 +67,18 @@ def test_loads_matches_json(data):
 def test_scanner_is_jsons():
     value, end = jsoncodec.scanner()('x {"a": [1]} y', 2)
     assert (value, end) == ({"a": [1]}, 12)
+
+
+@pytest.mark.parametrize("data", ['{"a": "b', '"unterminated', b'{"identity": "x", "reason": "cut'])
+def test_loads_errors_are_jsons_own_before_json_is_imported(data):
+    """A write process may never have imported json: the C scanner's error for an unterminated
+    string then needs json.decoder, which is not loaded (it raised SystemError here)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom memctl.core import jsoncodec\nassert 'json.decoder' not in sys.modules\n"
+            f"try:\n    jsoncodec.loads({data!r})\nexcept ValueError as exc:\n    print(type(exc).__name__, exc)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    with pytest.raises(ValueError) as theirs:
+        json.loads(data)
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, f"JSONDecodeError {theirs.value}", "")

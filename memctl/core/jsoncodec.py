@@ -77,7 +77,9 @@ def loads(data):
                 value, end = _SCAN(text, len(text) - len(text.lstrip(_SPACE)))
                 if end == len(text) or not text[end:].strip(_SPACE):
                     return value
-            except (StopIteration, ValueError, RecursionError):
+            except (StopIteration, ValueError, RecursionError, SystemError):
+                # SystemError: CPython 3.11's C scanner reports an unterminated string through
+                # json.decoder, which it does not import, and so raises nothing; json.loads says why
                 pass
     import json
 

@@ -118,7 +118,7 @@ class ResidentService:
 
     def close(self) -> None:
         """Stop serving, with a line in the log."""
-        self._log_exit(self.summary())
+        self.log_exit(self.summary())
         if self.listener is not None:
             if file_id(self.socket_path()) == self.socket_id:
                 os.unlink(self.socket_path())
@@ -127,7 +127,7 @@ class ResidentService:
         for connection in list(self.buffers):
             connection.close()
 
-    def _log_exit(self, summary: str) -> None:
+    def log_exit(self, summary: str) -> None:
         """One line in `.memctl/LOG` for the person wondering what the process did."""
         from memctl.core.fsutil import open_nofollow
 

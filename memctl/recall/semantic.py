@@ -500,7 +500,7 @@ class SemanticSignal:
             from memctl.recall.semantic_helper import start_resident
 
             self.wants_resident = False
-            start_resident(self.root())
+            start_resident(self.root(), self.ranking)
 
 
 def _single_threaded_blas() -> None:

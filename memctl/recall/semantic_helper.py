@@ -23,7 +23,8 @@ query), the same two messages go to it instead (`ResidentHelper`): the query as 
 settings are read, the lexical rowids when the lexical half is done; the answer is the same
 tuple, computed by the same code. A searcher of another version or environment, one
 that vanished, or none at all: the fork as before (and a current searcher started for the
-next search). `MEMCTL_RESIDENT=0` or `resident_idle = 0` turns it off.
+next search, unless one failed to get ready lately: memctl.recall.semantic_unready).
+`MEMCTL_RESIDENT=0` or `resident_idle = 0` turns it off.
 """
 
 from __future__ import annotations
@@ -247,8 +248,13 @@ class ResidentHelper:
             self.connection = None
 
 
-def start_resident(root: str) -> None:
-    """A detached searcher for this root, unless one runs or starts (`semantic.lock` decides)."""
+def start_resident(root: str, ranking) -> None:
+    """A detached searcher for this root, unless one runs or starts (`semantic.lock` decides) or
+    one of this identity and model failed to get ready lately with nothing it depended on
+    changed since (memctl.recall.semantic_unready)."""
     from memctl.core.local_socket import start_detached
+    from memctl.recall import semantic_unready
 
+    if semantic_unready.holds_back(root, identity(root), semantic_unready.model_option(ranking)):
+        return
     start_detached(root, LOCK_NAME, "memctl.recall.semantic_server", dict(os.environ))

