@@ -221,3 +221,32 @@ def test_a_symlinked_state_folder_is_neither_read_nor_written(tmp_path):
     assert semantic_unready.holds_back(root, "me", "") is None  # the same record, but through the link
     semantic_unready.clear(root)
     assert (real / semantic_unready.RECORD_NAME).read_bytes() == current
+
+
+def test_a_relative_model_directory_is_taken_from_the_root_in_every_process():
+    from memctl.recall import e5
+    from memctl.recall.ranking import E5_NAME, model_from_root
+
+    assert E5_NAME == e5.NAME
+    assert model_from_root("models/bge", "/srv/memory") == "/srv/memory/models/bge"
+    assert model_from_root("/opt/bge", "/srv/memory") == "/opt/bge"
+    assert model_from_root(e5.NAME, "/srv/memory") == e5.NAME and model_from_root("", "/srv/memory") == ""
+    assert model_from_root("~/bge", "/srv/memory") == os.path.expanduser("~/bge")
+
+
+@needs_searcher
+def test_a_relative_model_directory_means_the_same_one_from_any_working_directory(run, root, tmp_path):
+    """Before, the search read it from its working directory and the searcher (which works from
+    "/") from "/": the two named different directories."""
+    embedded_memory(run, root)
+    (root / "memctl.toml").write_text('[semantic]\nmodel = "models/none"\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    try:
+        done = run("search", "--layers", "L6", QUERY, root=root, env=SERVED, cwd=elsewhere)
+        assert done.returncode == 0, done.stderr
+        assert str(root / "models" / "none") in done.stderr.decode(), done.stderr
+        _stop(root)
+        assert str(root / "models" / "none") in _log(root)  # the searcher tried the same one
+    finally:
+        _stop(root)

@@ -35,8 +35,10 @@ class Ranking(namedtuple("Ranking", (*_WEIGHTS, "semantic"),
     @classmethod
     def from_settings(cls, settings) -> "Ranking":
         table = settings.values.get("ranking", {})
+        semantic = dict(settings.values.get("semantic", DEFAULTS["semantic"]))
+        semantic["model"] = model_from_root(str(semantic.get("model") or ""), settings.layout.root)
         ranking = cls(**{name: table.get(name, default) for name, default in _WEIGHTS.items()},
-                      semantic=tuple(settings.values.get("semantic", DEFAULTS["semantic"]).items()))
+                      semantic=tuple(semantic.items()))
         if ranking.fusion not in FUSIONS:
             raise ConfigError(f"ranking.fusion must be one of {', '.join(FUSIONS)}, got {ranking.fusion!r}")
         if ranking.semantic_normalisation not in NORMALISATIONS:
@@ -58,3 +60,19 @@ class Ranking(namedtuple("Ranking", (*_WEIGHTS, "semantic"),
 
     def semantic_option(self, key: str):
         return dict(self.semantic).get(key, DEFAULTS["semantic"][key])
+
+
+E5_NAME = "multilingual-e5-small"  # memctl.recall.e5.NAME, a model's name and no path (not imported: every search reads this)
+
+
+def model_from_root(model: str, root) -> str:
+    """`[semantic] model` as every process reads it: a relative model directory is taken from the
+    memory root, as `[archive] raw_dir` is (not from the working directory, which differs between
+    a search and the resident searcher it talks to); a name, an absolute path or none as it is."""
+    import os
+
+    if not model or model == E5_NAME:
+        return model
+    expanded = os.path.expanduser(model)
+    return expanded if os.path.isabs(expanded) else os.path.join(str(root), expanded)
+
