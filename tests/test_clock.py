@@ -38,3 +38,14 @@ def test_the_real_clock_gives_a_seconds_stamp(monkeypatch):
     made = clock.stamp()
     after = clock.iso(clock.now())
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", made) and before <= made <= after
+
+
+def test_timestamp_is_now_in_seconds_under_memctl_now_or_the_real_clock(monkeypatch):
+    import time
+    from datetime import datetime
+
+    monkeypatch.setenv("MEMCTL_NOW", "2026-04-05T09:00:00")
+    assert clock.timestamp() == datetime(2026, 4, 5, 9, 0, 0).timestamp()
+    monkeypatch.delenv("MEMCTL_NOW")
+    before = time.time()
+    assert before <= clock.timestamp() <= time.time()

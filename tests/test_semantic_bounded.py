@@ -90,10 +90,11 @@ def one_full_pass(run, root: Path, tmp_path: Path) -> dict:
 
 
 def with_small_bounds(memctl_bin: str, root: Path, bounds: dict[str, float], *args: str,
-                      env: dict | None = None) -> subprocess.CompletedProcess:
-    """`memctl --root ROOT ARGS` in a subprocess whose memctl.recall.semantic has `bounds`."""
+                      env: dict | None = None, patch: str = "") -> subprocess.CompletedProcess:
+    """`memctl --root ROOT ARGS` in a subprocess whose memctl.recall.semantic has `bounds` (and
+    `patch`: one more statement run on it, as `semantic`)."""
     probe = ("import sys, runpy\nimport memctl.recall.semantic as semantic\n"
-             f"for name, value in {bounds!r}.items(): setattr(semantic, name, value)\n"
+             f"for name, value in {bounds!r}.items(): setattr(semantic, name, value)\n{patch}\n"
              f"sys.argv = ['memctl', '--root', {str(root)!r}, *{list(args)!r}]\n"
              "runpy.run_module('memctl', run_name='__main__')\n")
     python = str(Path(memctl_bin).with_name("python"))
@@ -182,12 +183,8 @@ def test_the_detached_pass_after_a_write_is_bounded(run, root, monkeypatch):
 def english_only_embed(memctl_bin: str, root: Path, *args: str) -> dict:
     """`memctl index embed --json ARGS` with the model taken as one that reads no Chinese (as
     the English model is) and ranges of 3 rows."""
-    probe = ("import sys, runpy\nimport memctl.recall.semantic as semantic\n"
-             "semantic.EMBED_RANGE = 3\nsemantic.reads_chinese = lambda ranking: False\n"
-             f"sys.argv = ['memctl', '--root', {str(root)!r}, 'index', 'embed', '--json', *{list(args)!r}]\n"
-             "runpy.run_module('memctl', run_name='__main__')\n")
-    python = str(Path(memctl_bin).with_name("python"))
-    done = subprocess.run([python, "-c", probe], capture_output=True, env=clean_env(), timeout=300)
+    done = with_small_bounds(memctl_bin, root, {"EMBED_RANGE": 3}, "index", "embed", "--json", *args,
+                             patch="semantic.reads_chinese = lambda ranking: False")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 

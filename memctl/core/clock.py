@@ -34,6 +34,15 @@ def now() -> datetime:
     return value
 
 
+def timestamp() -> float:
+    """`now()` in seconds since the epoch; without MEMCTL_NOW, `time.time()` (datetime not loaded)."""
+    if not os.environ.get("MEMCTL_NOW", "").strip():
+        import time
+
+        return time.time()
+    return now().timestamp()
+
+
 def iso(value: datetime | str | None = None) -> str:
     """The ISO stamp (seconds) of `value`, of now when None; a str is a stamp already (`stamp()`)."""
     if isinstance(value, str):

@@ -62,17 +62,17 @@ class Ranking(namedtuple("Ranking", (*_WEIGHTS, "semantic"),
         return dict(self.semantic).get(key, DEFAULTS["semantic"][key])
 
 
-E5_NAME = "multilingual-e5-small"  # memctl.recall.e5.NAME, a model's name and no path (not imported: every search reads this)
-
-
 def model_from_root(model: str, root) -> str:
     """`[semantic] model` as every process reads it: a relative model directory is taken from the
     memory root, as `[archive] raw_dir` is (not from the working directory, which differs between
     a search and the resident searcher it talks to); a name, an absolute path or none as it is."""
+    if not model:
+        return model
     import os
 
-    if not model or model == E5_NAME:
+    from memctl.recall.e5 import NAME
+
+    if model == NAME:
         return model
     expanded = os.path.expanduser(model)
     return expanded if os.path.isabs(expanded) else os.path.join(str(root), expanded)
-

@@ -55,6 +55,9 @@ def _cjk(text: str) -> bool:
     return has_cjk(text)
 
 
+_ASCII_LETTERS = re.compile("[A-Za-z]+")
+
+
 def _mostly_cjk(text: str) -> bool:
     """More CJK characters than Latin letters (ASCII ones)."""
     if text.isascii():
@@ -63,9 +66,6 @@ def _mostly_cjk(text: str) -> bool:
 
     cjk = sum(map(len, CJK_RUN.findall(text)))
     return cjk > 0 and cjk >= sum(map(len, _ASCII_LETTERS.findall(text)))
-
-
-_ASCII_LETTERS = re.compile("[A-Za-z]+")
 
 
 def _mostly_cjk_rows(index, high: int) -> int:

@@ -22,7 +22,6 @@ it names that is not the loaded one is loaded.
 from __future__ import annotations
 
 import marshal
-import os
 import signal
 import sys
 
@@ -91,7 +90,7 @@ class ResidentSearcher(ResidentService):
         paths = [store, store + "-wal", sysconfig.get_paths()["purelib"]]
         model = semantic_unready.model_option(self.ranking)
         if model and model != NAME:
-            paths.append(os.path.abspath(os.path.expanduser(model)))  # as the encoder reads it, from "/"
+            paths.append(model)  # absolute: Ranking.from_settings took a relative one from the root
         return paths
 
     def summary(self) -> str:

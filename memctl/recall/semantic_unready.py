@@ -177,15 +177,14 @@ def stamp(path: str) -> str:
 
 
 def now() -> float:
-    """Seconds since the epoch, under MEMCTL_NOW when it is set (memctl.core.clock)."""
-    import time
-
-    if not os.environ.get("MEMCTL_NOW", "").strip():
-        return time.time()
+    """Seconds since the epoch by memctl's clock (MEMCTL_NOW moves it); a malformed MEMCTL_NOW is
+    the real clock here (the command that reads it says so)."""
     from memctl.core import clock
     from memctl.core.errors import MemctlError
 
     try:
-        return clock.now().timestamp()
-    except MemctlError:  # a malformed MEMCTL_NOW: the command that reads it says so
+        return clock.timestamp()
+    except MemctlError:
+        import time
+
         return time.time()
