@@ -225,3 +225,24 @@ def test_a_search_names_the_layer_file_it_left_out_for_being_a_link(run, templat
     warnings = [line for line in stderr.splitlines() if "symlink" in line]
     assert len(warnings) == 1 and planted in warnings[0] and "not searched" in warnings[0], stderr
     assert "Traceback" not in stderr
+
+
+def test_a_resident_process_never_takes_its_lock_or_log_through_a_symlinked_state_folder(tmp_path):
+    """O_NOFOLLOW guards only a path's last part: `.memctl` itself a symlink was followed, and a
+    remember whose state folder lacked writer.lock created one outside the root (a flaky
+    failure of the "state folder on remember" case above)."""
+    from memctl.core import local_socket, resident_service
+
+    root, outside = tmp_path / "memory", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    os.symlink(outside, root / ".memctl")
+    local_socket.start_detached(str(root), "writer.lock", "memctl.cli.resident_server", dict(os.environ))
+    assert resident_service.take_lock(str(root), "semantic.lock") is None
+    assert local_socket.open_state_file(str(root), "semantic.log", os.O_WRONLY | os.O_CREAT) is None
+    assert list(outside.iterdir()) == []
+    (root / ".memctl").unlink()
+    (root / ".memctl").mkdir()
+    os.symlink(outside / "planted", root / ".memctl" / "semantic.log")
+    assert local_socket.open_state_file(str(root), "semantic.log", os.O_WRONLY | os.O_CREAT) is None
+    assert list(outside.iterdir()) == []

@@ -146,15 +146,29 @@ def stamp(path: str) -> str:
     return f"{info.st_mtime_ns}:{info.st_size}:{info.st_ino}"
 
 
+def open_state_file(root: str, name: str, flags: int) -> int | None:
+    """`.memctl/NAME` opened with `flags` (created 0600), or None when it cannot be: `.memctl/` not
+    a real folder, NAME a symlink. O_NOFOLLOW on the whole path guards only its last part: a
+    symlinked `.memctl` was followed, and a lock or log written outside the root."""
+    try:
+        folder = os.open(os.path.join(root, ".memctl"), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder)
+    except OSError:
+        return None
+    finally:
+        os.close(folder)
+
+
 def start_detached(root: str, lock_name: str, module: str, environment: dict[str, str]) -> None:
     """`python -m MODULE ROOT LOCK_FD`, detached, unless one runs or starts: it holds
     `.memctl/LOCK_NAME`, taken here and handed to it, so two clients never both start one."""
     import fcntl
 
-    state = os.path.join(root, ".memctl")
-    try:
-        lock = os.open(os.path.join(state, lock_name), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except OSError:
+    lock = open_state_file(root, lock_name, os.O_RDWR | os.O_CREAT)
+    if lock is None:
         return
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -129,17 +129,16 @@ class ResidentService:
 
     def log_exit(self, summary: str) -> None:
         """One line in `.memctl/LOG` for the person wondering what the process did."""
-        from memctl.core.fsutil import open_nofollow
-
         line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')}\tpid {os.getpid()}\t{summary}\texited: {self.exit_reason}\n"
+        fd = local_socket.open_state_file(self.root, self.log_name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        if fd is None:
+            return
         try:
-            fd = open_nofollow(os.path.join(self.root, ".memctl", self.log_name), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-            try:
-                os.write(fd, line.encode("utf-8", "surrogateescape"))
-            finally:
-                os.close(fd)
+            os.write(fd, line.encode("utf-8", "surrogateescape"))
         except OSError:
             pass
+        finally:
+            os.close(fd)
 
     # --- messages
 
@@ -234,7 +233,9 @@ def take_lock(root: str, name: str) -> int | None:
     """`.memctl/NAME` flocked, or None when another process holds it (it serves this root)."""
     import fcntl
 
-    fd = os.open(os.path.join(root, ".memctl", name), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    fd = local_socket.open_state_file(root, name, os.O_RDWR | os.O_CREAT)
+    if fd is None:  # no real `.memctl/` to serve from
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
