@@ -44,6 +44,7 @@ LEXICAL_RULES: dict[str, tuple[object, tuple]] = {
     "feedback_weight": (0.0, (0.0, 0.3, 0.6, 0.9)),
     "cjk_part_weight": (1.0, (1.0, 0.3, 0.5, 0.7)),
     "cjk_char_weight": (1.0, (1.0, 0.15, 0.3, 0.45)),
+    "answer_type_weight": (0.0, (0.0, 0.1, 0.2, 0.3, 0.5)),
 }
 # per fusion rule (reported side by side): the weight of the item vectors, the share of their
 # in-context vectors in the cosine, then for rrf its k (the "off" value of rrf_k is the default,
@@ -146,18 +147,29 @@ FUSION_FIELDS = {"fusion": "none", "semantic_weight": 0.0, "rrf_k": 60, "semanti
 def memoize_lexical_stage(searcher: Searcher) -> None:
     """The fusion variants differ after the lexical stage alone (memctl.recall.search.Searcher:
     lexical candidates, then SemanticSignal.fuse): its candidates are computed once per query
-    and lexical ranking, and each variant fuses copies of them (fuse rescores hits in place)."""
+    and lexical ranking, and each variant fuses copies of them (fuse rescores hits in place).
+    Only the last MEMO_RANKINGS lexical rankings' are kept: a lexical cross-validation scores
+    each ranking once, and keeping every one of them filled 13 GB."""
     import copy
+    from collections import OrderedDict
 
-    lexical, memo = searcher._lexical, {}
+    lexical, memo = searcher._lexical, OrderedDict()
 
-    def cached(terms, filters, k):
-        key = (tuple(terms), k, searcher.ranking._replace(**FUSION_FIELDS))
-        if key not in memo:
-            memo[key] = lexical(terms, filters, k)
-        return [copy.copy(hit) for hit in memo[key]]
+    def cached(terms, filters, k, answer=None):
+        lexical_ranking = searcher.ranking._replace(**FUSION_FIELDS)
+        hits_of = memo.setdefault(lexical_ranking, {})
+        memo.move_to_end(lexical_ranking)
+        while len(memo) > MEMO_RANKINGS:
+            memo.popitem(last=False)
+        key = (tuple(terms), k, answer)
+        if key not in hits_of:
+            hits_of[key] = lexical(terms, filters, k, answer)
+        return [copy.copy(hit) for hit in hits_of[key]]
 
     searcher._lexical = cached
+
+
+MEMO_RANKINGS = 4
 
 
 class Scores:

@@ -412,3 +412,21 @@ def test_an_in_context_vector_whose_turn_before_changed_is_not_used(run, root):
     assert "tap" in before  # the faucet turn, read after the puppy one
     assert "tap" not in after and "pet" not in after
     assert json.loads(run("index", "embed", "--json", root=root).stdout)["embedded"] == 2  # both made anew
+
+
+@needs_multilingual
+def test_a_model_path_holding_a_secret_shape_is_redacted_in_every_message(run, root, tmp_path):
+    """The model folder's name goes through the one redaction point like every printed path: in
+    the search's warning, in `index embed`'s error and in --json."""
+    e5_memory(run, root)
+    assert run("index", "embed", root=root).returncode == 0
+    secret = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    folder = tmp_path / secret
+    folder.mkdir()  # a folder that is no model
+    (root / "memctl.toml").write_text(f'[semantic]\nmodel = "{folder}"\n')
+    for args in (("search", "--layers", "L6", "faucet"), ("search", "--json", "--layers", "L6", "faucet"),
+                 ("index", "embed"), ("index", "embed", "--json")):
+        result = run(*args, root=root, env={"MEMCTL_RESIDENT": "0"})
+        output = result.stdout + result.stderr
+        assert secret.encode() not in output, (args, output)
+        assert b"REDACTED" in result.stderr, (args, result.stderr)

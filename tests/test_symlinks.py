@@ -246,3 +246,23 @@ def test_a_resident_process_never_takes_its_lock_or_log_through_a_symlinked_stat
     os.symlink(outside / "planted", root / ".memctl" / "semantic.log")
     assert local_socket.open_state_file(str(root), "semantic.log", os.O_WRONLY | os.O_CREAT) is None
     assert list(outside.iterdir()) == []
+
+
+def test_the_write_lookups_are_never_opened_through_a_symlinked_state_folder(run, tmp_path):
+    """SQLite makes a WAL database's -wal and -shm files beside it even on a read-only open: with
+    `.memctl` a link, a `remember` that read the lookups' state before refusing the folder left
+    both outside the root (the flaky "state folder on remember" case, every time once
+    lookups.sqlite exists)."""
+    root, outside = tmp_path / "memory", tmp_path / "outside"
+    quiet = {"MEMCTL_RESIDENT": "0"}
+    assert run("init", root=root).returncode == 0
+    assert run("remember", "--type", "lesson", "the first fact", root=root, env=quiet).returncode == 0
+    assert (root / ".memctl" / "lookups.sqlite").is_file()
+    outside.mkdir()
+    shutil.move(str(root / ".memctl"), str(outside / "state"))
+    os.symlink(outside / "state", root / ".memctl")
+    before = _tree_digest(outside)
+    out = run("remember", "--type", "lesson", "the vpn needs mfa", root=root, env=quiet)
+    assert out.returncode == 2 and b"symlink" in out.stderr, out.stderr
+    assert sorted(p.name for p in (outside / "state").iterdir() if "lookups" in p.name) == ["lookups.sqlite"]
+    assert _tree_digest(outside) == before

@@ -475,7 +475,10 @@ def entry_of(raw: bytes) -> Entry | None:
 
 
 def _refuse_links(path: Path) -> None:
-    refuse_symlink(path, f"{path}-wal", f"{path}-shm")
+    """The lookups file, its WAL and shared-memory files, and `.memctl` itself: SQLite creates the
+    last two beside the file even on a read-only open, so a symlinked `.memctl` would get them
+    written outside the root."""
+    refuse_symlink(os.path.dirname(path), path, f"{path}-wal", f"{path}-shm")
 
 
 def _stat(path: Path) -> tuple[int, int, int]:

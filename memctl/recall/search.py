@@ -13,13 +13,16 @@ the store (memctl.recall.store.SQLiteStore):
 2. weighted BM25 (memctl.recall.rescoring): when the query's terms overlap (Chinese words,
    their pieces and their characters: memctl.recall.text.query_term_weights) the best
    candidates are scored again so that each piece counts for less than its word;
-3. session context (memctl.recall.context): score = bm25 of the item (normalised to the best
+3. the expected answer (memctl.recall.answer_types): for a question that asks when, how old,
+   how many, how much or for a phone number, the candidates holding an expression of that
+   type are scaled up by answer_type_weight;
+4. session context (memctl.recall.context): score = bm25 of the item (normalised to the best
    candidate) + session_weight × bm25 of the item's session as one document (normalised
    likewise), times a small per-layer priority from the mode;
-4. session feedback and neighbours (memctl.recall.context): items of a strong match's session
+5. session feedback and neighbours (memctl.recall.context): items of a strong match's session
    that speak of the same things (what the match holds beyond the query, say the person 我上司
    of "我上司的电话是…") and the turns right before and after it share in its score;
-5. semantic fusion (memctl.recall.semantic), only for a memory with item vectors: the closest
+6. semantic fusion (memctl.recall.semantic), only for a memory with item vectors: the closest
    items by embedding join the lexical ranking (reciprocal-rank or score fusion).
 
 The weights each stage uses are the search's `[ranking]` (memctl.recall.ranking.Ranking,
@@ -37,6 +40,7 @@ from memctl.core.config import Layout
 from memctl.core.errors import UsageError
 from memctl.longterm.refs import record_used
 from memctl.recall import tuning
+from memctl.recall.answer_types import expected_answer, favour_typed_answers
 from memctl.recall.candidates import candidates
 from memctl.recall.context import blend, session_scores, with_neighbours, with_session_feedback
 from memctl.recall.filters import Filters, parse_when
@@ -209,7 +213,8 @@ class Searcher:
     def _search(self, request: SearchRequest, layers: tuple[str, ...], k: int) -> list[Hit]:
         plan = self.plan(request.query, request.fuzzy_threshold)
         filters = Filters(layers, parse_when(request.since), parse_when(request.until, end_of_day=True), request.type)
-        found = self._lexical(plan.terms, filters, k) if plan.terms else []
+        answer = expected_answer(request.query) if self.ranking.answer_type_weight > 0 else None
+        found = self._lexical(plan.terms, filters, k, answer) if plan.terms else []
         if self.semantic is not None:  # item embeddings ([semantic] extra): memctl.recall.semantic
             fused = self.semantic.fuse(found, request.query, self.ranking, self.store,
                                        lambda rows: hydrate(self.store, rows), filters.admits)
@@ -224,14 +229,16 @@ class Searcher:
             hit.snippet = make_snippet(hit.text, request.query, plan.terms)
         return hits
 
-    def _lexical(self, terms: list[str], filters: Filters, k: int) -> list[Hit]:
-        """The lexical stages in order (candidates, weighted BM25, session context, feedback, neighbours)."""
+    def _lexical(self, terms: list[str], filters: Filters, k: int, answer=None) -> list[Hit]:
+        """The lexical stages in order (candidates, weighted BM25, the expected answer's type,
+        session context, feedback, neighbours)."""
         ranking = self.ranking
         found, weighted = candidates(self.store, terms, filters, k, ranking)
         if not found:
             return []
         if not weighted:
             weigh_terms(self.store, found, terms, ranking)
+        favour_typed_answers(self.store, found, answer, ranking)
         ordered = sorted(found, key=lambda c: -c.score)
         sessions = list(dict.fromkeys(c.session for c in ordered if c.session))
         blend(found, session_scores(self.store, terms, sessions, ranking), filters.layers, ranking)

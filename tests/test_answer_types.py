@@ -1,0 +1,92 @@
+"""The expected answer's type (memctl.recall.answer_types): a "when" / "how old" / "how many"
+question favours the items holding a time, an age, a number, in English and in Chinese."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memctl.recall.answer_types import AGE, EMAIL, MEASURE, MONEY, NUMBER, PHONE, TIME, expected_answer
+
+
+@pytest.mark.parametrize("query, kind", [
+    ("When did Caroline go to the LGBTQ support group?", TIME),
+    ("What year did Melanie start painting?", TIME),
+    ("How long has Caroline had her current group of friends?", TIME),
+    ("我上司的生日到底是啥时候呢？", TIME),
+    ("你什么时候去的北京", TIME),
+    ("How old is Melanie's son?", AGE),
+    ("我表弟现在多大了呀？", AGE),
+    ("How many children does Melanie have?", NUMBER),
+    ("家里有几口人", NUMBER),
+    ("How much did the new bike cost?", MONEY),
+    ("这双鞋多少钱", MONEY),
+    ("我妈妈有多高", MEASURE),
+    ("婶婶的电话号码是多少来着？", PHONE),
+    ("我上司的邮箱是什么", EMAIL),
+])
+def test_the_question_names_the_type_of_its_answer(query, kind):
+    found = expected_answer(query)
+    assert found is not None and found.pattern == kind
+
+
+@pytest.mark.parametrize("query", [
+    "What did Caroline research?", "Caroline adoption agency", "我的上司是哪个学校毕业的呢？",
+    "我住的那个小区叫什么", "", "when" * 0,
+])
+def test_a_question_of_no_recognisable_type_has_none(query):
+    assert expected_answer(query) is None
+
+
+@pytest.mark.parametrize("kind, holds, lacks", [
+    (TIME, ["We went camping last weekend.", "I started in 2019.", "It was on Friday.", "我的上司过生日是12月10号。",
+            "我们周三见的", "昨天下午去的", "I've known them for 4 years."],
+     ["I love painting with my kids.", "我的上司在深圳上班呢。", "May I ask you something?"]),
+    (AGE, ["My son is 7 years old.", "我上司都44岁了。"], ["He is a teacher.", "我表弟是北京人。"]),
+    (PHONE, ["我婶婶的电话号码是15522637476。", "Call me at +1 415-555-0100"], ["我婶婶的生日是5月29号。"]),
+    (EMAIL, ["我表弟的邮箱地址是zhangwei0715@hospital.com。"], ["我表弟在浙江杭州工作呢。"]),
+    (MEASURE, ["我妈妈的身高有172厘米。", "He is 180 cm tall"], ["我妈妈在上海工作呢。"]),
+])
+def test_each_type_recognises_its_expressions(kind, holds, lacks):
+    import re
+
+    pattern = re.compile(kind)
+    assert all(pattern.search(text) for text in holds), [t for t in holds if not pattern.search(t)]
+    assert not any(pattern.search(text) for text in lacks), [t for t in lacks if pattern.search(t)]
+
+
+ITEMS = [  # the same words for the question; only one item says when
+    {"id": "plan", "text": "Caroline will go to a support group", "session": "s1"},
+    {"id": "talk", "text": "Caroline says to go to a support group", "session": "s2"},
+    {"id": "went", "text": "Caroline was at a support group yesterday", "session": "s3"},
+    {"id": "zh1", "text": "我表弟是北京人，我表弟在杭州工作。", "session": "s4"},
+    {"id": "zh2", "text": "我的表弟今年36岁。", "session": "s5"},
+] + [{"id": f"other{n}", "text": text, "session": f"o{n}"} for n, text in enumerate(
+    ["Melanie painted a sunrise", "The budget review moved", "John plays chess", "Anna bakes bread",
+     "我妈妈在上海工作", "我同事喜欢下棋"])]
+
+
+def _ranked(run, root, query: str) -> list[str]:
+    result = run("search", "--layers", "L6", "--json", "-k", "5", query, root=root)
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line)["id"] for line in result.stdout.decode().splitlines()]
+
+
+def test_a_when_question_ranks_the_item_that_says_when_first_only_with_the_rule_on(run, root):
+    assert run("init", root=root).returncode == 0
+    path = root.parent / "items.jsonl"
+    path.write_text("".join(json.dumps(i, ensure_ascii=False) + "\n" for i in ITEMS), encoding="utf-8")
+    assert run("import", str(path), root=root).returncode == 0
+    plain = "[ranking]\nneighbour_weight = 0\nfeedback_weight = 0\nanswer_type_weight = %s\n"
+    (root / "memctl.toml").write_text(plain % 0)
+    assert _ranked(run, root, "When did Caroline go to the support group?")[0] != "went"
+    assert _ranked(run, root, "我表弟现在多大了呀？")[0] != "zh2"
+    (root / "memctl.toml").write_text(plain % 1.0)
+    assert _ranked(run, root, "When did Caroline go to the support group?")[0] == "went"
+    assert _ranked(run, root, "我表弟现在多大了呀？")[0] == "zh2"
+    # a question of no type ranks as with the rule off
+    (root / "memctl.toml").write_text(plain % 0)
+    before = _ranked(run, root, "Caroline support group")
+    (root / "memctl.toml").write_text(plain % 1.0)
+    assert _ranked(run, root, "Caroline support group") == before
