@@ -1,0 +1,58 @@
+"""R@10 per fold at fixed ranking settings, one rule's values side by side (not cross-validated).
+
+Over the memories a `bench/retrieval.py --cv --workdir DIR` run kept (its LoCoMo conversations
+or its MemDaily pools), in-process like the cross-validation: the defaults, changed by
+`--settings` (a JSON object of [ranking] values), with `--rule` at each of `--values`.
+
+    python bench/retrieval_fixed.py locomo /tmp/at/locomo --rule answer_type_weight --values 0,0.2,0.5
+    python bench/retrieval_fixed.py memdaily /tmp/at/memdaily --settings '{"neighbour_weight": 0.45}'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import retrieval  # noqa: E402  (bench/ on the path first)
+import retrieval_cv  # noqa: E402
+
+from memctl.recall.ranking import Ranking  # noqa: E402
+
+FOLD_OF = {"locomo": lambda name: name, "memdaily": lambda name: name.split("/")[1]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dataset", choices=sorted(FOLD_OF))
+    parser.add_argument("workdir", type=Path, help="the --workdir of a bench/retrieval.py --cv --only DATASET run")
+    parser.add_argument("--bench-dir", type=Path, default=retrieval.DEFAULT_BENCH)
+    parser.add_argument("--settings", type=json.loads, default={}, help="[ranking] values other than the defaults")
+    parser.add_argument("--rule", default="answer_type_weight")
+    parser.add_argument("--values", default="0,0.1,0.2,0.3,0.5,1.0")
+    args = parser.parse_args()
+    if args.dataset == "locomo":
+        sets = retrieval.locomo_sets(args.bench_dir / "locomo" / "locomo_dev.json")
+    else:
+        sets = retrieval.memdaily_sets(args.bench_dir / "memdaily" / "memdaily_dev.json")
+
+    def not_built(docs, folder):
+        raise SystemExit(f"{folder}: no memory here; run bench/retrieval.py --cv --only {args.dataset} "
+                         f"--workdir {args.workdir} first")
+
+    units = retrieval_cv.build_units(sets, args.dataset, FOLD_OF[args.dataset], args.workdir, not_built)
+    scores = retrieval_cv.Scores(units)
+    base = Ranking()._replace(**args.settings)
+    print(f"{args.dataset}, R@10 at the defaults {json.dumps(args.settings) if args.settings else ''} "
+          f"with {args.rule} =")
+    for value in (float(v) for v in args.values.split(",")):
+        ranking = base._replace(**{args.rule: value})
+        folds = " ".join(f"{fold} {scores.fold_value(ranking, fold):.3f}" for fold in scores.folds)
+        print(f"  {value:g}: {folds}  pooled {scores.pooled([(f, ranking) for f in scores.folds]):.4f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
