@@ -460,7 +460,8 @@ def time_in_process_and_baselines(root: Path, result: dict, python_scan_queries:
             started = time.perf_counter()
             python_scan(files, query)
             scans.append(time.perf_counter() - started)
-        result[f"pyscan_{lang}_p50_ms"] = pct(scans, 0.5) * 1000
+        if scans:  # --python-scan-queries 0: none timed
+            result[f"pyscan_{lang}_p50_ms"] = pct(scans, 0.5) * 1000
 
 
 def build_and_index(label: str, total: int, root: Path, zh_share: float, exe: str, env: dict,
@@ -506,7 +507,7 @@ def print_report(results: list[dict]) -> None:
                   f"{r[f'inproc_{lang}_p50_ms']:>11.1f}ms{r[f'inproc_{lang}_p95_ms']:>6.1f}ms"
                   f"{r[f'e2e_{lang}_rss_mb']:>8.0f}"
                   f"{r.get(f'rg_{lang}_p50_ms', float('nan')):>7.0f}ms{r.get(f'rg_{lang}_p95_ms', float('nan')):>6.0f}ms"
-                  f"{r[f'pyscan_{lang}_p50_ms']:>11.0f}ms")
+                  f"{r.get(f'pyscan_{lang}_p50_ms', float('nan')):>11.0f}ms")
         for lang in ("en", "zh"):
             if f"sem_e2e_{lang}_p50_ms" in r:
                 print(f"{lang + '+sem':<9}{r[f'sem_e2e_{lang}_p50_ms']:>10.0f}ms{r[f'sem_e2e_{lang}_p95_ms']:>6.0f}ms"

@@ -27,8 +27,7 @@ from memctl.recall.answer_types import AGE, EMAIL, MEASURE, MONEY, NUMBER, PHONE
     ("我上司的邮箱是什么", EMAIL),
 ])
 def test_the_question_names_the_type_of_its_answer(query, kind):
-    found = expected_answer(query)
-    assert found is not None and found.pattern == kind
+    assert expected_answer(query) is kind
 
 
 @pytest.mark.parametrize("query", [
@@ -41,19 +40,24 @@ def test_a_question_of_no_recognisable_type_has_none(query):
 
 @pytest.mark.parametrize("kind, holds, lacks", [
     (TIME, ["We went camping last weekend.", "I started in 2019.", "It was on Friday.", "我的上司过生日是12月10号。",
-            "我们周三见的", "昨天下午去的", "I've known them for 4 years."],
+            "我们周三见的", "昨天下午去的", "I've known them for 4 years.", "See you May 3", "at 5 pm",
+            "a few weeks ago", "It was in March"],
      ["I love painting with my kids.", "我的上司在深圳上班呢。", "May I ask you something?"]),
-    (AGE, ["My son is 7 years old.", "我上司都44岁了。"], ["He is a teacher.", "我表弟是北京人。"]),
+    (AGE, ["My son is 7 years old.", "我上司都44岁了。", "a 30-year-old man"], ["He is a teacher.", "我表弟是北京人。"]),
+    (NUMBER, ["We have 3 kids", "twice a week", "家里有三个孩子"], ["We have kids", "我家有孩子"]),
+    (MONEY, ["It cost $120", "about 20 dollars", "这双鞋花了300元"], ["It cost a lot", "这双鞋很贵"]),
     (PHONE, ["我婶婶的电话号码是15522637476。", "Call me at +1 415-555-0100"], ["我婶婶的生日是5月29号。"]),
     (EMAIL, ["我表弟的邮箱地址是zhangwei0715@hospital.com。"], ["我表弟在浙江杭州工作呢。"]),
     (MEASURE, ["我妈妈的身高有172厘米。", "He is 180 cm tall"], ["我妈妈在上海工作呢。"]),
 ])
 def test_each_type_recognises_its_expressions(kind, holds, lacks):
-    import re
+    assert all(kind.search(text) for text in holds), [t for t in holds if not kind.search(t)]
+    assert not any(kind.search(text) for text in lacks), [t for t in lacks if kind.search(t)]
 
-    pattern = re.compile(kind)
-    assert all(pattern.search(text) for text in holds), [t for t in holds if not pattern.search(t)]
-    assert not any(pattern.search(text) for text in lacks), [t for t in lacks if pattern.search(t)]
+
+def test_an_expression_past_the_first_characters_of_a_long_item_does_not_count():
+    assert TIME.search("word " * 10 + "yesterday")
+    assert not TIME.search("word " * 1_000 + "yesterday")
 
 
 ITEMS = [  # the same words for the question; only one item says when
