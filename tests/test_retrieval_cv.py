@@ -116,3 +116,35 @@ def test_a_rescaling_that_hurts_one_training_fold_is_not_chosen_outside_either()
     start = START._replace(semantic_normalisation="minmax")
     chosen_ranking = cv.select(ScaledScores(hurt_fold="b"), WEIGHTS, ["a", "b"], start, outer=OUTER)
     assert (chosen_ranking.semantic_normalisation, chosen_ranking.semantic_weight) == ("minmax", 1.0)
+
+
+class FakeSearcher:
+    """The one part of a Searcher the memo wraps: `_lexical`, and the ranking it runs under."""
+
+    def __init__(self):
+        self.ranking = Ranking()
+        self.calls = 0
+
+    def _lexical(self, terms, filters, k, answer=None):
+        self.calls += 1
+        return [object()]
+
+
+def test_the_lexical_memo_serves_the_fusion_variants_and_keeps_a_few_lexical_rankings_only():
+    cv = bench_module()
+    searcher = FakeSearcher()
+    cv.memoize_lexical_stage(searcher)
+    searcher._lexical(["a"], None, 10)
+    searcher.ranking = searcher.ranking._replace(semantic_weight=0.5, fusion="rrf")  # a fusion variant: memoized
+    searcher._lexical(["a"], None, 10)
+    assert searcher.calls == 1
+    for weight in range(cv.MEMO_RANKINGS + 2):  # lexical variants: each computed once, the oldest let go
+        searcher.ranking = Ranking(neighbour_weight=1.0 + weight)  # none is the default 0.3
+        searcher._lexical(["a"], None, 10)
+    assert searcher.calls == 1 + cv.MEMO_RANKINGS + 2
+    closure = searcher._lexical.__closure__
+    memo = next(cell.cell_contents for cell in closure if isinstance(cell.cell_contents, dict))
+    assert len(memo) == cv.MEMO_RANKINGS
+    searcher.ranking = Ranking()  # the first ranking was let go: computed again
+    searcher._lexical(["a"], None, 10)
+    assert searcher.calls == 2 + cv.MEMO_RANKINGS + 2
