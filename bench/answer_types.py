@@ -5,20 +5,26 @@ in turn so that load from elsewhere weighs on both alike.
 
     python bench/answer_types.py ROOT [--rounds 3]
 
-ROOT is any memory (for instance the 1 GB one `bench/search_scale.py --sizes 1G --keep` leaves).
-Its memctl.toml is put back as it was at the end.
+ROOT is a scratch memory without a memctl.toml of its own (for instance the 1 GB one
+`bench/search_scale.py --sizes 1G --keep` leaves): the bench writes one (atomically, with the
+weight of each run) and removes it at the end, so a killed run leaves nothing of a person's
+changed, only its own file.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from search_scale import memctl_exe, timed_process  # noqa: E402  (bench/ on the path first)
+
+from memctl.core.config import DEFAULTS  # noqa: E402
+from memctl.core.fsutil import atomic_write_bytes  # noqa: E402
 
 QUERIES = [
     "when did we migrate the database", "when was the cache timeout changed", "how many workers does the queue use",
@@ -28,17 +34,8 @@ QUERIES = [
 ]
 
 
-def memctl() -> str:
-    found = shutil.which("memctl", path=str(Path(sys.executable).parent)) or shutil.which("memctl")
-    if not found:
-        raise SystemExit("memctl is not installed in this environment")
-    return found
-
-
 def timed(exe: str, root: Path, query: str) -> float:
-    started = time.perf_counter()
-    subprocess.run([exe, "--root", str(root), "search", query], capture_output=True, check=False)
-    return time.perf_counter() - started
+    return timed_process([exe, "--root", str(root), "search", query])[0]
 
 
 def main() -> None:
@@ -46,12 +43,9 @@ def main() -> None:
     parser.add_argument("root", type=Path)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    from memctl.core.config import DEFAULTS
-
-    exe, config = memctl(), args.root / "memctl.toml"
-    kept = config.read_bytes() if config.exists() else None
-    if kept and b"[ranking]" in kept:
-        raise SystemExit(f"{config} has a [ranking] table already: run this on a memory without one")
+    exe, config = memctl_exe(), args.root / "memctl.toml"
+    if config.exists() or config.is_symlink():
+        raise SystemExit(f"{config} exists: run this on a scratch memory without a memctl.toml")
     weights = (0.0, DEFAULTS["ranking"]["answer_type_weight"])
     walls: dict[float, list[float]] = {w: [] for w in weights}
     try:
@@ -59,13 +53,10 @@ def main() -> None:
         for _ in range(args.rounds):
             for query in QUERIES:
                 for weight in weights:
-                    config.write_bytes((kept or b"") + f"\n[ranking]\nanswer_type_weight = {weight}\n".encode())
+                    atomic_write_bytes(config, f"[ranking]\nanswer_type_weight = {weight}\n".encode())
                     walls[weight].append(timed(exe, args.root, query))
     finally:
-        if kept is None:
-            config.unlink(missing_ok=True)
-        else:
-            config.write_bytes(kept)
+        config.unlink(missing_ok=True)
     print(f"memctl search over {len(QUERIES)} typed questions x {args.rounds} rounds, {args.root} "
           f"(load {os.getloadavg()[0]:.1f})")
     base = statistics.median(walls[weights[0]])

@@ -70,6 +70,10 @@ OUTER_RULES: dict[str, dict[str, tuple[object, tuple]]] = {
 }
 
 
+# each memory's fold: a LoCoMo conversation is its own, a MemDaily pool ("qa_type/scenario") its scenario's
+FOLD_OF = {"locomo": lambda name: name, "memdaily": lambda name: name.split("/")[1]}
+
+
 class Unit:
     """One memory folder: its questions and the fold it belongs to."""
 
@@ -85,13 +89,17 @@ class Unit:
 
 
 def build_units(sets, dataset: str, fold_of, workdir: Path, import_memory) -> list[Unit]:
-    """The memories, imported once (a memory of a kept work folder is reused: --workdir)."""
+    """The memories, imported once (a memory of a kept work folder is reused: --workdir).
+    `import_memory` None: reuse only; a memory missing is an error, and nothing is removed."""
     units = []
     for number, (name, docs, questions) in enumerate(sets):
         folder = workdir / f"{dataset}-{number}"
         imported = folder / "memory" / "archive.jsonl"  # L6: what `memctl import` wrote
         if imported.is_file() and imported.stat().st_size:
             root = imported.parent
+        elif import_memory is None:
+            raise SystemExit(f"{folder}: no memory built here; run bench/retrieval.py --cv --only {dataset} "
+                             f"--workdir {workdir} first")
         else:
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir(parents=True)
@@ -361,8 +369,8 @@ def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory
         print(f"memories kept in {workdir}", file=sys.stderr)
     else:
         atexit.register(shutil.rmtree, workdir, ignore_errors=True)
-    units = build_units(locomo, "locomo", lambda n: n, workdir, import_memory)
-    units += build_units(memdaily, "memdaily", lambda n: n.split("/")[1], workdir, import_memory)
+    units = build_units(locomo, "locomo", FOLD_OF["locomo"], workdir, import_memory)
+    units += build_units(memdaily, "memdaily", FOLD_OF["memdaily"], workdir, import_memory)
     semantic = embed(units, embed_memory)
     datasets = {"LoCoMo": list(dict.fromkeys(u.fold for u in units if u.dataset == "locomo")),
                 "MemDaily": list(dict.fromkeys(u.fold for u in units if u.dataset == "memdaily"))}

@@ -33,9 +33,9 @@ from memctl.recall.ranking import Ranking
 def units_of(dataset: str, workdir: Path) -> list:
     if dataset == "locomo":
         sets = list(R.locomo_sets(R.DEFAULT_BENCH / "locomo" / "locomo_dev.json"))
-        return CV.build_units(sets, "locomo", lambda n: n, workdir, R.import_memory)
+        return CV.build_units(sets, "locomo", CV.FOLD_OF["locomo"], workdir, R.import_memory)
     sets = list(R.memdaily_sets(R.DEFAULT_BENCH / "memdaily" / "memdaily_dev.json"))
-    return CV.build_units(sets, "memdaily", lambda n: n.split("/")[1], workdir, R.import_memory)
+    return CV.build_units(sets, "memdaily", CV.FOLD_OF["memdaily"], workdir, R.import_memory)
 
 
 def main() -> None:

@@ -22,12 +22,9 @@ import retrieval_cv  # noqa: E402
 
 from memctl.recall.ranking import Ranking  # noqa: E402
 
-FOLD_OF = {"locomo": lambda name: name, "memdaily": lambda name: name.split("/")[1]}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("dataset", choices=sorted(FOLD_OF))
+    parser.add_argument("dataset", choices=sorted(retrieval_cv.FOLD_OF))
     parser.add_argument("workdir", type=Path, help="the --workdir of a bench/retrieval.py --cv --only DATASET run")
     parser.add_argument("--bench-dir", type=Path, default=retrieval.DEFAULT_BENCH)
     parser.add_argument("--settings", type=json.loads, default={}, help="[ranking] values other than the defaults")
@@ -38,12 +35,7 @@ def main() -> None:
         sets = retrieval.locomo_sets(args.bench_dir / "locomo" / "locomo_dev.json")
     else:
         sets = retrieval.memdaily_sets(args.bench_dir / "memdaily" / "memdaily_dev.json")
-
-    def not_built(docs, folder):
-        raise SystemExit(f"{folder}: no memory here; run bench/retrieval.py --cv --only {args.dataset} "
-                         f"--workdir {args.workdir} first")
-
-    units = retrieval_cv.build_units(sets, args.dataset, FOLD_OF[args.dataset], args.workdir, not_built)
+    units = retrieval_cv.build_units(sets, args.dataset, retrieval_cv.FOLD_OF[args.dataset], args.workdir, None)
     scores = retrieval_cv.Scores(units)
     base = Ranking()._replace(**args.settings)
     print(f"{args.dataset}, R@10 at the defaults {json.dumps(args.settings) if args.settings else ''} "

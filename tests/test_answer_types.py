@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from memctl.recall import answer_types
 from memctl.recall.answer_types import AGE, EMAIL, MEASURE, MONEY, NUMBER, PHONE, TIME, expected_answer
 
 
@@ -32,10 +33,48 @@ def test_the_question_names_the_type_of_its_answer(query, kind):
 
 @pytest.mark.parametrize("query", [
     "What did Caroline research?", "Caroline adoption agency", "我的上司是哪个学校毕业的呢？",
-    "我住的那个小区叫什么", "", "when" * 0,
+    "我住的那个小区叫什么", "", "Whenever I can, I paint",
 ])
 def test_a_question_of_no_recognisable_type_has_none(query):
     assert expected_answer(query) is None
+
+
+def _covered(items, triggers) -> bool:
+    """Whether every match of the parsed pattern `items` holds one of `triggers` (lowercase): some
+    run of its literals holds one, or some part every match must have is covered itself."""
+    from re import _constants as c
+
+    run = ""
+    for op, arg in items:
+        if op is c.LITERAL:
+            run += chr(arg).lower()
+            if any(t in run for t in triggers):
+                return True
+            continue
+        run = ""
+        if op is c.SUBPATTERN and _covered(arg[-1], triggers):
+            return True
+        if op is c.BRANCH and all(_covered(branch, triggers) for branch in arg[1]):
+            return True
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT) and arg[0] >= 1 and _covered(arg[2], triggers):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("asks", [asks for asks, _ in answer_types.QUESTIONS])
+def test_every_way_of_asking_holds_a_trigger_word_so_the_prefilter_never_hides_a_type(asks):
+    """expected_answer compiles its patterns only for a query holding a trigger word: a question
+    pattern with an alternative that holds none would never be tried for that alternative."""
+    from re import _parser
+
+    assert _covered(_parser.parse(asks), answer_types._TRIGGERS), asks
+
+
+def test_the_coverage_check_sees_an_alternative_without_a_trigger():
+    from re import _parser
+
+    assert not _covered(_parser.parse(r"(?i:\bwhen\b)|哪个"), ("when",))
+    assert _covered(_parser.parse(r"(?i:\be-?mail\b)|(?:电话|号码)是"), ("mail", "话", "码"))
 
 
 @pytest.mark.parametrize("kind, holds, lacks", [

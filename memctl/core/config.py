@@ -79,7 +79,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "feedback_span": 8,
         "items_rescored": 100,
         # a when / how old / how many … question's candidates holding a time, an age, a number …
-        # are scaled by 1 + this (memctl.recall.answer_types; the eight folds' choice, bench/RESULTS.md)
+        # are scaled by 1 + this (memctl.recall.answer_types; the best mean over the eight folds given
+        # the other defaults, bench/RESULTS.md "The expected answer's type")
         "answer_type_weight": 0.2,
         "cjk_char_weight": 0.15,  # a Chinese query's single characters (was 0.3)
         "cjk_part_weight": 0.3,  # a word inside a longer query word (was 0.5)
