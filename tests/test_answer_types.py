@@ -3,12 +3,12 @@ question favours the items holding a time, an age, a number, in English and in C
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
 from memctl.recall import answer_types
 from memctl.recall.answer_types import AGE, EMAIL, MEASURE, MONEY, NUMBER, PHONE, TIME, expected_answer
+from ranking_helpers import import_items, others, ranked_ids
 
 
 @pytest.mark.parametrize("query, kind", [
@@ -105,31 +105,21 @@ ITEMS = [  # the same words for the question; only one item says when
     {"id": "went", "text": "Caroline was at a support group yesterday", "session": "s3"},
     {"id": "zh1", "text": "我表弟是北京人，我表弟在杭州工作。", "session": "s4"},
     {"id": "zh2", "text": "我的表弟今年36岁。", "session": "s5"},
-] + [{"id": f"other{n}", "text": text, "session": f"o{n}"} for n, text in enumerate(
-    ["Melanie painted a sunrise", "The budget review moved", "John plays chess", "Anna bakes bread",
-     "我妈妈在上海工作", "我同事喜欢下棋"])]
-
-
-def _ranked(run, root, query: str) -> list[str]:
-    result = run("search", "--layers", "L6", "--json", "-k", "5", query, root=root)
-    assert result.returncode == 0, result.stderr
-    return [json.loads(line)["id"] for line in result.stdout.decode().splitlines()]
+] + others("Melanie painted a sunrise", "The budget review moved", "John plays chess", "Anna bakes bread",
+            "我妈妈在上海工作", "我同事喜欢下棋")
 
 
 def test_a_when_question_ranks_the_item_that_says_when_first_only_with_the_rule_on(run, root):
-    assert run("init", root=root).returncode == 0
-    path = root.parent / "items.jsonl"
-    path.write_text("".join(json.dumps(i, ensure_ascii=False) + "\n" for i in ITEMS), encoding="utf-8")
-    assert run("import", str(path), root=root).returncode == 0
+    import_items(run, root, ITEMS)
     plain = "[ranking]\nneighbour_weight = 0\nfeedback_weight = 0\nanswer_type_weight = %s\n"
     (root / "memctl.toml").write_text(plain % 0)
-    assert _ranked(run, root, "When did Caroline go to the support group?")[0] != "went"
-    assert _ranked(run, root, "我表弟现在多大了呀？")[0] != "zh2"
+    assert ranked_ids(run, root, "When did Caroline go to the support group?")[0] != "went"
+    assert ranked_ids(run, root, "我表弟现在多大了呀？")[0] != "zh2"
     (root / "memctl.toml").write_text(plain % 1.0)
-    assert _ranked(run, root, "When did Caroline go to the support group?")[0] == "went"
-    assert _ranked(run, root, "我表弟现在多大了呀？")[0] == "zh2"
+    assert ranked_ids(run, root, "When did Caroline go to the support group?")[0] == "went"
+    assert ranked_ids(run, root, "我表弟现在多大了呀？")[0] == "zh2"
     # a question of no type ranks as with the rule off
     (root / "memctl.toml").write_text(plain % 0)
-    before = _ranked(run, root, "Caroline support group")
+    before = ranked_ids(run, root, "Caroline support group")
     (root / "memctl.toml").write_text(plain % 1.0)
-    assert _ranked(run, root, "Caroline support group") == before
+    assert ranked_ids(run, root, "Caroline support group") == before

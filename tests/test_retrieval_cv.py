@@ -125,7 +125,7 @@ class FakeSearcher:
         self.ranking = Ranking()
         self.calls = 0
 
-    def _lexical(self, terms, filters, k, answer=None):
+    def _lexical(self, terms, filters, k, answer=None, asides=frozenset()):
         self.calls += 1
         return [object()]
 

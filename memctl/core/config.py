@@ -84,6 +84,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "answer_type_weight": 0.2,
         "cjk_char_weight": 0.15,  # a Chinese query's single characters (was 0.3)
         "cjk_part_weight": 0.3,  # a word inside a longer query word (was 0.5)
+        # a query of several sentences: the terms only in those around its question (the last that
+        # asks) count this much (memctl.recall.focus; 1 turns it off)
+        "aside_weight": 0.3,
         "fusion": "score",  # with item embeddings ([semantic]): "rrf", "score" or "none"
         "semantic_weight": 1.0,  # score fusion with z-scores, chosen on LoCoMo's folds (bench/RESULTS.md, fused4)
         "rrf_k": 60,
@@ -455,6 +458,7 @@ BOUNDS = {
     "dream.forget_min_refs": (0, 1_000_000_000), "dream.merge_min_confidence": (0, 10),
     "dream.max_remove_share": (0, 1), "dream.auto_trigger_entries": (0, 1_000_000_000),
     "insight.max_lines": (1, 10_000), "insight.max_bytes": (1, 10_000_000),
+    "ranking.aside_weight": (0, 1),  # an aside counting more than the question is a typo
 }
 
 

@@ -18,14 +18,14 @@ if TYPE_CHECKING:
 
     from memctl.recall.filters import Filters
     from memctl.recall.hits import Hit
-    from memctl.recall.ranking import Ranking
     from memctl.recall.store import SQLiteStore
 
 
 def candidates(store: SQLiteStore, terms: Sequence[str], filters: Filters, k: int,
-               ranking: Ranking) -> tuple[list[Hit], bool]:
-    """The items worth ranking, scored, and whether the query's term weights are in the
-    scores already (the large-memory path scores in Python with them)."""
+               weights: dict[str, float]) -> tuple[list[Hit], bool]:
+    """The items worth ranking, scored, and whether the query's term weights (`weights`:
+    Ranking.term_weights) are in the scores already (the large-memory path scores in Python
+    with them)."""
     wanted: list[str] = []  # no layer filter when every layer the index holds is wanted
     present_layers = store.present_layers()
     if not set(present_layers) <= set(filters.layers):
@@ -35,7 +35,7 @@ def candidates(store: SQLiteStore, terms: Sequence[str], filters: Filters, k: in
     limit = max(tuning.MIN_CANDIDATES, k * 20)
     rankable = rankable_terms(store, terms)
     if rankable is not None:
-        return bounded_candidates(store, terms, rankable, wanted, limit, filters, ranking), True
+        return bounded_candidates(store, terms, rankable, wanted, limit, filters, weights), True
     while True:
         rows = store.ranked_item_scores(terms, wanted, limit)
         kept = [h for h in hydrate(store, rows) if filters.passes(h)]
@@ -63,10 +63,10 @@ def rankable_terms(store: SQLiteStore, terms: Sequence[str]) -> list[str] | None
 
 
 def bounded_candidates(store: SQLiteStore, terms: Sequence[str], rankable: list[str], layers: list[str],
-                       limit: int, filters: Filters, ranking: Ranking) -> list[Hit]:
+                       limit: int, filters: Filters, weights: dict[str, float]) -> list[Hit]:
     """Cost flat in memory size: every item with a rare query word, and the newest items
     with the common ones, are scored by the whole query in Python (memctl.recall.scoring), each
-    term weighted as query_term_weights says — FTS5's bm25() would first walk every match
+    term weighted as `weights` says — FTS5's bm25() would first walk every match
     of every query word."""
     rowids: set[int] = set()
     if rankable:
@@ -75,6 +75,6 @@ def bounded_candidates(store: SQLiteStore, terms: Sequence[str], rankable: list[
     words = [t for t in terms if not (len(t) == 1 and has_cjk(t))] or list(terms)
     if len(rowids) < limit:  # else items with common words only could not reach the top anyway
         rowids.update(store.newest_matching_item_ids(words, layers, tuning.NEWEST_MATCHES))
-    scores = python_bm25(store, words, sorted(rowids), ranking.term_weights(terms))
+    scores = python_bm25(store, words, sorted(rowids), weights)
     rows = sorted(scores.items(), key=lambda r: -r[1])[:limit]
     return [h for h in hydrate(store, [(rowid, -score) for rowid, score in rows]) if filters.passes(h)]

@@ -28,31 +28,32 @@ if TYPE_CHECKING:
     from memctl.recall.store import SQLiteStore
 
 
-def session_scores(store: SQLiteStore, terms: list[str], sessions: list[str], ranking: Ranking) -> dict[str, float]:
-    """bm25 of each candidate's session as one document, relative to the best session."""
+def session_scores(store: SQLiteStore, weights: dict[str, float], sessions: list[str],
+                   ranking: Ranking) -> dict[str, float]:
+    """bm25 of each candidate's session as one document, relative to the best session (the
+    query's terms weighted as for items: `weights`, Ranking.term_weights)."""
     if not sessions or not (ranking.session_weight or ranking.session_prior):  # 0: no session-document statements
         return {}
     if store.session_document_count() <= tuning.SMALL_SESSION_DOCS:
-        rows = weighted_session_rows(store, terms, ranking)
+        rows = weighted_session_rows(store, weights)
     else:  # many sessions: score only the candidates' own, in Python (see bounded_candidates)
         wanted = list(sessions)[:tuning.SESSIONS_SCORED]
         keys = store.session_keys(wanted)
         rows = [(keys[rowid], score) for rowid, score in
-                python_bm25(store, terms, sorted(keys), ranking.term_weights(terms), sessions=True).items()]
+                python_bm25(store, list(weights), sorted(keys), weights, sessions=True).items()]
     if not rows:
         return {}
     best = max(score for _, score in rows) or 1.0
     return {key: score / best for key, score in rows}
 
 
-def weighted_session_rows(store: SQLiteStore, terms: list[str], ranking: Ranking) -> list[tuple[str, float]]:
-    """The best session documents' bm25, each query term weighted as for items
-    (query_term_weights). FTS5's bm25 is a sum over the query's terms, so one statement per
-    weight (one for an English query, up to three for a Chinese one) adds up to it."""
-    weights = ranking.term_weights(terms)
+def weighted_session_rows(store: SQLiteStore, weights: dict[str, float]) -> list[tuple[str, float]]:
+    """The best session documents' bm25, each query term weighted as for items. FTS5's bm25 is
+    a sum over the query's terms, so one statement per weight (one for an English question, up to
+    three for a Chinese one, twice that with asides) adds up to it."""
     groups: dict[float, list[str]] = {}
-    for term in terms:
-        groups.setdefault(weights[term], []).append(term)
+    for term, weight in weights.items():
+        groups.setdefault(weight, []).append(term)
     totals: dict[str, float] = {}
     for weight, group in groups.items():
         for key, score in store.best_session_scores(group, tuning.SESSIONS_RANKED):

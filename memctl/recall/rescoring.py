@@ -16,11 +16,11 @@ if TYPE_CHECKING:
     from memctl.recall.store import SQLiteStore
 
 
-def weigh_terms(store: SQLiteStore, candidates: list[Hit], terms: Sequence[str], ranking: Ranking) -> None:
+def weigh_terms(store: SQLiteStore, candidates: list[Hit], weights: dict[str, float], ranking: Ranking) -> None:
     """The best candidates' bm25 again, in Python, each query term's IDF scaled by its weight
-    (query_term_weights, with the search's [ranking] piece weights); the others keep their order
-    below them. Nothing to do when every weight is 1 (an English query)."""
-    weights = ranking.term_weights(terms)
+    (`weights`: Ranking.term_weights, the search's [ranking] piece and aside weights); the others
+    keep their order below them. Nothing to do when every weight is 1 (an English question)."""
+    terms = list(weights)
     if all(w == 1.0 for w in weights.values()):
         return
     top = sorted(candidates, key=lambda h: -h.score)[:ranking.items_rescored]

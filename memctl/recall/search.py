@@ -11,8 +11,10 @@ the store (memctl.recall.store.SQLiteStore):
 1. candidates (memctl.recall.candidates): the items worth ranking, with their bm25, within the
    date and type filters (memctl.recall.filters);
 2. weighted BM25 (memctl.recall.rescoring): when the query's terms overlap (Chinese words,
-   their pieces and their characters: memctl.recall.text.query_term_weights) the best
-   candidates are scored again so that each piece counts for less than its word;
+   their pieces and their characters: memctl.recall.text.query_term_weights), or when the query
+   holds sentences around its question (memctl.recall.focus), the best candidates are scored
+   again so that each piece counts for less than its word and each aside for less than the
+   question;
 3. the expected answer (memctl.recall.answer_types): for a question that asks when, how old,
    how many, how much or for a phone number, the candidates holding an expression of that
    type are scaled up by answer_type_weight;
@@ -44,6 +46,7 @@ from memctl.recall.answer_types import expected_answer, favour_typed_answers
 from memctl.recall.candidates import candidates
 from memctl.recall.context import blend, session_scores, with_neighbours, with_session_feedback
 from memctl.recall.filters import Filters, parse_when
+from memctl.recall.focus import aside_terms, question_focus
 from memctl.recall.fuzzy import closest_term
 from memctl.recall.hits import Hit, hydrate
 from memctl.recall.index import IndexOptions, RefreshReport, SearchIndex
@@ -213,8 +216,11 @@ class Searcher:
     def _search(self, request: SearchRequest, layers: tuple[str, ...], k: int) -> list[Hit]:
         plan = self.plan(request.query, request.fuzzy_threshold)
         filters = Filters(layers, parse_when(request.since), parse_when(request.until, end_of_day=True), request.type)
-        answer = expected_answer(request.query) if self.ranking.answer_type_weight > 0 else None
-        found = self._lexical(plan.terms, filters, k, answer) if plan.terms else []
+        focus = question_focus(request.query) if self.ranking.aside_weight != 1.0 else None
+        asides = aside_terms(focus, self.tokenizer.tokens)
+        question = focus.question if focus else request.query
+        answer = expected_answer(question) if self.ranking.answer_type_weight > 0 else None
+        found = self._lexical(plan.terms, filters, k, answer, asides) if plan.terms else []
         if self.semantic is not None:  # item embeddings ([semantic] extra): memctl.recall.semantic
             fused = self.semantic.fuse(found, request.query, self.ranking, self.store,
                                        lambda rows: hydrate(self.store, rows), filters.admits)
@@ -229,19 +235,22 @@ class Searcher:
             hit.snippet = make_snippet(hit.text, request.query, plan.terms)
         return hits
 
-    def _lexical(self, terms: list[str], filters: Filters, k: int, answer=None) -> list[Hit]:
+    def _lexical(self, terms: list[str], filters: Filters, k: int, answer=None,
+                 asides: frozenset[str] = frozenset()) -> list[Hit]:
         """The lexical stages in order (candidates, weighted BM25, the expected answer's type,
-        session context, feedback, neighbours)."""
+        session context, feedback, neighbours); `asides`: the terms only in the sentences around
+        the query's question (memctl.recall.focus)."""
         ranking = self.ranking
-        found, weighted = candidates(self.store, terms, filters, k, ranking)
+        weights = ranking.term_weights(terms, asides)
+        found, weighted = candidates(self.store, terms, filters, k, weights)
         if not found:
             return []
         if not weighted:
-            weigh_terms(self.store, found, terms, ranking)
+            weigh_terms(self.store, found, weights, ranking)
         favour_typed_answers(self.store, found, answer, ranking)
         ordered = sorted(found, key=lambda c: -c.score)
         sessions = list(dict.fromkeys(c.session for c in ordered if c.session))
-        blend(found, session_scores(self.store, terms, sessions, ranking), filters.layers, ranking)
+        blend(found, session_scores(self.store, weights, sessions, ranking), filters.layers, ranking)
         found = with_session_feedback(self.store, found, terms, filters, ranking)
         return with_neighbours(self.store, found, filters, ranking)
 

@@ -345,6 +345,17 @@ def _encoder(ranking, batch_pass: bool = False):
 
 # ---------------------------------------------------------------- query time
 
+def embedded_text(query: str, ranking) -> str:
+    """What of a query is embedded: its question alone when it has sentences around it and
+    their terms count for less (aside_weight below 1: memctl.recall.focus), else all of it."""
+    if ranking.aside_weight >= 1.0:
+        return query
+    from memctl.recall.focus import question_focus
+
+    focus = question_focus(query)
+    return focus.question if focus else query
+
+
 class SemanticSignal:
     """The vectors of one memory, opened for the searches of one Searcher."""
 
@@ -379,6 +390,7 @@ class SemanticSignal:
         a forked child from now on, while the lexical search runs (memctl.recall.semantic_helper)."""
         from memctl.recall import semantic_helper
 
+        query = embedded_text(query, self.ranking)
         if not self.wanted(query):
             return
         if semantic_helper.resident_wanted(self.ranking):
@@ -404,6 +416,7 @@ class SemanticSignal:
         search's layer, date and type filters. A query that is not fused gets `candidates`
         itself back (the same list), a fused one a new list."""
         self.ranking = ranking
+        query = embedded_text(query, ranking)
         if not self.wanted(query):
             return candidates
         try:

@@ -1,0 +1,55 @@
+"""The question a query asks, and its asides.
+
+A query of several sentences often carries context before (or after) what it asks — "Fixed the
+build yesterday. Anyway, where did we keep the signing key?", "今天天气真好……对了，我真正想问的是：
+我上司在哪工作？". Its focus is the last sentence that asks (ends with a question mark); the
+terms found only in its other sentences, the asides, count `aside_weight` each ([ranking];
+memctl.recall.ranking.Ranking.term_weights), so that the question, not the talk around it,
+decides the ranking. This is verbose-query reduction (Bendersky & Croft 2008; Kumaran &
+Carvalho 2009) in its plainest form: by position and punctuation, no model. A query of one
+sentence, or one that asks nothing, is left as it is: every term counts alike.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import namedtuple
+
+# a sentence ends after 。！？； not followed by a closing quote, after a line break, and after
+# . ! ? ; followed by a space ("v1.2", "e.g.," and the "why?" of 'he wrote "why?" on the board',
+# the 为什么？ of 他说“为什么？”然后走了 end none)
+_BOUNDARY = re.compile(r"(?<=[。！？；])(?![”’」』）)】\"'])|(?<=\n)|(?<=[.!?;])(?=\s)")
+_WORDY = re.compile(r"\w")
+_CLOSERS = " \t\r\n\"'”’」』)）]】!！"  # what may follow the question mark of an asking sentence
+_ASKS = ("?", "？")
+
+
+class Focus(namedtuple("Focus", "question asides")):
+    """The sentence a query asks, and the text of its other sentences."""
+
+    __slots__ = ()
+    question: str
+    asides: str
+
+
+def question_focus(query: str) -> Focus | None:
+    """The query's last asking sentence and the rest; None for a query of one sentence or one
+    with no question mark (nothing tells its question from its context)."""
+    if "?" not in query and "？" not in query:
+        return None
+    sentences = [s.strip() for s in _BOUNDARY.split(query) if _WORDY.search(s)]
+    if len(sentences) < 2:
+        return None
+    asking = [at for at, s in enumerate(sentences) if s.rstrip(_CLOSERS).endswith(_ASKS)]
+    if not asking:  # the question mark was inside a sentence (a quoted "?"), not ending one
+        return None
+    at = asking[-1]
+    return Focus(sentences[at], " ".join(sentences[:at] + sentences[at + 1:]))
+
+
+def aside_terms(focus: Focus | None, tokens) -> frozenset[str]:
+    """The terms of the asides that the question does not hold; `tokens(text)` -> terms (the
+    search's tokenizer, so that the terms are the query's own)."""
+    if focus is None:
+        return frozenset()
+    return frozenset(tokens(focus.asides)) - frozenset(tokens(focus.question))
