@@ -36,7 +36,10 @@ TOLERANCE = 0.01
 # on a near-tie); a pass that changes no rule ends it earlier.
 PASSES = 3
 
-# rule -> (value meaning "off", candidate values); the order is the order of selection
+# rule -> (value meaning "off", candidate values); the order is the order of selection.
+# [ranking] piece_backoff is not among them: it is how a Chinese piece counts (only where its
+# word is missing), not a weight fitted to data; run as a rule of its own it is 0.542 against
+# 0.582 (bench/RESULTS.md, "A query's question, and a Chinese word's pieces").
 LEXICAL_RULES: dict[str, tuple[object, tuple]] = {
     "session_weight": (0.0, (0.0, 0.3, 0.5, 0.7)),
     "session_prior": (0.0, (0.0, 0.3, 0.5, 1.0)),  # the session scaling the item's own score

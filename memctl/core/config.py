@@ -82,8 +82,13 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         # are scaled by 1 + this (memctl.recall.answer_types; the best mean over the eight folds given
         # the other defaults, bench/RESULTS.md "The expected answer's type")
         "answer_type_weight": 0.2,
-        "cjk_char_weight": 0.15,  # a Chinese query's single characters (was 0.3)
-        "cjk_part_weight": 0.3,  # a word inside a longer query word (was 0.5)
+        # with piece_backoff (below) the pieces of a query word count only in an item that lacks the
+        # word, so a word inside a longer one counts fully there (1.0, was 0.3 when it counted beside
+        # the longer word); its single characters 0.3 (was 0.15)
+        "cjk_char_weight": 0.3,
+        "cjk_part_weight": 1.0,
+        # how the pieces count, not a cross-validated rule (bench/RESULTS.md, "Pieces back off")
+        "piece_backoff": True,
         # a query of several sentences: the terms only in those around its question (the last that
         # asks) count this much (memctl.recall.focus; 1 turns it off)
         "aside_weight": 0.3,

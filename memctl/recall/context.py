@@ -50,7 +50,8 @@ def session_scores(store: SQLiteStore, weights: dict[str, float], sessions: list
 def weighted_session_rows(store: SQLiteStore, weights: dict[str, float]) -> list[tuple[str, float]]:
     """The best session documents' bm25, each query term weighted as for items. FTS5's bm25 is
     a sum over the query's terms, so one statement per weight (one for an English question, up to
-    three for a Chinese one, twice that with asides) adds up to it."""
+    three for a Chinese one, twice that with asides) adds up to it. A sum cannot leave a piece out
+    where its word is (piece_backoff): a session document, long, holds both anyway."""
     groups: dict[float, list[str]] = {}
     for term, weight in weights.items():
         groups.setdefault(weight, []).append(term)

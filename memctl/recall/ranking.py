@@ -26,7 +26,8 @@ class Ranking(namedtuple("Ranking", (*_WEIGHTS, "semantic"),
     scaling the item's own score; neighbour_weight: the turns before
     and after a strong match; feedback_weight: its session's items about the same things;
     cjk_char_weight / cjk_part_weight: a Chinese query's single characters and the words inside
-    a longer query word; aside_weight: the terms only in the sentences around a query's question
+    a longer query word; piece_backoff: those count only in an item without the longer word;
+    aside_weight: the terms only in the sentences around a query's question
     (memctl.recall.focus); fusion / semantic_weight / rrf_k / semantic_candidates: how item
     embeddings join the lexical ranking (semantic_normalisation: how score fusion rescales the
     cosines); semantic: the [semantic] table as (key, value) pairs."""
@@ -55,13 +56,18 @@ class Ranking(namedtuple("Ranking", (*_WEIGHTS, "semantic"),
 
     def term_weights(self, terms, asides=frozenset()) -> dict[str, float]:
         """memctl.recall.text.query_term_weights with this search's Chinese piece weights; the
-        terms of the query's asides (memctl.recall.focus) count aside_weight times that."""
+        terms of the query's asides (memctl.recall.focus) count aside_weight times that; with
+        piece_backoff, a Chinese piece counts only in an item that lacks its longer query word
+        (memctl.recall.scoring.piece_covers)."""
+        from memctl.recall.scoring import TermWeights, piece_covers
         from memctl.recall.text import query_term_weights
 
-        weights = query_term_weights(terms, self.cjk_char_weight, self.cjk_part_weight)
+        weights = TermWeights(query_term_weights(terms, self.cjk_char_weight, self.cjk_part_weight))
         if asides and self.aside_weight != 1.0:
             for term in asides.intersection(weights):
                 weights[term] *= self.aside_weight
+        if self.piece_backoff:
+            weights.covers = piece_covers(terms)
         return weights
 
     def semantic_option(self, key: str):

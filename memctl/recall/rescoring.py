@@ -21,14 +21,15 @@ def weigh_terms(store: SQLiteStore, candidates: list[Hit], weights: dict[str, fl
     (`weights`: Ranking.term_weights, the search's [ranking] piece and aside weights); the others
     keep their order below them. Nothing to do when every weight is 1 (an English question)."""
     terms = list(weights)
-    if all(w == 1.0 for w in weights.values()):
+    covers = getattr(weights, "covers", None)
+    if all(w == 1.0 for w in weights.values()) and not covers:
         return
     top = sorted(candidates, key=lambda h: -h.score)[:ranking.items_rescored]
     bodies = store.item_bodies([h.rowid for h in top])
     rows, total_terms = store.item_totals()
     if not rows or len(bodies) < len(top):
         return  # the index does not give what the formula needs: the scores so far stand
-    scores = score_bodies(bodies.items(), idf(store, terms, weights), total_terms / rows)
+    scores = score_bodies(bodies.items(), idf(store, terms, weights), total_terms / rows, covers)
     factor = 1.0
     for hit in top:
         old = hit.score
@@ -49,10 +50,12 @@ def python_bm25(store: SQLiteStore, terms: Sequence[str], rowids: Sequence[int],
         return {}
     rows, total_terms = store.session_totals() if sessions else store.item_totals()
     bodies = store.session_bodies(rowids) if sessions else store.item_bodies(rowids)
-    return score_bodies(bodies.items(), idf(store, terms, weights), total_terms / rows if rows else 0.0)
+    return score_bodies(bodies.items(), idf(store, terms, weights), total_terms / rows if rows else 0.0,
+                        getattr(weights, "covers", None))
 
 
 def idf(store: SQLiteStore, terms: Sequence[str], weights: dict[str, float] | None = None) -> dict[str, float]:
     """Each term's IDF over the items (the index's own counts), times its query weight."""
     found = idf_weights(store.document_frequencies(list(terms)), store.item_count())
     return {t: w * weights.get(t, 1.0) for t, w in found.items()} if weights else found
+

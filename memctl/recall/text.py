@@ -523,7 +523,9 @@ def query_term_weights(terms: Sequence[str], char_weight: float = CJK_CHAR_WEIGH
     of its own (CJK_CHAR_TERMS), so one word of the question would count three or four times
     over, and a stray character (美 of 美妆, found in the brand 美的) as much as a word. The
     pieces keep a share: a word inside a longer query word `part_weight`, a single character
-    `char_weight` ([ranking] in memctl.toml). Latin terms do not overlap that way and keep 1."""
+    `char_weight` ([ranking] in memctl.toml), and with [ranking] piece_backoff they count only in
+    an item that lacks the longer word (memctl.recall.scoring.piece_covers). Latin terms do not
+    overlap that way and keep 1."""
     cjk = {t for t in terms if has_cjk(t)}
     weights = {}
     for term in terms:
