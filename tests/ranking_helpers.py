@@ -21,6 +21,11 @@ def ranked_ids(run, root, query: str, k: int = 5) -> list[str]:
     return [json.loads(line)["id"] for line in result.stdout.decode().splitlines()]
 
 
+def own_sessions(**texts: str) -> list[dict]:
+    """id=text items, each in a session of its own (s1, s2, … in order)."""
+    return [{"id": key, "text": text, "session": f"s{n}"} for n, (key, text) in enumerate(texts.items(), 1)]
+
+
 def others(*texts: str) -> list[dict]:
     """Items about other things, each its own session: the background a ranking test needs so
     that its words are not in every item (BM25's IDF)."""

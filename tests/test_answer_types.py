@@ -8,7 +8,7 @@ import pytest
 
 from memctl.recall import answer_types
 from memctl.recall.answer_types import AGE, EMAIL, MEASURE, MONEY, NUMBER, PHONE, TIME, expected_answer
-from ranking_helpers import import_items, others, ranked_ids
+from ranking_helpers import import_items, others, own_sessions, ranked_ids
 
 
 @pytest.mark.parametrize("query, kind", [
@@ -99,13 +99,10 @@ def test_an_expression_past_the_first_characters_of_a_long_item_does_not_count()
     assert not TIME.search("word " * 1_000 + "yesterday")
 
 
-ITEMS = [  # the same words for the question; only one item says when
-    {"id": "plan", "text": "Caroline will go to a support group", "session": "s1"},
-    {"id": "talk", "text": "Caroline says to go to a support group", "session": "s2"},
-    {"id": "went", "text": "Caroline was at a support group yesterday", "session": "s3"},
-    {"id": "zh1", "text": "我表弟是北京人，我表弟在杭州工作。", "session": "s4"},
-    {"id": "zh2", "text": "我的表弟今年36岁。", "session": "s5"},
-] + others("Melanie painted a sunrise", "The budget review moved", "John plays chess", "Anna bakes bread",
+ITEMS = own_sessions(  # the same words for the question; only one item says when
+    plan="Caroline will go to a support group", talk="Caroline says to go to a support group",
+    went="Caroline was at a support group yesterday", zh1="我表弟是北京人，我表弟在杭州工作。", zh2="我的表弟今年36岁。",
+) + others("Melanie painted a sunrise", "The budget review moved", "John plays chess", "Anna bakes bread",
             "我妈妈在上海工作", "我同事喜欢下棋")
 
 

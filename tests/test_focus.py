@@ -10,7 +10,7 @@ from memctl.recall import search as search_module
 from memctl.recall.focus import Focus, aside_terms, question_focus
 from memctl.recall.ranking import Ranking
 from memctl.recall.search import SearchRequest, Searcher
-from ranking_helpers import import_items, others, ranked_ids
+from ranking_helpers import import_items, others, own_sessions, ranked_ids
 
 
 @pytest.mark.parametrize("query, question, asides", [
@@ -55,12 +55,10 @@ def test_the_asides_count_aside_weight_times_their_own_weight():
     assert Ranking(aside_weight=1.0).term_weights(terms, frozenset({"天气"})) == plain
 
 
-ITEMS = [
-    {"id": "target", "text": "My boss works at the harbour office in Leith.", "session": "s1"},
-    {"id": "chatter", "text": "Lovely sunny weather at the river.", "session": "s2"},
-    {"id": "zh-target", "text": "我上司在深圳工作。", "session": "s3"},
-    {"id": "zh-chatter", "text": "今天天气真好，阳光明媚，适合出去散步，和朋友吃饭。", "session": "s4"},
-] + others("Melanie painted a sunrise", "The budget review moved", "John plays chess", "我妈妈喜欢下棋",
+ITEMS = own_sessions(**{
+    "target": "My boss works at the harbour office in Leith.", "chatter": "Lovely sunny weather at the river.",
+    "zh-target": "我上司在深圳工作。", "zh-chatter": "今天天气真好，阳光明媚，适合出去散步，和朋友吃饭。",
+}) + others("Melanie painted a sunrise", "The budget review moved", "John plays chess", "我妈妈喜欢下棋",
             "我同事在杭州", "我上司很忙")
 NOISY_EN = "Lovely sunny weather by the river today. Anyway, where does my boss work?"
 NOISY_ZH = "今天天气真好，阳光明媚，适合出去散步，和朋友吃饭。对了，我真正想问的是：我上司在哪工作？"

@@ -87,7 +87,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         # the longer word); its single characters 0.3 (was 0.15)
         "cjk_char_weight": 0.3,
         "cjk_part_weight": 1.0,
-        # how the pieces count, not a cross-validated rule (bench/RESULTS.md, "Pieces back off")
+        # how the pieces count, not a cross-validated rule (bench/RESULTS.md, "A query's question,
+        # and a Chinese word's pieces backing off to it")
         "piece_backoff": True,
         # a query of several sentences: the terms only in those around its question (the last that
         # asks) count this much (memctl.recall.focus; 1 turns it off)

@@ -18,11 +18,12 @@ if TYPE_CHECKING:
 
     from memctl.recall.filters import Filters
     from memctl.recall.hits import Hit
+    from memctl.recall.scoring import TermWeights
     from memctl.recall.store import SQLiteStore
 
 
 def candidates(store: SQLiteStore, terms: Sequence[str], filters: Filters, k: int,
-               weights: dict[str, float]) -> tuple[list[Hit], bool]:
+               weights: TermWeights) -> tuple[list[Hit], bool]:
     """The items worth ranking, scored, and whether the query's term weights (`weights`:
     Ranking.term_weights) are in the scores already (the large-memory path scores in Python
     with them)."""
@@ -63,7 +64,7 @@ def rankable_terms(store: SQLiteStore, terms: Sequence[str]) -> list[str] | None
 
 
 def bounded_candidates(store: SQLiteStore, terms: Sequence[str], rankable: list[str], layers: list[str],
-                       limit: int, filters: Filters, weights: dict[str, float]) -> list[Hit]:
+                       limit: int, filters: Filters, weights: TermWeights) -> list[Hit]:
     """Cost flat in memory size: every item with a rare query word, and the newest items
     with the common ones, are scored by the whole query in Python (memctl.recall.scoring), each
     term weighted as `weights` says — FTS5's bm25() would first walk every match
@@ -75,6 +76,6 @@ def bounded_candidates(store: SQLiteStore, terms: Sequence[str], rankable: list[
     words = [t for t in terms if not (len(t) == 1 and has_cjk(t))] or list(terms)
     if len(rowids) < limit:  # else items with common words only could not reach the top anyway
         rowids.update(store.newest_matching_item_ids(words, layers, tuning.NEWEST_MATCHES))
-    scores = python_bm25(store, words, sorted(rowids), weights)
+    scores = python_bm25(store, words, sorted(rowids), weights, covers=weights.covers)
     rows = sorted(scores.items(), key=lambda r: -r[1])[:limit]
     return [h for h in hydrate(store, [(rowid, -score) for rowid, score in rows]) if filters.passes(h)]

@@ -36,7 +36,8 @@ def session_scores(store: SQLiteStore, weights: dict[str, float], sessions: list
         return {}
     if store.session_document_count() <= tuning.SMALL_SESSION_DOCS:
         rows = weighted_session_rows(store, weights)
-    else:  # many sessions: score only the candidates' own, in Python (see bounded_candidates)
+    else:  # many sessions: score only the candidates' own, in Python (see bounded_candidates), without
+        # the back-off, as the statements above
         wanted = list(sessions)[:tuning.SESSIONS_SCORED]
         keys = store.session_keys(wanted)
         rows = [(keys[rowid], score) for rowid, score in
@@ -51,7 +52,7 @@ def weighted_session_rows(store: SQLiteStore, weights: dict[str, float]) -> list
     """The best session documents' bm25, each query term weighted as for items. FTS5's bm25 is
     a sum over the query's terms, so one statement per weight (one for an English question, up to
     three for a Chinese one, twice that with asides) adds up to it. A sum cannot leave a piece out
-    where its word is (piece_backoff): a session document, long, holds both anyway."""
+    where its word is, so session documents are scored without piece_backoff on both paths."""
     groups: dict[float, list[str]] = {}
     for term, weight in weights.items():
         groups.setdefault(weight, []).append(term)

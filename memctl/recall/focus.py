@@ -48,6 +48,12 @@ def question_focus(query: str) -> Focus | None:
     return Focus(sentences[at], " ".join(sentences[:at] + sentences[at + 1:]))
 
 
+def searched_focus(query: str, aside_weight: float) -> Focus | None:
+    """question_focus, when the search weighs asides less than the question (aside_weight
+    below 1); None when it does not: then the whole query is the question."""
+    return question_focus(query) if aside_weight < 1.0 else None
+
+
 def aside_terms(focus: Focus | None, tokens) -> frozenset[str]:
     """The terms of the asides that the question does not hold; `tokens(text)` -> terms (the
     search's tokenizer, so that the terms are the query's own)."""

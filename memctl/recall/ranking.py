@@ -54,20 +54,20 @@ class Ranking(namedtuple("Ranking", (*_WEIGHTS, "semantic"),
 
         return cls.from_settings(load_settings(root))
 
-    def term_weights(self, terms, asides=frozenset()) -> dict[str, float]:
+    def term_weights(self, terms, asides=frozenset()):
         """memctl.recall.text.query_term_weights with this search's Chinese piece weights; the
         terms of the query's asides (memctl.recall.focus) count aside_weight times that; with
         piece_backoff, a Chinese piece counts only in an item that lacks its longer query word
-        (memctl.recall.scoring.piece_covers)."""
-        from memctl.recall.scoring import TermWeights, piece_covers
-        from memctl.recall.text import query_term_weights
+        (memctl.recall.text.piece_covers)."""
+        from memctl.recall.scoring import TermWeights
+        from memctl.recall.text import piece_covers, query_term_weights
 
-        weights = TermWeights(query_term_weights(terms, self.cjk_char_weight, self.cjk_part_weight))
+        covers = piece_covers(terms)
+        weights = TermWeights(query_term_weights(terms, self.cjk_char_weight, self.cjk_part_weight, covers),
+                              covers if self.piece_backoff else None)
         if asides and self.aside_weight != 1.0:
             for term in asides.intersection(weights):
                 weights[term] *= self.aside_weight
-        if self.piece_backoff:
-            weights.covers = piece_covers(terms)
         return weights
 
     def semantic_option(self, key: str):

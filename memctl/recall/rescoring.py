@@ -13,15 +13,15 @@ if TYPE_CHECKING:
 
     from memctl.recall.hits import Hit
     from memctl.recall.ranking import Ranking
+    from memctl.recall.scoring import TermWeights
     from memctl.recall.store import SQLiteStore
 
 
-def weigh_terms(store: SQLiteStore, candidates: list[Hit], weights: dict[str, float], ranking: Ranking) -> None:
+def weigh_terms(store: SQLiteStore, candidates: list[Hit], weights: TermWeights, ranking: Ranking) -> None:
     """The best candidates' bm25 again, in Python, each query term's IDF scaled by its weight
     (`weights`: Ranking.term_weights, the search's [ranking] piece and aside weights); the others
     keep their order below them. Nothing to do when every weight is 1 (an English question)."""
-    terms = list(weights)
-    covers = getattr(weights, "covers", None)
+    terms, covers = list(weights), weights.covers
     if all(w == 1.0 for w in weights.values()) and not covers:
         return
     top = sorted(candidates, key=lambda h: -h.score)[:ranking.items_rescored]
@@ -43,19 +43,19 @@ def weigh_terms(store: SQLiteStore, candidates: list[Hit], weights: dict[str, fl
 
 
 def python_bm25(store: SQLiteStore, terms: Sequence[str], rowids: Sequence[int],
-                weights: dict[str, float] | None = None, sessions: bool = False) -> dict[int, float]:
+                weights: dict[str, float] | None = None, sessions: bool = False,
+                covers: dict[str, tuple[str, ...]] | None = None) -> dict[int, float]:
     """bm25 of the given items (or session documents), as FTS5 would score them
-    (memctl.recall.scoring), with the items' IDF for both."""
+    (memctl.recall.scoring), with the items' IDF for both; `covers`: the pieces that back off
+    (TermWeights.covers)."""
     if not rowids:
         return {}
     rows, total_terms = store.session_totals() if sessions else store.item_totals()
     bodies = store.session_bodies(rowids) if sessions else store.item_bodies(rowids)
-    return score_bodies(bodies.items(), idf(store, terms, weights), total_terms / rows if rows else 0.0,
-                        getattr(weights, "covers", None))
+    return score_bodies(bodies.items(), idf(store, terms, weights), total_terms / rows if rows else 0.0, covers)
 
 
 def idf(store: SQLiteStore, terms: Sequence[str], weights: dict[str, float] | None = None) -> dict[str, float]:
     """Each term's IDF over the items (the index's own counts), times its query weight."""
     found = idf_weights(store.document_frequencies(list(terms)), store.item_count())
     return {t: w * weights.get(t, 1.0) for t, w in found.items()} if weights else found
-

@@ -38,7 +38,7 @@ def score_bodies(bodies: Iterable[tuple[object, str]], idf: Mapping[str, float],
                  average_length: float, covers: Mapping[str, Sequence[str]] | None = None) -> dict[object, float]:
     """{key: bm25} for each (key, body) matching at least one term; body = terms joined by spaces.
     `covers`: term -> the longer query terms that hold it; the term counts only in a body that
-    holds none of them (a piece backs off to its word: piece_covers)."""
+    holds none of them (a piece backs off to its word: memctl.recall.text.piece_covers)."""
     covers = covers or {}
     needles = [(f" {term} ", f" {term} {term} ", weight, [f" {c} " for c in covers.get(term, ())])
                for term, weight in idf.items()]
@@ -93,26 +93,12 @@ def _varint(data: bytes, at: int) -> tuple[int, int]:
     return value, at + 9
 
 
+
 class TermWeights(dict):
-    """term -> how much it counts (Ranking.term_weights), and `covers`: which of the query's
-    Chinese pieces back off to the longer query words holding them (piece_covers; empty when
-    [ranking] piece_backoff is off)."""
+    """term -> how much it counts (Ranking.term_weights), and `covers`: the query's Chinese
+    pieces that back off to the longer query words holding them (memctl.recall.text.piece_covers;
+    empty when [ranking] piece_backoff is off)."""
 
-    covers: dict[str, tuple[str, ...]] = {}
-
-
-def piece_covers(terms: Sequence[str]) -> dict[str, tuple[str, ...]]:
-    """Each Chinese piece of the query (a word inside a longer query word, a single character)
-    -> the longer query words that hold it. A piece then counts only in an item that lacks all of
-    them: 联系电话 and its pieces 联系, 电话, 联, 系 … are one word of the question, and an item
-    that holds 联系电话 would otherwise score it four or more times over, above a rare word the
-    question also asks for (the phone number of "那个联系电话是155…的人")."""
-    from memctl.recall.text import has_cjk  # loaded by every search already; scoring stays import-light
-
-    cjk = [t for t in terms if has_cjk(t)]
-    covers = {}
-    for term in cjk:
-        wholes = tuple(other for other in cjk if len(other) > len(term) and term in other)
-        if wholes:
-            covers[term] = wholes
-    return covers
+    def __init__(self, weights: Mapping[str, float], covers: Mapping[str, Sequence[str]] | None = None):
+        super().__init__(weights)
+        self.covers = dict(covers or {})

@@ -46,7 +46,7 @@ from memctl.recall.answer_types import expected_answer, favour_typed_answers
 from memctl.recall.candidates import candidates
 from memctl.recall.context import blend, session_scores, with_neighbours, with_session_feedback
 from memctl.recall.filters import Filters, parse_when
-from memctl.recall.focus import aside_terms, question_focus
+from memctl.recall.focus import aside_terms, searched_focus
 from memctl.recall.fuzzy import closest_term
 from memctl.recall.hits import Hit, hydrate
 from memctl.recall.index import IndexOptions, RefreshReport, SearchIndex
@@ -216,7 +216,7 @@ class Searcher:
     def _search(self, request: SearchRequest, layers: tuple[str, ...], k: int) -> list[Hit]:
         plan = self.plan(request.query, request.fuzzy_threshold)
         filters = Filters(layers, parse_when(request.since), parse_when(request.until, end_of_day=True), request.type)
-        focus = question_focus(request.query) if self.ranking.aside_weight != 1.0 else None
+        focus = searched_focus(request.query, self.ranking.aside_weight)
         asides = aside_terms(focus, self.tokenizer.tokens)
         question = focus.question if focus else request.query
         answer = expected_answer(question) if self.ranking.answer_type_weight > 0 else None

@@ -348,11 +348,9 @@ def _encoder(ranking, batch_pass: bool = False):
 def embedded_text(query: str, ranking) -> str:
     """What of a query is embedded: its question alone when it has sentences around it and
     their terms count for less (aside_weight below 1: memctl.recall.focus), else all of it."""
-    if ranking.aside_weight >= 1.0:
-        return query
-    from memctl.recall.focus import question_focus
+    from memctl.recall.focus import searched_focus
 
-    focus = question_focus(query)
+    focus = searched_focus(query, ranking.aside_weight)
     return focus.question if focus else query
 
 

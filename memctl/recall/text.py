@@ -516,22 +516,38 @@ class Tokenizer:
         return terms
 
 
+def piece_covers(terms: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Each Chinese piece of the query (a word inside a longer query word, a character of one)
+    -> the longer query words that hold it. With [ranking] piece_backoff a piece counts only in
+    an item that lacks all of them (memctl.recall.scoring.score_bodies): 联系电话 and its pieces
+    联系, 电话, 联, 系 … are one word of the question, which would otherwise score four or more
+    times over, above a rare word the question also asks for (the number of "那个联系电话是155…的人")."""
+    cjk = [t for t in terms if has_cjk(t)]
+    covers = {}
+    for term in cjk:
+        wholes = tuple(other for other in cjk if len(other) > len(term) and term in other)
+        if wholes:
+            covers[term] = wholes
+    return covers
+
+
 def query_term_weights(terms: Sequence[str], char_weight: float = CJK_CHAR_WEIGHT,
-                       part_weight: float = CJK_PART_WEIGHT) -> dict[str, float]:
+                       part_weight: float = CJK_PART_WEIGHT,
+                       covers: dict[str, tuple[str, ...]] | None = None) -> dict[str, float]:
     """How much each query term counts when an item is scored. A Chinese query's terms overlap:
     search-mode segmentation yields 电话号码 and also 电话 and 号码, and every character is a term
     of its own (CJK_CHAR_TERMS), so one word of the question would count three or four times
     over, and a stray character (美 of 美妆, found in the brand 美的) as much as a word. The
     pieces keep a share: a word inside a longer query word `part_weight`, a single character
     `char_weight` ([ranking] in memctl.toml), and with [ranking] piece_backoff they count only in
-    an item that lacks the longer word (memctl.recall.scoring.piece_covers). Latin terms do not
-    overlap that way and keep 1."""
-    cjk = {t for t in terms if has_cjk(t)}
+    an item that lacks the longer word (piece_covers: `covers`, when the caller has them). Latin
+    terms do not overlap that way and keep 1."""
+    covers = piece_covers(terms) if covers is None else covers
     weights = {}
     for term in terms:
-        if term in cjk and len(term) == 1:
+        if len(term) == 1 and has_cjk(term):
             weights[term] = char_weight
-        elif term in cjk and any(len(other) > len(term) and term in other for other in cjk):
+        elif term in covers:
             weights[term] = part_weight
         else:
             weights[term] = 1.0
