@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from memctl.recall import tuning
 from memctl.recall.hits import hydrate
+from memctl.recall.query_terms import by_priority
 from memctl.recall.rescoring import python_bm25
 from memctl.recall.text import has_cjk
 
@@ -34,7 +35,7 @@ def candidates(store: SQLiteStore, terms: Sequence[str], filters: Filters, k: in
         if not wanted:
             return [], True
     limit = max(tuning.MIN_CANDIDATES, k * 20)
-    rankable = rankable_terms(store, terms)
+    rankable = rankable_terms(store, terms, weights.asides)
     if rankable is not None:
         return bounded_candidates(store, terms, rankable, wanted, limit, filters, weights), True
     while True:
@@ -46,20 +47,20 @@ def candidates(store: SQLiteStore, terms: Sequence[str], filters: Filters, k: in
         limit *= 4
 
 
-def rankable_terms(store: SQLiteStore, terms: Sequence[str]) -> list[str] | None:
+def rankable_terms(store: SQLiteStore, terms: Sequence[str], asides: frozenset[str] = frozenset()) -> list[str] | None:
     """None when every match can be ranked (small memory, or rare words only); else the
-    rarest terms whose matches together stay within the ranking budget."""
+    terms whose matches together stay within the ranking budget: the question's before the
+    asides' (memctl.recall.query_terms), the rarest first."""
     if store.item_count() <= tuning.SMALL_INDEX_ITEMS:
         return None
     dfs = store.document_frequencies(list(terms))
     if sum(dfs.values()) <= tuning.RANK_ALL_LIMIT:
         return None
     rankable, total = [], 0
-    for term in sorted(terms, key=lambda t: dfs.get(t, 0)):
-        total += dfs.get(term, 0)
-        if total > tuning.RANK_ALL_LIMIT:
-            break
-        rankable.append(term)
+    for term in by_priority(terms, dfs, asides):  # a term too common for what is left is skipped
+        if total + dfs.get(term, 0) <= tuning.RANK_ALL_LIMIT:  # (the question's: an aside may still fit)
+            total += dfs.get(term, 0)
+            rankable.append(term)
     return rankable
 
 

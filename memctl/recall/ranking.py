@@ -64,7 +64,7 @@ class Ranking(namedtuple("Ranking", (*_WEIGHTS, "semantic"),
 
         covers = piece_covers(terms)
         weights = TermWeights(query_term_weights(terms, self.cjk_char_weight, self.cjk_part_weight, covers),
-                              covers if self.piece_backoff else None)
+                              covers if self.piece_backoff else None, asides)
         if asides and self.aside_weight != 1.0:
             for term in asides.intersection(weights):
                 weights[term] *= self.aside_weight

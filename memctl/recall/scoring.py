@@ -97,8 +97,11 @@ def _varint(data: bytes, at: int) -> tuple[int, int]:
 class TermWeights(dict):
     """term -> how much it counts (Ranking.term_weights), and `covers`: the query's Chinese
     pieces that back off to the longer query words holding them (memctl.recall.text.piece_covers;
-    empty when [ranking] piece_backoff is off)."""
+    empty when [ranking] piece_backoff is off), and `asides`: the terms only in the sentences
+    around the query's question (memctl.recall.focus), which a cut of the terms keeps last."""
 
-    def __init__(self, weights: Mapping[str, float], covers: Mapping[str, Sequence[str]] | None = None):
+    def __init__(self, weights: Mapping[str, float], covers: Mapping[str, Sequence[str]] | None = None,
+                 asides: frozenset[str] = frozenset()):
         super().__init__(weights)
         self.covers = dict(covers or {})
+        self.asides = asides

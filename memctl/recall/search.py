@@ -50,6 +50,7 @@ from memctl.recall.focus import aside_terms, searched_focus
 from memctl.recall.fuzzy import closest_term
 from memctl.recall.hits import Hit, hydrate
 from memctl.recall.index import IndexOptions, RefreshReport, SearchIndex
+from memctl.recall.query_terms import by_priority, stop_word_pieces
 from memctl.recall.ranking import Ranking
 from memctl.recall.rescoring import weigh_terms
 from memctl.recall.semantic import SemanticSignal
@@ -179,16 +180,20 @@ class Searcher:
 
     # -- planning
 
-    def plan(self, query: str, fuzzy_threshold: float) -> QueryPlan:
-        """The query's terms the index holds (aliases expanded), a typo's closest index term
-        for a word it holds none of, and at scale only the terms that are not too common."""
+    def plan(self, query: str, fuzzy_threshold: float, asides: frozenset[str] = frozenset()) -> QueryPlan:
+        """The query's terms the index holds (aliases expanded; not the characters of its
+        Chinese stop words), a typo's closest index term for a word it holds none of, and at
+        scale only the terms that are not too common. `asides`: the terms only in the sentences
+        around the query's question (memctl.recall.focus), the last a long query keeps."""
         groups = list(self.tokenizer.token_groups(query))
         all_terms = expand_aliases([t for _, terms in groups for t in terms], self.aliases)
         dfs = self.store.document_frequencies(all_terms)
         present = [t for t in all_terms if dfs.get(t)]
-        if len(present) > tuning.MAX_QUERY_TERMS:  # a long query keeps its most telling (rarest) terms
-            rarest = set(sorted(present, key=lambda t: dfs[t])[:tuning.MAX_QUERY_TERMS])
-            present = [t for t in present if t in rarest]
+        pieces = stop_word_pieces(query, present)
+        present = [t for t in present if t not in pieces] or present  # a query of stop words alone keeps them
+        if len(present) > tuning.MAX_QUERY_TERMS:  # a long query keeps its most telling terms
+            kept = set(by_priority(present, dfs, asides)[:tuning.MAX_QUERY_TERMS])
+            present = [t for t in present if t in kept]
         plan = QueryPlan(terms=present)
         for surface, terms in groups:
             if terms and not any(dfs.get(t) for t in terms):
@@ -214,10 +219,10 @@ class Searcher:
             return self._search(request, layers, k)
 
     def _search(self, request: SearchRequest, layers: tuple[str, ...], k: int) -> list[Hit]:
-        plan = self.plan(request.query, request.fuzzy_threshold)
-        filters = Filters(layers, parse_when(request.since), parse_when(request.until, end_of_day=True), request.type)
         focus = searched_focus(request.query, self.ranking.aside_weight)
         asides = aside_terms(focus, self.tokenizer.tokens)
+        plan = self.plan(request.query, request.fuzzy_threshold, asides)
+        filters = Filters(layers, parse_when(request.since), parse_when(request.until, end_of_day=True), request.type)
         question = focus.question if focus else request.query
         answer = expected_answer(question) if self.ranking.answer_type_weight > 0 else None
         found = self._lexical(plan.terms, filters, k, answer, asides) if plan.terms else []
