@@ -6,6 +6,7 @@ exactly once, and no client is told a write happened that is not durable."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import signal
@@ -238,6 +239,24 @@ def test_a_killed_writer_loses_no_fact_and_writes_none_twice(memctl_bin, roots, 
     assert sorted(_l5_ids(root)) == acknowledged  # each once
     verify = subprocess.run([memctl_bin, "--root", str(root), "verify"], capture_output=True, env=clean_env())
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+@pytest.mark.parametrize("fault", KILL_POINTS, ids=lambda f: next(iter(f.values())))
+def test_a_killed_writer_counts_a_fact_said_again_once(memctl_bin, roots, fault):
+    root = _init(memctl_bin, roots())
+    texts = [f"client {n} rotated host h{n:03d}" for n in range(3)]
+    for text in texts:  # in L5 already: each said again raises its `seen`, a rewrite of its line
+        assert _remember(memctl_bin, root, text, env={"MEMCTL_RESIDENT": "0"}).returncode == 0
+    ids = _l5_ids(root)
+    writer = _start_writer(root, **fault)
+    outputs = _one_batch(memctl_bin, root, writer, texts)
+    assert writer.wait(timeout=60) == -signal.SIGKILL, (outputs, _log(root))
+    assert sorted(out.decode().strip() for out, _, code in outputs if code == 0) == sorted(ids), outputs
+    # the retry of a request the writer wrote but did not acknowledge finds its bump done
+    entries = [json.loads(line) for line in (root / "long_term.jsonl").read_text().splitlines()]
+    assert [(e["id"], e["seen"]) for e in entries] == [(entry_id, 2) for entry_id in ids]
+    again = _remember(memctl_bin, root, texts[0], "--json", env={"MEMCTL_RESIDENT": "0"})
+    assert json.loads(again.stdout)["seen"] == 3  # a new request is counted as ever
 
 
 def _one_batch(memctl_bin: str, root: Path, writer: subprocess.Popen, texts: list[str]) -> list:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 ADDED = "added"
 SUPERSEDED = "superseded"
 SEEN = "seen"
+SEEN_BY = "seen_by"  # an entry field: the id of the resident writer's request that last raised `seen`
 
 
 class ForgottenFact(MemctlError):
@@ -176,7 +177,7 @@ def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
         row = store.active.current(entry.type, entry.topic)
         current = row.entry if row is not None else None
         if current is not None and normalize(current.text) == normalize(entry.text):
-            return _raise_seen(store, current, stamp, None, count, threshold)
+            return _raise_seen(store, current, request, stamp, None, count, threshold)
         if current is not None:
             entry.supersedes = [current.id]
             gone = current.replace(left_at=stamp, reason=SUPERSEDED, note=f"superseded by {entry.id}", run="")
@@ -191,15 +192,22 @@ def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
         found = best_key_match(entry.text, rows.keys, cutoff)
         if found is not None:
             existing = store.active.row(rows[found[0]].entry_id)
-            return _raise_seen(store, existing.entry, stamp, found[1], count, threshold)
+            return _raise_seen(store, existing.entry, request, stamp, found[1], count, threshold)
     with synced_after_unlock():  # group commit: the fsync waits for the lock's release, the exit for the fsync
         store.active.append([entry])
     return RememberResult(ADDED, entry, None, None, count + 1, count + 1 >= threshold)
 
 
-def _raise_seen(store: JsonlEntryStore, existing: Entry, stamp: str, score: float | None, count: int,
-                threshold: int) -> RememberResult:
-    bumped = existing.replace(seen=existing.seen + 1, updated=stamp, extra=dict(existing.extra))
+def _raise_seen(store: JsonlEntryStore, existing: Entry, request: RememberRequest, stamp: str,
+                score: float | None, count: int, threshold: int) -> RememberResult:
+    """`seen` + 1, the bump marked with the request's id (`seen_by`: the id a new entry would
+    have had), so that the retry of a request whose resident writer died before replying finds
+    its bump done instead of counting the fact seen twice."""
+    if request.retry and request.entry_id and existing.extra.get(SEEN_BY) == request.entry_id:
+        store.active.sync()  # written but unacknowledged: synced and reported, not bumped again
+        return RememberResult(SEEN, existing, existing, score, count, False)
+    extra = {**existing.extra, SEEN_BY: request.entry_id or new_id()}
+    bumped = existing.replace(seen=existing.seen + 1, updated=stamp, extra=extra)
     store.active.replace(existing.id, store.row_for(bumped))
     return RememberResult(SEEN, bumped, existing, score, count, count >= threshold)
 
