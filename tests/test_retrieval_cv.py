@@ -24,7 +24,10 @@ def bench_module():
     return module
 
 
-class TableScores:
+CV = bench_module()
+
+
+class TableScores(CV.FoldScores):
     """R@10 per fold from a function of the two rules' values (and of the fold)."""
 
     def __init__(self, value):
@@ -83,7 +86,7 @@ def test_a_tie_stays_with_the_rule_off():
     assert [chosen(r) for r in history] == [(0.0, 0.0), (0.0, 0.0)]
 
 
-class ScaledScores:
+class ScaledScores(CV.FoldScores):
     """R@10 per fold where the rescaling sets the weight's scale: z-scores are best at weight 0.5,
     min-max at 1.0, and z-scores at min-max's weight overshoot."""
 
@@ -96,6 +99,43 @@ class ScaledScores:
         if ranking.semantic_normalisation == "zscore" and fold == self.hurt_fold:
             top = 0.55
         return top - 0.2 * abs(ranking.semantic_weight - best)
+
+
+class QuestionScores(CV.Scores):
+    """Per-question R@10 from a table: rule value -> fold -> the questions' recalls."""
+
+    def __init__(self, table: dict):
+        self.folds, self.cache = ["a", "b"], {}
+        self.table = table
+
+    def recalls(self, ranking: Ranking) -> dict[str, list[float]]:
+        return self.table[ranking.semantic_weight]
+
+
+def test_a_fall_within_the_noise_of_the_questions_does_not_hurt_a_fold():
+    cv = bench_module()
+    # 200 questions: fold b loses 0.0125 R@10 on average (more than TOLERANCE), as 17 questions
+    # fall by a half and 12 rise by as much (z = -0.93); fold a gains 0.05
+    b_off = [0.5] * 200
+    b_on = [0.0] * 17 + [1.0] * 12 + [0.5] * 171
+    table = {0.0: {"a": [0.5] * 200, "b": b_off}, 1.0: {"a": [0.55] * 200, "b": b_on}}
+    scores = QuestionScores(table)
+    assert scores.fold_value(START._replace(semantic_weight=1.0), "b") < 0.5 - cv.TOLERANCE
+    rules = {"semantic_weight": (0.0, (0.0, 1.0))}
+    assert cv.select(scores, rules, ["a", "b"], START).semantic_weight == 1.0
+    # the same fall made by every question alike is no noise: the rule is not kept
+    table[1.0]["b"] = [0.5 - 0.0125] * 200
+    assert cv.select(QuestionScores(table), rules, ["a", "b"], START).semantic_weight == 0.0
+
+
+def test_a_significant_fall_needs_both_the_tolerance_and_the_test():
+    cv = bench_module()
+    assert not cv.significant_fall([0.995] * 100, [1.0] * 100)  # certain, but less than TOLERANCE
+    assert cv.significant_fall([0.9] * 100, [1.0] * 100)  # every question alike: no noise at all
+    noisy = [0.0, 1.0] * 50
+    assert not cv.significant_fall(noisy, [0.52] * 100)  # −0.02 on average, ±0.5 a question
+    assert cv.significant_fall([0.0] * 30 + [1.0] * 70, [1.0] * 100)
+    assert not cv.significant_fall([], [])
 
 
 OUTER = {"semantic_normalisation": ("minmax", ("zscore",))}
