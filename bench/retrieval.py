@@ -350,6 +350,9 @@ def main() -> None:
     parser.add_argument("--cv-passes", type=int, default=3,
                         help="with --cv: passes of coordinate ascent over the rules (1: each rule chosen once, in order)")
     parser.add_argument("--model", default="", help="[semantic] model of every memory (e.g. multilingual-e5-small)")
+    parser.add_argument("--hurt-test", choices=("paired", "tolerance"), default="paired",
+                        help="with --cv: a training fold is hurt by a fall over TOLERANCE that its paired questions "
+                             "tell from noise (paired), or by any fall over TOLERANCE (tolerance: the rule before)")
     args = parser.parse_args()
     global SEMANTIC_TOML, FUSED_RANKING
     SEMANTIC_TOML = f'[semantic]\nmodel = "{args.model}"\n' if args.model else ""
@@ -369,7 +372,11 @@ def main() -> None:
                     compare_backends(name, sets, dsn, args.keep)
         return
     if args.cv:  # the memories are built (and embedded) once, for the cross-validation and the tables
+        import retrieval_cv
         from retrieval_cv import build_and_validate
+
+        if args.hurt_test == "tolerance":
+            retrieval_cv.Z_HURT = 0.0  # any fall over TOLERANCE is significant at z < 0
 
         locomo, memdaily, semantic = build_and_validate(locomo, memdaily, import_memory,
                                                         embed_memory if semantic else None, args.keep, args.model,

@@ -324,7 +324,7 @@ def test_a_session_with_the_query_word_outranks_one_with_its_stray_characters(ru
         {"id": "road-b", "text": "好司机爱上坡，还点了工作坊的课。", "session": "b"},
         *({"id": f"filler-{n}", "text": text, "session": f"f{n}"} for n, text in enumerate(fillers)),
     ])
-    # the session document rule is off by default (cross-validation: bench/RESULTS.md); turned on here
+    # the session document rule at a weight of its own (the default is 0.3: bench/RESULTS.md)
     (root / "memctl.toml").write_text("[ranking]\nsession_weight = 0.5\n")
     found = ids(search(run, root, "上司的爱好和工作地点", "-k", "8"))
     assert found.index("climb-a") < found.index("climb-b")
@@ -350,7 +350,7 @@ def test_the_session_prior_lifts_an_item_whose_session_matches_the_query_as_a_wh
         found = search(run, root, "deploy key rotates monthly", "-k", "5")
         return {hit["id"]: hit["score"] for hit in map(json.loads, found.stdout.decode().splitlines())}
 
-    plain = scores("")
+    plain = scores("session_prior = 0\nsession_weight = 0\n")
     assert plain["copy-a"] == plain["copy-b"]
-    lifted = scores("session_prior = 0.5\n")
+    lifted = scores("session_prior = 0.5\nsession_weight = 0\n")
     assert lifted["copy-a"] > lifted["copy-b"] > 0

@@ -10,9 +10,9 @@ def test_pieces_of_a_chinese_word_count_their_own_weights():
     assert weights["电话号码"] == weights["联系人"] == 1.0
     assert weights["电话"] == weights["号码"] == CJK_PART_WEIGHT
     assert weights["电"] == weights["码"] == CJK_CHAR_WEIGHT
-    # the defaults: a character counts less than a word; a word inside a longer one as a word,
-    # since it counts only where the longer one is missing (piece_backoff)
-    assert CJK_CHAR_WEIGHT < CJK_PART_WEIGHT == 1.0
+    # the defaults: a character counts less than a word inside a longer one, which counts nearly
+    # as a word, since it counts only where the longer one is missing (piece_backoff)
+    assert CJK_CHAR_WEIGHT < CJK_PART_WEIGHT <= 1.0
     weights = query_term_weights(["电话号码", "电话", "电"], char_weight=0.2, part_weight=0.5)
     assert (weights["电话"], weights["电"]) == (0.5, 0.2)
 

@@ -67,40 +67,42 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "k": 5,
         "fuzzy_threshold": 80,
     },
-    # how a search ranks (memctl.recall.ranking), chosen by leave-one-out cross-validation over the
-    # development folds (bench/retrieval.py --cv, bench/RESULTS.md); 0 turns a rule off
+    # how a search ranks (memctl.recall.ranking): the lexical weights are the choice of a leave-one-out
+    # cross-validation over all eight development folds at once (each LoCoMo conversation, each
+    # MemDaily scenario; bench/retrieval.py --cv, a fold hurt only by a fall the paired questions
+    # tell from noise: bench/RESULTS.md, "One selection for both languages"); 0 turns a rule off
     "ranking": {
-        "session_weight": 0.0,  # bm25 of the item's session as one document (was 0.5: hurt a fold)
-        "session_prior": 0.0,  # the same, scaling the item's own score: item × (1 + prior × session)
-        "neighbour_weight": 0.3,  # the turns right before and after a strong match
+        "session_weight": 0.3,  # bm25 of the item's session as one document, added
+        "session_prior": 0.5,  # the same, scaling the item's own score: item × (1 + prior × session)
+        "neighbour_weight": 0.45,  # the turns right before and after a strong match
         "neighbour_sources": 30,
-        "feedback_weight": 0.9,  # a strong match's session items about the same things (was 0.6)
+        "feedback_weight": 0.6,  # a strong match's session items about the same things
         "feedback_sources": 3,
         "feedback_span": 8,
         "items_rescored": 100,
         # a when / how old / how many … question's candidates holding a time, an age, a number …
-        # are scaled by 1 + this (memctl.recall.answer_types; the best mean over the eight folds given
-        # the other defaults, bench/RESULTS.md "The expected answer's type")
-        "answer_type_weight": 0.2,
+        # are scaled by 1 + this (memctl.recall.answer_types)
+        "answer_type_weight": 0.5,
         # with piece_backoff (below) the pieces of a query word count only in an item that lacks the
-        # word, so a word inside a longer one counts fully there (1.0, was 0.3 when it counted beside
-        # the longer word); its single characters 0.3 (was 0.15)
+        # word, so a word inside a longer one counts nearly fully there; its single characters 0.3
         "cjk_char_weight": 0.3,
-        "cjk_part_weight": 1.0,
+        "cjk_part_weight": 0.7,
         # how the pieces count, not a cross-validated rule (bench/RESULTS.md, "A query's question,
         # and a Chinese word's pieces backing off to it")
         "piece_backoff": True,
         # a query of several sentences: the terms only in those around its question (the last that
         # asks) count this much (memctl.recall.focus; 1 turns it off)
-        "aside_weight": 0.3,
+        "aside_weight": 0.1,
         "fusion": "score",  # with item embeddings ([semantic]): "rrf", "score" or "none"
-        "semantic_weight": 1.0,  # score fusion with z-scores, chosen on LoCoMo's folds (bench/RESULTS.md, fused4)
+        # the fusion: the English model's all-folds choice over LoCoMo's conversations, given the
+        # lexical defaults (bench/RESULTS.md, "One selection for both languages")
+        "semantic_weight": 0.5,  # score fusion with z-scores
         "rrf_k": 60,
         "semantic_candidates": 100,
         # an item's cosine: (1 - this) × its own vector's + this × its vector in context
-        "semantic_context": 0.7,  # ([semantic] context_vectors; bench/RESULTS.md, in-context vectors)
+        "semantic_context": 0.3,  # ([semantic] context_vectors; bench/RESULTS.md, in-context vectors)
         # the neighbour rule again over the fused scores
-        "fused_neighbour_weight": 0.3,
+        "fused_neighbour_weight": 0.1,
         # score fusion: how the cosines are put on the lexical scale, "minmax" or "zscore"
         "semantic_normalisation": "zscore",
     },

@@ -50,15 +50,16 @@ def session_scores(store: SQLiteStore, weights: dict[str, float], sessions: list
 
 def weighted_session_rows(store: SQLiteStore, weights: dict[str, float]) -> list[tuple[str, float]]:
     """The best session documents' bm25, each query term weighted as for items. FTS5's bm25 is
-    a sum over the query's terms, so one statement per weight (one for an English question, up to
-    three for a Chinese one, twice that with asides) adds up to it. A sum cannot leave a piece out
+    a sum over the query's terms, so one group per weight (one for an English question, up to
+    three for a Chinese one, twice that with asides) adds up to it: an FTS5 statement a group, one
+    statement for all of them on a server. A sum cannot leave a piece out
     where its word is, so session documents are scored without piece_backoff on both paths."""
     groups: dict[float, list[str]] = {}
     for term, weight in weights.items():
         groups.setdefault(weight, []).append(term)
     totals: dict[str, float] = {}
-    for weight, group in groups.items():
-        for key, score in store.best_session_scores(group, tuning.SESSIONS_RANKED):
+    for weight, best in zip(groups, store.best_session_scores(list(groups.values()), tuning.SESSIONS_RANKED)):
+        for key, score in best:
             totals[key] = totals.get(key, 0.0) + weight * score
     return list(totals.items())
 

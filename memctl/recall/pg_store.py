@@ -356,20 +356,29 @@ class PostgresIndexStore:
     # -- session documents
 
     def session_document_count(self) -> int:
-        return self._rows("SELECT max(rowid) FROM {s}.index_sessions")[0][0] or 0
+        """From the totals the meta keeps (no statement of its own: every search with session
+        context asks it)."""
+        return self.session_totals()[0]
 
     def session_keys(self, sessions: Sequence[str]) -> dict[int, str]:
         return dict(self._rows("SELECT rowid, key FROM {s}.index_sessions WHERE key = ANY(%s) ORDER BY rowid", (list(sessions),)))
 
-    def best_session_scores(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
-        """(key, bm25) of the best session documents, as FTS5 ranks them (each term's document
-        frequency among the session documents: every one holding it is among the rows read)."""
-        rows = self._matching("index_sessions", terms, ())
-        phrases = [sum(1 for row in rows if row[3][i]) for i in range(len(terms))]
-        scored = fts5_scores(rows, phrases, self.session_totals(), ())
-        scored.sort(key=lambda r: (r[1], r[0]))
+    def best_session_scores(self, groups: Sequence[Sequence[str]], limit: int) -> list[list[tuple[str, float]]]:
+        """For each group of terms, (key, bm25) of the best session documents holding any of
+        them, as FTS5 ranks them (each term's document frequency among the session documents:
+        every one holding it is among the rows read); one statement for all the groups."""
+        terms = list(dict.fromkeys(t for group in groups for t in group))
+        rows = self._matching("index_sessions", terms, ()) if terms else []
         keys = {row[0]: row[2] for row in rows}
-        return [(keys[rowid], -rank) for rowid, rank in scored[:limit]]
+        found = []
+        for group in groups:
+            at = [terms.index(t) for t in group]
+            held = [(row[0], row[1], row[2], [row[3][i] for i in at]) for row in rows if any(row[3][i] for i in at)]
+            phrases = [sum(1 for row in held if row[3][i]) for i in range(len(at))]
+            scored = fts5_scores(held, phrases, self.session_totals(), ())
+            scored.sort(key=lambda r: (r[1], r[0]))
+            found.append([(keys[rowid], -rank) for rowid, rank in scored[:limit]])
+        return found
 
     def session_bodies(self, rowids: Sequence[int]) -> dict[int, str]:
         return dict(self._rows("SELECT rowid, body FROM {s}.index_sessions WHERE rowid = ANY(%s::bigint[]) "

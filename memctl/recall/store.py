@@ -321,11 +321,12 @@ class SQLiteStore:
         marks = ",".join("?" * len(sessions))
         return dict(self.db.execute(f"SELECT rowid, key FROM sessions WHERE key IN ({marks})", list(sessions)).fetchall())
 
-    def best_session_scores(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
-        """(session key, bm25) of the best `limit` session documents matching any term."""
-        return self.db.execute(
+    def best_session_scores(self, groups: Sequence[Sequence[str]], limit: int) -> list[list[tuple[str, float]]]:
+        """For each group of terms, (session key, bm25) of the best `limit` session documents
+        matching any of its terms (one FTS5 statement a group)."""
+        return [self.db.execute(
             "SELECT sessions.key, -sfts.rank FROM sfts JOIN sessions ON sessions.rowid = sfts.rowid "
-            "WHERE sfts MATCH ? ORDER BY sfts.rank LIMIT ?", (_match(terms, ()), limit)).fetchall()
+            "WHERE sfts MATCH ? ORDER BY sfts.rank LIMIT ?", (_match(terms, ()), limit)).fetchall() for terms in groups]
 
     def session_bodies(self, rowids: Sequence[int]) -> dict[int, str]:
         """rowid -> the session document's terms, space-separated."""
