@@ -372,18 +372,14 @@ def main() -> None:
                     compare_backends(name, sets, dsn, args.keep)
         return
     if args.cv:  # the memories are built (and embedded) once, for the cross-validation and the tables
-        import retrieval_cv
         from retrieval_cv import build_and_validate
-
-        if args.hurt_test == "tolerance":
-            retrieval_cv.Z_HURT = 0.0  # any fall over TOLERANCE is significant at z < 0
 
         locomo, memdaily, semantic = build_and_validate(locomo, memdaily, import_memory,
                                                         embed_memory if semantic else None, args.keep, args.model,
                                                         lexical_cv=not args.fusion_only, workdir=args.workdir,
                                                         lexical_choices=args.lexical_choices,
                                                         fusions=tuple(f for f in args.fusions.split(",") if f),
-                                                        passes=args.cv_passes)
+                                                        passes=args.cv_passes, paired=args.hurt_test == "paired")
     if args.only in (None, "locomo"):
         tally, systems = evaluate("LoCoMo", locomo, words, "bm25-words", args.keep, semantic)
         print_table("LoCoMo, turn level (dev: 5 conversations)", tally, systems, ["overall", *CATEGORIES.values()])

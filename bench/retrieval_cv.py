@@ -12,9 +12,11 @@ values that hurt none of those folds against the rule turned off — a rule that
 and hurts another is not kept. A fold is hurt when its R@10 falls by more than TOLERANCE and the
 fall is more than noise: the per-question differences, paired, put their mean below zero by
 more than Z_HURT standard errors (a one-sided test at 5%). Before, any fall over TOLERANCE
-counted, and in MemDaily's 200-question folds, where the same wording is asked of a dozen
-trajectories, two questions moving one way and none the other were enough to keep a rule out. That is one pass; coordinate ascent repeats
-the passes (each rule chosen again given the others' current values) until a pass changes no
+counted (`Scores(units, paired=False)`, `bench/retrieval.py --hurt-test tolerance`), and in
+MemDaily's 200-question folds, where the same wording is asked of a dozen trajectories, two
+questions moving one way and none the other were enough to keep a rule out.
+
+That is one pass; coordinate ascent repeats the passes (each rule chosen again given the others' current values) until a pass changes no
 rule or PASSES passes were made (`--cv-passes 1`: the single pass of the runs before). The
 held-out fold is then scored with what was chosen without it.
 """
@@ -217,10 +219,11 @@ def significant_fall(variant: list[float], reference: list[float]) -> bool:
 
 
 class Scores(FoldScores):
-    """Per-question R@10 of each ranking variant, computed once per variant."""
+    """Per-question R@10 of each ranking variant, computed once per variant; `paired`: a fold
+    is hurt only by a significant fall (`significant_fall`), else by any fall over TOLERANCE."""
 
-    def __init__(self, units: list[Unit]):
-        self.units = units
+    def __init__(self, units: list[Unit], paired: bool = True):
+        self.units, self.paired = units, paired
         self.folds = list(dict.fromkeys(u.fold for u in units))
         self.cache: dict[Ranking, dict[str, list[float]]] = {}
 
@@ -247,6 +250,8 @@ class Scores(FoldScores):
         return {fold: (sum(values), len(values)) for fold, values in self.recalls(ranking).items()}
 
     def hurts(self, variant: Ranking, reference: Ranking, fold: str) -> bool:
+        if not self.paired:
+            return super().hurts(variant, reference, fold)
         return significant_fall(self.recalls(variant)[fold], self.recalls(reference)[fold])
 
     def fold_value(self, ranking: Ranking, fold: str) -> float:
@@ -392,7 +397,7 @@ def nested_report(title: str, scores: Scores, rules: dict, starts: dict[str, Ran
 def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory, keep: bool, model: str = "",
                        lexical_cv: bool = True, workdir: Path | None = None,
                        lexical_choices: dict[str, dict] | None = None, fusions: tuple[str, ...] = ("rrf", "score"),
-                       passes: int = PASSES):
+                       passes: int = PASSES, paired: bool = True):
     """Build every memory once, cross-validate the lexical rules, then (with item vectors) the
     fusion (`model`: the memories' [semantic] model; with one that reads Chinese, the MemDaily
     folds are fused and cross-validated too); returns the sets with their memories, as (name, docs, questions, root), and whether
@@ -413,7 +418,7 @@ def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory
     semantic = embed(units, embed_memory)
     datasets = {"LoCoMo": list(dict.fromkeys(u.fold for u in units if u.dataset == "locomo")),
                 "MemDaily": list(dict.fromkeys(u.fold for u in units if u.dataset == "memdaily"))}
-    scores = Scores(units)
+    scores = Scores(units, paired)
     memoize_query_vectors()
     start = Ranking(fusion="none", semantic=tuple({**DEFAULTS["semantic"], "model": model}.items()))
     try:
@@ -422,7 +427,7 @@ def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory
         if semantic_signal.reads_chinese(start):
             fused, fused_sets = scores, datasets
         else:
-            fused = Scores([u for u in units if u.dataset == "locomo"])
+            fused = Scores([u for u in units if u.dataset == "locomo"], paired)
             fused_sets = {"LoCoMo": datasets["LoCoMo"]}
         for fusion in fusions if semantic else ():
             outer = OUTER_RULES.get(fusion, {})

@@ -104,8 +104,8 @@ class ScaledScores(CV.FoldScores):
 class QuestionScores(CV.Scores):
     """Per-question R@10 from a table: rule value -> fold -> the questions' recalls."""
 
-    def __init__(self, table: dict):
-        self.folds, self.cache = ["a", "b"], {}
+    def __init__(self, table: dict, paired: bool = True):
+        self.folds, self.cache, self.paired = ["a", "b"], {}, paired
         self.table = table
 
     def recalls(self, ranking: Ranking) -> dict[str, list[float]]:
@@ -123,6 +123,8 @@ def test_a_fall_within_the_noise_of_the_questions_does_not_hurt_a_fold():
     assert scores.fold_value(START._replace(semantic_weight=1.0), "b") < 0.5 - cv.TOLERANCE
     rules = {"semantic_weight": (0.0, (0.0, 1.0))}
     assert cv.select(scores, rules, ["a", "b"], START).semantic_weight == 1.0
+    # the rule before (any fall over TOLERANCE) keeps it out
+    assert cv.select(QuestionScores(table, paired=False), rules, ["a", "b"], START).semantic_weight == 0.0
     # the same fall made by every question alike is no noise: the rule is not kept
     table[1.0]["b"] = [0.5 - 0.0125] * 200
     assert cv.select(QuestionScores(table), rules, ["a", "b"], START).semantic_weight == 0.0

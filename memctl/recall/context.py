@@ -52,8 +52,8 @@ def weighted_session_rows(store: SQLiteStore, weights: dict[str, float]) -> list
     """The best session documents' bm25, each query term weighted as for items. FTS5's bm25 is
     a sum over the query's terms, so one group per weight (one for an English question, up to
     three for a Chinese one, twice that with asides) adds up to it: an FTS5 statement a group, one
-    statement for all of them on a server. A sum cannot leave a piece out
-    where its word is, so session documents are scored without piece_backoff on both paths."""
+    statement for all of them on a server. A sum cannot leave a piece out where its word is, so
+    session documents are scored without piece_backoff on both paths."""
     groups: dict[float, list[str]] = {}
     for term, weight in weights.items():
         groups.setdefault(weight, []).append(term)

@@ -367,12 +367,12 @@ class PostgresIndexStore:
         """For each group of terms, (key, bm25) of the best session documents holding any of
         them, as FTS5 ranks them (each term's document frequency among the session documents:
         every one holding it is among the rows read); one statement for all the groups."""
-        terms = list(dict.fromkeys(t for group in groups for t in group))
-        rows = self._matching("index_sessions", terms, ()) if terms else []
+        position = {t: i for i, t in enumerate(dict.fromkeys(t for group in groups for t in group))}
+        rows = self._matching("index_sessions", list(position), ()) if position else []
         keys = {row[0]: row[2] for row in rows}
         found = []
         for group in groups:
-            at = [terms.index(t) for t in group]
+            at = [position[t] for t in group]
             held = [(row[0], row[1], row[2], [row[3][i] for i in at]) for row in rows if any(row[3][i] for i in at)]
             phrases = [sum(1 for row in held if row[3][i]) for i in range(len(at))]
             scored = fts5_scores(held, phrases, self.session_totals(), ())

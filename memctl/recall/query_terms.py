@@ -54,11 +54,11 @@ def _stop_word_spans(query: str) -> bytearray:
 
 
 def _only_inside(query: str, term: str, inside: bytearray) -> bool:
+    """Whether the term occurs in the query, and every occurrence lies inside stop words."""
     at = query.find(term)
-    if at < 0:
-        return False
+    found = at >= 0
     while at >= 0:
         if not all(inside[at:at + len(term)]):
             return False
         at = query.find(term, at + 1)
-    return True
+    return found
