@@ -175,15 +175,15 @@ def memoize_lexical_stage(searcher: Searcher) -> None:
 
     lexical, memo = searcher._lexical, OrderedDict()
 
-    def cached(terms, filters, k, answer=None, asides=frozenset()):
+    def cached(terms, filters, k, answer=None, asides=frozenset(), common=frozenset()):
         lexical_ranking = searcher.ranking._replace(**FUSION_FIELDS)
         hits_of = memo.setdefault(lexical_ranking, {})
         memo.move_to_end(lexical_ranking)
         while len(memo) > MEMO_RANKINGS:
             memo.popitem(last=False)
-        key = (tuple(terms), k, answer, asides)
+        key = (tuple(terms), k, answer, asides, common)
         if key not in hits_of:
-            hits_of[key] = lexical(terms, filters, k, answer, asides)
+            hits_of[key] = lexical(terms, filters, k, answer, asides, common)
         return [copy.copy(hit) for hit in hits_of[key]]
 
     searcher._lexical = cached

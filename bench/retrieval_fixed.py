@@ -11,8 +11,9 @@ or its MemDaily pools), in-process like the cross-validation: the defaults, chan
 candidates of memctl.recall.candidates with a budget of N matches, session documents as at that
 size), so that the path a memory of millions takes is measured on these questions: the
 development pools hold 300-900 items, and a budget of a tenth of that is the share the defaults
-give 20,000 items (2,000). `--common-terms` also drops a query's terms held by more than
-`tuning.COMMON_TERM_SHARE` of the items, as a memory past `COMMON_TERM_MIN_ITEMS` does; a pool
+give 20,000 items (2,000). `--common-terms` also treats a query's terms held by more than
+`tuning.COMMON_TERM_SHARE` of the items as a memory past `COMMON_TERM_MIN_ITEMS` does (they
+score the candidates but gather none; before this was measured they were dropped); a pool
 speaks of one topic (every item of `roles` of people), so a term's share of it overstates its
 share of a real memory of millions.
 """
@@ -52,7 +53,7 @@ def main() -> None:
     parser.add_argument("--large-path", type=int, metavar="N", default=0,
                         help="rank as a large memory does, with a budget of N matches")
     parser.add_argument("--common-terms", action="store_true",
-                        help="with --large-path: drop the common terms as a memory of millions does")
+                        help="with --large-path: treat common terms as a memory of millions does")
     args = parser.parse_args()
     if args.large_path:
         take_the_large_path(args.large_path, args.common_terms)
@@ -63,7 +64,7 @@ def main() -> None:
     units = retrieval_cv.build_units(sets, args.dataset, retrieval_cv.FOLD_OF[args.dataset], args.workdir, None)
     scores = retrieval_cv.Scores(units)
     base = Ranking()._replace(**args.settings)
-    path = f", the large-memory path (budget {args.large_path}{', common terms dropped' * args.common_terms})" \
+    path = f", the large-memory path (budget {args.large_path}{', common terms as at millions' * args.common_terms})" \
         if args.large_path else ""
     print(f"{args.dataset}{path}, R@10 at the defaults {json.dumps(args.settings) if args.settings else ''} "
           f"with {args.rule} =")

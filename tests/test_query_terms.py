@@ -75,3 +75,32 @@ def test_an_item_sharing_only_the_characters_of_the_query_s_stop_words_is_no_mat
     assert ranked_ids(run, root, "我的家电怎么样？") == ["appliance"]
     # a query of stop words alone still searches what it holds
     assert ranked_ids(run, root, "怎么样") == ["talk"]
+
+
+# a memory of one topic: "phone" is in a third of its items, and still tells the answer from the rest
+ONE_TOPIC_ITEMS = own_sessions(target="In Berlin I got my new phone, a Pixel.",
+                               coat="In Berlin I got a winter coat.",
+                               shoes="In Berlin I got running shoes.") + others(
+    *(f"my phone screen cracked on day {n}" for n in range(12)),
+    "the phone bill went up", "a phone call with the bank", "phone case in blue",
+    *(f"lunch with Sam on day {n}" for n in range(30)))
+ONE_TOPIC_QUERY = "which phone did I get in Berlin?"
+
+
+def test_a_large_memory_s_common_terms_still_score_what_its_rare_terms_find(run, root, monkeypatch):
+    import_items(run, root, ONE_TOPIC_ITEMS)
+    monkeypatch.setattr(tuning, "SMALL_INDEX_ITEMS", 0)  # the path a memory of millions takes
+    monkeypatch.setattr(tuning, "COMMON_TERM_MIN_ITEMS", 0)  # and its common terms, past 10% of the items
+    monkeypatch.setattr(tuning, "NEWEST_MATCHES", 0)  # only the rarer terms bring candidates
+    searcher = Searcher(Layout(root))
+    try:
+        plan = searcher.plan(ONE_TOPIC_QUERY, 80)
+        assert plan.common == {"phone"} and "phone" in plan.terms
+        # "phone" gathers no candidates (its matches are much of the memory), but it scores
+        # those "berlin" gathers: the target is first, no longer tied with the coat and the shoes
+        hits = searcher.search(SearchRequest(ONE_TOPIC_QUERY, k=3, layers=("L6",)))
+        assert [h.item_id for h in hits] == ["target", "coat", "shoes"] or \
+            [h.item_id for h in hits] == ["target", "shoes", "coat"]
+        assert hits[0].score > hits[1].score
+    finally:
+        searcher.close()

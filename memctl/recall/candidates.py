@@ -24,10 +24,11 @@ if TYPE_CHECKING:
 
 
 def candidates(store: SQLiteStore, terms: Sequence[str], filters: Filters, k: int,
-               weights: TermWeights) -> tuple[list[Hit], bool]:
+               weights: TermWeights, common: frozenset[str] = frozenset()) -> tuple[list[Hit], bool]:
     """The items worth ranking, scored, and whether the query's term weights (`weights`:
     Ranking.term_weights) are in the scores already (the large-memory path scores in Python
-    with them)."""
+    with them). `common`: terms held by so many items of a memory of millions that they only
+    score what the others gather (memctl.recall.search.QueryPlan.common)."""
     wanted: list[str] = []  # no layer filter when every layer the index holds is wanted
     present_layers = store.present_layers()
     if not set(present_layers) <= set(filters.layers):
@@ -35,9 +36,12 @@ def candidates(store: SQLiteStore, terms: Sequence[str], filters: Filters, k: in
         if not wanted:
             return [], True
     limit = max(tuning.MIN_CANDIDATES, k * 20)
-    rankable = rankable_terms(store, terms, weights.asides)
+    gathering = [t for t in terms if t not in common]
+    rankable = rankable_terms(store, gathering, weights.asides)
+    if rankable is None and common:  # FTS5's bm25() would walk every match of the common terms
+        rankable = gathering
     if rankable is not None:
-        return bounded_candidates(store, terms, rankable, wanted, limit, filters, weights), True
+        return bounded_candidates(store, terms, rankable, wanted, limit, filters, weights, common), True
     while True:
         rows = store.ranked_item_scores(terms, wanted, limit)
         kept = [h for h in hydrate(store, rows) if filters.passes(h)]
@@ -65,18 +69,20 @@ def rankable_terms(store: SQLiteStore, terms: Sequence[str], asides: frozenset[s
 
 
 def bounded_candidates(store: SQLiteStore, terms: Sequence[str], rankable: list[str], layers: list[str],
-                       limit: int, filters: Filters, weights: TermWeights) -> list[Hit]:
+                       limit: int, filters: Filters, weights: TermWeights,
+                       common: frozenset[str] = frozenset()) -> list[Hit]:
     """Cost flat in memory size: every item with a rare query word, and the newest items
-    with the common ones, are scored by the whole query in Python (memctl.recall.scoring), each
-    term weighted as `weights` says — FTS5's bm25() would first walk every match
-    of every query word."""
+    with the more common ones (not with the `common` ones: the newest items would be theirs
+    alone), are scored by the whole query in Python (memctl.recall.scoring), each term weighted
+    as `weights` says — FTS5's bm25() would first walk every match of every query word."""
     rowids: set[int] = set()
     if rankable:
         rowids.update(store.matching_item_ids(rankable, layers, tuning.MAX_CANDIDATES))
     # single CJK characters are a small memory's fallback; at this size the words suffice
     words = [t for t in terms if not (len(t) == 1 and has_cjk(t))] or list(terms)
+    gathering = [t for t in words if t not in common] or words
     if len(rowids) < limit:  # else items with common words only could not reach the top anyway
-        rowids.update(store.newest_matching_item_ids(words, layers, tuning.NEWEST_MATCHES))
+        rowids.update(store.newest_matching_item_ids(gathering, layers, tuning.NEWEST_MATCHES))
     scores = python_bm25(store, words, sorted(rowids), weights, covers=weights.covers)
     rows = sorted(scores.items(), key=lambda r: -r[1])[:limit]
     return [h for h in hydrate(store, [(rowid, -score) for rowid, score in rows]) if filters.passes(h)]

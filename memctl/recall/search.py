@@ -95,14 +95,15 @@ class SearchRequest(namedtuple("SearchRequest", "query k layers mode since until
 
 
 class QueryPlan:
-    """The terms a query is searched with, the typos replaced and the common terms dropped."""
+    """The terms a query is searched with, the typos replaced; at scale, which of them are too
+    common to gather candidates by (they still score the candidates the others gather)."""
 
-    __slots__ = ("terms", "fuzzy", "dropped_common")
+    __slots__ = ("terms", "fuzzy", "common")
 
     def __init__(self, terms: list[str]):
         self.terms = terms
         self.fuzzy: dict[str, str] = {}  # typed term -> index term used instead
-        self.dropped_common: list[str] = []
+        self.common: frozenset[str] = frozenset()
 
 
 # ---------------------------------------------------------------- query side of the tokenizer
@@ -183,7 +184,7 @@ class Searcher:
     def plan(self, query: str, fuzzy_threshold: float, asides: frozenset[str] = frozenset()) -> QueryPlan:
         """The query's terms the index holds (aliases expanded; not the characters of its
         Chinese stop words), a typo's closest index term for a word it holds none of, and at
-        scale only the terms that are not too common. `asides`: the terms only in the sentences
+        scale which terms are too common to gather candidates by. `asides`: the terms only in the sentences
         around the query's question (memctl.recall.focus), the last a long query keeps."""
         groups = list(self.tokenizer.token_groups(query))
         all_terms = expand_aliases([t for _, terms in groups for t in terms], self.aliases)
@@ -205,10 +206,9 @@ class Searcher:
         if self.store.item_count() >= tuning.COMMON_TERM_MIN_ITEMS and len(plan.terms) > 1:
             dfs.update(self.store.document_frequencies(list(plan.fuzzy.values())))
             limit = self.store.item_count() * tuning.COMMON_TERM_SHARE
-            rare = [t for t in plan.terms if dfs.get(t, 0) <= limit]
-            if rare:
-                plan.dropped_common = [t for t in plan.terms if t not in rare]
-                plan.terms = rare
+            common = frozenset(t for t in plan.terms if dfs.get(t, 0) > limit)
+            if len(common) < len(plan.terms):  # a query of common terms alone gathers by them
+                plan.common = common
         return plan
 
     # -- running
@@ -225,7 +225,7 @@ class Searcher:
         filters = Filters(layers, parse_when(request.since), parse_when(request.until, end_of_day=True), request.type)
         question = focus.question if focus else request.query
         answer = expected_answer(question) if self.ranking.answer_type_weight > 0 else None
-        found = self._lexical(plan.terms, filters, k, answer, asides) if plan.terms else []
+        found = self._lexical(plan.terms, filters, k, answer, asides, plan.common) if plan.terms else []
         if self.semantic is not None:  # item embeddings ([semantic] extra): memctl.recall.semantic
             fused = self.semantic.fuse(found, request.query, self.ranking, self.store,
                                        lambda rows: hydrate(self.store, rows), filters.admits)
@@ -241,13 +241,14 @@ class Searcher:
         return hits
 
     def _lexical(self, terms: list[str], filters: Filters, k: int, answer=None,
-                 asides: frozenset[str] = frozenset()) -> list[Hit]:
+                 asides: frozenset[str] = frozenset(), common: frozenset[str] = frozenset()) -> list[Hit]:
         """The lexical stages in order (candidates, weighted BM25, the expected answer's type,
         session context, feedback, neighbours); `asides`: the terms only in the sentences around
-        the query's question (memctl.recall.focus)."""
+        the query's question (memctl.recall.focus); `common`: the terms that score the candidates
+        but do not gather them (QueryPlan.common)."""
         ranking = self.ranking
         weights = ranking.term_weights(terms, asides)
-        found, weighted = candidates(self.store, terms, filters, k, weights)
+        found, weighted = candidates(self.store, terms, filters, k, weights, common)
         if not found:
             return []
         if not weighted:
