@@ -57,6 +57,7 @@ LEXICAL_RULES: dict[str, tuple[object, tuple]] = {
     "cjk_char_weight": (1.0, (1.0, 0.15, 0.3, 0.45)),
     "answer_type_weight": (0.0, (0.0, 0.1, 0.2, 0.3, 0.5)),
     "aside_weight": (1.0, (1.0, 0.1, 0.3, 0.5)),
+    "date_weight": (0.0, (0.0, 0.5, 1.0, 2.0)),  # past 2 a tripled score acts nearly as a filter
 }
 # per fusion rule (reported side by side): the weight of the item vectors, the share of their
 # in-context vectors in the cosine, then for rrf its k (the "off" value of rrf_k is the default,
@@ -175,15 +176,15 @@ def memoize_lexical_stage(searcher: Searcher) -> None:
 
     lexical, memo = searcher._lexical, OrderedDict()
 
-    def cached(terms, filters, k, answer=None, asides=frozenset(), common=frozenset()):
+    def cached(terms, filters, k, asked=None):
         lexical_ranking = searcher.ranking._replace(**FUSION_FIELDS)
         hits_of = memo.setdefault(lexical_ranking, {})
         memo.move_to_end(lexical_ranking)
         while len(memo) > MEMO_RANKINGS:
             memo.popitem(last=False)
-        key = (tuple(terms), k, answer, asides, common)
+        key = (tuple(terms), k, asked)
         if key not in hits_of:
-            hits_of[key] = lexical(terms, filters, k, answer, asides, common)
+            hits_of[key] = lexical(terms, filters, k, asked)
         return [copy.copy(hit) for hit in hits_of[key]]
 
     searcher._lexical = cached

@@ -167,7 +167,7 @@ class FakeSearcher:
         self.ranking = Ranking()
         self.calls = 0
 
-    def _lexical(self, terms, filters, k, answer=None, asides=frozenset(), common=frozenset()):
+    def _lexical(self, terms, filters, k, asked=None):
         self.calls += 1
         return [object()]
 

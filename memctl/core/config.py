@@ -83,6 +83,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         # a when / how old / how many … question's candidates holding a time, an age, a number …
         # are scaled by 1 + this (memctl.recall.answer_types)
         "answer_type_weight": 0.5,
+        # a query naming a date ("in May 2023", "4月2日"): candidates dated within it are scaled by
+        # 1 + this (memctl.recall.dated)
+        "date_weight": 2.0,
         # with piece_backoff (below) the pieces of a query word count only in an item that lacks the
         # word, so a word inside a longer one counts nearly fully there; its single characters 0.3
         "cjk_char_weight": 0.3,
@@ -467,6 +470,7 @@ BOUNDS = {
     "dream.max_remove_share": (0, 1), "dream.auto_trigger_entries": (0, 1_000_000_000),
     "insight.max_lines": (1, 10_000), "insight.max_bytes": (1, 10_000_000),
     "ranking.aside_weight": (0, 1),  # an aside counting more than the question is a typo
+    "ranking.date_weight": (0, 100),
 }
 
 

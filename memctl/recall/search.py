@@ -17,7 +17,8 @@ the store (memctl.recall.store.SQLiteStore):
    question;
 3. the expected answer (memctl.recall.answer_types): for a question that asks when, how old,
    how many, how much or for a phone number, the candidates holding an expression of that
-   type are scaled up by answer_type_weight;
+   type are scaled up by answer_type_weight; for a query naming a date (memctl.recall.dated),
+   the candidates dated within it by date_weight;
 4. session context (memctl.recall.context): score = bm25 of the item (normalised to the best
    candidate) + session_weight × bm25 of the item's session as one document (normalised
    likewise), times a small per-layer priority from the mode;
@@ -45,6 +46,7 @@ from memctl.recall import tuning
 from memctl.recall.answer_types import expected_answer, favour_typed_answers
 from memctl.recall.candidates import candidates
 from memctl.recall.context import blend, session_scores, with_neighbours, with_session_feedback
+from memctl.recall.dated import favour_dated, named_period
 from memctl.recall.filters import Filters, parse_when
 from memctl.recall.focus import aside_terms, searched_focus
 from memctl.recall.fuzzy import closest_term
@@ -92,6 +94,18 @@ class SearchRequest(namedtuple("SearchRequest", "query k layers mode since until
     until: str | None
     type: str | None
     fuzzy_threshold: float
+
+
+class Asked(namedtuple("Asked", "answer period asides common")):
+    """What a query asks beyond its terms: the type of its answer (memctl.recall.answer_types),
+    the date it names (memctl.recall.dated), the terms only in the sentences around its
+    question (memctl.recall.focus), and at scale the terms that score candidates but do not
+    gather them (QueryPlan.common)."""
+
+    __slots__ = ()
+
+
+NOTHING_ASKED = Asked(None, None, frozenset(), frozenset())
 
 
 class QueryPlan:
@@ -225,7 +239,9 @@ class Searcher:
         filters = Filters(layers, parse_when(request.since), parse_when(request.until, end_of_day=True), request.type)
         question = focus.question if focus else request.query
         answer = expected_answer(question) if self.ranking.answer_type_weight > 0 else None
-        found = self._lexical(plan.terms, filters, k, answer, asides, plan.common) if plan.terms else []
+        period = named_period(question) if self.ranking.date_weight > 0 else None
+        asked = Asked(answer, period, asides, plan.common)
+        found = self._lexical(plan.terms, filters, k, asked) if plan.terms else []
         if self.semantic is not None:  # item embeddings ([semantic] extra): memctl.recall.semantic
             fused = self.semantic.fuse(found, request.query, self.ranking, self.store,
                                        lambda rows: hydrate(self.store, rows), filters.admits)
@@ -240,12 +256,11 @@ class Searcher:
             hit.snippet = make_snippet(hit.text, request.query, plan.terms)
         return hits
 
-    def _lexical(self, terms: list[str], filters: Filters, k: int, answer=None,
-                 asides: frozenset[str] = frozenset(), common: frozenset[str] = frozenset()) -> list[Hit]:
-        """The lexical stages in order (candidates, weighted BM25, the expected answer's type,
-        session context, feedback, neighbours); `asides`: the terms only in the sentences around
-        the query's question (memctl.recall.focus); `common`: the terms that score the candidates
-        but do not gather them (QueryPlan.common)."""
+    def _lexical(self, terms: list[str], filters: Filters, k: int, asked: Asked = None) -> list[Hit]:
+        """The lexical stages in order (candidates, weighted BM25, the expected answer's type
+        and the named date, session context, feedback, neighbours), given what the query asks
+        beyond its terms (`asked`)."""
+        answer, period, asides, common = asked or NOTHING_ASKED
         ranking = self.ranking
         weights = ranking.term_weights(terms, asides)
         found, weighted = candidates(self.store, terms, filters, k, weights, common)
@@ -254,6 +269,7 @@ class Searcher:
         if not weighted:
             weigh_terms(self.store, found, weights, ranking)
         favour_typed_answers(self.store, found, answer, ranking)
+        favour_dated(found, period, ranking)
         ordered = sorted(found, key=lambda c: -c.score)
         sessions = list(dict.fromkeys(c.session for c in ordered if c.session))
         blend(found, session_scores(self.store, weights, sessions, ranking), filters.layers, ranking)

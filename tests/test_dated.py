@@ -1,0 +1,77 @@
+"""A date the query names (memctl.recall.dated): the candidates dated within it come first,
+in English and in Chinese; a query naming no date, or a date no item holds, ranks as before."""
+
+from __future__ import annotations
+
+import pytest
+
+from memctl.recall.dated import Period, named_period
+from ranking_helpers import import_items, others, ranked_ids
+
+
+@pytest.mark.parametrize("query, period", [
+    ("What painting did Melanie show to Caroline on October 13, 2023?", Period(2023, 10, 13)),
+    ("What did Gina find for her clothing store on 1 February, 2023?", Period(2023, 2, 1)),
+    ("the 5th of May 2023 talk", Period(2023, 5, 5)),
+    ("What did Maria donate to a homeless shelter in December 2023?", Period(2023, 12, None)),
+    ("during September 2023", Period(2023, 9, None)),  # the month and year, not the bare month after "during"
+    ("What did Maria do last weekend before April 10, 2023?", Period(2023, 4, 10)),
+    ("When did Melanie go camping in June?", Period(None, 6, None)),
+    ("What did Caroline do in mid-May?", Period(None, 5, None)),
+    ("Oct 13th party", Period(None, 10, 13)),
+    ("notes from 2023-10-13", Period(2023, 10, 13)),
+    ("notes from 2023-10", Period(2023, 10, None)),
+    ("我2024年4月2日见了谁", Period(2024, 4, 2)),
+    ("4月2号那天我在哪", Period(None, 4, 2)),
+    ("有几个人是在7月份出生的？", Period(None, 7, None)),
+    ("2024年4月我去了哪些地方", Period(2024, 4, None)),
+])
+def test_the_query_names_a_day_or_a_month(query, period):
+    assert named_period(query) == period
+
+
+@pytest.mark.parametrize("query", [
+    "May I ask what you did?",  # a month's name that is no month
+    "What did Caroline research?", "我有3个月没去健身房了", "I ate 13 apples", "in 2023", "",
+    "13月40日", "2023-13-01", "march on",
+])
+def test_a_query_naming_no_date_has_none(query):
+    assert named_period(query) is None
+
+
+def test_a_period_holds_the_dates_within_it_in_every_year_when_it_names_none():
+    assert Period(2023, 10, 13).holds("2023-10-13T14:02:00")
+    assert not Period(2023, 10, 13).holds("2023-10-14T00:00:00")
+    assert not Period(2023, 10, 13).holds("2022-10-13T00:00:00")
+    assert Period(2023, 10, None).holds("2023-10-31T23:59:59")
+    assert Period(None, 6, None).holds("2019-06-01") and not Period(None, 6, None).holds("2019-07-01")
+    assert not Period(None, 6, None).holds("") and not Period(None, 6, None).holds("soon")
+
+
+ITEMS = [  # the same words; only the date they were said tells them apart
+    {"id": "may", "text": "Maria went hiking with her sister", "date": "2023-05-03T10:00:00", "session": "s1"},
+    {"id": "june", "text": "Maria went hiking with her sister", "date": "2023-06-14T10:00:00", "session": "s2"},
+    {"id": "zh_april", "text": "我和表弟去爬山了", "date": "2024-04-02T09:00:00", "session": "s3"},
+    {"id": "zh_march", "text": "我和表弟去爬山了", "date": "2024-03-20T09:00:00", "session": "s4"},
+] + others("Melanie painted a sunrise", "The budget review moved", "John plays chess",
+           "我妈妈在上海工作", "我同事喜欢下棋", "Anna bakes bread")
+
+
+def test_the_items_said_on_the_date_the_query_names_come_first_only_with_the_rule_on(run, root):
+    import_items(run, root, ITEMS)
+    settings = "[ranking]\nneighbour_weight = 0\nfeedback_weight = 0\ndate_weight = %s\n"
+    (root / "memctl.toml").write_text(settings % 0)
+    off = {q: ranked_ids(run, root, q, k=2) for q in (
+        "Where did Maria go hiking in June?", "Where did Maria go hiking on 3 May 2023?",
+        "我4月2日和表弟去哪了", "我3月和表弟去哪了", "Where did Maria go hiking?", "Maria hiking in August")}
+    (root / "memctl.toml").write_text(settings % 1.0)
+    assert ranked_ids(run, root, "Where did Maria go hiking in June?", k=2) == ["june", "may"]
+    assert ranked_ids(run, root, "Where did Maria go hiking on 3 May 2023?", k=2) == ["may", "june"]
+    assert ranked_ids(run, root, "我4月2日和表弟去哪了", k=2) == ["zh_april", "zh_march"]
+    assert ranked_ids(run, root, "我3月和表弟去哪了", k=2) == ["zh_march", "zh_april"]
+    # the rule on changed what it should: each pair was ranked one way for both dates before
+    assert off["Where did Maria go hiking in June?"] == off["Where did Maria go hiking on 3 May 2023?"]
+    assert off["我4月2日和表弟去哪了"] == off["我3月和表弟去哪了"]
+    # no date named, or one no item was said on: as with the rule off
+    assert ranked_ids(run, root, "Where did Maria go hiking?", k=2) == off["Where did Maria go hiking?"]
+    assert ranked_ids(run, root, "Maria hiking in August", k=2) == off["Maria hiking in August"]
