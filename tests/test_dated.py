@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from memctl.recall.dated import Period, named_period
+import json
+
+from memctl.recall.dated import Period, Span, named_period
 from ranking_helpers import import_items, others, ranked_ids
+
+NOW = "2026-12-04T10:00:00"  # a Friday
 
 
 @pytest.mark.parametrize("query, period", [
@@ -39,6 +43,30 @@ def test_a_query_naming_no_date_has_none(query):
     assert named_period(query) is None
 
 
+@pytest.mark.parametrize("query, span", [
+    ("what did we decide yesterday?", Span("2026-12-03", "2026-12-03")),
+    ("我昨天和谁吃饭了", Span("2026-12-03", "2026-12-03")),
+    ("前天的会议", Span("2026-12-02", "2026-12-02")),
+    ("today's notes", Span("2026-12-04", "2026-12-04")),
+    ("3 days ago I said", Span("2026-12-01", "2026-12-01")),
+    ("我3天前买了什么", Span("2026-12-01", "2026-12-01")),
+    ("what happened last week", Span("2026-11-23", "2026-11-29")),  # Monday to Sunday
+    ("上周我去了哪", Span("2026-11-23", "2026-11-29")),
+    ("本周的会议", Span("2026-11-30", "2026-12-06")),
+    ("this month's plans", Span("2026-12-01", "2026-12-31")),
+    ("上个月我去了哪", Span("2026-11-01", "2026-11-31")),  # an end past the month's last day compares alike
+])
+def test_a_date_relative_to_now_counts_from_the_clock(query, span, monkeypatch):
+    monkeypatch.setenv("MEMCTL_NOW", NOW)
+    assert named_period(query) == span
+
+
+def test_a_date_the_query_names_outright_wins_over_a_relative_one(monkeypatch):
+    monkeypatch.setenv("MEMCTL_NOW", NOW)
+    assert named_period("What did Melanie do last week before 20 May 2023?") == Period(2023, 5, 20)
+    assert named_period("a weekly review, monthly totals, todayish") is None
+
+
 def test_a_period_holds_the_dates_within_it_in_every_year_when_it_names_none():
     assert Period(2023, 10, 13).holds("2023-10-13T14:02:00")
     assert not Period(2023, 10, 13).holds("2023-10-14T00:00:00")
@@ -46,6 +74,8 @@ def test_a_period_holds_the_dates_within_it_in_every_year_when_it_names_none():
     assert Period(2023, 10, None).holds("2023-10-31T23:59:59")
     assert Period(None, 6, None).holds("2019-06-01") and not Period(None, 6, None).holds("2019-07-01")
     assert not Period(None, 6, None).holds("") and not Period(None, 6, None).holds("soon")
+    assert Span("2026-11-01", "2026-11-31").holds("2026-11-30T23:59:59")
+    assert not Span("2026-11-01", "2026-11-31").holds("2026-12-01T00:00:00") and not Span("a", "b").holds("")
 
 
 ITEMS = [  # the same words; only the date they were said tells them apart
@@ -75,3 +105,18 @@ def test_the_items_said_on_the_date_the_query_names_come_first_only_with_the_rul
     # no date named, or one no item was said on: as with the rule off
     assert ranked_ids(run, root, "Where did Maria go hiking?", k=2) == off["Where did Maria go hiking?"]
     assert ranked_ids(run, root, "Maria hiking in August", k=2) == off["Maria hiking in August"]
+
+
+def test_a_query_asking_about_yesterday_ranks_what_was_said_yesterday_first(run, root):
+    import_items(run, root, [
+        {"id": "yesterday", "text": "We chose the blue logo for the launch", "date": "2026-12-03T16:00:00"},
+        {"id": "older", "text": "We chose the blue logo for the launch", "date": "2026-11-20T16:00:00"},
+    ] + others("Melanie painted a sunrise", "The budget review moved", "John plays chess"))
+    def first(query: str, now: str) -> str:
+        result = run("search", "--layers", "L6", "--json", "-k", "2", query, root=root, env={"MEMCTL_NOW": now})
+        assert result.returncode == 0, result.stderr
+        return [json.loads(line)["id"] for line in result.stdout.decode().splitlines()][0]
+
+    assert first("which logo did we choose yesterday?", NOW) == "yesterday"
+    assert first("which logo did we choose 14 days ago?", NOW) == "older"
+    assert first("which logo did we choose yesterday?", "2026-11-21T09:00:00") == "older"

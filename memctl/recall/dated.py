@@ -11,7 +11,10 @@ its text.
 Read: "13 October 2023", "October 13, 2023", "Oct 13th", "October 2023", "in/during/… June"
 (a month alone only after a preposition: "May I …" names no date), "2023-10-13", "2023-10",
 "2024年4月2日", "4月2日", "4月2号", "2024年4月", "4月份". A date without a year holds in
-every year. Only the first date the query names counts.
+every year. Only the first date the query names counts. Without one, a date relative to now
+(memctl.core.clock, so MEMCTL_NOW too): "today", "yesterday", "3 days ago", "this week" / "last
+week" (Monday to Sunday), "this month" / "last month", and 今天, 昨天, 前天, 3天前, 这周 / 本周,
+上周 / 上个星期, 这个月 / 本月, 上个月.
 """
 
 from __future__ import annotations
@@ -46,6 +49,27 @@ _SOURCES = (
     (r"(?:(\d{4})\s*年\s*)?(\d{1,2})\s*月\s*(?:(\d{1,2})\s*[日号])?", "ynd"),
 )
 _compiled: list[tuple[re.Pattern, str]] = []
+# phrase -> (unit, how many back); the unit "day" counts days, "week" weeks, "month" months
+_RELATIVE = {
+    "today": ("day", 0), "yesterday": ("day", 1), "this week": ("week", 0), "last week": ("week", 1),
+    "this month": ("month", 0), "last month": ("month", 1),
+    "今天": ("day", 0), "昨天": ("day", 1), "前天": ("day", 2), "这周": ("week", 0), "本周": ("week", 0),
+    "这个星期": ("week", 0), "上周": ("week", 1), "上星期": ("week", 1), "上个星期": ("week", 1),
+    "上礼拜": ("week", 1), "这个月": ("month", 0), "本月": ("month", 0), "上个月": ("month", 1), "上月": ("month", 1),
+}
+_RELATIVE_SOURCE = r"\b(?:" + "|".join(sorted((p for p in _RELATIVE if p.isascii()), key=len, reverse=True)) + \
+    r")\b|" + "|".join(sorted((p for p in _RELATIVE if not p.isascii()), key=len, reverse=True)) + \
+    r"|\b(\d{1,3})\s+days?\s+ago\b|(\d{1,3})\s*天前"
+_RELATIVE_HINTS = ("today", "yesterday", "week", "month", "ago", "天", "周", "星期", "礼拜", "月")
+
+
+class Span(namedtuple("Span", "first last")):
+    """The days from `first` to `last` ("2026-12-01"), as a date relative to now names them."""
+
+    __slots__ = ()
+
+    def holds(self, iso: str) -> bool:
+        return self.first <= iso[:10] <= self.last
 
 
 class Period(namedtuple("Period", "year month day")):
@@ -62,8 +86,36 @@ class Period(namedtuple("Period", "year month day")):
         return month == self.month and self.year in (None, year) and self.day in (None, day)
 
 
-def named_period(query: str) -> Period | None:
-    """The first date the query names, or None."""
+def named_period(query: str) -> Period | Span | None:
+    """The first date the query names; without one, the first date relative to now; or None."""
+    return _named_date(query) or _relative_span(query)
+
+
+def _relative_span(query: str) -> Span | None:
+    lower = query.lower()
+    if not any(hint in lower for hint in _RELATIVE_HINTS):
+        return None
+    match = re.search(_RELATIVE_SOURCE, lower)
+    if match is None:
+        return None
+    from datetime import timedelta
+
+    from memctl.core import clock
+
+    today = clock.now().date()
+    count = match.group(1) or match.group(2)
+    unit, back = ("day", int(count)) if count else _RELATIVE[match.group(0)]
+    if unit == "day":
+        day = today - timedelta(days=back)
+        return Span(day.isoformat(), day.isoformat())
+    if unit == "week":
+        monday = today - timedelta(days=today.weekday() + 7 * back)
+        return Span(monday.isoformat(), (monday + timedelta(days=6)).isoformat())
+    year, month = divmod(today.year * 12 + today.month - 1 - back, 12)
+    return Span(f"{year:04d}-{month + 1:02d}-01", f"{year:04d}-{month + 1:02d}-31")
+
+
+def _named_date(query: str) -> Period | None:
     if not any(ch.isdigit() for ch in query) and not _MONTH_WORDS.intersection(re.findall(r"[a-z]+", query.lower())):
         return None
     if not _compiled:
@@ -92,7 +144,7 @@ def _period(match: re.Match, fields: str) -> Period | None:
     return Period(year, month, day)
 
 
-def favour_dated(candidates: list[Hit], period: Period | None, ranking: Ranking) -> None:
+def favour_dated(candidates: list[Hit], period: Period | Span | None, ranking: Ranking) -> None:
     """The candidates dated within the period the query names, scaled by 1 + date_weight
     (in place; the others keep their scores)."""
     weight = ranking.date_weight
