@@ -55,6 +55,13 @@ def test_a_query_naming_no_date_has_none(query):
     ("本周的会议", Span("2026-11-30", "2026-12-06")),
     ("this month's plans", Span("2026-12-01", "2026-12-31")),
     ("上个月我去了哪", Span("2026-11-01", "2026-11-31")),  # an end past the month's last day compares alike
+    ("what did we eat on Friday?", Span("2026-12-04", "2026-12-04")),  # the latest Friday up to today
+    ("what did we eat last Friday?", Span("2026-11-27", "2026-11-27")),  # the latest before today
+    ("what did we plan on Monday?", Span("2026-11-30", "2026-11-30")),
+    ("我周五吃了什么", Span("2026-12-04", "2026-12-04")),
+    ("我上周五吃了什么", Span("2026-11-27", "2026-11-27")),  # the Friday of the week before this one
+    ("上周三的会", Span("2026-11-25", "2026-11-25")),  # a day, not the week 上周
+    ("星期天去哪了", Span("2026-11-29", "2026-11-29")),
 ])
 def test_a_date_relative_to_now_counts_from_the_clock(query, span, monkeypatch):
     monkeypatch.setenv("MEMCTL_NOW", NOW)
@@ -65,6 +72,8 @@ def test_a_date_the_query_names_outright_wins_over_a_relative_one(monkeypatch):
     monkeypatch.setenv("MEMCTL_NOW", NOW)
     assert named_period("What did Melanie do last week before 20 May 2023?") == Period(2023, 5, 20)
     assert named_period("a weekly review, monthly totals, todayish") is None
+    assert named_period("每周三开会") is None and named_period("下周三开会") is None  # every, next: no past day
+    assert named_period("Monday notes") is None  # a weekday's name alone may be a title
 
 
 def test_a_period_holds_the_dates_within_it_in_every_year_when_it_names_none():

@@ -13,8 +13,8 @@ Read: "13 October 2023", "October 13, 2023", "Oct 13th", "October 2023", "in/dur
 "2024年4月2日", "4月2日", "4月2号", "2024年4月", "4月份". A date without a year holds in
 every year. Only the first date the query names counts. Without one, a date relative to now
 (memctl.core.clock, so MEMCTL_NOW too): "today", "yesterday", "3 days ago", "this week" / "last
-week" (Monday to Sunday), "this month" / "last month", and 今天, 昨天, 前天, 3天前, 这周 / 本周,
-上周 / 上个星期, 这个月 / 本月, 上个月.
+week" (Monday to Sunday), "this month" / "last month", "on Friday" / "last Friday", and 今天,
+昨天, 前天, 3天前, 这周 / 本周, 上周 / 上个星期, 这个月 / 本月, 上个月, 周五 / 星期五, 上周五.
 """
 
 from __future__ import annotations
@@ -57,10 +57,15 @@ _RELATIVE = {
     "这个星期": ("week", 0), "上周": ("week", 1), "上星期": ("week", 1), "上个星期": ("week", 1),
     "上礼拜": ("week", 1), "这个月": ("month", 0), "本月": ("month", 0), "上个月": ("month", 1), "上月": ("month", 1),
 }
-_RELATIVE_SOURCE = r"\b(?:" + "|".join(sorted((p for p in _RELATIVE if p.isascii()), key=len, reverse=True)) + \
-    r")\b|" + "|".join(sorted((p for p in _RELATIVE if not p.isascii()), key=len, reverse=True)) + \
-    r"|\b(\d{1,3})\s+days?\s+ago\b|(\d{1,3})\s*天前"
-_RELATIVE_HINTS = ("today", "yesterday", "week", "month", "ago", "天", "周", "星期", "礼拜", "月")
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_WEEKDAYS_ZH = "一二三四五六日天"  # 周日 and 周天 are both Sunday
+_RELATIVE_SOURCE = (  # the weekdays first: 上周三 is a day, not the week 上周
+    r"\b(?P<en_how>last|on|this past)\s+(?P<en_day>" + "|".join(_WEEKDAYS) + r")\b"
+    r"|(?P<zh_last>上个?)?(?<![每下])(?:周|星期|礼拜)(?P<zh_day>[" + _WEEKDAYS_ZH + r"])"
+    r"|\b(?P<ago>\d{1,3})\s+days?\s+ago\b|(?P<ago_zh>\d{1,3})\s*天前"
+    r"|\b(?:" + "|".join(sorted((p for p in _RELATIVE if p.isascii()), key=len, reverse=True)) + r")\b"
+    r"|" + "|".join(sorted((p for p in _RELATIVE if not p.isascii()), key=len, reverse=True)))
+_RELATIVE_HINTS = ("today", "yesterday", "week", "month", "ago", "day", "天", "周", "星期", "礼拜", "月")
 
 
 class Span(namedtuple("Span", "first last")):
@@ -103,8 +108,11 @@ def _relative_span(query: str) -> Span | None:
     from memctl.core import clock
 
     today = clock.now().date()
-    count = match.group(1) or match.group(2)
-    unit, back = ("day", int(count)) if count else _RELATIVE[match.group(0)]
+    count = match["ago"] or match["ago_zh"]
+    if match["en_day"] or match["zh_day"]:
+        unit, back = "day", _days_back_to(match, today.weekday())
+    else:
+        unit, back = ("day", int(count)) if count else _RELATIVE[match.group(0)]
     if unit == "day":
         day = today - timedelta(days=back)
         return Span(day.isoformat(), day.isoformat())
@@ -113,6 +121,20 @@ def _relative_span(query: str) -> Span | None:
         return Span(monday.isoformat(), (monday + timedelta(days=6)).isoformat())
     year, month = divmod(today.year * 12 + today.month - 1 - back, 12)
     return Span(f"{year:04d}-{month + 1:02d}-01", f"{year:04d}-{month + 1:02d}-31")
+
+
+def _days_back_to(match: re.Match, weekday: int) -> int:
+    """How many days ago the weekday the match names was: "on Friday" / 周五 the latest Friday up
+    to today, "last Friday" the latest before today, 上周五 the Friday of the week before this."""
+    if match["en_day"]:
+        target = _WEEKDAYS.index(match["en_day"])
+        if match["en_how"] == "on":
+            return (weekday - target) % 7
+        return (weekday - target - 1) % 7 + 1
+    target = min(_WEEKDAYS_ZH.index(match["zh_day"]), 6)
+    if match["zh_last"]:
+        return weekday + 7 - target
+    return (weekday - target) % 7
 
 
 def _named_date(query: str) -> Period | None:
