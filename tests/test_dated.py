@@ -7,7 +7,7 @@ import pytest
 
 import json
 
-from memctl.recall.dated import Period, Span, named_period
+from memctl.recall.dated import Period, Span, mentions, named_period
 from ranking_helpers import import_items, others, ranked_ids
 
 NOW = "2026-12-04T10:00:00"  # a Friday
@@ -76,6 +76,22 @@ def test_a_date_the_query_names_outright_wins_over_a_relative_one(monkeypatch):
     assert named_period("Monday notes") is None  # a weekday's name alone may be a title
 
 
+@pytest.mark.parametrize("text, period, named", [
+    ("我上司的生日是6月8日。", Period(None, 6, 8), True),
+    ("他1990年6月8日出生", Period(None, 6, 8), True),  # a year the query does not name: any
+    ("生日是6月18日", Period(None, 6, 8), False),
+    ("6月份的事", Period(None, 6, 8), False),  # a month does not name its days
+    ("on October 13, 2023 we met", Period(2023, 10, None), True),  # a day names its month
+    ("October 13 was fun", Period(2023, 10, 13), True),
+    ("October 13, 2022", Period(2023, 10, 13), False),
+    ("we met in June", Period(None, 6, None), True),
+    ("May I come?", Period(None, 5, None), False),
+])
+def test_a_text_mentions_a_date_within_the_period(text, period, named):
+    named_period("on 1 May 2023")  # the patterns are compiled by the first query naming a date
+    assert mentions(text, period) is named
+
+
 def test_a_period_holds_the_dates_within_it_in_every_year_when_it_names_none():
     assert Period(2023, 10, 13).holds("2023-10-13T14:02:00")
     assert not Period(2023, 10, 13).holds("2023-10-14T00:00:00")
@@ -129,3 +145,22 @@ def test_a_query_asking_about_yesterday_ranks_what_was_said_yesterday_first(run,
     assert first("which logo did we choose yesterday?", NOW) == "yesterday"
     assert first("which logo did we choose 14 days ago?", NOW) == "older"
     assert first("which logo did we choose yesterday?", "2026-11-21T09:00:00") == "older"
+
+
+EVENT_ITEMS = [  # the question names the day of an event; the message that names it was said days before
+    {"id": "plan", "text": "公司年会定在4月3日", "date": "2024-04-01T09:00:00", "session": "s1"},
+    {"id": "said_then", "text": "今天参加了公司年会", "date": "2024-04-03T20:00:00", "session": "s2"},
+] + others("我妈妈在上海工作", "我同事喜欢下棋", "Melanie painted a sunrise", "John plays chess",
+           "我4月10日去了北京", "3日后再说", "公司在杭州", "年会很热闹")
+
+
+def test_an_item_whose_text_names_the_date_is_favoured_like_one_said_that_day(run, root):
+    import_items(run, root, EVENT_ITEMS)
+    settings = "[ranking]\nneighbour_weight = 0\nfeedback_weight = 0\ndate_weight = %s\n"
+    query = "4月3日的公司年会是哪天开的？"
+    (root / "memctl.toml").write_text(settings % 0)
+    assert ranked_ids(run, root, query, k=2) == ["plan", "said_then"]
+    # the message said on 3 April is lifted, and so is the one that names 3 April: had only the
+    # first been, it would have passed the answer (it did, 1.55 against 1.13)
+    (root / "memctl.toml").write_text(settings % 2.0)
+    assert ranked_ids(run, root, query, k=2) == ["plan", "said_then"]

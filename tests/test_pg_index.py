@@ -17,7 +17,8 @@ from test_search import ITEMS, write_items
 
 QUERIES = ["why did the bk-02 backup fail", "weekly meeting notes", "会议纪要 整理", "上司叫什么名字",
            "bk-02 部署", "restart backup-agent creds", "kubernetes ingres certifcate", "green tea Caroline",
-           "todo inbox summary.md", "403 SignatureDoesNotMatch", "nightly archive usable", "trust verification"]
+           "todo inbox summary.md", "403 SignatureDoesNotMatch", "nightly archive usable", "trust verification",
+           "what did the backup do on 14 March 2026", "上个月的会议纪要"]
 LAYER_CHOICES = [(), ("--layers", "L4"), ("--layers", "L2,L5"), ("--mode", "deep")]
 
 

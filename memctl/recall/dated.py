@@ -1,12 +1,13 @@
-"""A date the query names: the candidates dated within it are scaled by 1 + [ranking]
-date_weight.
+"""A date the query names: the candidates dated within it, and of the best others those whose
+text names a date within it, are scaled by 1 + [ranking] date_weight.
 
 Asked "What did Maria donate in December 2023?" or "我4月2日见了谁？", the items written
 that month or day are the likelier answers: an item's date is when it was said, and in a
 memory of conversations a thing is said on the day it happens or soon after (of the LoCoMo
 questions naming a day, 38 of their 45 evidence turns were said that day; naming a month, 35
-of 40 that month). The words of the date stay query terms too: an item may name the date in
-its text.
+of 40 that month). An item may also name the date in its text — a birthday, an appointment
+made days before ("公司年会定在4月3日") — and is lifted alike, or the messages merely said that day
+would pass it. The words of the date stay query terms too.
 
 Read: "13 October 2023", "October 13, 2023", "Oct 13th", "October 2023", "in/during/… June"
 (a month alone only after a preposition: "May I …" names no date), "2023-10-13", "2023-10",
@@ -19,13 +20,17 @@ week" (Monday to Sunday), "this month" / "last month", "on Friday" / "last Frida
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections import namedtuple
+
+from memctl.recall import tuning
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from memctl.recall.hits import Hit
     from memctl.recall.ranking import Ranking
+    from memctl.recall.store import SQLiteStore
 
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
            "october", "november", "december")
@@ -89,6 +94,12 @@ class Period(namedtuple("Period", "year month day")):
         except ValueError:
             return False
         return month == self.month and self.year in (None, year) and self.day in (None, day)
+
+    def covers(self, named: Period) -> bool:
+        """Whether a date a text names lies within the period; a text's date without a year may
+        be any year's."""
+        return named.month == self.month and self.day in (None, named.day) \
+            and (self.year is None or named.year in (None, self.year))
 
 
 def named_period(query: str) -> Period | Span | None:
@@ -166,12 +177,37 @@ def _period(match: re.Match, fields: str) -> Period | None:
     return Period(year, month, day)
 
 
-def favour_dated(candidates: list[Hit], period: Period | Span | None, ranking: Ranking) -> None:
-    """The candidates dated within the period the query names, scaled by 1 + date_weight
+def mentions(text: str, period: Period) -> bool:
+    """Whether the text names a date within the period (a day of it, or the month when the
+    period is a month): "我上司的生日是6月8日" mentions 6月8日 and June; "in June" does not
+    mention 8 June."""
+    if not _compiled:
+        return False  # nothing compiled: no query named a date outright
+    for pattern, fields in _compiled:
+        for match in pattern.finditer(text):
+            named = _period(match, fields)
+            if named is not None and period.covers(named):
+                return True
+    return False
+
+
+def favour_dated(store: SQLiteStore, candidates: list[Hit], period: Period | Span | None, ranking: Ranking) -> None:
+    """The candidates dated within the period the query names, and of the best others those
+    whose text names a date within it (a birthday, an appointment), scaled by 1 + date_weight
     (in place; the others keep their scores)."""
     weight = ranking.date_weight
     if period is None or weight <= 0:
         return
+    undated = []
     for hit in candidates:
         if hit.date and period.holds(hit.date):
+            hit.score *= 1.0 + weight
+        else:
+            undated.append(hit)
+    if isinstance(period, Span) or not undated:
+        return  # a date relative to now is the item's own: a text's "yesterday" is relative to it
+    top = heapq.nlargest(tuning.TYPED_ANSWERS_READ, undated, key=lambda h: h.score)  # of up to thousands
+    texts = store.item_texts([h.rowid for h in top])
+    for hit in top:
+        if mentions(texts.get(hit.rowid) or "", period):
             hit.score *= 1.0 + weight

@@ -269,7 +269,7 @@ class Searcher:
         if not weighted:
             weigh_terms(self.store, found, weights, ranking)
         favour_typed_answers(self.store, found, answer, ranking)
-        favour_dated(found, period, ranking)
+        favour_dated(self.store, found, period, ranking)
         ordered = sorted(found, key=lambda c: -c.score)
         sessions = list(dict.fromkeys(c.session for c in ordered if c.session))
         blend(found, session_scores(self.store, weights, sessions, ranking), filters.layers, ranking)
