@@ -32,7 +32,7 @@ from pathlib import Path
 from memctl.core.config import DEFAULTS, Layout
 from memctl.recall import semantic as semantic_signal
 from memctl.recall.ranking import Ranking
-from memctl.recall.search import SearchRequest, Searcher
+from memctl.recall.search import NOTHING_ASKED, SearchRequest, Searcher
 
 K = 10
 # Less than one question's worth in the smallest fold (LoCoMo conv-30: 81 questions, 1/81 = 0.012)
@@ -176,7 +176,7 @@ def memoize_lexical_stage(searcher: Searcher) -> None:
 
     lexical, memo = searcher._lexical, OrderedDict()
 
-    def cached(terms, filters, k, asked=None):
+    def cached(terms, filters, k, asked=NOTHING_ASKED):
         lexical_ranking = searcher.ranking._replace(**FUSION_FIELDS)
         hits_of = memo.setdefault(lexical_ranking, {})
         memo.move_to_end(lexical_ranking)

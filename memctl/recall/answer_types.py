@@ -11,10 +11,10 @@ for none of them, or a weight of 0, leaves the ranking as it was.
 
 from __future__ import annotations
 
-import heapq
 import re
 
 from memctl.recall import tuning
+from memctl.recall.hits import scale_where_text
 from memctl.recall.text import has_cjk  # the search has it loaded (its pattern costs 2 ms to compile)
 
 TYPE_CHECKING = False  # typing costs ~20 ms to import, paid by every search
@@ -124,8 +124,4 @@ def favour_typed_answers(store: SQLiteStore, candidates: list[Hit], answer: Expr
     weight = ranking.answer_type_weight
     if answer is None or weight <= 0 or not candidates:
         return
-    top = heapq.nlargest(tuning.TYPED_ANSWERS_READ, candidates, key=lambda h: h.score)  # of up to thousands
-    texts = store.item_texts([h.rowid for h in top])
-    for hit in top:
-        if answer.search(texts.get(hit.rowid) or ""):
-            hit.score *= 1.0 + weight
+    scale_where_text(store, candidates, answer.search, 1.0 + weight, tuning.TYPED_ANSWERS_READ)

@@ -20,11 +20,11 @@ week" (Monday to Sunday), "this month" / "last month", "on Friday" / "last Frida
 
 from __future__ import annotations
 
-import heapq
 import re
 from collections import namedtuple
 
 from memctl.recall import tuning
+from memctl.recall.hits import scale_where_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -54,6 +54,13 @@ _SOURCES = (
     (r"(?:(\d{4})\s*年\s*)?(\d{1,2})\s*月\s*(?:(\d{1,2})\s*[日号])?", "ynd"),
 )
 _compiled: list[tuple[re.Pattern, str]] = []
+
+
+def _patterns() -> list[tuple[re.Pattern, str]]:
+    if not _compiled:
+        _compiled.extend((re.compile(pattern, re.IGNORECASE), fields) for pattern, fields in _SOURCES)
+    return _compiled
+
 # phrase -> (unit, how many back); the unit "day" counts days, "week" weeks, "month" months
 _RELATIVE = {
     "today": ("day", 0), "yesterday": ("day", 1), "this week": ("week", 0), "last week": ("week", 1),
@@ -151,10 +158,8 @@ def _days_back_to(match: re.Match, weekday: int) -> int:
 def _named_date(query: str) -> Period | None:
     if not any(ch.isdigit() for ch in query) and not _MONTH_WORDS.intersection(re.findall(r"[a-z]+", query.lower())):
         return None
-    if not _compiled:
-        _compiled.extend((re.compile(pattern, re.IGNORECASE), fields) for pattern, fields in _SOURCES)
     found = []
-    for pattern, fields in _compiled:
+    for pattern, fields in _patterns():
         match = pattern.search(query)
         if match:
             period = _period(match, fields)
@@ -181,9 +186,7 @@ def mentions(text: str, period: Period) -> bool:
     """Whether the text names a date within the period (a day of it, or the month when the
     period is a month): "我上司的生日是6月8日" mentions 6月8日 and June; "in June" does not
     mention 8 June."""
-    if not _compiled:
-        return False  # nothing compiled: no query named a date outright
-    for pattern, fields in _compiled:
+    for pattern, fields in _patterns():
         for match in pattern.finditer(text):
             named = _period(match, fields)
             if named is not None and period.covers(named):
@@ -206,8 +209,4 @@ def favour_dated(store: SQLiteStore, candidates: list[Hit], period: Period | Spa
             undated.append(hit)
     if isinstance(period, Span) or not undated:
         return  # a date relative to now is the item's own: a text's "yesterday" is relative to it
-    top = heapq.nlargest(tuning.TYPED_ANSWERS_READ, undated, key=lambda h: h.score)  # of up to thousands
-    texts = store.item_texts([h.rowid for h in top])
-    for hit in top:
-        if mentions(texts.get(hit.rowid) or "", period):
-            hit.score *= 1.0 + weight
+    scale_where_text(store, undated, lambda text: mentions(text, period), 1.0 + weight, tuning.TYPED_ANSWERS_READ)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import heapq
+
 TYPE_CHECKING = False  # typing costs ~20 ms to import, paid by every search
 if TYPE_CHECKING:
     from typing import Sequence
@@ -50,3 +52,13 @@ def hydrate(store: SQLiteStore, rows: Sequence[tuple[int, float]], context_only:
                 rowid=rowid, in_context=bool(ctx))
             for rowid, ref, layer, date, type_, item_id, session, ctx in
             store.item_rows(list(scores), context_only=context_only)]
+
+
+def scale_where_text(store: SQLiteStore, candidates: list[Hit], matches, factor: float, among: int) -> None:
+    """The best `among` candidates whose text `matches` (a str -> bool), their scores times
+    `factor` (in place; the others keep theirs): one read of those texts, not of thousands."""
+    top = heapq.nlargest(among, candidates, key=lambda h: h.score)
+    texts = store.item_texts([h.rowid for h in top])
+    for hit in top:
+        if matches(texts.get(hit.rowid) or ""):
+            hit.score *= factor

@@ -369,13 +369,13 @@ class PostgresIndexStore:
         every one holding it is among the rows read); one statement for all the groups."""
         position = {t: i for i, t in enumerate(dict.fromkeys(t for group in groups for t in group))}
         rows = self._matching("index_sessions", list(position), ()) if position else []
-        keys = {row[0]: row[2] for row in rows}
+        keys, totals = {row[0]: row[2] for row in rows}, self.session_totals()
         found = []
         for group in groups:
             at = [position[t] for t in group]
             held = [(row[0], row[1], row[2], [row[3][i] for i in at]) for row in rows if any(row[3][i] for i in at)]
             phrases = [sum(1 for row in held if row[3][i]) for i in range(len(at))]
-            scored = fts5_scores(held, phrases, self.session_totals(), ())
+            scored = fts5_scores(held, phrases, totals, ())
             scored.sort(key=lambda r: (r[1], r[0]))
             found.append([(keys[rowid], -rank) for rowid, rank in scored[:limit]])
         return found

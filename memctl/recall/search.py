@@ -256,11 +256,11 @@ class Searcher:
             hit.snippet = make_snippet(hit.text, request.query, plan.terms)
         return hits
 
-    def _lexical(self, terms: list[str], filters: Filters, k: int, asked: Asked = None) -> list[Hit]:
+    def _lexical(self, terms: list[str], filters: Filters, k: int, asked: Asked = NOTHING_ASKED) -> list[Hit]:
         """The lexical stages in order (candidates, weighted BM25, the expected answer's type
         and the named date, session context, feedback, neighbours), given what the query asks
         beyond its terms (`asked`)."""
-        answer, period, asides, common = asked or NOTHING_ASKED
+        answer, period, asides, common = asked
         ranking = self.ranking
         weights = ranking.term_weights(terms, asides)
         found, weighted = candidates(self.store, terms, filters, k, weights, common)

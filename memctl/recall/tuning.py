@@ -20,6 +20,6 @@ SMALL_INDEX_ITEMS = 20_000  # below this, every match is ranked
 RANK_ALL_LIMIT = 2_000  # above this many expected matches, bound the ranking work
 NEWEST_MATCHES = 500
 SMALL_SESSION_DOCS = 500  # up to this many session documents, rank them all (FTS5 bm25, one statement per weight)
-TYPED_ANSWERS_READ = 30  # the best candidates whose texts the expected-answer stage reads (answer_types)
+TYPED_ANSWERS_READ = 30  # the best candidates whose texts the expected-answer and the date stages read
 SESSIONS_SCORED = 30  # beyond it, score the sessions of the best candidates only
 SESSIONS_RANKED = 200  # up to SMALL_SESSION_DOCS: the best this many session documents per term weight
