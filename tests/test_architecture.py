@@ -70,7 +70,7 @@ def layer_of(module: str) -> str | None:
 
 def test_the_rule_is_read_from_architecture_md():
     rule = allowed_imports()
-    assert set(rule) == {"core", "l4", "longterm", "recall", "agent", "ops", "cli"}
+    assert set(rule) == {"core", "l4", "longterm", "recall", "learn", "agent", "ops", "serve", "cli"}
     assert rule["core"] == set() and rule["cli"] == {"*"}
 
 

@@ -1,0 +1,7 @@
+"""The `memctl serve` commands (filled by the serve package)."""
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    return None

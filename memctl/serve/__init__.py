@@ -1,0 +1,6 @@
+"""The access layer (design.md §9b): `memctl serve`, one long-lived process per memory.
+
+It owns the MCP server (stdio and streamable HTTP at /mcp), the HTTP JSON API
+(`POST /v1/<operation>`), the per-agent keys and their scopes, and the limits every request
+meets (size, rate, time).
+"""
