@@ -171,3 +171,20 @@ def test_the_parsed_config_cache_follows_the_file_and_survives_damage(tmp_path):
     (tmp_path / "memctl.toml").write_text("[archive]\nkeep_newest = 'many'\n")
     with pytest.raises(ConfigError):  # the cached parse is validated as a fresh one is
         load_settings(tmp_path)
+
+
+def test_init_takes_the_folder_the_not_a_memory_error_names(run, tmp_path):
+    """The error for a folder that is not a memory says `run memctl init PATH`: typed as said, it works."""
+    plain = tmp_path / "notes"
+    plain.mkdir()
+    refused = run("status", root=plain)
+    assert refused.returncode == 2
+    assert f"run memctl init {plain}".encode() in refused.stderr, refused.stderr
+    made = run("init", str(plain), "--json")
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout)["root"] == str(plain)
+    assert (plain / "memctl.toml").is_file()
+    assert run("status", root=plain).returncode == 0
+    twice = run("init", str(tmp_path / "other"), root=plain)
+    assert twice.returncode == 2 and b"two folders" in twice.stderr and b"Traceback" not in twice.stderr
+    assert not (tmp_path / "other").exists()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 
 from memctl.cli import render
@@ -17,17 +19,23 @@ def register(app: typer.Typer) -> None:
 
 def init(
     ctx: typer.Context,
+    path: Optional[str] = typer.Argument(None, metavar="[PATH]",
+                                         help="The folder to make a memory (the same as --root PATH)."),
     json_out: bool = typer.Option(False, "--json", help="Report as one JSON object."),
     no_plugin: bool = typer.Option(False, "--no-plugin", help="GenericAgent checkout: no recall plugin."),
     undo_genericagent: bool = typer.Option(False, "--undo-genericagent",
                                            help="GenericAgent checkout: restore its archiver, remove the plugin."),
 ) -> None:
-    """Create the memory layout in the root (idempotent; folders 0700, files 0600). In a
+    """Create the memory layout in PATH, else the root (idempotent; folders 0700, files 0600). In a
     GenericAgent checkout (or --root at it) also adopt its archive, hand its 12-hour archiver
     to memctl and install the recall plugin; see README, "GenericAgent users"."""
     from memctl.ops import genericagent
 
     app_state = state(ctx)
+    if path is not None:
+        if app_state.root_option is not None and app_state.root_option != path:
+            raise UsageError(f"init was given two folders: --root {app_state.root_option} and {path}; give one")
+        app_state.root_option = path
     root = app_state.root_to_create
     found = genericagent.find_checkout(root)
     if undo_genericagent:
