@@ -354,3 +354,23 @@ def test_the_session_prior_lifts_an_item_whose_session_matches_the_query_as_a_wh
     assert plain["copy-a"] == plain["copy-b"]
     lifted = scores("session_prior = 0.5\nsession_weight = 0\n")
     assert lifted["copy-a"] > lifted["copy-b"] > 0
+
+
+def test_show_takes_the_id_search_json_gives_a_piece_of_a_session(run, tmp_path):
+    """A session's pieces carry the id NAME#N in --json; `show` of it prints that whole entry."""
+    base = tmp_path / "demo"
+    run("demo", "--dir", str(base))
+    root = base / "memory"
+    found = run("search", "bk-02", "backup", "--layers", "L4", "--json", "-k", "50", root=root)
+    pieces = [hit for hit in map(json.loads, found.stdout.decode().splitlines()) if "#h" not in hit["ref"]]
+    assert pieces and all("#" in hit["id"] for hit in pieces), found.stdout
+    for hit in pieces:
+        for identifier in (hit["id"], "L4:" + hit["id"]):
+            shown = run("show", identifier, root=root)
+            assert shown.returncode == 0, (identifier, shown.stderr)
+            words = hit["text"].split()
+            assert " ".join(words[:6]) in " ".join(shown.stdout.decode().split()), identifier
+            assert shown.stdout.decode().startswith("=== "), identifier  # the entry, not the whole session
+    name = pieces[0]["session"]
+    missing = run("show", f"L4:{name}#999", root=root)
+    assert missing.returncode == 2 and b"no entry 999" in missing.stderr

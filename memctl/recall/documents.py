@@ -141,21 +141,24 @@ def l3_docs(relpath: str, text: str) -> list[Doc]:
 
 
 def session_docs(name: str, text: str) -> list[Doc]:
-    """A compressed session: one item per piece of each Prompt/Response entry."""
+    """A compressed session: one item per piece of each Prompt/Response entry, its id NAME#N."""
     docs: list[Doc] = []
-    date, kind, body = "", "", []
-    entry_no = 0
-
-    def flush() -> None:
+    for entry_no, kind, date, body in session_entries(text):
         for first, piece in chunk_lines(body):
             if piece.strip():
                 docs.append(Doc(ref=f"L4:{name}", layer="L4", text=piece, date=date, type=kind,
                                 item_id=f"{name}#{entry_no}", session=name, in_context=False))
+    return docs
 
+
+def session_entries(text: str):
+    """(number, kind, date, body lines) of each Prompt/Response entry of a compressed session;
+    number 0 is what precedes the first entry (memctl's own marker lines dropped)."""
+    entry_no, kind, date, body = 0, "", "", []
     for line in text.splitlines():
         marker = _SESSION_MARKER.match(line)
         if marker:
-            flush()
+            yield entry_no, kind, date, body
             entry_no += 1
             kind = marker.group(1).lower()
             date, body = marker.group(2).replace(" ", "T"), []
@@ -164,8 +167,7 @@ def session_docs(name: str, text: str) -> list[Doc]:
                 body.append(line[len("⟪memctl:esc⟫"):])
         else:
             body.append(line)
-    flush()
-    return docs
+    yield entry_no, kind, date, body
 
 
 def entry_doc(data: dict, layer: str) -> Doc | None:

@@ -59,8 +59,28 @@ def find_item(layout: Layout, ref: str) -> Item | None:
             if 1 <= number <= len(lines):
                 return Item("L4", key, redact(lines[number - 1]))
             raise NotFound(f"no line {number} in {layout.histories.name}")
+        name, _, entry = key.partition("#")
+        if entry.isdigit():  # the id `search --json` gives a piece of a session: its whole entry
+            return Item("L4", key, redact(session_entry_text(layout, name, int(entry))))
         return Item("L4-session", session)
     return None
+
+
+def session_entry_text(layout: Layout, name: str, number: int) -> str:
+    """Entry `number` of an archived session's compressed text, its marker line first."""
+    import io
+
+    from memctl.core.errors import NotFound
+    from memctl.l4.sessions import find_session, write_compressed
+    from memctl.recall.documents import session_entries
+
+    buffer = io.BytesIO()
+    write_compressed(layout, find_session(layout, name), buffer.write)
+    for entry_no, kind, date, body in session_entries(buffer.getvalue().decode("utf-8", "replace")):
+        if entry_no == number:
+            marker = [f"=== {kind.capitalize()} === {date.replace('T', ' ')}"] if entry_no else []
+            return "\n".join(marker + body)
+    raise NotFound(f"no entry {number} in session {name}")
 
 
 def l3_file_text(layout: Layout, name: str) -> str:

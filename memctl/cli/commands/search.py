@@ -309,13 +309,14 @@ def _history_line_of_a_team_memory(settings, ref: str):
 
 def _find_unprefixed(layout, ref: str):
     """`show` takes the `id` of --json as well as the `ref`: an id may itself hold a colon
-    (`conv:s1:3`) or be a history line without its layer (`0403_2013-0403_2021#h7`)."""
+    (`conv:s1:3`) or be a history line or a session piece without its layer (`0403_2013-0403_2021#h7`,
+    `0403_2013-0403_2021#4`)."""
     from memctl.core.errors import NotFound
     from memctl.recall.search import find_item
 
     if ref.startswith(LAYER_PREFIXES):
         return None
-    for prefix in ("L5:", "L6:", "L4:") if "#h" in ref or ":" in ref else ():
+    for prefix in ("L5:", "L6:", "L4:") if "#" in ref or ":" in ref else ():
         try:
             item = find_item(layout, prefix + ref)
         except NotFound:
