@@ -345,7 +345,7 @@ def test_launchd_and_windows_units_parse_and_match_the_systemd_ones(run, tmp_pat
         assert result.returncode == 0, result.stderr
         outputs[kind] = dry_run_files(result.stdout.decode())
     expected = systemd_jobs(outputs["--systemd"])
-    assert expected == {"archive": (["archive"], {(0, 0), (12, 0)}), "dream": (["dream"], {(4, 0)})}
+    assert expected == {"archive": (["archive", "--missing-ok"], {(0, 0), (12, 0)}), "dream": (["dream"], {(4, 0)})}
 
     plists = {name: plistlib.loads(text.encode()) for name, text in outputs["--launchd"].items()}
     assert sorted(plists) == ["io.memctl.archive.plist", "io.memctl.dream.plist"]

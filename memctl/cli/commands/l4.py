@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -10,7 +11,7 @@ import typer
 
 from memctl.cli import render
 from memctl.cli.writes import after_archive, report_archive
-from memctl.l4.archive import options_from_settings, run_archive
+from memctl.l4.archive import ArchiveReport, options_from_settings, run_archive
 from memctl.cli.state import apply_team_purges, state
 from memctl.core.errors import EXIT_ERROR, EXIT_PARTIAL, NotFound, UsageError
 from memctl.core.redact import find_secrets
@@ -72,6 +73,9 @@ def archive(
     json_out: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing on success (for cron); errors still go to stderr."),
     wait: float = typer.Option(0.0, "--wait", metavar="SECONDS", help=WAIT_HELP),
+    missing_ok: bool = typer.Option(False, "--missing-ok",
+                                    help="A raw-log folder that does not exist is nothing to archive: a note, "
+                                         "exit 0 (the timers' form; logrotate's missingok)."),
 ) -> None:
     """Compress raw session logs, extract their history, pack them into monthly zips, and
     delete each raw log only after its session is verified inside a zip.
@@ -82,6 +86,11 @@ def archive(
     app_state = state(ctx)
     settings = app_state.settings
     options = options_from_settings(settings, raw_dir, min_age, keep_newest, dry_run)
+    if missing_ok and not os.path.lexists(options.raw_dir):
+        if not quiet:
+            render.message(f"nothing to archive: raw-log folder {options.raw_dir} does not exist")
+        report_archive(ArchiveReport(raw_dir=str(options.raw_dir), dry_run=dry_run), json_out, quiet=True)
+        return
     progress = _progress_printer() if render.stderr_is_terminal() and not quiet else None
     if dry_run:
         report = run_archive(settings.layout, options, progress)

@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 
 from memctl.core import clock
+from memctl.core.config import load_settings
 
 from memctl.agent import insight
 
@@ -71,6 +72,8 @@ def schedule_install(
     command = _memctl_command(memctl_path)
     if not (root / ".memctl").is_dir():
         render.warning(f"{root} is not initialised yet; run `memctl --root {root} init` before the first run")
+    else:
+        _note_when_nothing_to_archive(root)
     if cron:
         render.raw_bytes(schedule.cron_text_for(command, root).encode("utf-8"))
         for hint in schedule.cron_install_hint(root):
@@ -86,6 +89,15 @@ def schedule_install(
         target = unit_dir or schedule.default_unit_dir()
         units, enable = schedule.systemd_units_for(command, root), schedule.enable_commands()
     _install_and_report(units, target, enable, dry_run, force)
+
+
+def _note_when_nothing_to_archive(root: Path) -> None:
+    """The archive job of a memory without agent logs runs, finds nothing and says so (its
+    `--missing-ok`); the user hears why now rather than from the journal."""
+    raw_dir = load_settings(root).raw_dir(None)
+    if not os.path.lexists(raw_dir):
+        render.message(f"note: no raw-log folder at {raw_dir}: the archive job will have nothing to archive "
+                       "until agent logs are written there (or [archive] raw_dir names their folder)")
 
 
 def _install_and_report(units, target: Path, enable: list[str], dry_run: bool, force: bool) -> None:
