@@ -95,7 +95,13 @@ class Plan:
 
 
 def last_written(entry: Entry) -> datetime | None:
-    stamps = [t for t in (parse_time(entry.updated), parse_time(entry.created), parse_time(entry.date)) if t]
+    """When the entry was last written. An imported item not rewritten since is as old as its
+    own `date` (older imports stamped `created` with the import's time)."""
+    own = parse_time(entry.date)
+    if own is not None and entry.updated == entry.created:
+        created = parse_time(entry.created)
+        return min(own, created) if created is not None else own
+    stamps = [t for t in (parse_time(entry.updated), parse_time(entry.created), own) if t]
     return max(stamps) if stamps else None
 
 

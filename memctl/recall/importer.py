@@ -155,12 +155,23 @@ def _parse_all(lines: list[bytes], default_type: str, known_types, extra_pattern
             report.bad.append(BadLine(number, str(exc)))
             continue
         entry.text = redact(entry.text, extra_patterns)
-        entry.created = entry.updated = stamp
+        entry.created = entry.updated = written_at(entry.date, stamp)
         entry.source = source
         if layer == "L6":
             entry.left_at, entry.reason = stamp, "imported"
         parsed.append((number, entry))
     return parsed
+
+
+def written_at(date: str, stamp: str) -> str:
+    """When an imported item was written: its own date when it can be read, names its year
+    and is not after the import (the dream ages an entry from this: history is as old as it
+    was said), else the import's time. A date without a year ("May 8", "session 3") would be
+    read as one in 2000, and age the item by decades."""
+    from memctl.recall.documents import normalize_date
+
+    own = normalize_date(date)
+    return own if own and own[:4] in date and own <= stamp else stamp
 
 
 def _fresh(target, parsed: list[tuple[int, Entry]], layer: str, report: ImportReport) -> list[Entry]:
