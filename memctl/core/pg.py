@@ -9,7 +9,7 @@ transaction-level advisory lock per memory: busy is exit 75, `--wait N` becomes
 `lock_timeout`.
 
 Errors never show the password: `where(dsn)` is the host, port and database only. psycopg is
-an optional extra (`pip install 'memctl[postgres]'`), imported only here and only when used.
+an optional extra (`[postgres]`), imported only here and only when used.
 """
 
 from __future__ import annotations
@@ -83,7 +83,9 @@ def _psycopg():
     try:
         import psycopg
     except ImportError:
-        raise ConfigError('[store] backend = "postgres" needs psycopg: pip install "memctl[postgres]"') from None
+        from memctl.core.extras import install_hint
+
+        raise ConfigError(f'[store] backend = "postgres" needs psycopg: {install_hint("postgres")}') from None
     return psycopg
 
 

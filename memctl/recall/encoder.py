@@ -35,7 +35,9 @@ def default_model_dir() -> Path:
     try:
         package = __import__(DEFAULT_PACKAGE)
     except ImportError:
-        raise ModelError("no embedding model: install memctl[semantic] or set [semantic] model") from None
+        from memctl.core.extras import install_hint
+
+        raise ModelError(f"no embedding model: {install_hint('semantic')}, or set [semantic] model") from None
     return Path(package.__file__).resolve().parent / "model"
 
 
@@ -132,7 +134,9 @@ class Encoder:
         except (OSError, ValueError, KeyError) as exc:
             raise ModelError(f"cannot load the embedding model in {self.model_dir}: {exc}") from None
         except ImportError:
-            raise ModelError("the tokenizers package is missing: install memctl[semantic]") from None
+            from memctl.core.extras import install_hint
+
+            raise ModelError(f"the tokenizers package is missing: {install_hint('semantic')}") from None
         prefix = "bert." if "bert.embeddings.word_embeddings.weight" in weights else ""
         self.w = {name[len(prefix):]: value for name, value in weights.items() if name.startswith(prefix)}
         for name, value in self.w.items():

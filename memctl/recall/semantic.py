@@ -1,4 +1,4 @@
-"""The optional semantic signal (`pip install 'memctl[semantic]'`): item embeddings fused with
+"""The optional semantic signal (the `[semantic]` extra): item embeddings fused with
 the lexical ranking.
 
 Index time (`memctl index embed`, and `memctl index refresh` of a memory that has vectors):
@@ -127,6 +127,8 @@ def embed_missing(layout, ranking, batch_size: int | None = None, budget: float 
     report = EmbedReport()
     report.model = encoder.name
     if not layout.index.exists():
+        from memctl.core.extras import install_hint
+
         raise MemctlError("no search index yet: run `memctl index rebuild` first")
     index = SQLiteStore.at(layout.index)
     store = VectorStore(layout.derived_dir / VECTORS_NAME)  # written beside the index, never into a read-only memory
@@ -333,7 +335,7 @@ def _encoder(ranking, batch_pass: bool = False):
         from memctl.recall.encoder import load_encoder
     except ImportError as exc:
         raise MemctlError(f"the [semantic] extra is not installed ({exc.name} is missing): "
-                          "pip install 'memctl[semantic]'") from None
+                          f"{install_hint('semantic')}") from None
     backend = str(ranking.semantic_option("backend")) if batch_pass else "numpy"
     if backend == "auto":
         import importlib.util
