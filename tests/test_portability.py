@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import clean_env
+from terminal import in_terminal
 
 REPO = Path(__file__).resolve().parent.parent
 NOT_A_MEMORY = "not a memctl memory folder"
@@ -390,36 +391,8 @@ def test_launchd_install_writes_plists_and_refuses_a_foreign_file(run, tmp_path)
 
 # ---------------------------------------------------------------- the terminal table
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
 def cells(text: str) -> int:
     return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
-
-
-def in_terminal(command: list[str], env: dict[str, str], columns: int = 80) -> tuple[int, str]:
-    """Run under a pseudo-terminal of `columns` columns; (exit status, output without ANSI codes)."""
-    import fcntl
-    import pty
-    import struct
-    import termios
-
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: its stdin, stdout and stderr are the terminal
-        os.execve(command[0], command, {**env, "COLUMNS": str(columns), "LINES": "50", "TERM": "xterm"})
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    output = b""
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        output += chunk
-    _, status = os.waitpid(pid, 0)
-    os.close(fd)
-    return os.waitstatus_to_exitcode(status), ANSI.sub("", output.decode("utf-8", "replace")).replace("\r", "")
 
 
 def test_the_search_table_fits_80_columns_with_every_ref_whole(run, memctl_bin, tmp_path):

@@ -2,8 +2,9 @@
 must not pay rich's ~0.2 s import), so the lean path and the full command line print the same.
 
 One line a hit: rank, score, layer, date, ref (never cut: it is what `show` takes) and the
-snippet, which gives way first — cut with `…` to the terminal's width, or with `wide` folded
-onto the next lines under its column. Widths are counted in terminal cells (a Chinese
+snippet, which gives way first — cut with `…` to the terminal's width around the first of the
+query's words it holds (at 80 columns the snippet has ~25 cells, and the search's window puts
+that word ~50 characters in), or with `wide` folded onto the next lines under its column. Widths are counted in terminal cells (a Chinese
 character takes two). Control characters in a snippet are shown as `?`, never sent to the
 terminal. Colour (bold header, the query's words bold yellow) unless NO_COLOR or TERM=dumb.
 """
@@ -66,6 +67,36 @@ def cut(text: str, room: int) -> str:
     return "".join(out) + "…"
 
 
+def cut_around(text: str, words: Sequence[str], room: int) -> str:
+    """`text` within `room` cells, showing the first place one of the query's `words` appears:
+    cut at its end, as `cut` does, when that place is in view there; otherwise from a little
+    before it (a quarter of the room, from a word's start where one is near), `…` at each cut."""
+    if cells(text) <= room:
+        return text
+    found = first_match(text, words)
+    if found is None or cells(text[:found[1]]) <= room - 1:
+        return cut(text, room)
+    start, before = found[0], 0
+    while start > 0 and before + _char_cells(text[start - 1]) <= room // 4:
+        start -= 1
+        before += _char_cells(text[start])
+    space = text.find(" ", start, found[0])
+    if start and space >= 0:
+        start = space + 1
+    while start > 0 and cells(text[start - 1:]) <= room - 1:  # near the end: fill the room from the left
+        start -= 1
+    return "…" + cut(text[start:], room - 1) if start else cut(text, room)
+
+
+def first_match(text: str, words: Sequence[str]) -> tuple[int, int] | None:
+    """(start, end) of the earliest case-insensitive occurrence of any of `words`."""
+    lowered = text.lower()
+    if len(lowered) != len(text):  # lower() changed lengths: positions would drift
+        lowered = text
+    found = [(at, at + len(word)) for word in words if word and (at := lowered.find(word.lower())) >= 0]
+    return min(found) if found else None
+
+
 def fold(text: str, room: int) -> list[str]:
     """`text` as lines of at most `room` cells."""
     lines, current, used = [], [], 0
@@ -89,7 +120,7 @@ def hits_table(rows: Sequence[tuple[str, str, str, str, str, str]], words: Seque
     for row in rows:
         first = [row[0].rjust(widths[0])] + [_pad(value, w) for value, w in zip(row[1:5], widths[1:])]
         snippet = printable(row[5])
-        parts = fold(snippet, room) if wide else [cut(snippet, room)]
+        parts = fold(snippet, room) if wide else [cut_around(snippet, words, room)]
         lines.append(_line(first, _highlight(parts[0], words, colour), "", colour))
         lines += [" " * fixed + _highlight(part, words, colour) for part in parts[1:]]
     return lines
