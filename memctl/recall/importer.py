@@ -18,7 +18,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from memctl.core import clock
 from memctl.core.config import Layout
@@ -32,6 +32,8 @@ from memctl.longterm.store import open_store
 
 LAYERS = ("L5", "L6")
 OPTIONAL_FIELDS = ("date", "session", "type", "speaker")
+PROGRESS_EVERY = 500  # lines between two calls of an import's progress
+Progress = Callable[[int, int, str], None]
 
 
 @dataclass
@@ -110,17 +112,21 @@ def derived_id(text: str, entry_type: str, values: dict[str, str], repeats: Coun
 
 def import_lines(layout: Layout, lines: Iterable[bytes], layer: str = "L6", default_type: str = "event",
                  source: str = "import", known_types: Iterable[str] | None = None,
-                 extra_patterns: tuple[str, ...] = (), lock_wait: float = 0.0) -> ImportReport:
+                 extra_patterns: tuple[str, ...] = (), lock_wait: float = 0.0,
+                 progress: Progress | None = None) -> ImportReport:
+    """`progress(done, total, step)` hears the lines read, then the entries checked against
+    the target (every PROGRESS_EVERY and at the end of each)."""
     if layer not in LAYERS:
         raise UsageError(f"--layer must be L5 or L6, not {layer!r}")
     report = ImportReport(layer=layer)
     lines = list(lines)
-    parsed = _parse_all(lines, default_type, known_types, extra_patterns, source, layer, report)
+    progress = progress or (lambda done, total, step: None)
+    parsed = _parse_all(lines, default_type, known_types, extra_patterns, source, layer, report, progress)
     store = open_store(layout)
     target = store.active if layer == "L5" else store.archive
     with writing(layout, lock_wait):
         store.lock_types(e.type for _, e in parsed)  # two imports of one file must not both add it
-        fresh = _fresh(target, parsed, layer, report)
+        fresh = _fresh(target, parsed, layer, report, progress)
         name = _input_digest(lines)
         intent = journal.begin(layout, "import", name[:16], {"layer": layer, "ids": len(fresh)})
         target.append(fresh)
@@ -141,12 +147,15 @@ def imports_journal(layout: Layout):
 
 
 def _parse_all(lines: list[bytes], default_type: str, known_types, extra_patterns: tuple[str, ...],
-               source: str, layer: str, report: ImportReport) -> list[tuple[int, Entry]]:
+               source: str, layer: str, report: ImportReport, progress: Progress) -> list[tuple[int, Entry]]:
     stamp = clock.iso()
     parsed: list[tuple[int, Entry]] = []
     types = set(known_types) if known_types is not None else None
     repeats: Counter = Counter()
+    progress(0, len(lines), "lines read")
     for number, raw in enumerate(lines, start=1):
+        if number % PROGRESS_EVERY == 0:
+            progress(number, len(lines), "lines read")
         if not raw.strip():
             continue
         try:
@@ -160,6 +169,7 @@ def _parse_all(lines: list[bytes], default_type: str, known_types, extra_pattern
         if layer == "L6":
             entry.left_at, entry.reason = stamp, "imported"
         parsed.append((number, entry))
+    progress(len(lines), len(lines), "lines read")
     return parsed
 
 
@@ -174,12 +184,16 @@ def written_at(date: str, stamp: str) -> str:
     return own if own and own[:4] in date and own <= stamp else stamp
 
 
-def _fresh(target, parsed: list[tuple[int, Entry]], layer: str, report: ImportReport) -> list[Entry]:
+def _fresh(target, parsed: list[tuple[int, Entry]], layer: str, report: ImportReport,
+           progress: Progress) -> list[Entry]:
     """The entries not in the target yet; a line already imported (same id, same text) is
     counted, another line with a taken id is a bad line."""
     taken: dict[str, str | None] = {}  # id -> its text in the target (None: not there), asked once an id
     fresh: list[Entry] = []
-    for number, entry in parsed:
+    progress(0, len(parsed), f"checked against {layer}")
+    for done, (number, entry) in enumerate(parsed, start=1):
+        if done % PROGRESS_EVERY == 0:
+            progress(done, len(parsed), f"checked against {layer}")
         if entry.id not in taken:
             taken[entry.id] = _text_in(target, entry.id)
         if taken[entry.id] is not None:
@@ -190,6 +204,7 @@ def _fresh(target, parsed: list[tuple[int, Entry]], layer: str, report: ImportRe
             continue
         taken[entry.id] = entry.text
         fresh.append(entry)
+    progress(len(parsed), len(parsed), f"checked against {layer}")
     return fresh
 
 

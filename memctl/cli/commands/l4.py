@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -10,6 +11,7 @@ from typing import List, Optional
 import typer
 
 from memctl.cli import render
+from memctl.cli.progress import ProgressLine, stderr_is_terminal
 from memctl.cli.writes import after_archive, report_archive
 from memctl.l4.archive import ArchiveReport, options_from_settings, run_archive
 from memctl.cli.state import apply_team_purges, state
@@ -76,6 +78,9 @@ def archive(
     missing_ok: bool = typer.Option(False, "--missing-ok",
                                     help="A raw-log folder that does not exist is nothing to archive: a note, "
                                          "exit 0 (the timers' form; logrotate's missingok)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v",
+                                 help="A line on stderr for each log read and each zip written (on a terminal "
+                                      "there is otherwise one progress line)."),
 ) -> None:
     """Compress raw session logs, extract their history, pack them into monthly zips, and
     delete each raw log only after its session is verified inside a zip.
@@ -91,21 +96,33 @@ def archive(
             render.message(f"nothing to archive: raw-log folder {options.raw_dir} does not exist")
         report_archive(ArchiveReport(raw_dir=str(options.raw_dir), dry_run=dry_run), json_out, quiet=True)
         return
-    progress = _progress_printer() if render.stderr_is_terminal() and not quiet else None
-    if dry_run:
-        report = run_archive(settings.layout, options, progress)
-    else:
-        with app_state.writer_lock(wait):
+    with ProgressLine("archive", "logs", verbose=verbose and not quiet,
+                      terminal=not quiet and stderr_is_terminal()) as line:
+        progress = archive_progress(line)
+        if dry_run:
             report = run_archive(settings.layout, options, progress)
+        else:
+            with app_state.writer_lock(wait):
+                report = run_archive(settings.layout, options, progress)
     report_archive(report, json_out, quiet)
     code = after_archive(settings, report)
     if code:
         raise typer.Exit(code)
 
 
-def _progress_printer():
-    console = render.err_console()
-    return lambda text: console.print(f"[dim]{render.escape_markup(text)}[/dim]")
+def archive_progress(line: ProgressLine):
+    """run_archive's progress texts ("[3/40] reading NAME", "writing 2026-04.zip (…)") as the
+    progress line's counts and item."""
+    counted = re.compile(r"\[(\d+)/(\d+)\] ")
+    seen = [0, 0]
+
+    def progress(text: str) -> None:
+        found = counted.match(text)
+        if found:
+            seen[:] = int(found.group(1)), int(found.group(2))
+        line.update(seen[0], seen[1], text)
+
+    return progress
 
 
 def show(

@@ -153,6 +153,8 @@ def import_command(
     default_type: str = typer.Option("event", "--type", help="Type for lines that do not give one."),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON Lines (bad lines, then a summary)."),
     wait: float = typer.Option(0.0, "--wait", metavar="SECONDS", help="Wait for another memctl to finish instead of exiting 75."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="A line on stderr for each step's count (on a "
+                                                                 "terminal there is otherwise one progress line)."),
 ) -> None:
     """Bulk-load items into L6 (or L5); bad lines are reported with their numbers, good ones kept.
 
@@ -161,11 +163,15 @@ def import_command(
     from memctl.recall.importer import import_lines, read_input
 
     settings = state(ctx).settings
+    from memctl.cli.progress import ProgressLine
+
     lines = read_input(file)
-    report = import_lines(settings.layout, lines, layer=layer.upper(), default_type=default_type,
-                          source=f"import:{'stdin' if file == '-' else Path(file).name}",
-                          known_types=settings.types.keys(),
-                          extra_patterns=tuple(settings.get("redaction", "extra_patterns")), lock_wait=wait)
+    with ProgressLine("import", "", verbose=verbose) as line:
+        report = import_lines(settings.layout, lines, layer=layer.upper(), default_type=default_type,
+                              source=f"import:{'stdin' if file == '-' else Path(file).name}",
+                              known_types=settings.types.keys(),
+                              extra_patterns=tuple(settings.get("redaction", "extra_patterns")), lock_wait=wait,
+                              progress=lambda done, total, step: line.update(done, total, unit=step))
     for bad in report.bad:
         render.error(f"{file}:{bad.number}: {bad.reason}")
     if json_out:
