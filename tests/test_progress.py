@@ -84,3 +84,17 @@ def test_import_shows_its_progress_on_a_terminal_only(run, memctl_bin, tmp_path)
     again = subprocess.run([memctl_bin, "--root", str(root), "import", str(items)], capture_output=True,
                            env=clean_env(), timeout=120)
     assert again.returncode == 0 and again.stderr == b"imported 0 item(s) into L6; 0 bad line(s)\n", again.stderr
+
+
+def test_index_rebuild_shows_its_sources_on_a_terminal_only(run, memctl_bin, tmp_path):
+    """Both paths: the lean one (`index rebuild`) and the full command line (`-v`)."""
+    root = tmp_path / "demo" / "memory"
+    assert run("demo", "--dir", str(tmp_path / "demo")).returncode == 0
+    status, screen = in_terminal([memctl_bin, "--root", str(root), "index", "rebuild"], clean_env(), columns=120,
+                                 raw=True)
+    assert status == 0 and "\rindex rebuild: " in screen and " sources" in screen, screen
+    assert screen.rstrip().split("\x1b[K")[-1].lstrip("\r").startswith("indexed "), screen
+    piped = run("index", "rebuild", root=root)
+    assert piped.returncode == 0 and piped.stderr.startswith(b"indexed ") and b"\r" not in piped.stderr
+    verbose = run("index", "rebuild", "-v", root=root)
+    assert verbose.returncode == 0 and b"long_term.jsonl\n" in verbose.stderr and b".zip\n" in verbose.stderr

@@ -180,8 +180,11 @@ def _rebuild(root, json_out: bool) -> int:
     takes well under a second now; typer's and rich's imports were a third of it)."""
     from memctl.recall.index import IndexOptions, SearchIndex
 
+    from memctl.cli.progress import rebuild_progress
+
     settings = _settings(root)
-    report = SearchIndex(settings.layout, IndexOptions.from_settings(settings)).rebuild()
+    with rebuild_progress() as line:
+        report = SearchIndex(settings.layout, IndexOptions.from_settings(settings)).rebuild(line.hear)
     from memctl.cli import render
 
     if json_out:

@@ -62,6 +62,10 @@ class ProgressLine:
         rate = f", {per_second:.0f}/s" if per_second >= 100 else f", {per_second:.1f}/s" if per_second else ""
         return f"{self.what}: {count} {self.unit}{rate}" + (f"  {item}" if item else "")
 
+    def hear(self, done: int, total: int | None, item: str = "") -> None:
+        """`update` as a plain callback of (done, total, item), for the modules' progress hooks."""
+        self.update(done, total, item)
+
     def close(self) -> None:
         self._erase()
         self.stream.flush()
@@ -88,3 +92,9 @@ class ProgressLine:
         if self._shown:
             self.stream.write("\r\x1b[K")
             self._shown = False
+
+
+def rebuild_progress(verbose: bool = False) -> ProgressLine:
+    """`index rebuild`'s line (the lean path's and the full command line's): sources indexed;
+    its `hear` is what SearchIndex.rebuild takes as `progress`."""
+    return ProgressLine("index rebuild", "sources", verbose=verbose)

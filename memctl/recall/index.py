@@ -129,21 +129,22 @@ class SearchIndex:
             except sqlite3.DatabaseError:
                 return self._rebuild_locked()
 
-    def rebuild(self) -> RefreshReport:
+    def rebuild(self, progress: Callable[[int, int, str], None] | None = None) -> RefreshReport:
+        """`progress(sources done, sources, the next one)` hears a file index's rebuild."""
         if self.on_server:
             from memctl.recall import pg_index
 
             return pg_index.rebuild(self)
         with self._index_lock(wait=True):
             try:
-                return self._rebuild_locked()
+                return self._rebuild_locked(progress)
             except sqlite3.OperationalError as exc:
                 if "full" not in str(exc):
                     raise
                 raise WriteFailed(f"no space left on {self.path.parent}: the index was not rebuilt "
                                   "(the old one, if any, is unchanged)") from None
 
-    def _rebuild_locked(self) -> RefreshReport:
+    def _rebuild_locked(self, progress: Callable[[int, int, str], None] | None = None) -> RefreshReport:
         import time
 
         started = time.monotonic()
@@ -158,7 +159,7 @@ class SearchIndex:
             store = SQLiteStore.create(tmp)
             try:
                 with store.transaction():  # one commit, not one per row: ~4x faster inserts
-                    report = self._new_pass(store).update(rebuilt=True)
+                    report = self._new_pass(store, progress).update(rebuilt=True)
                     store.set_meta("config", self._config_signature())
                 store.optimize()
             finally:
@@ -188,8 +189,8 @@ class SearchIndex:
         report.seconds = time.monotonic() - started
         return report
 
-    def _new_pass(self, store: SQLiteStore) -> Refresh:
-        return Refresh(store, self.layout, self.options, lambda: self.tokenizer)
+    def _new_pass(self, store: SQLiteStore, progress: Callable[[int, int, str], None] | None = None) -> Refresh:
+        return Refresh(store, self.layout, self.options, lambda: self.tokenizer, progress)
 
 
 def refresh_after_write(settings) -> list[str]:

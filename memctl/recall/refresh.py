@@ -55,8 +55,9 @@ class Refresh:
     It reads and writes the index through the store only (memctl.recall.store)."""
 
     def __init__(self, store: SQLiteStore, layout: Layout, options: IndexOptions,
-                 full_tokenizer: Callable[[], Tokenizer]):
+                 full_tokenizer: Callable[[], Tokenizer], progress: Callable[[int, int, str], None] | None = None):
         self.store = store
+        self.progress = progress  # (sources done, sources, the next one's key): a rebuild's progress line
         self.layout = layout
         self.options = options
         self.full_tokenizer = full_tokenizer  # jieba's, loaded on first use
@@ -185,7 +186,9 @@ class Refresh:
                 self._forget_source(writer, key, row[1])
                 report.sources_changed += 1
         dates = None
-        for source in sources:
+        for number, source in enumerate(sources):
+            if self.progress:
+                self.progress(number, len(sources), source.key)
             row = known.get(source.key)
             if row and (row[2], row[3]) == (source.size, source.mtime_ns):
                 continue
@@ -196,6 +199,8 @@ class Refresh:
                 report.bytes_read += self._index_source(writer, source, row, dates or {})
             except (OSError, zipfile.BadZipFile, UnicodeError) as exc:
                 report.errors.append(f"{source.key}: {exc}")
+        if self.progress:
+            self.progress(len(sources), len(sources), "")
 
     def _forget_source(self, writer: IndexWriter, key: str, kind: str) -> None:
         if kind == "zip":

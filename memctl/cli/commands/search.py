@@ -194,12 +194,16 @@ def import_command(
 def index_rebuild(
     ctx: typer.Context,
     json_out: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="A line on stderr for each source indexed (on a "
+                                                                 "terminal there is otherwise one progress line)."),
 ) -> None:
     """Recreate .memctl/index.sqlite from the layers (it is derived; nothing is lost)."""
+    from memctl.cli.progress import rebuild_progress
     from memctl.recall.index import SearchIndex
 
     settings = state(ctx).settings
-    report = SearchIndex(settings.layout, index_options(settings)).rebuild()
+    with rebuild_progress(verbose) as line:
+        report = SearchIndex(settings.layout, index_options(settings)).rebuild(line.hear)
     data = {"rebuilt": True, "items": report.docs_added, "bytes_read": report.bytes_read,
             "seconds": round(report.seconds, 3), "errors": report.errors}
     if json_out:
