@@ -98,3 +98,22 @@ def test_index_rebuild_shows_its_sources_on_a_terminal_only(run, memctl_bin, tmp
     assert piped.returncode == 0 and piped.stderr.startswith(b"indexed ") and b"\r" not in piped.stderr
     verbose = run("index", "rebuild", "-v", root=root)
     assert verbose.returncode == 0 and b"long_term.jsonl\n" in verbose.stderr and b".zip\n" in verbose.stderr
+
+
+def test_dream_shows_its_changes_on_a_terminal_only(run, memctl_bin, tmp_path):
+    items = tmp_path / "old.jsonl"
+    items.write_text("".join(json.dumps({"text": f"old fact {n}", "date": "2020-01-02"}) + "\n" for n in range(300)))
+    screens = []
+    for name in ("terminal", "pipe"):
+        root = tmp_path / name
+        assert run("init", root=root).returncode == 0
+        assert run("import", str(items), "--layer", "L5", root=root).returncode == 0
+        if name == "terminal":
+            status, screen = in_terminal([memctl_bin, "--root", str(root), "dream", "--force"], clean_env(),
+                                         columns=120, raw=True)
+            assert status == 0 and "\rdream: 300/300 changes" in screen, screen
+            screens.append(screen)
+        else:
+            piped = run("dream", "--force", root=root)
+            assert piped.returncode == 0 and b"\r" not in piped.stderr and b"archive 300" in piped.stderr
+    assert "archive 300" in screens[0]

@@ -20,6 +20,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Callable
 
 from memctl.core.clock import iso
 from memctl.core.config import Layout, Settings
@@ -48,6 +49,7 @@ class DreamOptions:
     force: bool = False
     summarizer: str | None = None
     lock_wait: float = 0.0
+    progress: Callable[[int, int, str], None] | None = None  # (changes applied, changes planned, step)
 
 
 @dataclass
@@ -129,7 +131,8 @@ def run(settings: Settings, now: datetime, options: DreamOptions) -> DreamReport
         steps, longest = 0, 0.0
         current_plan, replans, skipped = first, 0, 0
         while True:
-            applied, skipped_now, snapshot, held = apply_steps(layout, current_plan, snapshot, run_id, now, wait, steps)
+            applied, skipped_now, snapshot, held = apply_steps(layout, current_plan, snapshot, run_id, now, wait, steps,
+                                                               options.progress)
             steps += len(held)
             longest = max([longest] + held)
             for change in applied:

@@ -68,10 +68,10 @@ def dream_lock(layout: Layout) -> Iterator[None]:
 
 
 def apply_steps(layout: Layout, plan_: Plan, planned: Snapshot, run_id: str, now: datetime,
-                wait: float, first_step: int = 0) -> tuple[list[Change], int, Snapshot, list[float]]:
+                wait: float, first_step: int = 0, progress=None) -> tuple[list[Change], int, Snapshot, list[float]]:
     """Apply the plan in locked steps; a change applies only if its entries are unchanged.
     Returns the changes applied, how many were skipped, L5 as last written, and how long
-    each step held the writer lock."""
+    each step held the writer lock. `progress(changes done, changes, step)` hears each step."""
     store = open_store(layout)
     run = _Run(layout, store, plan_, run_id, iso(now), wait,
                {row.entry_id: row.raw for row in planned.rows if row.entry_id is not None})
@@ -79,8 +79,11 @@ def apply_steps(layout: Layout, plan_: Plan, planned: Snapshot, run_id: str, now
     skipped = 0
     snapshot = planned
     held: list[float] = []
+    done = 0
     for batch in _batches(plan_):
         number = first_step + len(held)
+        if progress:
+            progress(done, len(plan_.changes), f"step {number + 1}")
         outcome = None
         for _ in range(0 if store.on_server else STAGED_TRIES):  # a server step is one transaction
             outcome = run.staged_step(batch, snapshot, number)
@@ -94,6 +97,9 @@ def apply_steps(layout: Layout, plan_: Plan, planned: Snapshot, run_id: str, now
             held.append(hold)
         applied.extend(good)
         run.expected.update((e.id, store.stored_form(e)) for c in good for e in c.after)
+        done += len(batch)
+    if progress:
+        progress(done, len(plan_.changes), "")
     return applied, skipped, snapshot, held
 
 

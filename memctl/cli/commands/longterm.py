@@ -198,7 +198,8 @@ def dream_cmd(
     summarizer: Optional[str] = typer.Option(None, "--summarizer", help="Command that turns merged texts (stdin) into one text (stdout)."),
     wait: float = typer.Option(0.0, "--wait", help="Seconds to wait for the writer lock at each step."),
     auto: bool = typer.Option(False, "--auto", hidden=True),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="With --dry-run, also list kept entries and their rule."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="With --dry-run, also list kept entries and their "
+                                                                 "rule; in a run, a line on stderr for each step."),
     json_out: bool = typer.Option(False, "--json", help="Report (or the plan) as JSON."),
 ) -> None:
     """Consolidate, archive, forget and merge L5 entries; every change logged and undoable."""
@@ -226,7 +227,11 @@ def dream_cmd(
         except dream.GuardRail as exc:
             render.warning(str(exc).replace("dream stopped, nothing changed: it", "the real run would stop: it"))
         return
-    report = dream.run(settings, clock.now(), options)
+    from memctl.cli.progress import ProgressLine
+
+    with ProgressLine("dream", "changes", verbose=verbose) as line:
+        options.progress = line.hear
+        report = dream.run(settings, clock.now(), options)
     if json_out:
         render.json_line(report.to_dict())
         return
