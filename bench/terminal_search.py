@@ -13,41 +13,25 @@ from __future__ import annotations
 
 import argparse
 import os
-import pty
-import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from search_scale import child_env, make_queries, memctl_exe, pct  # noqa: E402
+from terminal import in_terminal  # noqa: E402
 
 FULL = "import sys\nfrom memctl.cli.app import main\nmain(sys.argv[1:])\n"
 
 
-def under_pty(cmd: list[str], env: dict) -> tuple[float, int, bytes]:
-    """Wall seconds, exit status and output of `cmd` with a terminal as stdin/stdout/stderr."""
-    import fcntl
-    import termios
-
+def under_pty(cmd: list[str], env: dict) -> tuple[float, int, str]:
+    """Wall seconds, exit status and output of `cmd` with a terminal of 120 columns as
+    stdin/stdout/stderr (the tests' helper, tests/terminal.py)."""
     started = time.perf_counter()
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execve(cmd[0], cmd, {**env, "COLUMNS": "120", "TERM": "xterm"})
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 120, 0, 0))
-    output = b""
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        output += chunk
-    _, status = os.waitpid(pid, 0)
-    os.close(fd)
-    return time.perf_counter() - started, os.waitstatus_to_exitcode(status), output
+    status, output = in_terminal(cmd, env, columns=120, timeout=600, raw=True)
+    return time.perf_counter() - started, status, output
 
 
 def piped(cmd: list[str], env: dict) -> tuple[float, int, bytes]:
