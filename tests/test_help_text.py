@@ -63,7 +63,7 @@ def test_a_narrow_terminal_and_other_words_go_to_the_full_command_line(memctl_bi
     assert "'typer'" in narrow.stdout.decode().rpartition("\nloaded=")[2]
     assert narrow.stdout.decode().rpartition("\nloaded=")[0].encode() == \
         _full_app(memctl_bin, ["--help"], clean_env(COLUMNS="60")).stdout
-    for args in (["search", "--help"], ["--version", "status"], ["--root"]):
+    for args in (["search", "--help"], ["--version", "status"], ["--root"], ["--root", "--version"], ["--debug"]):
         assert help_text.answer(args) is None, args
 
 

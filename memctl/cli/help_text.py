@@ -33,8 +33,8 @@ def answer(args: list[str]) -> int | None:
 
         sys.stdout.write(f"memctl {__version__}\n")
         return 0
-    if words not in ([], ["--help"], ["-h"]) or _columns() < WIDTH:
-        return None
+    if words not in ([], ["--help"], ["-h"]) or (not words and args) or _columns() < WIDTH:
+        return None  # `memctl --root X` alone is click's "Missing command", not the help
     text = stored_help()
     if text is None:
         return None
