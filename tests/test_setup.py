@@ -188,3 +188,6 @@ def test_init_takes_the_folder_the_not_a_memory_error_names(run, tmp_path):
     twice = run("init", str(tmp_path / "other"), root=plain)
     assert twice.returncode == 2 and b"two folders" in twice.stderr and b"Traceback" not in twice.stderr
     assert not (tmp_path / "other").exists()
+    home = tmp_path / "home"
+    empty = run("init", "", env={"HOME": str(home), "XDG_DATA_HOME": str(home / "data")})
+    assert empty.returncode == 2 and b"empty path" in empty.stderr and not home.exists()

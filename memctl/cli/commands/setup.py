@@ -33,6 +33,8 @@ def init(
 
     app_state = state(ctx)
     if path is not None:
+        if not path.strip():
+            raise UsageError("init PATH: an empty path names no folder")
         if app_state.root_option is not None and app_state.root_option != path:
             raise UsageError(f"init was given two folders: --root {app_state.root_option} and {path}; give one")
         app_state.root_option = path
