@@ -1,0 +1,102 @@
+"""A session's compressed summary (`compact`, `dispose`) and its tags: deterministic, no model.
+
+The summary is built from what matters most to what matters least, and every line goes in only
+while the whole still fits the budget (tokens, `core.tokens.estimate_tokens`, or bytes): a
+header (the session, how many messages, when), what the user first asked, what was learned from
+the session (newest first), then the last messages (newest first, shown in order). Tags are
+what the session was about: the topics it taught first, then its most frequent distinctive
+words.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from memctl.core.tokens import estimate_tokens
+from memctl.learn.candidates import Message
+
+ASKED_CHARS = 300
+LINE_CHARS = 200
+MAX_TAGS = 8
+_WORD = re.compile(r"[^\W\d_][\w'-]{3,}")
+_STOP = frozenset("""
+about after again also because been before being could does doing done from have having here just like
+make more most much need only other over really should some still such than that their them then there
+these they thing think this those through want were what when where which while will with would your
+yours yeah okay please thanks thank sure right well let's i'm it's don't that's actually
+""".split())
+
+
+def summary_text(session: str, messages: list[Message], learned: list[dict], fits) -> str:
+    """The summary as text, every line kept only while `fits(text)` (a budget's test)."""
+    lines: list[str] = []
+    if not messages:
+        return ""
+    first, last = messages[0].time[:16].replace("T", " "), messages[-1].time[:16].replace("T", " ")
+    when = f", {first} – {last}" if first and last else ""
+    _add(lines, [f"Session {session}: {len(messages)} messages{when}"], fits)
+    asked = next((m.content for m in messages if m.role == "user" and m.content.strip()), "")
+    if asked:
+        _add(lines, [f"Asked: {_clip(asked, ASKED_CHARS)}"], fits)
+    if learned:
+        _add(lines, ["Learned:"], fits)
+        for item in reversed(learned):
+            topic = f" ({item['topic']})" if item.get("topic") else ""
+            if not _add(lines, [f"- {item.get('type', '')}{topic}: {_clip(str(item.get('text', '')), LINE_CHARS)}"], fits):
+                break
+    tail = [m for m in messages[-8:] if m.content.strip()]
+    if tail and _add(lines, ["Last messages:"], fits):
+        shown: list[str] = []
+        for message in reversed(tail):
+            line = f"- {message.speaker or message.role}: {_clip(message.content, LINE_CHARS)}"
+            if not fits(_joined(lines + [line] + shown)):
+                break
+            shown.insert(0, line)
+        lines += shown
+    return _joined(lines)
+
+
+def _add(lines: list[str], more: list[str], fits) -> bool:
+    if fits(_joined(lines + more)):
+        lines += more
+        return True
+    return False
+
+
+def _joined(lines: list[str]) -> str:
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def within_tokens(budget: int):
+    return lambda text: estimate_tokens(text) <= budget
+
+
+def within_bytes(limit: int):
+    return lambda text: len(text.encode("utf-8", "surrogatepass")) <= limit
+
+
+def tags(messages: list[Message], learned: list[dict]) -> list[str]:
+    """The topics the session taught, then its most frequent distinctive words (the users' first)."""
+    found: list[str] = []
+    for item in learned:
+        topic = " ".join(str(item.get("topic", "")).lower().split())
+        if topic and topic not in found:
+            found.append(topic)
+    counts: Counter = Counter()
+    for message in messages:
+        weight = 2 if message.role == "user" else 1
+        for word in _WORD.findall(message.content.lower()):
+            if word not in _STOP:
+                counts[word] += weight
+    for word, count in counts.most_common():
+        if len(found) >= MAX_TAGS:
+            break
+        if count > 1 and word not in found:
+            found.append(word)
+    return found[:MAX_TAGS]
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
