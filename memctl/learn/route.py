@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import hashlib
 
+from memctl.core import faults
 from memctl.core.config import Settings
 from memctl.core.errors import UsageError
 from memctl.learn.candidates import Candidate
 from memctl.longterm.entries import Entry
-from memctl.longterm.policies import normalize, policy_for
+from memctl.longterm.policies import match_key, normalize, policy_for
 from memctl.longterm.recovery import writing
 from memctl.longterm.remember import (SOURCES, ForgottenFact, RememberRequest, at_rest, joined, prepared,
                                       remember_locked)
@@ -35,6 +36,9 @@ from memctl.longterm.store import open_store
 FIELDS = "fields"
 CONFLICTS = "conflicts"
 CORRECTS = "corrects"
+CORRECTED_SHARE = 0.5
+_CORRECTION_STOP = frozenset("the a an of to in on and or is are was be for with it this that at by as from not "
+                             "actually no sorry meant mean correction".split())
 MAX_CONFLICTS = 20  # the oldest leave first: an entry a chatty session keeps disagreeing with stays readable
 CONFLICT = "conflict"  # an action of its own: the candidate was kept on the entry, which did not change
 DONE = "done"  # written by an earlier run
@@ -45,11 +49,12 @@ class Routed:
     """What became of one candidate: the action (remember's, or conflict | done | skipped), the
     entry it concerns, and a one-line note when it was skipped."""
 
-    __slots__ = ("candidate", "candidate_id", "action", "entry_id", "note")
+    __slots__ = ("candidate", "candidate_id", "action", "entry_id", "note", "replaces")
 
-    def __init__(self, candidate: Candidate, candidate_id: str, action: str, entry_id: str = "", note: str = "") -> None:
+    def __init__(self, candidate: Candidate, candidate_id: str, action: str, entry_id: str = "", note: str = "",
+                 replaces: str = "") -> None:
         self.candidate, self.candidate_id, self.action = candidate, candidate_id, action
-        self.entry_id, self.note = entry_id, note
+        self.entry_id, self.note, self.replaces = entry_id, note, replaces  # replaces: the entry it superseded
 
     def to_dict(self) -> dict:
         data = {"id": self.entry_id or self.candidate_id, "action": self.action, "type": self.candidate.type,
@@ -57,6 +62,8 @@ class Routed:
                 "sources": self.candidate.sources}
         if self.note:
             data["note"] = self.note
+        if self.replaces:
+            data["replaces"] = self.replaces
         return data
 
 
@@ -72,8 +79,12 @@ def route(settings: Settings, candidates: list[Candidate], now: str, lock_wait: 
     if not candidates:
         return []
     store = open_store(settings.layout)
+    routed = []
     with writing(settings.layout, lock_wait):
-        return [route_locked(settings, store, candidate, now) for candidate in candidates]
+        for candidate in candidates:
+            routed.append(route_locked(settings, store, candidate, now))
+            faults.checkpoint("learn: candidate routed")
+    return routed
 
 
 def route_locked(settings: Settings, store, candidate: Candidate, now: str) -> Routed:
@@ -93,7 +104,12 @@ def route_locked(settings: Settings, store, candidate: Candidate, now: str) -> R
         return Routed(candidate, cid, SKIPPED, note=str(exc))
     except UsageError as exc:  # an empty text, a merge type without a topic: the extractor's, not the session's fault
         return Routed(candidate, cid, SKIPPED, note=str(exc))
-    return Routed(candidate, cid, result.action, result.entry.id)
+    return _routed(candidate, cid, result)
+
+
+def _routed(candidate: Candidate, cid: str, result, action: str = "") -> Routed:
+    replaces = result.previous.id if result.action == "superseded" and result.previous is not None else ""
+    return Routed(candidate, cid, action or result.action, result.entry.id, replaces=replaces)
 
 
 def _request(settings: Settings, candidate: Candidate, cid: str, text: str, confidence: float,
@@ -109,6 +125,10 @@ def _request(settings: Settings, candidate: Candidate, cid: str, text: str, conf
 def _merge(settings: Settings, store, candidate: Candidate, cid: str, now: str) -> Routed:
     row = store.active.current(candidate.type, candidate.topic)
     current = row.entry if row is not None else None
+    if current is None and candidate.corrects:
+        current = corrected_entry(store, candidate)
+        if current is not None:  # the correction takes the key of the fact it corrects
+            candidate = Candidate(**{**{n: getattr(candidate, n) for n in Candidate.__slots__}, "topic": current.topic})
     if current is None:
         request = _request(settings, candidate, cid, candidate.text, candidate.confidence, _fields(candidate.fields))
         return Routed(candidate, cid, remember_locked(settings, store, request, now).action, cid)
@@ -121,6 +141,29 @@ def _merge(settings: Settings, store, candidate: Candidate, cid: str, now: str) 
     if candidate.corrects or not clashing or candidate.confidence >= current.confidence:
         return _supersede(settings, store, candidate, cid, current, held, now)
     return _keep_conflict(settings, store, candidate, cid, current, now)
+
+
+def corrected_entry(store, candidate: Candidate) -> Entry | None:
+    """The active entry of the type a correction most likely corrects when none has its topic
+    (an extractor may name the key differently the second time: "morning briefing", then
+    "briefing"): the one holding the largest share of its words, at least `CORRECTED_SHARE`."""
+    wanted = _words(match_key(candidate.text))
+    if not wanted:
+        return None
+    rows = store.active.candidates(candidate.type, candidate.text, 0.0)
+    best, best_share = None, CORRECTED_SHARE
+    for index, key in enumerate(rows.keys):
+        share = len(wanted & _words(key)) / len(wanted)
+        if share >= best_share:  # ties to the later entry: the newer statement
+            best, best_share = index, share
+    if best is None:
+        return None
+    found = store.active.row(rows[best].entry_id)
+    return found.entry if found is not None else None
+
+
+def _words(key: str) -> set[str]:
+    return {word for word in key.split() if len(word) > 1 and word not in _CORRECTION_STOP}
 
 
 def _restates(current: Entry, held: dict, candidate: Candidate) -> bool:
@@ -154,7 +197,7 @@ def _supersede(settings: Settings, store, candidate: Candidate, cid: str, curren
         extra[CORRECTS] = current.id
     request = _request(settings, candidate, cid, text, confidence, extra)
     result = remember_locked(settings, store, request, now)
-    return Routed(candidate, cid, "corrected" if candidate.corrects else result.action, result.entry.id)
+    return _routed(candidate, cid, result, "corrected" if candidate.corrects and result.action == "superseded" else "")
 
 
 def _still_open(conflict: dict, candidate: Candidate) -> bool:

@@ -17,7 +17,7 @@ closed. The session lock is held throughout, the writer lock only while routing.
 
 from __future__ import annotations
 
-from memctl.core import clock
+from memctl.core import clock, faults
 from memctl.core.config import Settings
 from memctl.core.errors import NotFound, UsageError
 from memctl.core.tokens import estimate_tokens
@@ -75,6 +75,7 @@ def turn(settings: Settings, session_id: str, items: list, lock_wait: float = LO
         for line in fresh:
             line["content"] = at_rest(settings, line["content"])  # a pasted secret never rests in sessions/
         buffer.append(settings.layout, files, fresh, int(settings.get("learn", "max_session_bytes")))
+        faults.checkpoint("learn: buffered")
         messages = held + [Message.from_dict(line) for line in fresh]
         outcome.buffered, outcome.messages = len(fresh), len(messages)
         if _due(settings, messages[state["processed"]:]):
@@ -114,6 +115,7 @@ def dispose(settings: Settings, session_id: str, lock_wait: float = LOCK_WAIT, e
                   "closed": outcome.closed, "messages": len(messages), "summary": outcome.summary,
                   "tags": outcome.tags, "learned": [item["id"] for item in learned if item.get("id")]}
         short_term.keep(settings, record, now, lock_wait)
+        faults.checkpoint("learn: short-term kept")
         state["closed"] = outcome.closed
         buffer.write_state(files, state)
     return outcome
@@ -153,7 +155,9 @@ def _flush(settings: Settings, files: SessionFiles, state: dict, messages: list[
     candidates, notes = (extract or _extractor())(settings, pending)
     candidates = [_with_sources(candidate, pending) for candidate in candidates]
     outcome.notes += notes
+    faults.checkpoint("learn: extracted")
     outcome.routed = route(settings, candidates, clock.iso(), lock_wait)
+    faults.checkpoint("learn: routed")
     outcome.notes += [r.note for r in outcome.routed if r.note]
     learned = [item for item in state.get("learned", []) if isinstance(item, dict)]
     known = {item.get("id") for item in learned}

@@ -39,9 +39,11 @@ def summary_text(session: str, messages: list[Message], learned: list[dict], fit
     asked = next((m.content for m in messages if m.role == "user" and m.content.strip()), "")
     if asked:
         _add(lines, [f"Asked: {_clip(asked, ASKED_CHARS)}"], fits)
-    if learned:
+    replaced = {item.get("replaces") for item in learned}
+    standing = [item for item in learned if item.get("id") not in replaced]
+    if standing:
         _add(lines, ["Learned:"], fits)
-        for item in reversed(learned):
+        for item in reversed(standing):
             topic = f" ({item['topic']})" if item.get("topic") else ""
             if not _add(lines, [f"- {item.get('type', '')}{topic}: {_clip(str(item.get('text', '')), LINE_CHARS)}"], fits):
                 break
