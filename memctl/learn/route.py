@@ -40,6 +40,7 @@ CORRECTED_SHARE = 0.5
 _CORRECTION_STOP = frozenset("the a an of to in on and or is are was be for with it this that at by as from not "
                              "actually no sorry meant mean correction".split())
 MAX_CONFLICTS = 20  # the oldest leave first: an entry a chatty session keeps disagreeing with stays readable
+SETTLED_BY = "settled_by"
 CONFLICT = "conflict"  # an action of its own: the candidate was kept on the entry, which did not change
 DONE = "done"  # written by an earlier run
 SKIPPED = "skipped"
@@ -190,7 +191,8 @@ def _supersede(settings: Settings, store, candidate: Candidate, cid: str, curren
     confidence = max(candidate.confidence, current.confidence)
     extra = _fields(fields)
     extra[SOURCES] = joined(current.extra.get(SOURCES), candidate.sources)
-    conflicts = [c for c in _list(current.extra.get(CONFLICTS)) if _still_open(c, candidate)]
+    conflicts = [c if c.get(SETTLED_BY) or _still_open(c, candidate) else {**c, SETTLED_BY: cid}
+                 for c in _list(current.extra.get(CONFLICTS))]
     if conflicts:
         extra[CONFLICTS] = conflicts
     if candidate.corrects:
@@ -201,7 +203,9 @@ def _supersede(settings: Settings, store, candidate: Candidate, cid: str, curren
 
 
 def _still_open(conflict: dict, candidate: Candidate) -> bool:
-    """A kept conflict stays open unless the new statement speaks about every field it spoke about."""
+    """A kept conflict stays open unless the new statement speaks about every field it spoke
+    about; a settled one stays on the entry, marked (`settled_by`), so that a replay of the
+    session does not raise it again."""
     fields = _dict(conflict.get(FIELDS))
     return bool(candidate.fields) and bool(fields) and not set(fields) <= set(candidate.fields)
 
