@@ -19,12 +19,13 @@ from memctl.learn.candidates import Message
 ASKED_CHARS = 300
 LINE_CHARS = 200
 MAX_TAGS = 8
-_WORD = re.compile(r"[^\W\d_][\w'-]{3,}")
+_WORD = re.compile(r"(?<![\w-])[a-z][a-z0-9'-]{2,}[a-z0-9]")  # Latin words (CJK text would need segmenting)
 _STOP = frozenset("""
 about after again also because been before being could does doing done from have having here just like
 make more most much need only other over really should some still such than that their them then there
 these they thing think this those through want were what when where which while will with would your
-yours yeah okay please thanks thank sure right well let's i'm it's don't that's actually
+yours yeah okay please thanks thank sure right well let's i'm it's don't that's actually user agent
+assistant tool
 """.split())
 
 
@@ -79,24 +80,22 @@ def within_bytes(limit: int):
 
 
 def tags(messages: list[Message], learned: list[dict]) -> list[str]:
-    """The topics the session taught, then its most frequent distinctive words (the users' first)."""
+    """The topics the session taught, then its most frequent distinctive words (the users' twice)."""
     found: list[str] = []
     for item in learned:
         topic = " ".join(str(item.get("topic", "")).lower().split())
         if topic and topic not in found:
             found.append(topic)
+    texts = [m.content for m in messages for _ in range(2 if m.role == "user" else 1)]
+    return (found + [w for w in distinctive_words(texts) if w not in found])[:MAX_TAGS]
+
+
+def distinctive_words(texts: list[str], limit: int = MAX_TAGS) -> list[str]:
+    """The words said more than once, most frequent first, common words left out."""
     counts: Counter = Counter()
-    for message in messages:
-        weight = 2 if message.role == "user" else 1
-        for word in _WORD.findall(message.content.lower()):
-            if word not in _STOP:
-                counts[word] += weight
-    for word, count in counts.most_common():
-        if len(found) >= MAX_TAGS:
-            break
-        if count > 1 and word not in found:
-            found.append(word)
-    return found[:MAX_TAGS]
+    for text in texts:
+        counts.update(word for word in _WORD.findall(text.lower()) if word not in _STOP)
+    return [word for word, count in counts.most_common(limit) if count > 1]
 
 
 def _clip(text: str, limit: int) -> str:
