@@ -33,10 +33,11 @@ LEARNED_KEPT = 200  # what the state remembers having learned, for the summary
 
 class Outcome:
     """What one call did: messages received and newly buffered, what was learned (this call's
-    routing), notes (one line each), and for compact/dispose the summary."""
+    routing), notes (one line each), and for compact/dispose the summary and everything the
+    session taught so far (`session_learned`)."""
 
     __slots__ = ("session", "received", "buffered", "messages", "processed", "routed", "notes", "summary",
-                 "tokens", "tags", "closed")
+                 "tokens", "tags", "closed", "session_learned")
 
     def __init__(self, session: str) -> None:
         self.session = session
@@ -44,6 +45,7 @@ class Outcome:
         self.routed: list[Routed] = []
         self.notes: list[str] = []
         self.summary, self.tags, self.closed = "", [], ""
+        self.session_learned: list[dict] = []
 
     def learned(self) -> list[dict]:
         return [r.to_dict() for r in self.routed if r.action != SKIPPED]
@@ -53,7 +55,7 @@ class Outcome:
                 "messages": self.messages, "processed": self.processed, "learned": self.learned(),
                 "notes": self.notes}
         if self.summary or self.closed:
-            data.update(summary=self.summary, tokens=self.tokens, tags=self.tags)
+            data.update(summary=self.summary, tokens=self.tokens, tags=self.tags, session_learned=self.session_learned)
         if self.closed:
             data["closed"] = self.closed
         return data
@@ -137,6 +139,7 @@ def _settled_locked(settings: Settings, files: SessionFiles, lock_wait: float, e
     outcome.messages = len(messages)
     _flush(settings, files, state, messages, outcome, lock_wait, extract)
     outcome.processed = state["processed"]
+    outcome.session_learned = list(state.get("learned", []))
     return outcome, state, messages
 
 
