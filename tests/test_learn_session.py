@@ -201,3 +201,33 @@ def test_learned_entries_can_be_forgotten_restored_and_a_dream_undone(run, memor
     undone = run("dream", "--undo", run_id, root=memory, env=later)
     assert undone.returncode == 0, undone.stderr
     assert sorted(json.dumps(e, sort_keys=True) for e in l5(memory)) == before
+
+
+def test_show_json_prints_a_learned_entry_with_its_sources(run, memory):
+    assert _turn(run, memory, SESSION).returncode == 0
+    assert run("compact", "--session", "chat-1", root=memory).returncode == 0
+    name = next(e for e in l5(memory) if e["topic"] == "name")
+    shown = run("show", name["id"], "--json", root=memory)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["sources"] == [{"session": "chat-1", "message": "u1"}]
+    assert json.loads(run("show", f"L5:{name['id']}", "--json", root=memory).stdout)["speaker"] == "Dana"
+
+
+@pytest.mark.parametrize("planted", ["folder", "buffer", "short-term"])
+def test_a_planted_symlink_is_refused_and_nothing_is_written_outside(run, memory, tmp_path, planted):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim").write_text("keep\n")
+    if planted == "folder":
+        (memory / "sessions").symlink_to(outside, target_is_directory=True)
+    elif planted == "buffer":
+        (memory / "sessions").mkdir(mode=0o700)
+        (memory / "sessions" / "chat-1.jsonl").symlink_to(outside / "victim")
+    else:
+        (memory / "short_term.jsonl").symlink_to(outside / "victim")
+    done = _turn(run, memory, SESSION)
+    if planted == "short-term":
+        assert done.returncode == 0
+        done = run("dispose", "--session", "chat-1", root=memory)
+    assert done.returncode == 2 and b"symlink" in done.stderr and done.stderr.count(b"\n") == 1
+    assert sorted(p.name for p in outside.iterdir()) == ["victim"] and (outside / "victim").read_text() == "keep\n"
