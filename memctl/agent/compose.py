@@ -165,7 +165,7 @@ def _pinned_pieces(settings: Settings, scrub: Callable[[str], str]) -> list[Piec
     """The profile and active preferences: profile first, then by confidence, the newest first."""
     from memctl.longterm.store import open_store
 
-    pinned = [e for e in open_store(settings.layout, settings).active.iter() if e.type in PINNED_TYPES]
+    pinned = open_store(settings.layout, settings).active.of_types(PINNED_TYPES)
     pinned.sort(key=lambda e: (PINNED_TYPES.index(e.type), -e.confidence))
     pieces = []
     for entry in pinned:
