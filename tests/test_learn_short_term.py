@@ -79,3 +79,16 @@ def test_compose_carries_the_profile_and_preferences_whatever_the_query(run, mem
     small = run("compose", "weather", "--budget", "120", "--json", root=memory, env=DAY)
     summary = json.loads(small.stdout.splitlines()[-1])
     assert summary["tokens"] <= 120
+
+
+def test_a_summary_never_ends_on_a_heading_without_its_lines():
+    from memctl.core.tokens import estimate_tokens
+    from memctl.learn.candidates import Message
+    from memctl.learn.summary import summary_text, within_tokens
+
+    messages = [Message("s", f"m{i}", i, "user", "a long message about the cluster deployment " * 8) for i in range(6)]
+    learned = [{"id": "m1", "type": "preference", "topic": "window", "text": "Dana deploys on Tuesdays"}]
+    for budget in range(5, 200, 5):
+        text = summary_text("s", messages, learned, within_tokens(budget))
+        assert estimate_tokens(text) <= budget or text == ""
+        assert not text.rstrip("\n").endswith(":"), (budget, text)

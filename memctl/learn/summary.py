@@ -41,23 +41,29 @@ def summary_text(session: str, messages: list[Message], learned: list[dict], fit
     if asked:
         _add(lines, [f"Asked: {_clip(asked, ASKED_CHARS)}"], fits)
     replaced = {item.get("replaces") for item in learned}
-    standing = [item for item in learned if item.get("id") not in replaced]
-    if standing:
-        _add(lines, ["Learned:"], fits)
-        for item in reversed(standing):
-            topic = f" ({item['topic']})" if item.get("topic") else ""
-            if not _add(lines, [f"- {item.get('type', '')}{topic}: {_clip(str(item.get('text', '')), LINE_CHARS)}"], fits):
-                break
-    tail = [m for m in messages[-8:] if m.content.strip()]
-    if tail and _add(lines, ["Last messages:"], fits):
-        shown: list[str] = []
-        for message in reversed(tail):
-            line = f"- {message.speaker or message.role}: {_clip(message.content, LINE_CHARS)}"
-            if not fits(_joined(lines + [line] + shown)):
-                break
-            shown.insert(0, line)
-        lines += shown
+    standing = [_learned_line(item) for item in reversed(learned) if item.get("id") not in replaced]
+    _add_section(lines, "Learned:", standing, fits)
+    tail = [f"- {m.speaker or m.role}: {_clip(m.content, LINE_CHARS)}" for m in messages[-8:] if m.content.strip()]
+    _add_section(lines, "Last messages:", list(reversed(tail)), fits, keep_order=False)
     return _joined(lines)
+
+
+def _learned_line(item: dict) -> str:
+    topic = f" ({item['topic']})" if item.get("topic") else ""
+    return f"- {item.get('type', '')}{topic}: {_clip(str(item.get('text', '')), LINE_CHARS)}"
+
+
+def _add_section(lines: list[str], heading: str, items: list[str], fits, keep_order: bool = True) -> None:
+    """The heading and as many items as fit, most important first; nothing when none fits.
+    `keep_order=False`: the items come newest first and are shown oldest first."""
+    chosen: list[str] = []
+    for item in items:
+        trial = chosen + [item] if keep_order else [item] + chosen
+        if not fits(_joined(lines + [heading] + trial)):
+            break
+        chosen = trial
+    if chosen:
+        lines += [heading] + chosen
 
 
 def _add(lines: list[str], more: list[str], fits) -> bool:
