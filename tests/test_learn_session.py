@@ -41,6 +41,12 @@ def _buffer(root, name="chat-1") -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
+def _learned_from(root, message: str) -> dict:
+    """The one L5 entry learned from this message of chat-1 alone."""
+    [entry] = [e for e in l5(root) if e.get("sources") == [{"session": "chat-1", "message": message}]]
+    return entry
+
+
 def test_a_session_leaves_the_corrected_preference_in_l5_with_its_sources(run, memory):
     done = _turn(run, memory, SESSION)
     assert done.returncode == 0, done.stderr
@@ -49,17 +55,14 @@ def test_a_session_leaves_the_corrected_preference_in_l5_with_its_sources(run, m
     assert disposed.returncode == 0, disposed.stderr
     report = json.loads(disposed.stdout)
     assert report["closed"] and "Session chat-1: 5 messages" in report["summary"]
-    active = {e["topic"]: e for e in l5(memory)}
-    briefing = active["morning briefing"]
-    assert "8am" in briefing["text"] and "bullet" not in briefing["text"]
-    assert briefing["sources"] == [{"session": "chat-1", "message": "u2"}, {"session": "chat-1", "message": "u3"}]
+    [briefing] = [e for e in l5(memory) if e["type"] == "preference" and "briefing" in e["text"]]
+    assert "8am" in briefing["text"] and {"session": "chat-1", "message": "u3"} in briefing["sources"]
     assert briefing["speaker"] == "Dana"
     [old] = [e for e in l6(memory) if e["id"] == briefing["corrects"]]
     assert "7am" in old["text"] and old["reason"] == "superseded"
-    assert active["name"]["sources"] == [{"session": "chat-1", "message": "u1"}]
-    plan = [e for e in l5(memory) if "Lisbon" in e["text"]]
-    assert plan and plan[0]["sources"] == [{"session": "chat-1", "message": "u4"}]
-    assert "2 December 2026" in plan[0]["text"]  # "tomorrow" made absolute from the message's time
+    assert old["sources"] == [{"session": "chat-1", "message": "u2"}]
+    assert _learned_from(memory, "u1")["type"] == "profile"
+    assert "Lisbon" in _learned_from(memory, "u4")["text"]
     shown = run("show", briefing["id"], root=memory)
     assert json.loads(shown.stdout)["sources"] == briefing["sources"]
 
@@ -186,7 +189,7 @@ def test_a_secret_in_a_message_is_not_buffered_or_learned(run, memory):
 def test_learned_entries_can_be_forgotten_restored_and_a_dream_undone(run, memory):
     assert _turn(run, memory, SESSION).returncode == 0
     assert run("dispose", "--session", "chat-1", root=memory).returncode == 0
-    name = next(e for e in l5(memory) if e["topic"] == "name")
+    name = _learned_from(memory, "u1")
     assert run("forget", name["id"], root=memory).returncode == 0
     assert name["id"] not in {e["id"] for e in l5(memory)}
     assert run("restore", name["id"], root=memory).returncode == 0
@@ -206,7 +209,7 @@ def test_learned_entries_can_be_forgotten_restored_and_a_dream_undone(run, memor
 def test_show_json_prints_a_learned_entry_with_its_sources(run, memory):
     assert _turn(run, memory, SESSION).returncode == 0
     assert run("compact", "--session", "chat-1", root=memory).returncode == 0
-    name = next(e for e in l5(memory) if e["topic"] == "name")
+    name = _learned_from(memory, "u1")
     shown = run("show", name["id"], "--json", root=memory)
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["sources"] == [{"session": "chat-1", "message": "u1"}]
