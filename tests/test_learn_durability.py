@@ -95,7 +95,8 @@ def test_a_torn_write_is_cut_aside_and_the_retry_completes(run, tmp_path, refere
 def test_an_acknowledged_turn_survives_a_torn_write_of_the_next_one(run, tmp_path):
     root = _memory(run, tmp_path / "memory")
     assert run("turn", "--session", "s", root=root, input=jsonl(SESSION[:2]), env=NOW).returncode == 0
-    torn = run("turn", "--session", "s", root=root, input=jsonl(SESSION[2:]), env={**NOW, "MEMCTL_FAULT_WRITE": "1:torn"})
+    torn = run("turn", "--session", "s", root=root, input=jsonl(SESSION[2:]),
+               env={**NOW, "MEMCTL_FAULT_WRITE": "1:torn"})
     assert torn.returncode == KILLED
     data = (root / "sessions" / "s.jsonl").read_bytes()
     assert not data.endswith(b"\n")  # half a batch: whole lines of it, then a torn one

@@ -161,3 +161,18 @@ def test_show_prints_sources_and_conflicts(run, root):
     assert shown.returncode == 0, shown.stderr
     entry = json.loads(shown.stdout)
     assert entry["sources"] == _src("u1") and entry["conflicts"][0]["text"] == "briefing as prose"
+
+
+def test_an_aggregate_past_its_cap_moves_its_history_to_l6(root):
+    from memctl.longterm.remember import MAX_FACTS
+
+    settings = _settings(root, '\n[types.history]\npolicy = "aggregate"\n')
+    facts = [Candidate("history", f"Ana visit number {i}", "Ana", 6, _src(f"m{i}"), time="2026-01-01T10:00:00")
+             for i in range(MAX_FACTS + 1)]
+    routed = route(settings, facts, NOW, 0)
+    assert routed[-1].action == "superseded"
+    [entry] = l5(root)
+    assert len(entry["facts"]) == MAX_FACTS and entry["id"] == candidate_id(facts[-1])
+    [old] = l6(root)
+    assert len(old["facts"]) == MAX_FACTS and entry["supersedes"] == [old["id"]]
+    assert route(settings, facts[-1:], NOW, 0)[0].action == DONE

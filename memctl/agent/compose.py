@@ -8,8 +8,9 @@ best L5 entries and the best L4 snippets (one in-process search over L5, L2 and 
 
 Which pieces get in is decided in a different order, most important first: L1, the active
 task, the profile and preferences (highest confidence first), the most recent session, then
-the search hits by score, then the other recent sessions. A piece that does not fit whole is cut at a word boundary when at least
-`MIN_PIECE_TOKENS` are left; otherwise it is left out and smaller pieces still get a chance.
+the search hits by score, then the other recent sessions. A piece that does not fit whole is
+cut at a word boundary when at least `MIN_PIECE_TOKENS` are left; otherwise it is left out and
+smaller pieces still get a chance.
 
 - **Caps**: at most 4 L2 sections, 8 L5 entries and 6 L4 snippets (2 per session); an L4
   snippet loses the model's `<thinking>` and the `<summary>` tags.

@@ -31,6 +31,7 @@ SEEN = "seen"
 AGGREGATED = "aggregated"
 SOURCES = "sources"  # an entry field: [{"session": ID, "message": MESSAGE_ID}, …], where it was learned
 FACTS = "facts"  # an aggregate entry's dated facts
+MAX_FACTS = 100
 SEEN_BY = "seen_by"  # an entry field: the id of the resident writer's request that last raised `seen`
 
 
@@ -86,7 +87,8 @@ def validate(settings: Settings, request: RememberRequest) -> None:
         raise UsageError("nothing to remember: the text is empty")
     if policy.keyed and not request.topic.strip():
         raise UsageError(
-            f"type {request.type!r} {policy.policy}s by topic: pass --topic (the thing it is about, e.g. --topic editor)"
+            f"type {request.type!r} {policy.policy}s by topic: pass --topic "
+            "(the thing it is about, e.g. --topic editor)"
         )
     if not 0 <= request.confidence <= 10:
         raise UsageError(f"--confidence must be between 0 and 10, got {request.confidence}")
@@ -185,19 +187,14 @@ def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
     threshold = auto_trigger(settings)
     count = store.active.count()
     if policy.aggregates:
-        return add_fact(store, entry, request, stamp, count, threshold)
+        return add_fact(settings, store, entry, request, stamp, count, threshold)
     if policy.merges:
         row = store.active.current(entry.type, entry.topic)
         current = row.entry if row is not None else None
         if current is not None and normalize(current.text) == normalize(entry.text):
             return _raise_seen(store, current, request, stamp, None, count, threshold)
         if current is not None:
-            entry.supersedes = [current.id]
-            gone = current.replace(left_at=stamp, reason=SUPERSEDED, note=f"superseded by {entry.id}", run="")
-            with journaled_rewrite(settings.layout, store, "supersede", entry.id, l5_has=[entry.id],
-                                   l5_lacks=[current.id]):
-                store.archive.append([gone])
-                store.active.replace(current.id, store.row_for(entry), at_end=True)
+            supersede(settings, store, current, entry, stamp)
             return RememberResult(SUPERSEDED, entry, current, None, count, count >= threshold)
     else:
         cutoff = similarity_threshold(settings)
@@ -209,6 +206,15 @@ def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
     with synced_after_unlock():  # group commit: the fsync waits for the lock's release, the exit for the fsync
         store.active.append([entry])
     return RememberResult(ADDED, entry, None, None, count + 1, count + 1 >= threshold)
+
+
+def supersede(settings: Settings, store: JsonlEntryStore, current: Entry, entry: Entry, stamp: str) -> None:
+    """`entry` takes the place of `current` in L5; `current` goes to L6 first (journaled)."""
+    entry.supersedes = [current.id]
+    gone = current.replace(left_at=stamp, reason=SUPERSEDED, note=f"superseded by {entry.id}", run="")
+    with journaled_rewrite(settings.layout, store, "supersede", entry.id, l5_has=[entry.id], l5_lacks=[current.id]):
+        store.archive.append([gone])
+        store.active.replace(current.id, store.row_for(entry), at_end=True)
 
 
 def _raise_seen(store: JsonlEntryStore, existing: Entry, request: RememberRequest, stamp: str,
@@ -240,11 +246,13 @@ def joined(held, more: list) -> list:
     return out
 
 
-def add_fact(store: JsonlEntryStore, entry: Entry, request: RememberRequest, stamp: str, count: int,
-             threshold: int) -> RememberResult:
+def add_fact(settings: Settings, store: JsonlEntryStore, entry: Entry, request: RememberRequest, stamp: str,
+             count: int, threshold: int) -> RememberResult:
     """aggregate: the fact joins the active entry of its (type, topic) — its `facts`, each with its
     date, text and sources, in date order, and its text, which lists them — or starts one. A
-    fact already there (its id, or the same date and text) changes nothing: a retry is harmless."""
+    fact already there (its id, or the same date and text) changes nothing: a retry is harmless.
+    Past `MAX_FACTS` the entry is superseded by one holding the newest: the whole history stays
+    in L6, and the entry a search returns stays readable."""
     fact = {"date": (request.date or stamp)[:10], "text": entry.text, "id": entry.id}
     if request.extra.get(SOURCES):
         fact[SOURCES] = list(request.extra[SOURCES])
@@ -260,9 +268,14 @@ def add_fact(store: JsonlEntryStore, entry: Entry, request: RememberRequest, sta
     if any(f.get("id") == fact["id"] or (f.get("date"), f.get("text")) == (fact["date"], fact["text"]) for f in facts):
         return RememberResult(SEEN, current, current, None, count, False)
     facts = sorted(facts + [fact], key=lambda f: str(f.get("date", "")))
-    extra = {**current.extra, FACTS: facts, SOURCES: joined(current.extra.get(SOURCES), fact.get(SOURCES, []))}
-    grown = current.replace(text=aggregate_text(current.topic, facts), updated=stamp, seen=current.seen + 1,
-                            confidence=max(current.confidence, entry.confidence), extra=extra)
+    sources = joined(current.extra.get(SOURCES), fact.get(SOURCES, []))
+    extra = {**current.extra, FACTS: facts[-MAX_FACTS:], SOURCES: sources}
+    grown = current.replace(text=aggregate_text(current.topic, facts[-MAX_FACTS:]), updated=stamp,
+                            seen=current.seen + 1, confidence=max(current.confidence, entry.confidence), extra=extra)
+    if len(facts) > MAX_FACTS:
+        grown = grown.replace(id=entry.id, created=stamp)
+        supersede(settings, store, current, grown, stamp)
+        return RememberResult(SUPERSEDED, grown, current, None, count, count >= threshold)
     store.active.replace(current.id, store.row_for(grown))
     return RememberResult(AGGREGATED, grown, current, None, count, count >= threshold)
 
