@@ -234,3 +234,23 @@ def test_a_planted_symlink_is_refused_and_nothing_is_written_outside(run, memory
         done = run("dispose", "--session", "chat-1", root=memory)
     assert done.returncode == 2 and b"symlink" in done.stderr and done.stderr.count(b"\n") == 1
     assert sorted(p.name for p in outside.iterdir()) == ["victim"] and (outside / "victim").read_text() == "keep\n"
+
+
+def test_concurrent_turns_on_one_session_buffer_every_message_once(memctl_bin, memory):
+    import subprocess
+
+    from conftest import clean_env
+
+    batches = [[{"id": f"w{w}-{i}", "role": "user", "content": f"worker {w} note {i}"} for i in range(5)]
+               for w in range(4)]
+    procs = [subprocess.Popen([memctl_bin, "--root", str(memory), "turn", "--session", "busy"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env())
+             for _ in batches]
+    for proc, batch in zip(procs, batches):
+        proc.stdin.write(jsonl(batch + batches[0]))  # every worker also retries worker 0's batch
+        proc.stdin.close()
+    for proc in procs:
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    ids = [m["id"] for m in _buffer(memory, "busy")]
+    assert sorted(ids) == sorted(m["id"] for batch in batches for m in batch)
+    assert [m["position"] for m in _buffer(memory, "busy")] == list(range(20))
