@@ -254,3 +254,18 @@ def test_concurrent_turns_on_one_session_buffer_every_message_once(memctl_bin, m
     ids = [m["id"] for m in _buffer(memory, "busy")]
     assert sorted(ids) == sorted(m["id"] for batch in batches for m in batch)
     assert [m["position"] for m in _buffer(memory, "busy")] == list(range(20))
+
+
+def test_a_busy_writer_lock_defers_extraction_but_the_turn_is_acknowledged(run, memory):
+    from memctl.core.config import load_settings
+    from memctl.core.fsutil import WriterLock
+
+    with open(memory / "memctl.toml", "a", encoding="utf-8") as handle:
+        handle.write("\n[learn]\nturns = 2\n")
+    with WriterLock(load_settings(memory).layout.lock):
+        done = run("turn", "--session", "chat-1", "--wait", "0.2", root=memory, input=jsonl(SESSION))
+    assert done.returncode == 0, done.stderr
+    assert b"extraction deferred: lock busy" in done.stderr and l5(memory) == []
+    assert len(_buffer(memory)) == 5
+    assert run("compact", "--session", "chat-1", root=memory).returncode == 0
+    assert _learned_from(memory, "u1")["type"] == "profile"

@@ -2,7 +2,9 @@
 
 - `turn(settings, session_id, items)` checks every message first (all or nothing), appends the
   new ones to the session's buffer in one durable write (a retried message is left out), and
-  extracts and routes the unprocessed ones when they reach `[learn] turns` or `bytes`.
+  extracts and routes the unprocessed ones when they reach `[learn] turns` or `bytes` (if that
+  fails — the writer lock busy, a full disk — the messages stay buffered and unprocessed, a
+  note says why, and the next call extracts them: buffering is what `turn` promises).
 - `compact(settings, session_id, budget)` extracts and routes what is unprocessed and returns
   the session's summary within `budget` tokens, with what was learned.
 - `dispose(settings, session_id)` does the same, leaves the summary (within `[learn]
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from memctl.core import clock, faults
 from memctl.core.config import Settings
-from memctl.core.errors import NotFound, UsageError
+from memctl.core.errors import MemctlError, NotFound, UsageError
 from memctl.core.tokens import estimate_tokens
 from memctl.learn import buffer, short_term, summary
 from memctl.learn.buffer import SessionFiles
@@ -81,7 +83,10 @@ def turn(settings: Settings, session_id: str, items: list, lock_wait: float = LO
         messages = held + [Message.from_dict(line) for line in fresh]
         outcome.buffered, outcome.messages = len(fresh), len(messages)
         if _due(settings, messages[state["processed"]:]):
-            _flush(settings, files, state, messages, outcome, lock_wait, extract)
+            try:
+                _flush(settings, files, state, messages, outcome, lock_wait, extract)
+            except MemctlError as exc:  # the messages are on disk: what turn promises; the next call extracts
+                outcome.notes.append(f"extraction deferred: {exc}")
         outcome.processed = state["processed"]
     return outcome
 

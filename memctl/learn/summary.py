@@ -25,7 +25,8 @@ about after again also because been before being could does doing done from have
 make more most much need only other over really should some still such than that their them then there
 these they thing think this those through want were what when where which while will with would your
 yours yeah okay please thanks thank sure right well let's i'm it's don't that's actually user agent
-assistant tool
+assistant tool prefer prefers preferred like likes liked want wants wanted plan plans planned need needs
+going today tomorrow yesterday
 """.split())
 
 
@@ -93,7 +94,9 @@ def tags(messages: list[Message], learned: list[dict]) -> list[str]:
         if topic and topic not in found:
             found.append(topic)
     texts = [m.content for m in messages for _ in range(2 if m.role == "user" else 1)]
-    return (found + [w for w in distinctive_words(texts) if w not in found])[:MAX_TAGS]
+    names = {word for m in messages for word in m.speaker.lower().split()}  # who spoke is not what it was about
+    words = [w for w in distinctive_words(texts, MAX_TAGS + len(names)) if w not in found and w not in names]
+    return (found + words)[:MAX_TAGS]
 
 
 def distinctive_words(texts: list[str], limit: int = MAX_TAGS) -> list[str]:
