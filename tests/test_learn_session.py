@@ -269,3 +269,23 @@ def test_a_busy_writer_lock_defers_extraction_but_the_turn_is_acknowledged(run, 
     assert len(_buffer(memory)) == 5
     assert run("compact", "--session", "chat-1", root=memory).returncode == 0
     assert _learned_from(memory, "u1")["type"] == "profile"
+
+
+def test_the_session_layer_on_either_backend(run, root, backend):
+    assert run("init", root=root).returncode == 0
+    backend.use(root)
+    assert _turn(run, root, SESSION).returncode == 0
+    disposed = run("dispose", "--session", "chat-1", "--json", root=root)
+    assert disposed.returncode == 0, disposed.stderr
+    learned = {item["id"]: item for item in json.loads(disposed.stdout)["session_learned"]}
+    corrected = [item for item in learned.values() if item["action"] == "corrected"]
+    assert corrected, learned
+    shown = run("show", corrected[0]["id"], "--json", root=root)
+    assert shown.returncode == 0, shown.stderr
+    entry = json.loads(shown.stdout)
+    assert {"session": "chat-1", "message": "u3"} in entry["sources"] and "8am" in entry["text"]
+    old = json.loads(run("show", f"L6:{entry['corrects']}", "--json", root=root).stdout)
+    assert "7am" in old["text"]
+    assert _turn(run, root, SESSION).returncode == 0  # a retry after dispose: nothing new, nothing twice
+    again = run("dispose", "--session", "chat-1", "--json", root=root)
+    assert json.loads(again.stdout)["session_learned"] == json.loads(disposed.stdout)["session_learned"]
