@@ -289,3 +289,12 @@ def test_the_session_layer_on_either_backend(run, root, backend):
     assert _turn(run, root, SESSION).returncode == 0  # a retry after dispose: nothing new, nothing twice
     again = run("dispose", "--session", "chat-1", "--json", root=root)
     assert json.loads(again.stdout)["session_learned"] == json.loads(disposed.stdout)["session_learned"]
+
+
+def test_two_ids_sharing_files_on_a_case_blind_file_system_are_told_apart(run, memory):
+    assert _turn(run, memory, SESSION[:1], session="Chat").returncode == 0
+    assert run("compact", "--session", "Chat", root=memory).returncode == 0
+    (memory / "sessions" / "Chat.state").rename(memory / "sessions" / "chat.state")  # what such a system shows
+    (memory / "sessions" / "Chat.jsonl").rename(memory / "sessions" / "chat.jsonl")
+    done = run("compact", "--session", "chat", root=memory)
+    assert done.returncode == 2 and b"ids differing only in case" in done.stderr

@@ -280,6 +280,9 @@ def read_state(files: SessionFiles) -> dict:
         state = None
     if not isinstance(state, dict) or not isinstance(state.get("processed"), int):
         return {"session": files.session, "processed": 0}  # a damaged record: the work is redone, nothing twice
+    if state.get("session", files.session) != files.session:  # "Chat" and "chat" on a case-blind file system
+        raise UsageError(f"session {files.session[:60]!r} shares its files with session {str(state['session'])[:60]!r} "
+                         "on this file system (ids differing only in case); use another id")
     return state
 
 
