@@ -37,17 +37,19 @@ class ForgottenFact(MemctlError):
 class RememberRequest:
     """What to remember (plain classes here, not dataclasses: see `entries.Entry`)."""
 
-    __slots__ = ("text", "type", "topic", "confidence", "source", "force", "contradicts", "entry_id", "retry")
+    __slots__ = ("text", "type", "topic", "confidence", "source", "force", "contradicts", "entry_id", "retry",
+                 "extra")
 
     def __init__(self, text: str, type: str, topic: str = "", confidence: float = 5, source: str = "",
                  force: bool = False, contradicts: list[str] | None = None, entry_id: str | None = None,
-                 retry: bool = False) -> None:
+                 retry: bool = False, extra: dict | None = None) -> None:
         self.text, self.type, self.topic, self.confidence = text, type, topic, confidence
         self.source, self.force = source, force
         self.contradicts = [] if contradicts is None else contradicts  # ids this fact proves wrong; the dream forgets them
         # the id a new entry gets (None: a new one); `retry`: this request may have been written
         # already, under that id, by a resident writer that died before it replied
         self.entry_id, self.retry = entry_id, retry
+        self.extra = {} if extra is None else extra  # fields a new entry carries (memctl serve: namespace, key)
 
 
 class RememberResult:
@@ -97,7 +99,8 @@ def prepared(settings: Settings, request: RememberRequest) -> RememberRequest:
     """The request checked, its text as L5 keeps it (before the lock: nothing here reads L5)."""
     validate(settings, request)
     return RememberRequest(at_rest(settings, request.text), request.type, request.topic, request.confidence,
-                           request.source, request.force, request.contradicts, request.entry_id, request.retry)
+                           request.source, request.force, request.contradicts, request.entry_id, request.retry,
+                           request.extra)
 
 
 def remember_locked(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
@@ -169,6 +172,7 @@ def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
         id=request.entry_id or new_id(), text=request.text, type=request.type, topic=request.topic.strip(),
         confidence=request.confidence, created=stamp, updated=stamp, source=request.source,
     )
+    entry.extra.update(request.extra)
     if request.contradicts:
         entry.extra["contradicts"] = list(request.contradicts)
     threshold = auto_trigger(settings)
