@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 ADDED = "added"
 SUPERSEDED = "superseded"
 SEEN = "seen"
+NAMESPACE = "namespace"  # an entry field: the namespace of the key that wrote it (memctl serve)
 SEEN_BY = "seen_by"  # an entry field: the id of the resident writer's request that last raised `seen`
 
 
@@ -113,7 +114,7 @@ def remember_locked(settings: Settings, store: JsonlEntryStore, request: Remembe
         if done is not None:
             return done
     if not request.force:
-        check_not_forgotten(settings, store, request.text)
+        check_not_forgotten(settings, store, request.text, request)
     return _write(settings, store, request, now)
 
 
@@ -147,15 +148,17 @@ def at_rest(settings: Settings, text: str) -> str:
     return redactor_for(settings)(text)
 
 
-def check_not_forgotten(settings: Settings, store: JsonlEntryStore, text: str) -> None:
-    """Refuse a fact whose last L6 line says forgotten or purged, unless it is active again."""
+def check_not_forgotten(settings: Settings, store: JsonlEntryStore, text: str,
+                        request: RememberRequest | None = None) -> None:
+    """Refuse a fact whose last L6 line says forgotten or purged, unless it is active again
+    (a near-duplicate only within the request's namespace)."""
     cutoff = similarity_threshold(settings)
     gone = store.gone_for_good(text, cutoff)
     digest = content_hash(text)
     for entry in gone:
         if entry.extra.get("sha256") == digest:
             raise ForgottenFact(f"this fact was purged as {entry.id}; pass --force to remember it again")
-    hit = near_duplicate(text, [e for e in gone if e.text], cutoff)
+    hit = near_duplicate(text, [e for e in gone if e.text and same_namespace(e, request)], cutoff)
     if hit is not None:
         old, _ = hit
         why = f" ({old.note})" if old.note else ""
@@ -194,12 +197,19 @@ def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
         cutoff = similarity_threshold(settings)
         rows = store.active.candidates(entry.type, entry.text, cutoff)
         found = best_key_match(entry.text, rows.keys, cutoff)
-        if found is not None:
-            existing = store.active.row(rows[found[0]].entry_id)
+        existing = store.active.row(rows[found[0]].entry_id) if found is not None else None
+        if existing is not None and same_namespace(existing.entry, request):
             return _raise_seen(store, existing.entry, request, stamp, found[1], count, threshold)
     with synced_after_unlock():  # group commit: the fsync waits for the lock's release, the exit for the fsync
         store.active.append([entry])
     return RememberResult(ADDED, entry, None, None, count + 1, count + 1 >= threshold)
+
+
+def same_namespace(entry: Entry, request: RememberRequest | None) -> bool:
+    """Whether an entry is in the namespace a request writes to (memctl serve's namespace keys:
+    one namespace's fact never raises `seen` on another's, nor is refused as another's forgotten)."""
+    wanted = request.extra.get(NAMESPACE, "") if request is not None else ""
+    return entry.extra.get(NAMESPACE, "") == wanted
 
 
 def _raise_seen(store: JsonlEntryStore, existing: Entry, request: RememberRequest, stamp: str,

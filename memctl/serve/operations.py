@@ -78,13 +78,21 @@ def remember(service, args: dict, caller: Caller) -> dict:
     extra = {"key": caller.name}
     if namespace:
         extra["namespace"] = namespace
-    request = RememberRequest(args["text"], args.get("type") or DEFAULT_TYPE, args.get("topic") or "",
+    request = RememberRequest(args["text"], args.get("type") or DEFAULT_TYPE, _topic(args.get("topic"), namespace),
                               args.get("confidence", 5), source=f"serve:{caller.name}", extra=extra)
     result = service.write_remember(request, caller, namespace)
     data = result.to_dict()
     if namespace:
         data["namespace"] = namespace
     return data
+
+
+def _topic(topic: str | None, namespace: str) -> str:
+    """A namespace's topics are its own: `NS/topic`, so that one namespace's preference never
+    supersedes another's of the same name (merge types keep one entry per type and topic)."""
+    if not topic or not topic.strip() or not namespace:
+        return topic or ""
+    return f"{namespace}/{topic.strip()}"
 
 
 def forget(service, args: dict, caller: Caller) -> dict:
