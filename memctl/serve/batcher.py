@@ -20,7 +20,7 @@ import threading
 
 from memctl.core import clock, faults
 from memctl.core.errors import MemctlError, WriteFailed
-from memctl.core.fsutil import synced_after_unlock
+from memctl.core.fsutil import sync_pending, synced_after_unlock
 from memctl.longterm.recovery import writing
 from memctl.longterm.remember import ADDED, RememberRequest, prepared, remember_locked
 from memctl.longterm.store import open_store
@@ -143,6 +143,7 @@ class WriteBatcher:
                 faults.checkpoint("serve: request written")
             with synced_after_unlock():
                 self.audit_log.append(lines)
+        sync_pending()  # done by the lock's release, unless another lock of this process was held then
 
 
 def _fail_unsynced(jobs: list[Job], outcomes: dict, failed: BaseException) -> None:
