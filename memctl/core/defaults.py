@@ -180,7 +180,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "serve": {
         "max_body_bytes": 1048576,
         "rate_per_minute": 600,
-        "request_timeout": 30,
+        "request_timeout": 30,  # seconds: a call's answer, a connection's request head
+        "max_connections": 256,  # open at once; past it uvicorn answers 503
     },
     "types": plain_copy(DEFAULT_TYPES),
 }
@@ -203,5 +204,5 @@ BOUNDS = {
     "learn.short_term_sessions": (0, 1000), "learn.short_term_bytes": (64, 1 << 20),
     "learn.short_term_days": (0, 36_500), "extract.timeout": (0.1, 3600),
     "serve.max_body_bytes": (1024, 1 << 30), "serve.rate_per_minute": (1, 1_000_000),
-    "serve.request_timeout": (0.1, 3600),
+    "serve.request_timeout": (0.1, 3600), "serve.max_connections": (1, 100_000),
 }

@@ -32,6 +32,7 @@ AGGREGATED = "aggregated"
 SOURCES = "sources"  # an entry field: [{"session": ID, "message": MESSAGE_ID}, …], where it was learned
 FACTS = "facts"  # an aggregate entry's dated facts
 MAX_FACTS = 100
+NAMESPACE = "namespace"  # an entry field: the namespace of the key that wrote it (memctl serve)
 SEEN_BY = "seen_by"  # an entry field: the id of the resident writer's request that last raised `seen`
 
 
@@ -43,21 +44,21 @@ class RememberRequest:
     """What to remember (plain classes here, not dataclasses: see `entries.Entry`)."""
 
     __slots__ = ("text", "type", "topic", "confidence", "source", "force", "contradicts", "entry_id", "retry",
-                 "speaker", "extra", "date")
+                 "extra", "speaker", "date")
 
     def __init__(self, text: str, type: str, topic: str = "", confidence: float = 5, source: str = "",
                  force: bool = False, contradicts: list[str] | None = None, entry_id: str | None = None,
-                 retry: bool = False, speaker: str = "", extra: dict | None = None, date: str = "") -> None:
+                 retry: bool = False, extra: dict | None = None, speaker: str = "", date: str = "") -> None:
         self.text, self.type, self.topic, self.confidence = text, type, topic, confidence
         self.source, self.force = source, force
         self.contradicts = [] if contradicts is None else contradicts  # ids this fact proves wrong; the dream forgets them
         # the id a new entry gets (None: a new one); `retry`: this request may have been written
         # already, under that id, by a resident writer that died before it replied
         self.entry_id, self.retry = entry_id, retry
-        # who said it, and fields the entry keeps as they are (`sources`: [{"session", "message"}],
-        # `fields`, `conflicts`: the write link's); `date`: when an aggregated fact happened
-        self.speaker, self.date = speaker, date
+        # fields a new entry carries: memctl serve's namespace and key; the write link's `sources`
+        # ([{"session", "message"}]), `fields`, `conflicts`
         self.extra = {} if extra is None else extra
+        self.speaker, self.date = speaker, date  # who said it; when an aggregated fact happened
 
 
 class RememberResult:
@@ -109,7 +110,7 @@ def prepared(settings: Settings, request: RememberRequest) -> RememberRequest:
     validate(settings, request)
     return RememberRequest(at_rest(settings, request.text), request.type, request.topic, request.confidence,
                            request.source, request.force, request.contradicts, request.entry_id, request.retry,
-                           request.speaker, request.extra, request.date)
+                           request.extra, request.speaker, request.date)
 
 
 def remember_locked(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
@@ -122,7 +123,7 @@ def remember_locked(settings: Settings, store: JsonlEntryStore, request: Remembe
         if done is not None:
             return done
     if not request.force:
-        check_not_forgotten(settings, store, request.text)
+        check_not_forgotten(settings, store, request.text, request)
     return _write(settings, store, request, now)
 
 
@@ -156,15 +157,17 @@ def at_rest(settings: Settings, text: str) -> str:
     return redactor_for(settings)(text)
 
 
-def check_not_forgotten(settings: Settings, store: JsonlEntryStore, text: str) -> None:
-    """Refuse a fact whose last L6 line says forgotten or purged, unless it is active again."""
+def check_not_forgotten(settings: Settings, store: JsonlEntryStore, text: str,
+                        request: RememberRequest | None = None) -> None:
+    """Refuse a fact whose last L6 line says forgotten or purged, unless it is active again
+    (a near-duplicate only within the request's namespace)."""
     cutoff = similarity_threshold(settings)
     gone = store.gone_for_good(text, cutoff)
     digest = content_hash(text)
     for entry in gone:
         if entry.extra.get("sha256") == digest:
             raise ForgottenFact(f"this fact was purged as {entry.id}; pass --force to remember it again")
-    hit = near_duplicate(text, [e for e in gone if e.text], cutoff)
+    hit = near_duplicate(text, [e for e in gone if e.text and same_namespace(e, request)], cutoff)
     if hit is not None:
         old, _ = hit
         why = f" ({old.note})" if old.note else ""
@@ -180,8 +183,9 @@ def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
     entry = Entry(
         id=request.entry_id or new_id(), text=request.text, type=request.type, topic=request.topic.strip(),
         confidence=request.confidence, created=stamp, updated=stamp, source=request.source,
-        speaker=request.speaker, extra=dict(request.extra),
+        speaker=request.speaker,
     )
+    entry.extra.update(request.extra)
     if request.contradicts:
         entry.extra["contradicts"] = list(request.contradicts)
     threshold = auto_trigger(settings)
@@ -200,8 +204,8 @@ def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
         cutoff = similarity_threshold(settings)
         rows = store.active.candidates(entry.type, entry.text, cutoff)
         found = best_key_match(entry.text, rows.keys, cutoff)
-        if found is not None:
-            existing = store.active.row(rows[found[0]].entry_id)
+        existing = store.active.row(rows[found[0]].entry_id) if found is not None else None
+        if existing is not None and same_namespace(existing.entry, request):
             return _raise_seen(store, existing.entry, request, stamp, found[1], count, threshold)
     with synced_after_unlock():  # group commit: the fsync waits for the lock's release, the exit for the fsync
         store.active.append([entry])
@@ -215,6 +219,13 @@ def supersede(settings: Settings, store: JsonlEntryStore, current: Entry, entry:
     with journaled_rewrite(settings.layout, store, "supersede", entry.id, l5_has=[entry.id], l5_lacks=[current.id]):
         store.archive.append([gone])
         store.active.replace(current.id, store.row_for(entry), at_end=True)
+
+
+def same_namespace(entry: Entry, request: RememberRequest | None) -> bool:
+    """Whether an entry is in the namespace a request writes to (memctl serve's namespace keys:
+    one namespace's fact never raises `seen` on another's, nor is refused as another's forgotten)."""
+    wanted = request.extra.get(NAMESPACE, "") if request is not None else ""
+    return entry.extra.get(NAMESPACE, "") == wanted
 
 
 def _raise_seen(store: JsonlEntryStore, existing: Entry, request: RememberRequest, stamp: str,
