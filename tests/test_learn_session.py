@@ -114,6 +114,15 @@ def test_a_disposed_session_refuses_new_messages_and_keeps_one_short_term_record
     assert late.returncode == 2 and b"was disposed" in late.stderr
 
 
+def test_a_json_array_crlf_lines_and_a_byte_order_mark_are_read(run, memory):
+    array = json.dumps(SESSION[:2]).encode()
+    assert _turn(run, memory, [], raw=array).returncode == 0
+    windows = b"\xef\xbb\xbf" + jsonl(SESSION[2:]).replace(b"\n", b"\r\n")
+    done = _turn(run, memory, [], raw=windows)
+    assert done.returncode == 0, done.stderr
+    assert [m["id"] for m in _buffer(memory)] == ["u1", "a1", "u2", "u3", "u4"]
+
+
 def test_compact_of_an_unknown_session_is_one_line(run, memory):
     done = run("compact", "--session", "nobody", root=memory)
     assert done.returncode == 2 and done.stderr.count(b"\n") == 1 and b"no session" in done.stderr

@@ -106,6 +106,7 @@ def parse_messages(data: bytes) -> list:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UsageError(f"the input is not valid UTF-8 (byte {exc.start + 1}); send messages as UTF-8 JSON") from None
+    text = text.removeprefix("\ufeff")  # a byte order mark some Windows editors write first
     stripped = text.strip()
     if not stripped:
         raise UsageError("no messages: send JSON Lines or a JSON array of {\"role\", \"content\"} objects")
