@@ -307,3 +307,19 @@ def test_two_ids_sharing_files_on_a_case_blind_file_system_are_told_apart(run, m
     (memory / "sessions" / "Chat.jsonl").rename(memory / "sessions" / "chat.jsonl")
     done = run("compact", "--session", "chat", root=memory)
     assert done.returncode == 2 and b"ids differing only in case" in done.stderr
+
+
+def test_candidates_with_malformed_sources_are_credited_to_their_batch(root):
+    from memctl.core.config import init_root, load_settings
+    from memctl.learn import session
+    from memctl.learn.candidates import Candidate
+
+    init_root(root)
+    settings = load_settings(root)
+    odd = lambda settings, messages: ([Candidate("lesson", "restart the agent after a key rotation", "", 6,  # noqa: E731
+                                                 ["not a dict", 3])], ["the model answered oddly"])
+    session.turn(settings, "s", [{"id": "x1", "role": "user", "content": "restart it after rotating keys"}])
+    outcome = session.compact(settings, "s", 100, extract=odd)
+    assert outcome.notes == ["the model answered oddly"]
+    [entry] = l5(root)
+    assert entry["sources"] == [{"session": "s", "message": "x1"}]

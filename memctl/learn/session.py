@@ -175,7 +175,10 @@ def _flush(settings: Settings, files: SessionFiles, state: dict, messages: list[
 
 
 def _with_sources(candidate: Candidate, pending: list[Message]) -> Candidate:
-    """A candidate the extractor gave no sources is credited to the messages it was found in."""
+    """The candidate's sources as {"session", "message"} strings; one the extractor gave none
+    (or none of that shape: a model's answer) is credited to the messages it was found in."""
+    candidate.sources = [{"session": str(s.get("session", "")), "message": str(s.get("message", ""))}
+                         for s in candidate.sources if isinstance(s, dict)]
     if not candidate.sources:
         candidate.sources = [message.source() for message in pending]
     return candidate
