@@ -176,3 +176,25 @@ def test_an_aggregate_past_its_cap_moves_its_history_to_l6(root):
     [old] = l6(root)
     assert len(old["facts"]) == MAX_FACTS and entry["supersedes"] == [old["id"]]
     assert route(settings, facts[-1:], NOW, 0)[0].action == DONE
+
+
+def test_a_scope_keeps_two_namespaces_keys_apart_and_marks_every_entry(root):
+    from memctl.learn.route import Scope
+
+    settings = _settings(root)
+    team_a = Scope({"namespace": "a", "key": "agent-a"}, "a/")
+    team_b = Scope({"namespace": "b", "key": "agent-b"}, "b/")
+    route(settings, [Candidate("preference", "Dana wants the briefing at 7am", "briefing", 8, _src("m1"))], NOW, 0,
+          team_a)
+    route(settings, [Candidate("preference", "Eve wants the briefing at 9am", "briefing", 6, _src("m1", "s2"))], NOW, 0,
+          team_b)
+    route(settings, [Candidate("preference", "Eve wants the briefing at 9am", "eve", 6, _src("m9", "s3"))], NOW, 0,
+          team_a)  # the same words in the other namespace, written later: a correction in b must not touch it
+    fix = Candidate("preference", "Actually Eve wants the briefing at 10am, not 9am", "briefing time", 6,
+                    _src("m2", "s2"), corrects=True)
+    route(settings, [fix], NOW, 0, team_b)
+    entries = {e["topic"]: e for e in l5(root)}
+    assert set(entries) == {"a/briefing", "b/briefing", "a/eve"}
+    assert entries["a/briefing"]["namespace"] == "a" and entries["a/briefing"]["key"] == "agent-a"
+    assert "7am" in entries["a/briefing"]["text"] and "10am" in entries["b/briefing"]["text"]
+    assert [e["text"] for e in l6(root)] == ["Eve wants the briefing at 9am"]

@@ -316,8 +316,10 @@ def test_candidates_with_malformed_sources_are_credited_to_their_batch(root):
 
     init_root(root)
     settings = load_settings(root)
-    odd = lambda settings, messages: ([Candidate("lesson", "restart the agent after a key rotation", "", 6,  # noqa: E731
-                                                 ["not a dict", 3])], ["the model answered oddly"])
+    def odd(settings, messages):
+        return [Candidate("lesson", "restart the agent after a key rotation", "", 6, ["not a dict", 3])], \
+            ["the model answered oddly"]
+
     session.turn(settings, "s", [{"id": "x1", "role": "user", "content": "restart it after rotating keys"}])
     outcome = session.compact(settings, "s", 100, extract=odd)
     assert outcome.notes == ["the model answered oddly"]

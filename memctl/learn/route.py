@@ -75,37 +75,119 @@ def candidate_id(candidate: Candidate) -> str:
     return "m" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
-def route(settings: Settings, candidates: list[Candidate], now: str, lock_wait: float) -> list[Routed]:
+class Scope:
+    """Who a session's writes belong to (memctl serve's keys): `entry_fields`, fields every entry
+    written carries (the key, the namespace); `topic_prefix`, put before every topic so that the
+    keys of one scope never meet another's (serve's `NS/`). The command line's scope is empty."""
+
+    __slots__ = ("entry_fields", "topic_prefix")
+
+    def __init__(self, entry_fields: dict | None = None, topic_prefix: str = "") -> None:
+        self.entry_fields, self.topic_prefix = dict(entry_fields or {}), topic_prefix
+
+
+def route(settings: Settings, candidates: list[Candidate], now: str, lock_wait: float,
+          scope: Scope | None = None) -> list[Routed]:
     """Write the candidates in order, under one hold of the writer lock."""
     if not candidates:
         return []
-    store = open_store(settings.layout)
+    router = Router(settings, open_store(settings.layout), now, scope or Scope())
     routed = []
     with writing(settings.layout, lock_wait):
         for candidate in candidates:
-            routed.append(route_locked(settings, store, candidate, now))
+            routed.append(router.route(candidate))
             faults.checkpoint("learn: candidate routed")
     return routed
 
 
-def route_locked(settings: Settings, store, candidate: Candidate, now: str) -> Routed:
-    cid = candidate_id(candidate)
-    try:
-        policy = policy_for(settings, candidate.type)
-    except UsageError as exc:
-        return Routed(candidate, cid, SKIPPED, note=str(exc))
-    if store.active.holds(cid) or store.archive.row(cid) is not None:
-        return Routed(candidate, cid, DONE, cid)
-    try:
-        if policy.merges and candidate.topic.strip():
-            return _merge(settings, store, candidate, cid, now)
-        request = _request(settings, candidate, cid, candidate.text, candidate.confidence, {})
-        result = remember_locked(settings, store, request, now)
-    except ForgottenFact as exc:
-        return Routed(candidate, cid, SKIPPED, note=str(exc))
-    except UsageError as exc:  # an empty text, a merge type without a topic: the extractor's, not the session's fault
-        return Routed(candidate, cid, SKIPPED, note=str(exc))
-    return _routed(candidate, cid, result)
+class Router:
+    """The writes of one batch (the writer lock held by `route`)."""
+
+    def __init__(self, settings: Settings, store, now: str, scope: Scope) -> None:
+        self.settings, self.store, self.now = settings, store, now
+        self.entry_fields, self.topic_prefix = scope.entry_fields, scope.topic_prefix
+
+    def route(self, candidate: Candidate) -> Routed:
+        cid = candidate_id(candidate)
+        if candidate.topic.strip() and self.topic_prefix:
+            candidate = _with_topic(candidate, self.topic_prefix + candidate.topic.strip())
+        try:
+            policy = policy_for(self.settings, candidate.type)
+        except UsageError as exc:
+            return Routed(candidate, cid, SKIPPED, note=str(exc))
+        if self.store.active.holds(cid) or self.store.archive.row(cid) is not None:
+            return Routed(candidate, cid, DONE, cid)
+        try:
+            if policy.merges and candidate.topic.strip():
+                return self._merge(candidate, cid)
+            return _routed(candidate, cid, self._remember(candidate, cid, candidate.text, candidate.confidence, {}))
+        except ForgottenFact as exc:
+            return Routed(candidate, cid, SKIPPED, note=str(exc))
+        except UsageError as exc:  # an empty text, a merge type without a topic: the extractor is at fault
+            return Routed(candidate, cid, SKIPPED, note=str(exc))
+
+    def _remember(self, candidate: Candidate, cid: str, text: str, confidence: float, extra: dict):
+        extra = {SOURCES: list(candidate.sources), **extra, **self.entry_fields}
+        source = f"session:{candidate.sources[0].get('session', '')}" if candidate.sources else "learned"
+        request = RememberRequest(text, candidate.type, candidate.topic, min(10.0, max(0.0, confidence)), source,
+                                  entry_id=cid, retry=True, extra=extra, speaker=candidate.speaker,
+                                  date=candidate.time)
+        return remember_locked(self.settings, self.store, prepared(self.settings, request), self.now)
+
+    def _merge(self, candidate: Candidate, cid: str) -> Routed:
+        row = self.store.active.current(candidate.type, candidate.topic)
+        current = row.entry if row is not None else None
+        if current is None and candidate.corrects:
+            current = corrected_entry(self.store, candidate, self.topic_prefix)
+            if current is not None:  # the correction takes the key of the fact it corrects
+                candidate = _with_topic(candidate, current.topic)
+        if current is None:
+            result = self._remember(candidate, cid, candidate.text, candidate.confidence, _fields(candidate.fields))
+            return _routed(candidate, cid, result)
+        held = _dict(current.extra.get(FIELDS))
+        if _restates(current, held, candidate):  # the same text: `seen` + 1, the sources joined
+            return _routed(candidate, cid, self._remember(candidate, cid, current.text, current.confidence, {}))
+        clashing = _clashing(held, candidate.fields)
+        if candidate.corrects or not clashing or candidate.confidence >= current.confidence:
+            return self._supersede(candidate, cid, current, held)
+        return self._keep_conflict(candidate, cid, current)
+
+    def _supersede(self, candidate: Candidate, cid: str, current: Entry, held: dict) -> Routed:
+        """The new version: the candidate's fields over the held ones, the sources of both, the
+        open conflicts; at the higher of the two confidences (it won on confidence, spoke about
+        other fields, or corrected the old one)."""
+        fields = {**held, **candidate.fields} if candidate.fields else {}
+        kept = {k: v for k, v in fields.items() if k not in candidate.fields}
+        also = "; ".join(f"{k}: {v}" for k, v in kept.items())
+        text = f"{candidate.text} (also {also})" if kept else candidate.text
+        extra = _fields(fields)
+        extra[SOURCES] = joined(current.extra.get(SOURCES), candidate.sources)
+        conflicts = [c if c.get(SETTLED_BY) or _still_open(c, candidate) else {**c, SETTLED_BY: cid}
+                     for c in _list(current.extra.get(CONFLICTS))]
+        if conflicts:
+            extra[CONFLICTS] = conflicts
+        if candidate.corrects:
+            extra[CORRECTS] = current.id
+        result = self._remember(candidate, cid, text, max(candidate.confidence, current.confidence), extra)
+        corrected = candidate.corrects and result.action == "superseded"
+        return _routed(candidate, cid, result, "corrected" if corrected else "")
+
+    def _keep_conflict(self, candidate: Candidate, cid: str, current: Entry) -> Routed:
+        """The lower-confidence statement, kept on the entry it disagrees with: visible, not applied."""
+        conflicts = _list(current.extra.get(CONFLICTS))
+        if any(c.get("id") == cid for c in conflicts):
+            return Routed(candidate, cid, DONE, current.id)
+        item = {"id": cid, "text": at_rest(self.settings, candidate.text), "confidence": candidate.confidence,
+                SOURCES: list(candidate.sources), "at": self.now}
+        if candidate.fields:
+            item[FIELDS] = _fields(candidate.fields)[FIELDS]
+        if candidate.speaker:
+            item["speaker"] = candidate.speaker
+        extra = {**current.extra, CONFLICTS: (conflicts + [item])[-MAX_CONFLICTS:]}
+        self.store.active.replace(current.id, self.store.row_for(current.replace(updated=self.now, extra=extra)))
+        return Routed(candidate, cid, CONFLICT, current.id,
+                      note=f"kept as a conflict on {current.id}: confidence {candidate.confidence:g} "
+                           f"< {current.confidence:g}")
 
 
 def _routed(candidate: Candidate, cid: str, result, action: str = "") -> Routed:
@@ -113,54 +195,27 @@ def _routed(candidate: Candidate, cid: str, result, action: str = "") -> Routed:
     return Routed(candidate, cid, action or result.action, result.entry.id, replaces=replaces)
 
 
-def _request(settings: Settings, candidate: Candidate, cid: str, text: str, confidence: float,
-             extra: dict) -> RememberRequest:
-    extra = {SOURCES: list(candidate.sources), **extra}
-    source = f"session:{candidate.sources[0].get('session', '')}" if candidate.sources else "learned"
-    request = RememberRequest(text, candidate.type, candidate.topic, min(10.0, max(0.0, confidence)), source,
-                              entry_id=cid, retry=True, speaker=candidate.speaker, extra=extra,
-                              date=candidate.time)
-    return prepared(settings, request)
+def _with_topic(candidate: Candidate, topic: str) -> Candidate:
+    return Candidate(**{**{name: getattr(candidate, name) for name in Candidate.__slots__}, "topic": topic})
 
 
-def _merge(settings: Settings, store, candidate: Candidate, cid: str, now: str) -> Routed:
-    row = store.active.current(candidate.type, candidate.topic)
-    current = row.entry if row is not None else None
-    if current is None and candidate.corrects:
-        current = corrected_entry(store, candidate)
-        if current is not None:  # the correction takes the key of the fact it corrects
-            candidate = Candidate(**{**{n: getattr(candidate, n) for n in Candidate.__slots__}, "topic": current.topic})
-    if current is None:
-        request = _request(settings, candidate, cid, candidate.text, candidate.confidence, _fields(candidate.fields))
-        return Routed(candidate, cid, remember_locked(settings, store, request, now).action, cid)
-    held = _dict(current.extra.get(FIELDS))
-    if _restates(current, held, candidate):
-        request = _request(settings, candidate, cid, current.text, current.confidence, {})
-        result = remember_locked(settings, store, request, now)  # the same text: `seen` + 1, the sources joined
-        return Routed(candidate, cid, result.action, result.entry.id)
-    clashing = _clashing(held, candidate.fields)
-    if candidate.corrects or not clashing or candidate.confidence >= current.confidence:
-        return _supersede(settings, store, candidate, cid, current, held, now)
-    return _keep_conflict(settings, store, candidate, cid, current, now)
-
-
-def corrected_entry(store, candidate: Candidate) -> Entry | None:
+def corrected_entry(store, candidate: Candidate, topic_prefix: str = "") -> Entry | None:
     """The active entry of the type a correction most likely corrects when none has its topic
     (an extractor may name the key differently the second time: "morning briefing", then
-    "briefing"): the one holding the largest share of its words, at least `CORRECTED_SHARE`."""
+    "briefing"): the one holding the largest share of its words, at least `CORRECTED_SHARE`,
+    among those whose topic has the scope's prefix."""
     wanted = _words(match_key(candidate.text))
     if not wanted:
         return None
     rows = store.active.candidates(candidate.type, candidate.text, 0.0)
-    best, best_share = None, CORRECTED_SHARE
-    for index, key in enumerate(rows.keys):
-        share = len(wanted & _words(key)) / len(wanted)
-        if share >= best_share:  # ties to the later entry: the newer statement
-            best, best_share = index, share
-    if best is None:
-        return None
-    found = store.active.row(rows[best].entry_id)
-    return found.entry if found is not None else None
+    shares = [(len(wanted & _words(key)) / len(wanted), index) for index, key in enumerate(rows.keys)]
+    for share, index in sorted(shares, reverse=True):  # ties to the later entry: the newer statement
+        if share < CORRECTED_SHARE:
+            break
+        found = store.active.row(rows[index].entry_id)
+        if found is not None and found.entry.topic.startswith(topic_prefix):
+            return found.entry
+    return None
 
 
 def _words(key: str) -> set[str]:
@@ -180,52 +235,12 @@ def _clashing(held: dict, fields: dict) -> list[str]:
     return [key for key, value in fields.items() if key in held and held[key] != value]
 
 
-def _supersede(settings: Settings, store, candidate: Candidate, cid: str, current: Entry, held: dict,
-               now: str) -> Routed:
-    """The new version: the candidate's fields over the held ones, the sources of both, the open
-    conflicts; at the higher of the two confidences (it won on confidence, spoke about other
-    fields, or corrected the old one)."""
-    fields = {**held, **candidate.fields} if candidate.fields else {}
-    kept = {k: v for k, v in fields.items() if k not in candidate.fields}
-    text = candidate.text if not kept else f"{candidate.text} (also {'; '.join(f'{k}: {v}' for k, v in kept.items())})"
-    confidence = max(candidate.confidence, current.confidence)
-    extra = _fields(fields)
-    extra[SOURCES] = joined(current.extra.get(SOURCES), candidate.sources)
-    conflicts = [c if c.get(SETTLED_BY) or _still_open(c, candidate) else {**c, SETTLED_BY: cid}
-                 for c in _list(current.extra.get(CONFLICTS))]
-    if conflicts:
-        extra[CONFLICTS] = conflicts
-    if candidate.corrects:
-        extra[CORRECTS] = current.id
-    request = _request(settings, candidate, cid, text, confidence, extra)
-    result = remember_locked(settings, store, request, now)
-    return _routed(candidate, cid, result, "corrected" if candidate.corrects and result.action == "superseded" else "")
-
-
 def _still_open(conflict: dict, candidate: Candidate) -> bool:
     """A kept conflict stays open unless the new statement speaks about every field it spoke
     about; a settled one stays on the entry, marked (`settled_by`), so that a replay of the
     session does not raise it again."""
     fields = _dict(conflict.get(FIELDS))
     return bool(candidate.fields) and bool(fields) and not set(fields) <= set(candidate.fields)
-
-
-def _keep_conflict(settings: Settings, store, candidate: Candidate, cid: str, current: Entry, now: str) -> Routed:
-    """The lower-confidence statement, kept on the entry it disagrees with: visible, not applied."""
-    conflicts = _list(current.extra.get(CONFLICTS))
-    if any(c.get("id") == cid for c in conflicts):
-        return Routed(candidate, cid, DONE, current.id)
-    item = {"id": cid, "text": at_rest(settings, candidate.text), "confidence": candidate.confidence,
-            SOURCES: list(candidate.sources), "at": now}
-    if candidate.fields:
-        item[FIELDS] = _fields(candidate.fields)[FIELDS]
-    if candidate.speaker:
-        item["speaker"] = candidate.speaker
-    extra = {**current.extra, CONFLICTS: (conflicts + [item])[-MAX_CONFLICTS:]}
-    store.active.replace(current.id, store.row_for(current.replace(updated=now, extra=extra)))
-    return Routed(candidate, cid, CONFLICT, current.id,
-                  note=f"kept as a conflict on {current.id}: confidence {candidate.confidence:g} "
-                       f"< {current.confidence:g}")
 
 
 def _fields(fields: dict) -> dict:

@@ -26,7 +26,7 @@ from memctl.core.tokens import estimate_tokens
 from memctl.learn import buffer, short_term, summary
 from memctl.learn.buffer import SessionFiles
 from memctl.learn.candidates import Candidate, Message
-from memctl.learn.route import SKIPPED, Routed, route
+from memctl.learn.route import SKIPPED, Routed, Scope, route
 from memctl.longterm.remember import at_rest
 
 LOCK_WAIT = 30.0  # seconds: a model extractor may hold a session's lock for its timeout
@@ -64,7 +64,7 @@ class Outcome:
 
 
 def turn(settings: Settings, session_id: str, items: list, lock_wait: float = LOCK_WAIT,
-         extract=None) -> Outcome:
+         extract=None, scope: Scope | None = None) -> Outcome:
     """Buffer a batch of messages (dicts as `turn` reads them); extract at the threshold."""
     checked = buffer.check_messages(items, int(settings.get("learn", "max_message_bytes")))
     files = SessionFiles(settings.layout, session_id)
@@ -84,7 +84,7 @@ def turn(settings: Settings, session_id: str, items: list, lock_wait: float = LO
         outcome.buffered, outcome.messages = len(fresh), len(messages)
         if _due(settings, messages[state["processed"]:]):
             try:
-                _flush(settings, files, state, messages, outcome, lock_wait, extract)
+                _flush(settings, files, state, messages, outcome, lock_wait, extract, scope)
             except MemctlError as exc:  # the messages are on disk: what turn promises; the next call extracts
                 outcome.notes.append(f"extraction deferred: {exc}")
         outcome.processed = state["processed"]
@@ -92,22 +92,23 @@ def turn(settings: Settings, session_id: str, items: list, lock_wait: float = LO
 
 
 def compact(settings: Settings, session_id: str, budget: int, lock_wait: float = LOCK_WAIT,
-            extract=None) -> Outcome:
+            extract=None, scope: Scope | None = None) -> Outcome:
     """Extract and route the rest; the summary so far within `budget` tokens."""
     if budget < 1:
         raise UsageError(f"--budget must be at least 1 token, got {budget}")
-    outcome, state, messages = _settled(settings, session_id, lock_wait, extract)
+    outcome, state, messages = _settled(settings, session_id, lock_wait, extract, scope)
     outcome.summary = summary.summary_text(session_id, messages, state.get("learned", []),
                                            summary.within_tokens(budget))
     outcome.tokens = estimate_tokens(outcome.summary)
     return outcome
 
 
-def dispose(settings: Settings, session_id: str, lock_wait: float = LOCK_WAIT, extract=None) -> Outcome:
+def dispose(settings: Settings, session_id: str, lock_wait: float = LOCK_WAIT, extract=None,
+            scope: Scope | None = None) -> Outcome:
     """Extract and route the rest, leave the summary in L2 short-term, close the session."""
     files = SessionFiles(settings.layout, session_id)
     with files.locked(lock_wait):
-        outcome, state, messages = _settled_locked(settings, files, lock_wait, extract)
+        outcome, state, messages = _settled_locked(settings, files, lock_wait, extract, scope)
         learned = state.get("learned", [])
         outcome.summary = summary.summary_text(session_id, messages, learned, summary.within_bytes(
             int(settings.get("learn", "short_term_bytes"))))
@@ -128,13 +129,13 @@ def dispose(settings: Settings, session_id: str, lock_wait: float = LOCK_WAIT, e
     return outcome
 
 
-def _settled(settings: Settings, session_id: str, lock_wait: float, extract):
+def _settled(settings: Settings, session_id: str, lock_wait: float, extract, scope: Scope | None):
     files = SessionFiles(settings.layout, session_id)
     with files.locked(lock_wait):
-        return _settled_locked(settings, files, lock_wait, extract)
+        return _settled_locked(settings, files, lock_wait, extract, scope)
 
 
-def _settled_locked(settings: Settings, files: SessionFiles, lock_wait: float, extract):
+def _settled_locked(settings: Settings, files: SessionFiles, lock_wait: float, extract, scope: Scope | None):
     """Every buffered message extracted and routed (the session lock held)."""
     messages = buffer.read_messages(files)
     if not messages:
@@ -142,7 +143,7 @@ def _settled_locked(settings: Settings, files: SessionFiles, lock_wait: float, e
     state = buffer.read_state(files)
     outcome = Outcome(files.session)
     outcome.messages = len(messages)
-    _flush(settings, files, state, messages, outcome, lock_wait, extract)
+    _flush(settings, files, state, messages, outcome, lock_wait, extract, scope)
     outcome.processed = state["processed"]
     outcome.session_learned = list(state.get("learned", []))
     return outcome, state, messages
@@ -155,7 +156,7 @@ def _due(settings: Settings, pending: list[Message]) -> bool:
 
 
 def _flush(settings: Settings, files: SessionFiles, state: dict, messages: list[Message], outcome: Outcome,
-           lock_wait: float, extract) -> None:
+           lock_wait: float, extract, scope: Scope | None) -> None:
     """Extract the unprocessed messages, route what was found, then record them as processed."""
     pending = messages[state["processed"]:]
     if not pending:
@@ -164,7 +165,7 @@ def _flush(settings: Settings, files: SessionFiles, state: dict, messages: list[
     candidates = [_with_sources(candidate, pending) for candidate in candidates]
     outcome.notes += notes
     faults.checkpoint("learn: extracted")
-    outcome.routed = route(settings, candidates, clock.iso(), lock_wait)
+    outcome.routed = route(settings, candidates, clock.iso(), lock_wait, scope)
     faults.checkpoint("learn: routed")
     outcome.notes += [r.note for r in outcome.routed if r.note]
     learned = [item for item in state.get("learned", []) if isinstance(item, dict)]
