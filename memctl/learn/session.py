@@ -67,24 +67,24 @@ def turn(settings: Settings, session_id: str, items: list, lock_wait: float = LO
          extract=None, scope: Scope | None = None) -> Outcome:
     """Buffer a batch of messages (dicts as `turn` reads them); extract at the threshold."""
     checked = buffer.check_messages(items, int(settings.get("learn", "max_message_bytes")))
-    files = SessionFiles(settings.layout, session_id)
+    call = _Call(settings, session_id, lock_wait, extract, scope)
     outcome = Outcome(session_id)
     outcome.received = len(checked)
-    with files.locked(lock_wait):
-        state = buffer.read_state(files)
-        fresh, held = buffer.new_lines(files, session_id, checked)
+    with call.files.locked(lock_wait):
+        state = buffer.read_state(call.files)
+        fresh, held = buffer.new_lines(call.files, session_id, checked)
         if fresh and state.get("closed"):
             raise UsageError(f"session {session_id[:60]!r} was disposed at {state['closed']}; "
                              "send new messages under a new session id")
         for line in fresh:
             line["content"] = at_rest(settings, line["content"])  # a pasted secret never rests in sessions/
-        buffer.append(settings.layout, files, fresh, int(settings.get("learn", "max_session_bytes")))
+        buffer.append(settings.layout, call.files, fresh, int(settings.get("learn", "max_session_bytes")))
         faults.checkpoint("learn: buffered")
         messages = held + [Message.from_dict(line) for line in fresh]
         outcome.buffered, outcome.messages = len(fresh), len(messages)
         if _due(settings, messages[state["processed"]:]):
             try:
-                _flush(settings, files, state, messages, outcome, lock_wait, extract, scope)
+                call.flush(state, messages, outcome)
             except MemctlError as exc:  # the messages are on disk: what turn promises; the next call extracts
                 outcome.notes.append(f"extraction deferred: {exc}")
         outcome.processed = state["processed"]
@@ -96,7 +96,9 @@ def compact(settings: Settings, session_id: str, budget: int, lock_wait: float =
     """Extract and route the rest; the summary so far within `budget` tokens."""
     if budget < 1:
         raise UsageError(f"--budget must be at least 1 token, got {budget}")
-    outcome, state, messages = _settled(settings, session_id, lock_wait, extract, scope)
+    call = _Call(settings, session_id, lock_wait, extract, scope)
+    with call.files.locked(lock_wait):
+        outcome, state, messages = call.settled()
     outcome.summary = summary.summary_text(session_id, messages, state.get("learned", []),
                                            summary.within_tokens(budget))
     outcome.tokens = estimate_tokens(outcome.summary)
@@ -106,9 +108,9 @@ def compact(settings: Settings, session_id: str, budget: int, lock_wait: float =
 def dispose(settings: Settings, session_id: str, lock_wait: float = LOCK_WAIT, extract=None,
             scope: Scope | None = None) -> Outcome:
     """Extract and route the rest, leave the summary in L2 short-term, close the session."""
-    files = SessionFiles(settings.layout, session_id)
-    with files.locked(lock_wait):
-        outcome, state, messages = _settled_locked(settings, files, lock_wait, extract, scope)
+    call = _Call(settings, session_id, lock_wait, extract, scope)
+    with call.files.locked(lock_wait):
+        outcome, state, messages = call.settled()
         learned = state.get("learned", [])
         outcome.summary = summary.summary_text(session_id, messages, learned, summary.within_bytes(
             int(settings.get("learn", "short_term_bytes"))))
@@ -125,28 +127,8 @@ def dispose(settings: Settings, session_id: str, lock_wait: float = LOCK_WAIT, e
         short_term.keep(settings, record, now, lock_wait)
         faults.checkpoint("learn: short-term kept")
         state["closed"] = outcome.closed
-        buffer.write_state(files, state)
+        buffer.write_state(call.files, state)
     return outcome
-
-
-def _settled(settings: Settings, session_id: str, lock_wait: float, extract, scope: Scope | None):
-    files = SessionFiles(settings.layout, session_id)
-    with files.locked(lock_wait):
-        return _settled_locked(settings, files, lock_wait, extract, scope)
-
-
-def _settled_locked(settings: Settings, files: SessionFiles, lock_wait: float, extract, scope: Scope | None):
-    """Every buffered message extracted and routed (the session lock held)."""
-    messages = buffer.read_messages(files)
-    if not messages:
-        raise NotFound(f"no session {files.session[:60]!r}: send its messages with `memctl turn` first")
-    state = buffer.read_state(files)
-    outcome = Outcome(files.session)
-    outcome.messages = len(messages)
-    _flush(settings, files, state, messages, outcome, lock_wait, extract, scope)
-    outcome.processed = state["processed"]
-    outcome.session_learned = list(state.get("learned", []))
-    return outcome, state, messages
 
 
 def _due(settings: Settings, pending: list[Message]) -> bool:
@@ -155,24 +137,46 @@ def _due(settings: Settings, pending: list[Message]) -> bool:
     return sum(len(m.content.encode("utf-8", "surrogatepass")) for m in pending) >= int(settings.get("learn", "bytes"))
 
 
-def _flush(settings: Settings, files: SessionFiles, state: dict, messages: list[Message], outcome: Outcome,
-           lock_wait: float, extract, scope: Scope | None) -> None:
-    """Extract the unprocessed messages, route what was found, then record them as processed."""
-    pending = messages[state["processed"]:]
-    if not pending:
-        return
-    candidates, notes = (extract or _extractor())(settings, pending)
-    candidates = [_with_sources(candidate, pending) for candidate in candidates]
-    outcome.notes += notes
-    faults.checkpoint("learn: extracted")
-    outcome.routed = route(settings, candidates, clock.iso(), lock_wait, scope)
-    faults.checkpoint("learn: routed")
-    outcome.notes += [r.note for r in outcome.routed if r.note]
-    learned = [item for item in state.get("learned", []) if isinstance(item, dict)]
-    known = {item.get("id") for item in learned}
-    learned += [item for item in outcome.learned() if item["id"] not in known]
-    state["processed"], state["learned"] = len(messages), learned[-LEARNED_KEPT:]
-    buffer.write_state(files, state)
+class _Call:
+    """One call's session and options: the work `turn`, `compact` and `dispose` share (the
+    session lock held)."""
+
+    __slots__ = ("settings", "files", "lock_wait", "extract", "scope")
+
+    def __init__(self, settings: Settings, session_id: str, lock_wait: float, extract, scope: Scope | None) -> None:
+        self.settings, self.files, self.lock_wait = settings, SessionFiles(settings.layout, session_id), lock_wait
+        self.extract, self.scope = extract or _extractor, scope
+
+    def settled(self) -> tuple[Outcome, dict, list[Message]]:
+        """Every buffered message extracted and routed."""
+        messages = buffer.read_messages(self.files)
+        if not messages:
+            raise NotFound(f"no session {self.files.session[:60]!r}: send its messages with `memctl turn` first")
+        state = buffer.read_state(self.files)
+        outcome = Outcome(self.files.session)
+        outcome.messages = len(messages)
+        self.flush(state, messages, outcome)
+        outcome.processed = state["processed"]
+        outcome.session_learned = list(state.get("learned", []))
+        return outcome, state, messages
+
+    def flush(self, state: dict, messages: list[Message], outcome: Outcome) -> None:
+        """Extract the unprocessed messages, route what was found, then record them as processed."""
+        pending = messages[state["processed"]:]
+        if not pending:
+            return
+        candidates, notes = self.extract(self.settings, pending)
+        candidates = [_with_sources(candidate, pending) for candidate in candidates]
+        outcome.notes += notes
+        faults.checkpoint("learn: extracted")
+        outcome.routed = route(self.settings, candidates, clock.iso(), self.lock_wait, self.scope)
+        faults.checkpoint("learn: routed")
+        outcome.notes += [r.note for r in outcome.routed if r.note]
+        learned = [item for item in state.get("learned", []) if isinstance(item, dict)]
+        known = {item.get("id") for item in learned}
+        learned += [item for item in outcome.learned() if item["id"] not in known]
+        state["processed"], state["learned"] = len(messages), learned[-LEARNED_KEPT:]
+        buffer.write_state(self.files, state)
 
 
 def _with_sources(candidate: Candidate, pending: list[Message]) -> Candidate:
@@ -185,8 +189,8 @@ def _with_sources(candidate: Candidate, pending: list[Message]) -> Candidate:
     return candidate
 
 
-def _extractor():
+def _extractor(settings: Settings, messages: list[Message]):
     from memctl.learn.extract import extract_candidates
 
-    return extract_candidates
+    return extract_candidates(settings, messages)
 
