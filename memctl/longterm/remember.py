@@ -1,6 +1,7 @@
 """`remember`: write one fact into L5 under its type's write policy (design.md §6, §8).
 
-merge types supersede the active entry with the same (type, topic) key — the old version is
+aggregate types add a dated fact to the active entry with the same (type, topic) key, or start
+it. merge types supersede the active entry with the same (type, topic) key — the old version is
 written to L6 first (reason `superseded`), then L5 is replaced, so a crash in between leaves
 a duplicate, never a loss. append types add a line, unless a near-duplicate of the same type
 is active, whose `seen` is raised instead. A fact that was forgotten is refused unless
@@ -28,6 +29,9 @@ ADDED = "added"
 SUPERSEDED = "superseded"
 SEEN = "seen"
 NAMESPACE = "namespace"  # an entry field: the namespace of the key that wrote it (memctl serve)
+AGGREGATED = "aggregated"
+SOURCES = "sources"  # an entry field: [{"session": ID, "message": MESSAGE_ID}, …], where it was learned
+FACTS = "facts"  # an aggregate entry's dated facts
 SEEN_BY = "seen_by"  # an entry field: the id of the resident writer's request that last raised `seen`
 
 
@@ -39,18 +43,21 @@ class RememberRequest:
     """What to remember (plain classes here, not dataclasses: see `entries.Entry`)."""
 
     __slots__ = ("text", "type", "topic", "confidence", "source", "force", "contradicts", "entry_id", "retry",
-                 "extra")
+                 "speaker", "extra", "date")
 
     def __init__(self, text: str, type: str, topic: str = "", confidence: float = 5, source: str = "",
                  force: bool = False, contradicts: list[str] | None = None, entry_id: str | None = None,
-                 retry: bool = False, extra: dict | None = None) -> None:
+                 retry: bool = False, speaker: str = "", extra: dict | None = None, date: str = "") -> None:
         self.text, self.type, self.topic, self.confidence = text, type, topic, confidence
         self.source, self.force = source, force
         self.contradicts = [] if contradicts is None else contradicts  # ids this fact proves wrong; the dream forgets them
         # the id a new entry gets (None: a new one); `retry`: this request may have been written
         # already, under that id, by a resident writer that died before it replied
         self.entry_id, self.retry = entry_id, retry
-        self.extra = {} if extra is None else extra  # fields a new entry carries (memctl serve: namespace, key)
+        # who said it, and fields the entry keeps as they are (`sources`: [{"session", "message"}],
+        # `fields`, `conflicts`: the write link's); `date`: when an aggregated fact happened
+        self.speaker, self.date = speaker, date
+        self.extra = {} if extra is None else extra
 
 
 class RememberResult:
@@ -58,7 +65,7 @@ class RememberResult:
 
     def __init__(self, action: str, entry: Entry, previous: Entry | None, score: float | None, l5_count: int,
                  auto_dream_due: bool) -> None:
-        self.action = action  # added | superseded | seen
+        self.action = action  # added | superseded | seen | aggregated
         self.entry = entry
         self.previous = previous  # the superseded entry, or the near-duplicate before its `seen` rose
         self.score, self.l5_count, self.auto_dream_due = score, l5_count, auto_dream_due
@@ -78,9 +85,9 @@ def validate(settings: Settings, request: RememberRequest) -> None:
     policy = policy_for(settings, request.type)
     if not request.text.strip():
         raise UsageError("nothing to remember: the text is empty")
-    if policy.merges and not request.topic.strip():
+    if policy.keyed and not request.topic.strip():
         raise UsageError(
-            f"type {request.type!r} merges by topic: pass --topic (the thing it is about, e.g. --topic editor)"
+            f"type {request.type!r} {policy.policy}s by topic: pass --topic (the thing it is about, e.g. --topic editor)"
         )
     if not 0 <= request.confidence <= 10:
         raise UsageError(f"--confidence must be between 0 and 10, got {request.confidence}")
@@ -101,7 +108,7 @@ def prepared(settings: Settings, request: RememberRequest) -> RememberRequest:
     validate(settings, request)
     return RememberRequest(at_rest(settings, request.text), request.type, request.topic, request.confidence,
                            request.source, request.force, request.contradicts, request.entry_id, request.retry,
-                           request.extra)
+                           request.speaker, request.extra, request.date)
 
 
 def remember_locked(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
@@ -174,12 +181,14 @@ def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
     entry = Entry(
         id=request.entry_id or new_id(), text=request.text, type=request.type, topic=request.topic.strip(),
         confidence=request.confidence, created=stamp, updated=stamp, source=request.source,
+        speaker=request.speaker, extra=dict(request.extra),
     )
-    entry.extra.update(request.extra)
     if request.contradicts:
         entry.extra["contradicts"] = list(request.contradicts)
     threshold = auto_trigger(settings)
     count = store.active.count()
+    if policy.aggregates:
+        return add_fact(store, entry, request, stamp, count, threshold)
     if policy.merges:
         row = store.active.current(entry.type, entry.topic)
         current = row.entry if row is not None else None
@@ -217,13 +226,60 @@ def _raise_seen(store: JsonlEntryStore, existing: Entry, request: RememberReques
     """`seen` + 1, the bump marked with the request's id (`seen_by`: the id a new entry would
     have had), so that the retry of a request whose resident writer died before replying finds
     its bump done instead of counting the fact seen twice."""
-    if request.retry and request.entry_id and existing.extra.get(SEEN_BY) == request.entry_id:
+    sources = request.extra.get(SOURCES) or []
+    done = existing.extra.get(SEEN_BY) == request.entry_id or _has_all(existing.extra.get(SOURCES), sources)
+    if request.retry and request.entry_id and done:
         store.active.sync()  # written but unacknowledged: synced and reported, not bumped again
         return RememberResult(SEEN, existing, existing, score, count, False)
     extra = {**existing.extra, SEEN_BY: request.entry_id or new_id()}
+    if sources:
+        extra[SOURCES] = joined(existing.extra.get(SOURCES), sources)
     bumped = existing.replace(seen=existing.seen + 1, updated=stamp, extra=extra)
     store.active.replace(existing.id, store.row_for(bumped))
     return RememberResult(SEEN, bumped, existing, score, count, count >= threshold)
+
+
+def _has_all(held, wanted: list) -> bool:
+    return bool(wanted) and isinstance(held, list) and all(item in held for item in wanted)
+
+
+def joined(held, more: list) -> list:
+    """`held` (a list, or nothing usable) with the items of `more` it lacks, in order."""
+    out = list(held) if isinstance(held, list) else []
+    out += [item for item in more if item not in out]
+    return out
+
+
+def add_fact(store: JsonlEntryStore, entry: Entry, request: RememberRequest, stamp: str, count: int,
+             threshold: int) -> RememberResult:
+    """aggregate: the fact joins the active entry of its (type, topic) — its `facts`, each with its
+    date, text and sources, in date order, and its text, which lists them — or starts one. A
+    fact already there (its id, or the same date and text) changes nothing: a retry is harmless."""
+    fact = {"date": (request.date or stamp)[:10], "text": entry.text, "id": entry.id}
+    if request.extra.get(SOURCES):
+        fact[SOURCES] = list(request.extra[SOURCES])
+    row = store.active.current(entry.type, entry.topic)
+    if row is None:
+        entry.extra[FACTS] = [fact]
+        entry.text = aggregate_text(entry.topic, [fact])
+        with synced_after_unlock():
+            store.active.append([entry])
+        return RememberResult(ADDED, entry, None, None, count + 1, count + 1 >= threshold)
+    current = row.entry
+    facts = [f for f in current.extra.get(FACTS) or [] if isinstance(f, dict)]
+    if any(f.get("id") == fact["id"] or (f.get("date"), f.get("text")) == (fact["date"], fact["text"]) for f in facts):
+        return RememberResult(SEEN, current, current, None, count, False)
+    facts = sorted(facts + [fact], key=lambda f: str(f.get("date", "")))
+    extra = {**current.extra, FACTS: facts, SOURCES: joined(current.extra.get(SOURCES), fact.get(SOURCES, []))}
+    grown = current.replace(text=aggregate_text(current.topic, facts), updated=stamp, seen=current.seen + 1,
+                            confidence=max(current.confidence, entry.confidence), extra=extra)
+    store.active.replace(current.id, store.row_for(grown))
+    return RememberResult(AGGREGATED, grown, current, None, count, count >= threshold)
+
+
+def aggregate_text(topic: str, facts: list[dict]) -> str:
+    """What search finds an aggregate entry by: its topic, then every fact with its date."""
+    return f"{topic}: " + "; ".join(f"{f.get('date', '')} {f.get('text', '')}".strip() for f in facts)
 
 
 def auto_trigger(settings: Settings) -> int:
