@@ -66,9 +66,20 @@ def test_the_session_tools_over_stdio_mcp(run, root):
                 names = {tool.name for tool in (await session.list_tools()).tools}
                 turned = await session.call_tool("turn", {"session": "mcp-1", "messages": MESSAGES})
                 disposed = await session.call_tool("dispose", {"session": "mcp-1"})
-                return names, turned.structured_content, disposed.structured_content
+                uris = [str(resource.uri) for resource in (await session.list_resources()).resources]
+                record = await session.read_resource("memctl://session/mcp-1")
+                try:
+                    await session.read_resource("memctl://session/nobody")
+                    unknown = "read"
+                except Exception as exc:  # the SDK's error for a failed request
+                    unknown = str(exc)
+                return names, turned.structured_content, disposed.structured_content, uris, record, unknown
 
-    names, turned, disposed = anyio.run(main)
+    names, turned, disposed, uris, record, unknown = anyio.run(main)
+    assert uris == ["memctl://L1", "memctl://session/mcp-1"]
+    kept = json.loads(record.contents[0].text)
+    assert kept["session"] == "mcp-1" and "briefing" in kept["summary"]
+    assert "no resource" in unknown
     assert {"turn", "compact", "dispose"} <= names
     assert turned["buffered"] == 3 and disposed["closed"]
     assert any("briefing" in entry["text"] for entry in l5_lines(root))
