@@ -110,6 +110,25 @@ def test_a_slowloris_is_cut_off_and_others_are_served_meanwhile(run, memory):
         still_serving(server, key)
 
 
+def test_a_body_that_stalls_is_answered_408(run, memory):
+    configure(memory, request_timeout=2)
+    key = add_key(run, memory, "k", "write")
+    with Server(memory) as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=BOUND) as stalled:
+            stalled.sendall(f"POST /v1/remember HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n"
+                            "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"te".encode())
+            still_serving(server, key)
+            answer = b""  # each recv bounded by BOUND: the server answers once request_timeout passed
+            while b"request_timeout" not in answer:
+                chunk = stalled.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+        assert b" 408 " in answer.split(b"\r\n")[0] and b"request_timeout" in answer
+        still_serving(server, key)
+    assert l5_lines(memory) == []
+
+
 def test_many_idle_connections_do_not_block_a_real_client(run, memory):
     key = add_key(run, memory, "k", "write")
     with Server(memory) as server:

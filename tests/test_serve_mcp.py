@@ -19,7 +19,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 from conftest import clean_env, memctl_executable  # noqa: E402
 from serve_helpers import Server, add_key, l5_lines  # noqa: E402
 
-TOOLS = {"remember", "search", "get", "compose", "recent", "forget", "restore"}
+TOOLS = {"remember", "search", "get", "compose", "recent", "forget", "restore", "turn", "compact", "dispose"}
 CLIENT_TIMEOUT = 120
 
 
@@ -142,3 +142,41 @@ def test_json_api_runs_the_same_operations(run, root):
         assert server.post("recent", {}, key) == (200, {"sessions": []})
         assert server.post("nonsense", {}, key)[0] == 404
         assert server.post("search", {"query": "x", "k": "5"}, key)[0] == 400
+
+
+def test_mcp_over_http_checks_each_call_against_its_key(run, root):
+    run("init", root=root)
+    reader = add_key(run, root, "mcp-reader", "read")
+    with Server(root) as server:
+        url = f"http://127.0.0.1:{server.port}/mcp"
+
+        async def main() -> tuple:
+            with anyio.fail_after(CLIENT_TIMEOUT):
+                async with create_mcp_http_client(headers={"Authorization": f"Bearer {reader}"}) as http, \
+                        streamable_http_client(url, http_client=http) as (read, write), \
+                        ClientSession(read, write) as session:
+                    await session.initialize()
+                    searched = await session.call_tool("search", {"query": "anything"})
+                    written = await session.call_tool("remember", {"text": "a reader may not write"})
+                    assert run("keys", "revoke", "mcp-reader", root=root).returncode == 0
+                    try:
+                        await session.call_tool("search", {"query": "anything"})
+                        after = "answered"
+                    except Exception as exc:  # the transport's error for the 401
+                        after = type(exc).__name__
+                    return searched.is_error, written.is_error, written.content[0].text, after
+
+        searched_error, written_error, written_text, after = anyio.run(main)
+    assert searched_error is False
+    assert written_error is True and written_text.startswith("403:")
+    assert after != "answered"
+    assert l5_lines(root) == []
+
+
+def test_serve_refuses_a_public_address_without_a_reason(run, root):
+    run("init", root=root)
+    for args in (["--http", "0.0.0.0:0"], ["--http", "[::]:8765"], ["--http", "nope"], ["--http", "1:99999"]):
+        done = run("serve", *args, root=root, timeout=60)
+        assert done.returncode == 2 and done.stdout == b"", args
+        assert len(done.stderr.decode().strip().splitlines()) == 1 and b"Traceback" not in done.stderr
+    assert b"--listen" in run("serve", "--http", "0.0.0.0:0", root=root, timeout=60).stderr

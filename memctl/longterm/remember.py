@@ -28,11 +28,11 @@ if TYPE_CHECKING:
 ADDED = "added"
 SUPERSEDED = "superseded"
 SEEN = "seen"
+NAMESPACE = "namespace"  # an entry field: the namespace of the key that wrote it (memctl serve)
 AGGREGATED = "aggregated"
 SOURCES = "sources"  # an entry field: [{"session": ID, "message": MESSAGE_ID}, …], where it was learned
 FACTS = "facts"  # an aggregate entry's dated facts
 MAX_FACTS = 100
-NAMESPACE = "namespace"  # an entry field: the namespace of the key that wrote it (memctl serve)
 SEEN_BY = "seen_by"  # an entry field: the id of the resident writer's request that last raised `seen`
 
 
@@ -44,21 +44,21 @@ class RememberRequest:
     """What to remember (plain classes here, not dataclasses: see `entries.Entry`)."""
 
     __slots__ = ("text", "type", "topic", "confidence", "source", "force", "contradicts", "entry_id", "retry",
-                 "extra", "speaker", "date")
+                 "speaker", "extra", "date")
 
     def __init__(self, text: str, type: str, topic: str = "", confidence: float = 5, source: str = "",
                  force: bool = False, contradicts: list[str] | None = None, entry_id: str | None = None,
-                 retry: bool = False, extra: dict | None = None, speaker: str = "", date: str = "") -> None:
+                 retry: bool = False, speaker: str = "", extra: dict | None = None, date: str = "") -> None:
         self.text, self.type, self.topic, self.confidence = text, type, topic, confidence
         self.source, self.force = source, force
         self.contradicts = [] if contradicts is None else contradicts  # ids this fact proves wrong; the dream forgets them
         # the id a new entry gets (None: a new one); `retry`: this request may have been written
         # already, under that id, by a resident writer that died before it replied
         self.entry_id, self.retry = entry_id, retry
-        # fields a new entry carries: memctl serve's namespace and key; the write link's `sources`
-        # ([{"session", "message"}]), `fields`, `conflicts`
+        # who said it, and fields the entry keeps as they are (`sources`: [{"session", "message"}],
+        # `fields`, `conflicts`: the write link's); `date`: when an aggregated fact happened
+        self.speaker, self.date = speaker, date
         self.extra = {} if extra is None else extra
-        self.speaker, self.date = speaker, date  # who said it; when an aggregated fact happened
 
 
 class RememberResult:
@@ -110,7 +110,7 @@ def prepared(settings: Settings, request: RememberRequest) -> RememberRequest:
     validate(settings, request)
     return RememberRequest(at_rest(settings, request.text), request.type, request.topic, request.confidence,
                            request.source, request.force, request.contradicts, request.entry_id, request.retry,
-                           request.extra, request.speaker, request.date)
+                           request.speaker, request.extra, request.date)
 
 
 def remember_locked(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
@@ -183,9 +183,8 @@ def _write(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
     entry = Entry(
         id=request.entry_id or new_id(), text=request.text, type=request.type, topic=request.topic.strip(),
         confidence=request.confidence, created=stamp, updated=stamp, source=request.source,
-        speaker=request.speaker,
+        speaker=request.speaker, extra=dict(request.extra),
     )
-    entry.extra.update(request.extra)
     if request.contradicts:
         entry.extra["contradicts"] = list(request.contradicts)
     threshold = auto_trigger(settings)

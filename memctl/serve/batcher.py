@@ -159,8 +159,10 @@ def _fail_unsynced(jobs: list[Job], outcomes: dict, failed: BaseException) -> No
 
 
 def _ids_of(result) -> list[str]:
-    ids = getattr(result, "forgotten", None)
-    if ids is not None:
-        return list(ids)
+    """The entries a forget, restore or session step wrote (its audit line names them)."""
+    if hasattr(result, "forgotten"):
+        return list(result.forgotten)
+    if hasattr(result, "learned"):
+        return [item["id"] for item in result.learned() if item.get("id")]
     entry_id = getattr(result, "id", None)
     return [entry_id] if entry_id else []

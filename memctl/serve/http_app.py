@@ -24,6 +24,10 @@ from memctl.serve.service import Service, status_of
 OPEN_PATHS = ("/health", "/openapi.json")
 
 
+class BodyTooSlow(MemctlError):
+    http_status = 408
+
+
 class JSONBody(JSONResponse):
     def render(self, content) -> bytes:
         return jsoncodec.dumps(content).encode("utf-8")
@@ -83,7 +87,7 @@ def routes(service: Service, max_body: int) -> list[Route]:
 
     async def operation(request: Request) -> Response:
         try:
-            body = await read_body(request, max_body)
+            body = await _body_in_time(request, max_body, service.timeout)
             arguments = _json_object(body)
             caller = request.scope["state"]["memctl_caller"]
             data = await run_blocking(service, service.call, request.path_params["operation"], arguments, caller)
@@ -93,6 +97,18 @@ def routes(service: Service, max_body: int) -> list[Route]:
 
     return [Route("/health", health, methods=["GET"]), Route("/openapi.json", describe, methods=["GET"]),
             Route("/v1/{operation}", operation, methods=["POST"])]
+
+
+async def _body_in_time(request: Request, max_body: int, timeout: float) -> bytes:
+    """The body, or 408 when it has not all arrived within [serve] request_timeout (a client
+    that sends its head and then trickles or stalls its body)."""
+    import anyio
+
+    try:
+        with anyio.fail_after(timeout):
+            return await read_body(request, max_body)
+    except TimeoutError:
+        raise BodyTooSlow(f"the body did not arrive within [serve] request_timeout ({timeout:g} s)") from None
 
 
 def _json_object(body: bytes):

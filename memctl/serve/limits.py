@@ -5,7 +5,8 @@
 - size: a body past `[serve] max_body_bytes` is refused with 413 as soon as it is known to be
   (its Content-Length, or the bytes read so far);
 - time: a connection that has not sent a whole request head within `[serve] request_timeout`
-  (a slowloris dribbling its headers) is closed; a call is answered 504 past that time;
+  (a slowloris dribbling its headers) is closed; a body not whole by then is answered 408, a
+  call still running then 504;
 - connections: past `[serve] max_connections` at once, uvicorn answers 503.
 """
 

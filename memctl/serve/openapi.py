@@ -8,7 +8,7 @@ from memctl.serve.operations import OPERATIONS
 _ERROR = {"type": "object", "properties": {"error": {"type": "string"}, "status": {"type": "integer"}},
           "required": ["error", "status"]}
 _ANSWERS = {"400": "bad arguments", "401": "no key, or not a valid one", "403": "the key's scope or namespace "
-            "does not allow it", "404": "no such entry or operation", "409": "the fact was forgotten before",
+            "does not allow it", "404": "no such entry or operation", "408": "the body did not arrive within [serve] request_timeout", "409": "the fact was forgotten before",
             "413": "body over [serve] max_body_bytes", "429": "over [serve] rate_per_minute",
             "503": "the memory is busy", "504": "over [serve] request_timeout"}
 

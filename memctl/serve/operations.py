@@ -213,6 +213,50 @@ def recent(service, args: dict, caller: Caller) -> dict:
     return {"sessions": [session.to_json() for session in sessions]}
 
 
+# --- a session's lifecycle (memctl.learn.session): on the writer thread, which they share with
+# every other write, since they route what they learn under the writer lock
+
+
+def turn(service, args: dict, caller: Caller) -> dict:
+    from memctl.learn.session import turn as run_turn
+
+    session = _session(args, caller)
+    return _session_write(service, caller, "turn",
+                          lambda: run_turn(service.settings, session, args["messages"], service.lock_wait))
+
+
+def compact(service, args: dict, caller: Caller) -> dict:
+    from memctl.learn.session import compact as run_compact
+
+    session = _session(args, caller)
+    budget = args.get("budget") or int(service.settings.get("compose", "budget"))
+    return _session_write(service, caller, "compact",
+                          lambda: run_compact(service.settings, session, budget, service.lock_wait))
+
+
+def dispose(service, args: dict, caller: Caller) -> dict:
+    from memctl.learn.session import dispose as run_dispose
+
+    session = _session(args, caller)
+    return _session_write(service, caller, "dispose",
+                          lambda: run_dispose(service.settings, session, service.lock_wait))
+
+
+def _session(args: dict, caller: Caller) -> str:
+    if caller.namespace:
+        raise ScopeRefused("sessions, and the memories learned from them, belong to no namespace; "
+                           "a namespace key remembers its facts with `remember`")
+    return args["session"]
+
+
+def _session_write(service, caller: Caller, op: str, work) -> dict:
+    outcome = service.write_alone(work, op, caller)
+    data = outcome.to_dict()
+    if "summary" in data:
+        data["summary"] = service.scrub(data["summary"])
+    return data
+
+
 OPERATIONS: dict[str, Operation] = {op.name: op for op in (
     Operation("remember", "write", remember),
     Operation("search", "read", search),
@@ -221,4 +265,7 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
     Operation("recent", "read", recent),
     Operation("forget", "write", forget, destructive=True),
     Operation("restore", "write", restore),
+    Operation("turn", "write", turn),
+    Operation("compact", "write", compact),
+    Operation("dispose", "write", dispose),
 )}

@@ -12,6 +12,7 @@ LAYERS = ["L2", "L3", "L4", "L5", "L6"]
 _TEXT = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT}
 _NAMESPACE = {"type": "string", "maxLength": 64,
               "description": "Namespace (a key bound to one may omit it; an unbound key may pick one)."}
+_SESSION = {"type": "string", "minLength": 1, "maxLength": 256, "description": "The session's id."}
 _REF = {"type": "string", "minLength": 1, "maxLength": 512,
         "description": "A ref from search (L5:ID, L6:ID, L2:SECTION, L3:path, L4:session#hN) or an entry id."}
 
@@ -52,6 +53,17 @@ OPERATION_SCHEMAS: dict[str, dict] = {
     "forget": _object({"ref": _REF, "reason": {"type": "string", "maxLength": 1024}}, ["ref"],
                       "Soft-forget an entry: it leaves L5 for L6 and `restore` brings it back."),
     "restore": _object({"ref": _REF}, ["ref"], "Put a forgotten entry back in L5."),
+    "turn": _object({
+        "session": _SESSION,
+        "messages": {"type": "array", "maxItems": 1000, "items": {"type": "object"},
+                     "description": "The new messages: {id, role (user|assistant|…), content, time, speaker}."},
+    }, ["session", "messages"], "Hand memctl a session's new messages after a turn; they are kept durably "
+                                "(a retried message once) and turned into memories at a threshold."),
+    "compact": _object({"session": _SESSION, "budget": {"type": "integer", "minimum": 1, "maximum": 100000,
+                                                        "description": "Token budget of the summary."}},
+                       ["session"], "Learn what the session holds so far; its summary within a budget."),
+    "dispose": _object({"session": _SESSION}, ["session"],
+                       "End a session: learn the rest, keep its summary in L2 short-term, close it."),
 }
 
 _TYPES = {"string": str, "integer": int, "number": (int, float), "array": list, "object": dict}
