@@ -230,7 +230,9 @@ def _remember(root, options: dict, words: list[str]) -> int:
     if result.auto_dream_due:
         start_background_dream(settings.layout.root)
     if resident.wants_writer and resident.serves(settings):
-        resident.start_writer(settings.layout.root)
+        unserved = resident.start_writer(settings.layout.root)
+        if unserved:
+            warning(unserved)
     return EXIT_OK
 
 

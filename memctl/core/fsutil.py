@@ -21,7 +21,7 @@ import os
 import time
 
 from memctl.core import faults
-from memctl.core.errors import LockBusy, ReadOnly, UnsafePath, WriteFailed
+from memctl.core.errors import MAX_WAIT, LockBusy, ReadOnly, UnsafePath, UsageError, WriteFailed
 from memctl.core.paths import join, name, parent
 
 try:
@@ -440,18 +440,26 @@ def holds_writer_lock(lock_path: Path) -> bool:
     return os.path.abspath(lock_path) in _held
 
 
+def lock_wait(seconds: float) -> float:
+    """A --wait checked: a number of seconds up to MAX_WAIT (a negative one waits not at all);
+    inf, nan and 1e400 (read as inf) are refused with one line, not a traceback or an endless wait."""
+    if not -MAX_WAIT <= seconds <= MAX_WAIT:  # nan compares false
+        raise UsageError(f"--wait must be a number of seconds up to {MAX_WAIT:.0f}, got {seconds}")
+    return max(seconds, 0.0)
+
+
 class WriterLock:
     """The one exclusive lock every writing command takes (`.memctl/lock`)."""
 
     def __init__(self, lock_path: Path, wait_seconds: float = 0.0, poll: float = 0.05):
         self.lock_path = lock_path if isinstance(lock_path, str) else _as_path(lock_path)
-        self.wait_seconds = wait_seconds
+        self.wait_seconds = lock_wait(wait_seconds)
         self.poll = poll
         self._fd: int | None = None
 
     def acquire(self) -> "WriterLock":
         fd = open_lock_file(self.lock_path)
-        deadline = time.monotonic() + max(self.wait_seconds, 0.0)
+        deadline = time.monotonic() + self.wait_seconds
         # a writer holds the lock for a few milliseconds: retry after 1 ms, backing off to `poll`
         # (a fixed 50 ms sleep left the lock idle most of the time with 8 writers waiting)
         delay = min(0.001, self.poll)
