@@ -305,6 +305,41 @@ def test_the_cli_works_without_fcntl_and_the_lock_still_excludes(memctl_bin, tmp
     assert after.returncode == 0, after.stderr
 
 
+def test_every_write_and_search_works_without_fcntl_where_a_resident_writer_would_serve(memctl_bin, tmp_path, sample_logs):
+    """Issue #32: with fcntl absent and msvcrt present, a `remember` wrote its entry and then
+    exited 2 with `internal error: import of fcntl halted` (the resident writer's start assumed
+    POSIX). With resident processes on (the default outside the tests), every command runs
+    in-process and no resident process is started."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(NO_FCNTL_SITE)
+    env = clean_env(PYTHONPATH=str(site), MEMCTL_RESIDENT="1")
+    checkout = tmp_path / "agent"
+    root = checkout / "memory"
+    raw = checkout / "temp" / "model_responses"
+    raw.mkdir(parents=True)
+    for log in sample_logs:
+        shutil.copy(log, raw / log.name)
+        os.utime(raw / log.name, (1, 1))
+
+    def memctl(*args: str, **more: str) -> subprocess.CompletedProcess:
+        return subprocess.run([memctl_bin, "--root", str(root), *args], capture_output=True,
+                              env={**env, **more}, timeout=120)
+
+    assert memctl("init").returncode == 0
+    ids = []
+    for n in range(3):  # the first would start a writer; the next would find one
+        done = memctl("remember", f"the kettle descales every March, note {n}", "--type", "lesson")
+        assert done.returncode == 0 and done.stderr == b"", done
+        ids.append(done.stdout.decode().strip())
+    for full in ("0", "1"):  # the lean path, then the full command line
+        for args in (["forget", ids[0]], ["restore", ids[0]], ["search", "kettle"], ["archive", "--keep-newest", "0"],
+                     ["search", "backup", "--layers", "L4"]):
+            done = memctl(*args, MEMCTL_FULL_CLI=full)
+            assert done.returncode == 0 and b"Traceback" not in done.stderr, (args, full, done)
+    assert not [name for name in os.listdir(root / ".memctl") if name.startswith(("writer.", "semantic."))]
+
+
 # ---------------------------------------------------------------- launchd and Task Scheduler
 
 
