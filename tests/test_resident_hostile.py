@@ -226,3 +226,44 @@ def test_every_lean_write_refuses_an_endless_wait(memctl_bin, roots, args):
                           env=clean_env(), timeout=BOUND)
     assert done.returncode == 2, done
     assert done.stderr.decode().splitlines() == ["memctl: error: --wait must be a number of seconds up to 86400, got inf"]
+
+
+# --- a fact past the size limit
+
+
+TOO_LONG = ("memctl: error: the text is more than {limit} bytes, the most one fact holds ([writes] max_fact_bytes); "
+            "keep a long document as a file in the memory folder and remember where it is")
+PATHS = {"resident": {}, "in-process": {"MEMCTL_RESIDENT": "0"},
+         "full command line": {"MEMCTL_RESIDENT": "0", "MEMCTL_FULL_CLI": "1"}}
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_a_fact_past_the_size_limit_is_one_line_exit_2_on_every_path(memctl_bin, roots, path):
+    """A 6 MB fact took 12 s through the writer (49 s in-process); now a fact holds 64 KiB."""
+    root = _init(memctl_bin, roots())
+    if path == "resident":
+        _start_writer(root)
+    big = ("the proxy listens on 7890 " * 250_000).encode()  # 6.5 MB, on stdin
+    multibyte = "部署" * 600_000  # 3.6 MB of 3-byte characters: the stdin read stops past 1 MiB characters
+    for text in (big, multibyte.encode(), b"x" * 65537):
+        done = _remember(memctl_bin, root, "-", env=PATHS[path], input=text)
+        assert done.returncode == 2, done
+        assert done.stderr.decode().splitlines() == [TOO_LONG.format(limit=65536)]
+    at_the_limit = _remember(memctl_bin, root, "-", env=PATHS[path], input=("é" * 32768).encode())
+    assert at_the_limit.returncode == 0 and ID_LINE.match(at_the_limit.stdout), at_the_limit
+    assert len(_l5_ids(root)) == 1
+    if path == "resident":
+        assert _serving(root)
+
+
+def test_the_size_limit_is_a_setting_shown_by_rules_and_bounded(run, memctl_bin, roots):
+    root = _init(memctl_bin, roots())
+    (root / "memctl.toml").write_text("[writes]\nmax_fact_bytes = 2048\n")
+    refused = _remember(memctl_bin, root, "y" * 2049, env={"MEMCTL_RESIDENT": "0"})
+    assert refused.returncode == 2 and refused.stderr.decode().splitlines() == [TOO_LONG.format(limit=2048)]
+    assert _remember(memctl_bin, root, "y" * 2048, env={"MEMCTL_RESIDENT": "0"}).returncode == 0
+    shown = run("rules", root=root)
+    assert "writes.max_fact_bytes = 2048  [" in shown.stdout.decode()
+    (root / "memctl.toml").write_text("[writes]\nmax_fact_bytes = 2000000\n")
+    past = run("rules", root=root)
+    assert past.returncode == 2 and "writes.max_fact_bytes must be between 1024 and 1048576" in past.stderr.decode()

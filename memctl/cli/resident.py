@@ -110,7 +110,9 @@ def _text(words: list[str]) -> str | None:
         return words[0]
     if sys.stdin is None or sys.stdin.isatty():
         return None
-    stdin_text = sys.stdin.read()
+    from memctl.core.defaults import MAX_FACT_BYTES
+
+    stdin_text = sys.stdin.read(MAX_FACT_BYTES + 1)  # as cli.writes.read_stdin: past it, refused
     return stdin_text
 
 

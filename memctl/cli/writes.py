@@ -78,8 +78,16 @@ def read_text(text: str | None) -> str:
     if text is None or text == "-":
         if sys.stdin is None or sys.stdin.isatty():
             raise UsageError("no text: pass TEXT, or `-` and the text on stdin")
-        text = sys.stdin.read()
+        text = read_stdin()
     return utf8_only(text)
+
+
+def read_stdin() -> str:
+    """stdin's text, no more of it than any fact may hold and one character: past that the
+    write is refused (longterm.remember.validate), never held whole in memory."""
+    from memctl.core.defaults import MAX_FACT_BYTES
+
+    return sys.stdin.read(MAX_FACT_BYTES + 1)
 
 
 def utf8_only(text: str) -> str:
