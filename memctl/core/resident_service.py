@@ -139,7 +139,7 @@ class ResidentService:
 
     def log_exit(self, summary: str) -> None:
         """One line in `.memctl/LOG` for the person wondering what the process did."""
-        refused = f", {self.refused} connections refused" if self.refused else ""
+        refused = f"\t{self.refused} connections refused" if self.refused else ""
         line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')}\tpid {os.getpid()}\t{summary}{refused}\texited: {self.exit_reason}\n"
         fd = local_socket.open_state_file(self.root, self.log_name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         if fd is None:
