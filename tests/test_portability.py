@@ -258,22 +258,26 @@ sys.modules["msvcrt"] = msvcrt
 '''
 
 
-def test_the_cli_works_without_fcntl_and_the_lock_still_excludes(memctl_bin, tmp_path, sample_logs):
+def _without_fcntl(tmp_path: Path, sample_logs, **env: str) -> tuple[dict[str, str], Path]:
+    """(an environment where `import fcntl` fails and `msvcrt` is emulated, the memory of a
+    GenericAgent checkout whose raw logs are old enough to archive)."""
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(NO_FCNTL_SITE)
-    env = clean_env(PYTHONPATH=str(site))
-    probe = subprocess.run([sys.executable, "-c", "import memctl.core.fsutil as f, sys; print(f.fcntl, 'fcntl' in sys.modules)"],
-                           capture_output=True, text=True, env=env)
-    assert probe.stdout.split() == ["None", "False"], probe
-
     checkout = tmp_path / "agent"
-    root = checkout / "memory"
     raw = checkout / "temp" / "model_responses"
     raw.mkdir(parents=True)
     for log in sample_logs:
         shutil.copy(log, raw / log.name)
         os.utime(raw / log.name, (1, 1))
+    return clean_env(PYTHONPATH=str(site), **env), checkout / "memory"
+
+
+def test_the_cli_works_without_fcntl_and_the_lock_still_excludes(memctl_bin, tmp_path, sample_logs):
+    env, root = _without_fcntl(tmp_path, sample_logs)
+    probe = subprocess.run([sys.executable, "-c", "import memctl.core.fsutil as f, sys; print(f.fcntl, 'fcntl' in sys.modules)"],
+                           capture_output=True, text=True, env=env)
+    assert probe.stdout.split() == ["None", "False"], probe
 
     def memctl(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([memctl_bin, *args], capture_output=True, env=env, timeout=120)
@@ -310,17 +314,7 @@ def test_every_write_and_search_works_without_fcntl_where_a_resident_writer_woul
     exited 2 with `internal error: import of fcntl halted` (the resident writer's start assumed
     POSIX). With resident processes on (the default outside the tests), every command runs
     in-process and no resident process is started."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(NO_FCNTL_SITE)
-    env = clean_env(PYTHONPATH=str(site), MEMCTL_RESIDENT="1")
-    checkout = tmp_path / "agent"
-    root = checkout / "memory"
-    raw = checkout / "temp" / "model_responses"
-    raw.mkdir(parents=True)
-    for log in sample_logs:
-        shutil.copy(log, raw / log.name)
-        os.utime(raw / log.name, (1, 1))
+    env, root = _without_fcntl(tmp_path, sample_logs, MEMCTL_RESIDENT="1")
 
     def memctl(*args: str, **more: str) -> subprocess.CompletedProcess:
         return subprocess.run([memctl_bin, "--root", str(root), *args], capture_output=True,

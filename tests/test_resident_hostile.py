@@ -47,6 +47,14 @@ def _still_serves(memctl_bin: str, root, text: str) -> None:
     assert done.stdout.decode().strip() in _l5_ids(root)
 
 
+def _served_on(memctl_bin: str, root, writer, refused: int) -> None:
+    """The writer still runs and serves the next `remember`; its exit line counts the refused."""
+    assert writer.poll() is None
+    _still_serves(memctl_bin, root, "the backup runs at 02:00")
+    _stop_writers(root)
+    assert f"\t{refused} connections refused\t" in _writer_log(root)
+
+
 def _writer_log(root) -> str:
     log = root / ".memctl" / "writer.log"
     return log.read_text() if log.exists() else ""
@@ -76,35 +84,20 @@ def test_a_malformed_frame_is_refused_and_the_writer_keeps_serving(memctl_bin, r
     connection = _connection(root)
     connection.sendall(MALFORMED[name])
     assert _closed_without_reply(connection)
-    assert writer.poll() is None
-    _still_serves(memctl_bin, root, f"the proxy listens on 7890 ({name})")
-    _stop_writers(root)
-    assert "1 connections refused" in _writer_log(root)
+    _served_on(memctl_bin, root, writer, refused=1)
 
 
 def test_a_silent_client_and_a_truncated_frame_block_no_one_and_are_dropped(memctl_bin, roots):
     root = _init(memctl_bin, roots())
     writer = _start_writer(root)
-    silent = _connection(root)
-    truncated = _connection(root)
+    silent, truncated, hung_up = _connection(root), _connection(root), _connection(root)
     truncated.sendall(b"40\n5:memct")  # half a message, the rest never sent
-    _still_serves(memctl_bin, root, "the cache lives on n3")  # while both hang on
+    hung_up.sendall(b"40\n5:memct")
+    hung_up.close()  # half a message, then gone: dropped at once, not counted as refused
+    _still_serves(memctl_bin, root, "the cache lives on n3")  # while two hang on
     assert _closed_without_reply(silent)  # dropped once their message is overdue, within BOUND
     assert _closed_without_reply(truncated)
-    assert writer.poll() is None
-    _still_serves(memctl_bin, root, "the backup runs at 02:00")
-    _stop_writers(root)
-    assert "2 connections refused" in _writer_log(root)
-
-
-def test_a_truncated_frame_then_a_hang_up_is_dropped(memctl_bin, roots):
-    root = _init(memctl_bin, roots())
-    writer = _start_writer(root)
-    connection = _connection(root)
-    connection.sendall(b"40\n5:memct")
-    connection.close()
-    _still_serves(memctl_bin, root, "the cache lives on n3")
-    assert writer.poll() is None
+    _served_on(memctl_bin, root, writer, refused=2)
 
 
 # --- well identified, malformed fields
@@ -138,11 +131,8 @@ def test_a_well_identified_request_with_malformed_fields_is_refused_alone(memctl
     connection = _connection(root)
     connection.sendall(_request(root, monkeypatch, **fields))
     assert _closed_without_reply(connection)
-    assert writer.poll() is None  # once: a ValueError ended the writer
     assert _l5_ids(root) == []
-    _still_serves(memctl_bin, root, "the proxy listens on 7890")
-    _stop_writers(root)
-    assert "1 connections refused" in _writer_log(root)
+    _served_on(memctl_bin, root, writer, refused=1)  # once: a ValueError ended the writer
 
 
 def test_the_request_helper_frames_what_the_writer_accepts(memctl_bin, roots, monkeypatch):
