@@ -4,8 +4,9 @@ The recipes are borg's SaveFile and restic's local backend (conventions.md §6):
 in the destination folder, fsync, rename, fsync of the folder; the temp file is removed on
 any failure. The lock is a kernel lock on `.memctl/lock`, released by the kernel when the
 process dies, so a killed run never leaves a stale lock behind: `flock` on POSIX,
-`msvcrt.locking` of the file's first byte on Windows. This is the only module that imports
-`fcntl` or `msvcrt`.
+`msvcrt.locking` of the file's first byte on Windows. This is the only module that locks with
+`fcntl` or `msvcrt` (the resident processes' start locks too: `try_lock`); `core.local_socket`
+only asks whether `fcntl` exists.
 
 Portability: where a POSIX-only step does not exist it is skipped, never faked —
 `O_NOFOLLOW` (Windows: symlinks need privileges to create, and `is_symlink` checks remain),

@@ -229,13 +229,14 @@ def start_detached(root: str, socket_name: str, lock_name: str, module: str, env
 
 
 def _spawn(root: str, lock_name: str, module: str, environment: dict[str, str]) -> None:
-    import fcntl
+    from memctl.core.fsutil import try_lock  # here: a client that finds a server never loads it
 
     lock = open_state_file(root, lock_name, os.O_RDWR | os.O_CREAT)
     if lock is None:
         return
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if not try_lock(lock):
+            return  # one runs, or starts
         os.set_inheritable(lock, True)
         null = os.devnull
         os.posix_spawn(sys.executable, [sys.executable, "-P", "-m", module, root, str(lock)], environment,

@@ -15,6 +15,7 @@ import sys
 import time
 
 from memctl.core import local_socket
+from memctl.core.fsutil import try_lock
 
 
 CHECK_EVERY = 2.0  # seconds between two looks at the socket file, the identity and the code
@@ -258,18 +259,17 @@ def file_id(path: str) -> tuple[int, int] | None:
 
 
 def take_lock(root: str, name: str) -> int | None:
-    """`.memctl/NAME` flocked, or None when another process holds it (it serves this root)."""
-    import fcntl
-
+    """`.memctl/NAME` locked, or None when another process holds it (it serves this root)."""
     fd = local_socket.open_state_file(root, name, os.O_RDWR | os.O_CREAT)
     if fd is None:  # no real `.memctl/` to serve from
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if try_lock(fd):
+            return fd
     except OSError:
-        os.close(fd)
-        return None
-    return fd
+        pass
+    os.close(fd)
+    return None
 
 
 def run_service(argv: list[str], lock_name: str, service) -> int:

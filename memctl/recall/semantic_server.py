@@ -40,6 +40,7 @@ WARM_UP_QUERY = "warm up: what was said"
 class ResidentSearcher(ResidentService):
     socket_name = semantic_helper.SOCKET_NAME
     log_name = LOG_NAME
+    message_seconds = semantic_helper.ANSWER_SECONDS  # a search sends its rows after its lexical half
 
     def __init__(self, root: str, lock_fd: int) -> None:
         self.lock_fd = lock_fd
