@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 from conftest import clean_env
@@ -27,10 +28,20 @@ BOUND = 60.0  # seconds any one wait on the writer may take before the test fail
 
 
 def _connection(root) -> socket.socket:
-    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    connection.settimeout(BOUND)
-    connection.connect(str(_socket_file(root)))
-    return connection
+    """A connection to the writer; retried while its listen backlog is full (a Unix socket
+    refuses at once instead of waiting), for up to BOUND seconds."""
+    deadline = time.monotonic() + BOUND
+    while True:
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.settimeout(BOUND)
+        try:
+            connection.connect(str(_socket_file(root)))
+            return connection
+        except BlockingIOError:
+            connection.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _closed_without_reply(connection: socket.socket) -> bool:
@@ -257,3 +268,37 @@ def test_the_size_limit_is_a_setting_shown_by_rules_and_bounded(run, memctl_bin,
     (root / "memctl.toml").write_text("[writes]\nmax_fact_bytes = 2000000\n")
     past = run("rules", root=root)
     assert past.returncode == 2 and "writes.max_fact_bytes must be between 1024 and 1048576" in past.stderr.decode()
+
+
+def test_a_flood_of_idle_connections_leaves_the_writer_serving(memctl_bin, roots):
+    """More idle connections than the writer watches (256): the oldest give way, and the next
+    `remember` is served by the writer, not written in-process."""
+    root = _init(memctl_bin, roots())
+    writer = _start_writer(root)
+    flood = [_connection(root) for _ in range(300)]
+    try:
+        _still_serves(memctl_bin, root, "the cache lives on n3")
+        assert writer.poll() is None
+    finally:
+        for connection in flood:
+            connection.close()
+    _stop_writers(root)
+    assert "\t1 requests in 1 batches\t" in _writer_log(root)
+
+
+def test_a_writer_out_of_file_descriptors_keeps_serving(memctl_bin, roots):
+    """A descriptor limit below the connections it is sent (EMFILE at accept ended the writer)."""
+    import resource
+
+    root = _init(memctl_bin, roots())
+    writer = _start_writer(root, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40)))
+    try:
+        flood = [_connection(root) for _ in range(60)]  # past its 40 descriptors: some wait in the backlog
+        _still_serves(memctl_bin, root, "the cache lives on n3")  # once the overdue ones are dropped
+        assert writer.poll() is None
+        for connection in flood:
+            connection.close()
+    finally:
+        _stop_writers(root)
+    assert writer.wait(timeout=BOUND) == 0, writer.stderr.read()
+    assert "\t1 requests in 1 batches\t" in _writer_log(root)

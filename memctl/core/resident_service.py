@@ -20,6 +20,7 @@ from memctl.core.fsutil import try_lock
 
 CHECK_EVERY = 2.0  # seconds between two looks at the socket file, the identity and the code
 REPLY_SECONDS = 10.0  # a client that does not take its reply within this is given up
+MAX_CONNECTIONS = 256  # watched at once, well under the usual 1,024 descriptors
 
 
 class ResidentService:
@@ -160,23 +161,35 @@ class ResidentService:
         found: list[tuple] = []
         events = self.selector.select(timeout)
         while events:
+            accepting = True
             for key, _ in events:
                 if key.data is None:
-                    self._accept()
+                    accepting = self._accept()
                 elif key.fileobj in self.buffers:
                     found.extend(self._read(key.fileobj))
+            if not accepting:  # out of descriptors: back to the loop, which drops the overdue
+                break
             events = self.selector.select(0)
         return found
 
-    def _accept(self) -> None:
+    def _accept(self) -> bool:
+        """Take every waiting connection; False when none can be taken now (no descriptor left)."""
         while True:
             try:
                 connection, _ = self.listener.accept()
             except (BlockingIOError, InterruptedError):
-                return
-            if local_socket.peer_uid(connection) != os.getuid():
+                return True
+            except OSError:  # EMFILE, ENFILE: until a connection is dropped
+                return False
+            try:
+                ours = local_socket.peer_uid(connection) == os.getuid()
+            except OSError:
+                ours = False
+            if not ours:
                 connection.close()
                 continue
+            if len(self.buffers) >= MAX_CONNECTIONS:  # a flood of idle ones: the oldest gives way
+                self.refuse(min(self.deadlines, key=self.deadlines.get))
             connection.setblocking(False)
             self.buffers[connection] = b""
             self.deadlines[connection] = time.monotonic() + self.message_seconds
