@@ -134,8 +134,10 @@ def _request(root, monkeypatch, **fields: str) -> bytes:
 
 
 @pytest.mark.parametrize("fields", [{"confidence": "abc"}, {"wait": "inf"}, {"wait": "nan"}, {"wait": "1e400"},
-                                    {"text": b"\xff\xfe not UTF-8"}, {"confidence": ""}],
-                         ids=["confidence abc", "wait inf", "wait nan", "wait 1e400", "text not UTF-8", "empty number"])
+                                    {"text": b"\xff\xfe not UTF-8"}, {"confidence": ""}, {"id": "../../etc"},
+                                    {"id": ""}, {"id": "m0123456789AB"}],
+                         ids=["confidence abc", "wait inf", "wait nan", "wait 1e400", "text not UTF-8", "empty number",
+                              "id a path", "id empty", "id not what new_id makes"])
 def test_a_well_identified_request_with_malformed_fields_is_refused_alone(memctl_bin, roots, monkeypatch, fields):
     root = _init(memctl_bin, roots())
     writer = _start_writer(root)

@@ -31,6 +31,7 @@ from memctl.core.resident_service import ResidentService, reply, run_service
 from memctl.core.config import load_settings
 from memctl.core.errors import EXIT_OK, LockBusy, MemctlError, WriteFailed
 from memctl.core.fsutil import lock_wait
+from memctl.longterm.ids import well_formed
 from memctl.longterm.recovery import writing
 from memctl.longterm.remember import ADDED, RememberRequest, prepared, remember_locked
 from memctl.longterm.store import open_store
@@ -50,8 +51,8 @@ class Job:
         (self.now_text, self.entry_id, self.text, self.type, self.topic, confidence, self.source, wait, force,
          json_out) = text[2:12]
         self.confidence, self.wait = float(confidence), float(wait)
-        if self.wait != lock_wait(self.wait):
-            raise ValueError(f"--wait {wait}")
+        if self.wait != lock_wait(self.wait) or not well_formed(self.entry_id):
+            raise ValueError("not a request a client sends")
         self.force, self.json = bool(force), bool(json_out)
         self.contradicts = text[12:]
         self.deadline = time.monotonic() + max(self.wait, 0.0)
