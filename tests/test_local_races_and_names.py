@@ -56,3 +56,16 @@ def test_a_file_gone_between_the_listing_and_the_secret_scan_is_no_finding(run, 
     monkeypatch.setattr(integrity, "secret_scan_files", lambda _layout: listed)
     report = integrity.verify(layout)
     assert [finding for finding in report.findings if finding.kind == "secret"] == []
+
+
+def test_a_crash_on_the_lean_search_path_is_one_line_exit_2(capsys):
+    """The lean search path let anything but its known errors through as a traceback (the L5
+    topic that was a number); now, as on the full command line, it is one line."""
+    from memctl.cli import lean
+
+    def crash() -> int:
+        raise RuntimeError("something no one foresaw\nover two lines")
+
+    assert lean._guarded(crash) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "memctl: error: internal error: something no one foresaw over two lines (rerun with --debug for a traceback)"]
