@@ -248,7 +248,8 @@ def test_a_fact_past_the_size_limit_is_one_line_exit_2_on_every_path(memctl_bin,
         _start_writer(root)
     big = ("the proxy listens on 7890 " * 250_000).encode()  # 6.5 MB, on stdin
     multibyte = "部署" * 600_000  # 3.6 MB of 3-byte characters: the stdin read stops past 1 MiB characters
-    for text in (big, multibyte.encode(), b"x" * 65537):
+    past_a_message = "😀" * 1_100_000  # 4-byte characters: past what a request may carry, never sent
+    for text in (big, multibyte.encode(), past_a_message.encode(), b"x" * 65537):
         done = _remember(memctl_bin, root, "-", env=PATHS[path], input=text)
         assert done.returncode == 2, done
         assert done.stderr.decode().splitlines() == [TOO_LONG.format(limit=65536)]
