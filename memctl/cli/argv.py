@@ -108,6 +108,6 @@ def _number(key: str, text: str) -> float | None:
         value = float(text)
     except ValueError:
         return None
-    if value != value or value in (float("inf"), float("-inf")) or (key == "wait" and value > MAX_WAIT):
+    if value != value or value in (float("inf"), float("-inf")) or (key == "wait" and abs(value) > MAX_WAIT):
         return None
     return value
