@@ -225,8 +225,9 @@ def test_a_chinese_query_finds_chinese_text_in_any_locale(run, memctl_bin, tmp_p
 # ---------------------------------------------------------------- no fcntl (Windows)
 
 NO_FCNTL_SITE = '''
-"""Test stand-in for Windows: `import fcntl` fails, and `msvcrt.locking` is emulated with
-byte-range locks so that two processes still exclude each other. subprocess is imported
+"""Test stand-in for Windows: `import fcntl` fails, `msvcrt.locking` is emulated with
+byte-range locks so that two processes still exclude each other, and the POSIX-only parts of
+`os` that memctl touches are gone. subprocess is imported
 first: it takes the presence of msvcrt to mean Windows."""
 import os, subprocess, sys, types
 import fcntl as _real
@@ -255,6 +256,12 @@ def locking(fd, mode, nbytes):
 
 msvcrt.locking = locking
 sys.modules["msvcrt"] = msvcrt
+
+# the os functions and flags Windows does not have (subprocess, imported above, kept its own)
+for _name in ("pread", "pwrite", "posix_spawn", "getloadavg", "sched_getaffinity", "getuid", "geteuid",
+              "O_DIRECTORY", "O_NOFOLLOW", "O_CLOEXEC"):
+    if hasattr(os, _name):
+        delattr(os, _name)
 '''
 
 

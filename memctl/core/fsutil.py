@@ -366,6 +366,22 @@ def safe_child(folder: Path, name: str) -> Path:
     return _as_path(folder) / name
 
 
+def pread(fd: int, size: int, offset: int) -> bytes:
+    """Up to `size` bytes at `offset`: `os.pread`, or where it is missing (Windows) a seek and
+    reads on this process's own descriptor (every caller opened it; none shares it)."""
+    if hasattr(os, "pread"):
+        return os.pread(fd, size, offset)
+    os.lseek(fd, offset, os.SEEK_SET)
+    parts = []
+    while size > 0:
+        part = os.read(fd, size)
+        if not part:
+            break
+        parts.append(part)
+        size -= len(part)
+    return b"".join(parts)
+
+
 def read_bytes_nofollow(path: Path) -> bytes:
     """Read a file's bytes, refusing to follow a symlink."""
     fd = open_nofollow(path, os.O_RDONLY)
