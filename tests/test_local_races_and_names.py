@@ -69,3 +69,20 @@ def test_a_crash_on_the_lean_search_path_is_one_line_exit_2(capsys):
     assert lean._guarded(crash) == 2
     assert capsys.readouterr().err.splitlines() == [
         "memctl: error: internal error: something no one foresaw over two lines (rerun with --debug for a traceback)"]
+
+
+def test_pread_without_os_pread_reads_what_os_pread_reads(tmp_path, monkeypatch):
+    """Windows has no os.pread: the JSON Lines appends read their file's last byte through
+    fsutil.pread, a seek and reads there."""
+    from memctl.core import fsutil
+
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(b'{"a": 1}\n{"b": 2}\ntorn')
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        cases = [(1, 8), (9, 9), (100, 14), (4, 18), (5, 0), (3, 40)]
+        expected = [os.pread(fd, size, offset) for size, offset in cases]
+        monkeypatch.delattr(os, "pread")
+        assert [fsutil.pread(fd, size, offset) for size, offset in cases] == expected
+    finally:
+        os.close(fd)
