@@ -270,3 +270,14 @@ def test_hostile_frames_are_refused_and_the_searcher_keeps_serving(run, embedded
     _stop(embedded)
     assert _served(embedded) == 1
     assert f"{len(payloads)} connections refused" in _log(embedded)
+
+
+def test_a_folder_at_the_searcher_socket_path_is_left_alone_and_none_is_started(run, embedded):
+    """As at writer.sock: no searcher is spawned to die on it; every search forks, alike."""
+    expected = _ranked(run, embedded, PARAPHRASE, ALONE)
+    place = embedded / ".memctl" / semantic_helper.SOCKET_NAME
+    place.mkdir()
+    for _ in range(2):
+        assert _ranked(run, embedded, PARAPHRASE, SERVED) == expected
+    assert place.is_dir() and not (embedded / ".memctl" / semantic_helper.LOCK_NAME).exists()
+    place.rmdir()
