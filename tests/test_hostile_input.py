@@ -147,6 +147,9 @@ CASES = [
     ("L5 text null remember", _l5_line(_entry(90, text=None)), ["remember", "--type", "lesson", "a new fact"], None),
     ("L5 topic number", _l5_line(_entry(91, topic=3)), ["dream", "--dry-run"], None),
     ("L5 topic number remember", _l5_line(_entry(91, topic=3)), ["remember", "--type", "lesson", "--topic", "3", "x y"], None),
+    # issue #32: a traceback on the lean search path (the index read `topic in text`)
+    ("L5 topic number search", _l5_line(_entry(91, topic=3)), ["search", "proxy"], None),
+    ("L5 topic list search json", _l5_line(_entry(91, topic=["a"])), ["search", "proxy", "--json", "--layers", "L5"], None),
     ("L5 id number", _l5_line(_entry(92, id=5)), ["search", "proxy", "--json"], None),
     ("L5 refs string", _l5_line(_entry(93, refs="many")), ["dream", "--dry-run"], None),
     ("L5 confidence string", _l5_line(_entry(94, confidence="high")), ["compose", "proxy"], None),

@@ -14,6 +14,8 @@ HUGE = 1_000_000
 def test_a_huge_fact_remembered_again_is_its_twin_seen_and_a_changed_one_is_added(tmp_path, run):
     root = tmp_path / "memory"
     assert run("init", root=root).returncode == 0
+    with (root / "memctl.toml").open("a") as config:  # the largest fact a memory may allow: 1 MiB
+        config.write("\n[writes]\nmax_fact_bytes = 1048576\n")
     text = ("the deploy log says " + "x" * HUGE).encode()
     first = run("remember", "-", "--type", "event", root=root, input=text, timeout=60)
     assert first.returncode == 0, first.stderr

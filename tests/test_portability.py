@@ -226,8 +226,9 @@ def test_a_chinese_query_finds_chinese_text_in_any_locale(run, memctl_bin, tmp_p
 # ---------------------------------------------------------------- no fcntl (Windows)
 
 NO_FCNTL_SITE = '''
-"""Test stand-in for Windows: `import fcntl` fails, and `msvcrt.locking` is emulated with
-byte-range locks so that two processes still exclude each other. subprocess is imported
+"""Test stand-in for Windows: `import fcntl` fails, `msvcrt.locking` is emulated with
+byte-range locks so that two processes still exclude each other, and the POSIX-only parts of
+`os` that memctl touches are gone. subprocess is imported
 first: it takes the presence of msvcrt to mean Windows."""
 import os, subprocess, sys, types
 import fcntl as _real
@@ -256,25 +257,35 @@ def locking(fd, mode, nbytes):
 
 msvcrt.locking = locking
 sys.modules["msvcrt"] = msvcrt
+
+# the os functions and flags Windows does not have (subprocess, imported above, kept its own)
+for _name in ("pread", "pwrite", "posix_spawn", "getloadavg", "sched_getaffinity", "getuid", "geteuid",
+              "O_DIRECTORY", "O_NOFOLLOW", "O_CLOEXEC"):
+    if hasattr(os, _name):
+        delattr(os, _name)
 '''
 
 
-def test_the_cli_works_without_fcntl_and_the_lock_still_excludes(memctl_bin, tmp_path, sample_logs):
+def _without_fcntl(tmp_path: Path, sample_logs, **env: str) -> tuple[dict[str, str], Path]:
+    """(an environment where `import fcntl` fails and `msvcrt` is emulated, the memory of a
+    GenericAgent checkout whose raw logs are old enough to archive)."""
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(NO_FCNTL_SITE)
-    env = clean_env(PYTHONPATH=str(site))
-    probe = subprocess.run([sys.executable, "-c", "import memctl.core.fsutil as f, sys; print(f.fcntl, 'fcntl' in sys.modules)"],
-                           capture_output=True, text=True, env=env)
-    assert probe.stdout.split() == ["None", "False"], probe
-
     checkout = tmp_path / "agent"
-    root = checkout / "memory"
     raw = checkout / "temp" / "model_responses"
     raw.mkdir(parents=True)
     for log in sample_logs:
         shutil.copy(log, raw / log.name)
         os.utime(raw / log.name, (1, 1))
+    return clean_env(PYTHONPATH=str(site), **env), checkout / "memory"
+
+
+def test_the_cli_works_without_fcntl_and_the_lock_still_excludes(memctl_bin, tmp_path, sample_logs):
+    env, root = _without_fcntl(tmp_path, sample_logs)
+    probe = subprocess.run([sys.executable, "-c", "import memctl.core.fsutil as f, sys; print(f.fcntl, 'fcntl' in sys.modules)"],
+                           capture_output=True, text=True, env=env)
+    assert probe.stdout.split() == ["None", "False"], probe
 
     def memctl(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([memctl_bin, *args], capture_output=True, env=env, timeout=120)
@@ -304,6 +315,31 @@ def test_the_cli_works_without_fcntl_and_the_lock_still_excludes(memctl_bin, tmp
         holder.communicate(b"\n", timeout=30)
     after = memctl("--root", str(root), "remember", "a second writer", "--type", "lesson", "--wait", "0")
     assert after.returncode == 0, after.stderr
+
+
+def test_every_write_and_search_works_without_fcntl_where_a_resident_writer_would_serve(memctl_bin, tmp_path, sample_logs):
+    """Issue #32: with fcntl absent and msvcrt present, a `remember` wrote its entry and then
+    exited 2 with `internal error: import of fcntl halted` (the resident writer's start assumed
+    POSIX). With resident processes on (the default outside the tests), every command runs
+    in-process and no resident process is started."""
+    env, root = _without_fcntl(tmp_path, sample_logs, MEMCTL_RESIDENT="1")
+
+    def memctl(*args: str, **more: str) -> subprocess.CompletedProcess:
+        return subprocess.run([memctl_bin, "--root", str(root), *args], capture_output=True,
+                              env={**env, **more}, timeout=120)
+
+    assert memctl("init").returncode == 0
+    ids = []
+    for n in range(3):  # the first would start a writer; the next would find one
+        done = memctl("remember", f"the kettle descales every March, note {n}", "--type", "lesson")
+        assert done.returncode == 0 and done.stderr == b"", done
+        ids.append(done.stdout.decode().strip())
+    for full in ("0", "1"):  # the lean path, then the full command line
+        for args in (["forget", ids[0]], ["restore", ids[0]], ["search", "kettle"], ["archive", "--keep-newest", "0"],
+                     ["search", "backup", "--layers", "L4"]):
+            done = memctl(*args, MEMCTL_FULL_CLI=full)
+            assert done.returncode == 0 and b"Traceback" not in done.stderr, (args, full, done)
+    assert not [name for name in os.listdir(root / ".memctl") if name.startswith(("writer.", "semantic."))]
 
 
 # ---------------------------------------------------------------- launchd and Task Scheduler

@@ -40,10 +40,11 @@ def _socket_file(root: Path) -> Path:
     return root / ".memctl" / resident.SOCKET_NAME
 
 
-def _start_writer(root: Path, **env: str) -> subprocess.Popen:
+def _start_writer(root: Path, preexec_fn=None, **env: str) -> subprocess.Popen:
     """A writer started by hand (as a remember starts one), serving once its socket answers."""
     writer = subprocess.Popen([sys.executable, "-P", "-m", "memctl.cli.resident_server", str(root), "-"],
-                              env=clean_env(**{**RESIDENT, **env}), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                              env=clean_env(**{**RESIDENT, **env}), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              preexec_fn=preexec_fn)
     _wait_for(lambda: _serving(root) or writer.poll() is not None, "the writer to listen")
     assert writer.poll() is None, writer.stderr.read()
     return writer

@@ -237,7 +237,8 @@ def test_a_resident_process_never_takes_its_lock_or_log_through_a_symlinked_stat
     root.mkdir()
     outside.mkdir()
     os.symlink(outside, root / ".memctl")
-    local_socket.start_detached(str(root), "writer.lock", "memctl.cli.resident_server", dict(os.environ))
+    local_socket.start_detached(str(root), "writer.sock", "writer.lock", "memctl.cli.resident_server", dict(os.environ))
+    local_socket._spawn(str(root), "writer.lock", "memctl.cli.resident_server", dict(os.environ))
     assert resident_service.take_lock(str(root), "semantic.lock") is None
     assert local_socket.open_state_file(str(root), "semantic.log", os.O_WRONLY | os.O_CREAT) is None
     assert list(outside.iterdir()) == []

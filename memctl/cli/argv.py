@@ -1,10 +1,13 @@
 """The lean paths' reading of the command line: the global options, and the plain forms of the
 write commands that `cli.writes` answers (and `cli.resident`'s client sends to a resident
-writer). Imports nothing: the resident writer's client loads this and little else."""
+writer). Imports nothing of memctl's but its error constants: the resident writer's client
+loads this and little else."""
 
 from __future__ import annotations
 
 import os
+
+from memctl.core.errors import MAX_WAIT
 
 COMMANDS = ("remember", "forget", "restore", "archive")
 _REMEMBER = {"--type": "type", "-t": "type", "--topic": "topic", "--confidence": "confidence",
@@ -82,9 +85,8 @@ def parse(args: list[str], values: dict, flags: dict, repeatable=()) -> tuple[di
                 return None
             key = values[name]
             if key in _NUMBERS:
-                try:
-                    value = float(value)
-                except ValueError:
+                value = _number(key, value)
+                if value is None:
                     return None
             if key in repeatable:
                 options.setdefault(key, []).append(value)
@@ -97,3 +99,15 @@ def parse(args: list[str], values: dict, flags: dict, repeatable=()) -> tuple[di
         else:
             words.append(arg)
     return options, words
+
+
+def _number(key: str, text: str) -> float | None:
+    """A number option's value; None for one the full command line must refuse (not a number,
+    inf, nan, a --wait past MAX_WAIT), which it does with one line (core.fsutil.lock_wait)."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    if value != value or value in (float("inf"), float("-inf")) or (key == "wait" and abs(value) > MAX_WAIT):
+        return None
+    return value

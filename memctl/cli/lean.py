@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 
 from memctl.cli.argv import global_options
-from memctl.cli.startup import os_error_text, prepare_process
+from memctl.cli.startup import internal_error_text, os_error_text, prepare_process
 from memctl.cli.tsv import tsv_line
 from memctl.core.errors import EXIT_NO_MATCH, EXIT_OK, MemctlError
 
@@ -88,6 +88,11 @@ def _guarded(action) -> int:
         from memctl.cli import render
 
         render.error(os_error_text(exc))
+        return 2
+    except Exception as exc:  # a crash is exit 2 with one line, as on the full command line
+        from memctl.cli import render
+
+        render.error(internal_error_text(exc))
         return 2
 
 

@@ -78,15 +78,19 @@ def _ask(root: str, options: dict, words: list[str]) -> int | None:
         return None
     from memctl.longterm.ids import new_id
 
-    from memctl.core.local_socket import frame, receive
+    from memctl.core.local_socket import MAX_REQUEST, frame, receive
 
     entry_id = new_id()
+    request = frame(_request_fields(root, entry_id, options, text))
+    if len(request) > MAX_REQUEST:  # past any fact's limit: the in-process write says so
+        connection.close()
+        return None
     wait = options.get("wait", 10.0)
     try:
         connection.settimeout(max(wait, 0.0) + REPLY_MARGIN)
-        connection.sendall(frame(_request_fields(root, entry_id, options, text)))
+        connection.sendall(request)
         reply = receive(connection)
-    except OSError:
+    except (OSError, ValueError):  # gone, or not a writer's reply
         reply = None
     finally:
         connection.close()
@@ -106,7 +110,9 @@ def _text(words: list[str]) -> str | None:
         return words[0]
     if sys.stdin is None or sys.stdin.isatty():
         return None
-    stdin_text = sys.stdin.read()
+    from memctl.core.defaults import MAX_FACT_BYTES
+
+    stdin_text = sys.stdin.read(MAX_FACT_BYTES + 1)  # as cli.writes.read_stdin: past it, refused
     return stdin_text
 
 
@@ -155,11 +161,12 @@ def connect(root: str):
 # --- starting a writer
 
 
-def start_writer(root: str) -> None:
-    """A detached writer for this root, unless one runs or starts (`writer.lock` decides)."""
+def start_writer(root: str) -> str | None:
+    """A detached writer for this root, unless one runs or starts (`writer.lock` decides); why
+    none can, when the user must act."""
     from memctl.core.local_socket import start_detached
 
-    start_detached(root, LOCK_NAME, "memctl.cli.resident_server", _writer_environment())
+    return start_detached(root, SOCKET_NAME, LOCK_NAME, "memctl.cli.resident_server", _writer_environment())
 
 
 def _writer_environment() -> dict[str, str]:

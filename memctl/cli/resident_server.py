@@ -30,6 +30,8 @@ from memctl.core import clock, faults
 from memctl.core.resident_service import ResidentService, reply, run_service
 from memctl.core.config import load_settings
 from memctl.core.errors import EXIT_OK, LockBusy, MemctlError, WriteFailed
+from memctl.core.fsutil import lock_wait
+from memctl.longterm.ids import well_formed
 from memctl.longterm.recovery import writing
 from memctl.longterm.remember import ADDED, RememberRequest, prepared, remember_locked
 from memctl.longterm.store import open_store
@@ -42,11 +44,15 @@ class Job:
     """One client's request and what it will be told."""
 
     def __init__(self, connection, fields: list[bytes]) -> None:
+        """Raises ValueError for fields no client of this protocol sends (not UTF-8, a number
+        that is not one, a --wait the client would have refused)."""
         self.connection = connection
         text = [field.decode("utf-8", "surrogatepass") for field in fields]
         (self.now_text, self.entry_id, self.text, self.type, self.topic, confidence, self.source, wait, force,
          json_out) = text[2:12]
         self.confidence, self.wait = float(confidence), float(wait)
+        if self.wait != lock_wait(self.wait) or not well_formed(self.entry_id):
+            raise ValueError("not a request a client sends")
         self.force, self.json = bool(force), bool(json_out)
         self.contradicts = text[12:]
         self.deadline = time.monotonic() + max(self.wait, 0.0)
@@ -123,15 +129,22 @@ class Writer(ResidentService):
 
     def _job(self, connection, fields: list[bytes]) -> Job | None:
         self.release(connection)
-        if fields[:2] != [resident.PROTOCOL.encode(), self.identity.encode("utf-8", "surrogatepass")] \
-                or len(fields) < 12:
+        if fields[:1] != [resident.PROTOCOL.encode()] or len(fields) < 12:
+            self.refuse(connection)  # not a client of this protocol: it stops nothing
+            return None
+        if fields[1] != self.identity.encode("utf-8", "surrogatepass"):
             reply(connection, [b"decline"])
             connection.close()
             # a newer memctl, another config: the client starts a current writer
             self.stop("a client of another version, config or environment")
             return None
+        try:
+            job = Job(connection, fields)
+        except (ValueError, MemctlError):  # well identified, but malformed: that client alone is refused
+            self.refuse(connection)
+            return None
         self.requests += 1
-        return Job(connection, fields)
+        return job
 
     # --- a batch
 

@@ -78,8 +78,16 @@ def read_text(text: str | None) -> str:
     if text is None or text == "-":
         if sys.stdin is None or sys.stdin.isatty():
             raise UsageError("no text: pass TEXT, or `-` and the text on stdin")
-        text = sys.stdin.read()
+        text = read_stdin()
     return utf8_only(text)
+
+
+def read_stdin() -> str:
+    """stdin's text, no more of it than any fact may hold and one character: past that the
+    write is refused (longterm.remember.validate), never held whole in memory."""
+    from memctl.core.defaults import MAX_FACT_BYTES
+
+    return sys.stdin.read(MAX_FACT_BYTES + 1)
 
 
 def utf8_only(text: str) -> str:
@@ -230,7 +238,9 @@ def _remember(root, options: dict, words: list[str]) -> int:
     if result.auto_dream_due:
         start_background_dream(settings.layout.root)
     if resident.wants_writer and resident.serves(settings):
-        resident.start_writer(settings.layout.root)
+        unserved = resident.start_writer(settings.layout.root)
+        if unserved:
+            warning(unserved)
     return EXIT_OK
 
 

@@ -132,9 +132,12 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_remove_share": 0.2,
         "auto_trigger_entries": 1000,
     },
-    # the resident writer (memctl.cli.resident): seconds it waits for the next `remember`; 0 = never start one
     "writes": {
+        # the resident writer (memctl.cli.resident): seconds it waits for the next `remember`; 0 = never start one
         "resident_idle": 20,
+        # the most one fact may hold, in UTF-8 bytes: a 6 MB fact took 12 s to write (near-duplicate
+        # checks, redaction); 64 KiB takes ~0.2 s. At most MAX_FACT_BYTES.
+        "max_fact_bytes": 65536,
     },
     "redaction": {
         "enabled": True,
@@ -189,6 +192,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 
 # The range every number may take: a value past it is a typo that would overflow SQLite, the
 # clock or a loop (`k = 9223372036854775807`, `max_lines = -1`).
+MAX_FACT_BYTES = 1 << 20  # [writes] max_fact_bytes' upper bound; what a remember reads of stdin at most, plus one
 BOUNDS = {
     "archive.keep_newest": (0, 1_000_000), "archive.zip_level": (0, 9),
     "index.max_member_bytes": (1024, 1 << 40), "search.k": (1, 10_000), "search.fuzzy_threshold": (0, 100),
@@ -205,4 +209,5 @@ BOUNDS = {
     "learn.short_term_days": (0, 36_500), "extract.timeout": (0.1, 3600),
     "serve.max_body_bytes": (1024, 1 << 30), "serve.rate_per_minute": (1, 1_000_000),
     "serve.request_timeout": (0.1, 3600), "serve.max_connections": (1, 100_000),
+    "writes.max_fact_bytes": (1024, MAX_FACT_BYTES),
 }

@@ -31,6 +31,9 @@ class LockBusy(MemctlError):
     exit_code = EXIT_BUSY
 
 
+MAX_WAIT = 86_400.0  # seconds a --wait may ask for (core.fsutil.lock_wait): a day, not forever
+
+
 class NotFound(MemctlError):
     """A reference (session name, entry id, file) does not exist."""
 

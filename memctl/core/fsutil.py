@@ -4,8 +4,9 @@ The recipes are borg's SaveFile and restic's local backend (conventions.md §6):
 in the destination folder, fsync, rename, fsync of the folder; the temp file is removed on
 any failure. The lock is a kernel lock on `.memctl/lock`, released by the kernel when the
 process dies, so a killed run never leaves a stale lock behind: `flock` on POSIX,
-`msvcrt.locking` of the file's first byte on Windows. This is the only module that imports
-`fcntl` or `msvcrt`.
+`msvcrt.locking` of the file's first byte on Windows. This is the only module that locks with
+`fcntl` or `msvcrt` (the resident processes' start locks too: `try_lock`); `core.local_socket`
+only asks whether `fcntl` exists.
 
 Portability: where a POSIX-only step does not exist it is skipped, never faked —
 `O_NOFOLLOW` (Windows: symlinks need privileges to create, and `is_symlink` checks remain),
@@ -21,7 +22,7 @@ import os
 import time
 
 from memctl.core import faults
-from memctl.core.errors import LockBusy, ReadOnly, UnsafePath, WriteFailed
+from memctl.core.errors import MAX_WAIT, LockBusy, ReadOnly, UnsafePath, UsageError, WriteFailed
 from memctl.core.paths import join, name, parent
 
 try:
@@ -365,6 +366,22 @@ def safe_child(folder: Path, name: str) -> Path:
     return _as_path(folder) / name
 
 
+def pread(fd: int, size: int, offset: int) -> bytes:
+    """Up to `size` bytes at `offset`: `os.pread`, or where it is missing (Windows) a seek and
+    reads on this process's own descriptor (every caller opened it; none shares it)."""
+    if hasattr(os, "pread"):
+        return os.pread(fd, size, offset)
+    os.lseek(fd, offset, os.SEEK_SET)
+    parts = []
+    while size > 0:
+        part = os.read(fd, size)
+        if not part:
+            break
+        parts.append(part)
+        size -= len(part)
+    return b"".join(parts)
+
+
 def read_bytes_nofollow(path: Path) -> bytes:
     """Read a file's bytes, refusing to follow a symlink."""
     fd = open_nofollow(path, os.O_RDONLY)
@@ -440,18 +457,26 @@ def holds_writer_lock(lock_path: Path) -> bool:
     return os.path.abspath(lock_path) in _held
 
 
+def lock_wait(seconds: float) -> float:
+    """A --wait checked: a number of seconds up to MAX_WAIT (a negative one waits not at all);
+    inf, nan and 1e400 (read as inf) are refused with one line, not a traceback or an endless wait."""
+    if not -MAX_WAIT <= seconds <= MAX_WAIT:  # nan compares false
+        raise UsageError(f"--wait must be a number of seconds up to {MAX_WAIT:.0f}, got {seconds}")
+    return max(seconds, 0.0)
+
+
 class WriterLock:
     """The one exclusive lock every writing command takes (`.memctl/lock`)."""
 
     def __init__(self, lock_path: Path, wait_seconds: float = 0.0, poll: float = 0.05):
         self.lock_path = lock_path if isinstance(lock_path, str) else _as_path(lock_path)
-        self.wait_seconds = wait_seconds
+        self.wait_seconds = lock_wait(wait_seconds)
         self.poll = poll
         self._fd: int | None = None
 
     def acquire(self) -> "WriterLock":
         fd = open_lock_file(self.lock_path)
-        deadline = time.monotonic() + max(self.wait_seconds, 0.0)
+        deadline = time.monotonic() + self.wait_seconds
         # a writer holds the lock for a few milliseconds: retry after 1 ms, backing off to `poll`
         # (a fixed 50 ms sleep left the lock idle most of the time with 8 writers waiting)
         delay = min(0.001, self.poll)

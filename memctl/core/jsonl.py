@@ -25,7 +25,7 @@ import contextlib
 import os
 import time
 
-from memctl.core.fsutil import (defer_sync, ensure_private_dir, is_disk_error, open_nofollow, sync_pending,
+from memctl.core.fsutil import (defer_sync, ensure_private_dir, is_disk_error, open_nofollow, pread, sync_pending,
                                 write_all, write_failed)
 from memctl.core.paths import join, name
 
@@ -77,7 +77,7 @@ def append_unlocked(path: Path, payload: bytes) -> None:
     fd = open_nofollow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
+        if size and pread(fd, 1, size - 1) != b"\n":
             payload = b"\n" + payload
         write_all(fd, payload)
     finally:
@@ -111,10 +111,10 @@ def keep_aside(quarantine: Path, source: Path, offset: int, data: bytes) -> Path
 def _cut_torn_tail(fd: int, path: Path, quarantine: Path) -> int:
     """The length of the complete lines; a torn tail after them is kept aside, then cut off."""
     size = os.fstat(fd).st_size
-    if not size or os.pread(fd, 1, size - 1) == b"\n":
+    if not size or pread(fd, 1, size - 1) == b"\n":
         return size
     start = _last_line_start(fd, size)
-    keep_aside(quarantine, path, start, os.pread(fd, size - start, start))
+    keep_aside(quarantine, path, start, pread(fd, size - start, start))
     try:
         os.ftruncate(fd, start)
         os.fsync(fd)
@@ -129,7 +129,7 @@ def _last_line_start(fd: int, size: int) -> int:
     end = size
     while end > 0:
         begin = max(0, end - _TAIL_CHUNK)
-        found = os.pread(fd, end - begin, begin).rfind(b"\n")
+        found = pread(fd, end - begin, begin).rfind(b"\n")
         if found >= 0:
             return begin + found + 1
         end = begin

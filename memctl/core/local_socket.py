@@ -46,9 +46,15 @@ def wanted() -> bool:
 
 
 def usable() -> bool:
-    """Whether this platform can serve and check a resident process (the peer's uid is read with
-    SO_PEERCRED: where it is missing a client would refuse every server)."""
-    if os.name != "posix":
+    """Whether this platform can serve and check a resident process: the peer's uid is read with
+    SO_PEERCRED (where it is missing a client would refuse every server), the server is started
+    with posix_spawn under an flock (Windows has neither, nor fcntl: every command runs
+    in-process there)."""
+    if os.name != "posix" or not hasattr(os, "posix_spawn"):
+        return False
+    try:
+        import fcntl  # noqa: F401
+    except ImportError:
         return False
     import _socket
 
@@ -97,44 +103,73 @@ def frame(fields: list[str | bytes]) -> bytes:
     return b"%d\n" % len(body) + body
 
 
-def receive(connection) -> list[bytes] | None:
-    """One framed message, or None when the other end closed first."""
+MAX_REQUEST = 4 << 20  # bytes a client's message may declare (a fact is at most 1 MiB: core.defaults)
+MAX_REPLY = 64 << 20  # bytes a reply may declare: a client never buffers more
+_LENGTH_DIGITS = 20  # a length longer than this is not a length
+
+
+def receive(connection, limit: int = MAX_REPLY) -> list[bytes] | None:
+    """One framed message, or None when the other end closed first. Raises ValueError for bytes
+    that are not a framed message of at most `limit` bytes."""
     data = b""
     while b"\n" not in data:
+        if len(data) > _LENGTH_DIGITS:
+            raise ValueError("not a framed message")
         chunk = connection.recv(65536)
         if not chunk:
             return None
         data += chunk
     head, _, body = data.partition(b"\n")
-    size = int(head)
-    while len(body) < size:
-        chunk = connection.recv(max(65536, size - len(body)))
+    size = length(head, limit)
+    parts, have = [body], len(body)
+    while have < size:
+        chunk = connection.recv(max(65536, size - have))
         if not chunk:
             return None
-        body += chunk
-    return fields_of(body[:size])
+        parts.append(chunk)
+        have += len(chunk)
+    return fields_of(b"".join(parts)[:size])
 
 
-def split_frame(data: bytes) -> tuple[list[bytes] | None, bytes]:
+def split_frame(data: bytes, limit: int) -> tuple[list[bytes] | None, bytes]:
     """(the first complete message's fields or None, the bytes after it). Raises ValueError for
-    bytes that are not framed."""
+    bytes that are not framed, or a message declaring more than `limit` bytes: a server refuses
+    it at once rather than buffer what a client says is coming."""
     head, newline, body = data.partition(b"\n")
-    if not newline or len(body) < int(head):
-        if len(head) > 20 or (head and not head.isdigit()):
+    if not newline:
+        if len(head) > _LENGTH_DIGITS or (head and not head.isdigit()):
             raise ValueError("not a framed message")
         return None, data
-    return fields_of(body[:int(head)]), body[int(head):]
+    size = length(head, limit)
+    if len(body) < size:
+        return None, data
+    return fields_of(body[:size]), body[size:]
 
 
 def fields_of(body: bytes) -> list[bytes]:
+    """The fields of a message's body; ValueError unless it is exactly `N:` and N bytes, again
+    and again (a negative or missing length once sent a server round the same bytes forever)."""
     fields = []
     at = 0
     while at < len(body):
-        colon = body.index(b":", at)
-        size = int(body[at:colon])
-        fields.append(body[colon + 1:colon + 1 + size])
-        at = colon + 1 + size
+        colon = body.find(b":", at, at + _LENGTH_DIGITS + 1)
+        if colon < 0:
+            raise ValueError("not a framed message")
+        start = colon + 1
+        size = length(body[at:colon], len(body) - start)
+        fields.append(body[start:start + size])
+        at = start + size
     return fields
+
+
+def length(digits: bytes, limit: int) -> int:
+    """A length in ASCII digits (no sign, no space), at most `limit`; else ValueError."""
+    if not digits or len(digits) > _LENGTH_DIGITS or not digits.isdigit():
+        raise ValueError("not a framed message")
+    size = int(digits)
+    if size > limit:
+        raise ValueError(f"a message of {size} bytes, over {limit}")
+    return size
 
 
 def stamp(path: str) -> str:
@@ -162,16 +197,46 @@ def open_state_file(root: str, name: str, flags: int) -> int | None:
         os.close(folder)
 
 
-def start_detached(root: str, lock_name: str, module: str, environment: dict[str, str]) -> None:
+def occupied(address: str) -> bool:
+    """Whether something other than a socket (a folder, a file, a symlink) sits at a socket's
+    address: no server could bind there, and none is started to die trying."""
+    try:
+        return os.lstat(address).st_mode & 0o170000 != 0o140000
+    except OSError:
+        return False
+
+
+def not_a_socket(root: str, name: str) -> str:
+    return f"{os.path.join(root, '.memctl', name)} is not a socket; remove it to let memctl serve this root"
+
+
+def start_detached(root: str, socket_name: str, lock_name: str, module: str, environment: dict[str, str]) -> str | None:
     """`python -m MODULE ROOT LOCK_FD`, detached, unless one runs or starts: it holds
-    `.memctl/LOCK_NAME`, taken here and handed to it, so two clients never both start one."""
-    import fcntl
+    `.memctl/LOCK_NAME`, taken here and handed to it, so two clients never both start one.
+    Returns why none can serve the root, for a warning, when the user must act."""
+    found = socket_address(root, socket_name)
+    if found is None:
+        return None
+    address, folder = found
+    try:
+        if occupied(address):
+            return not_a_socket(root, socket_name)
+    finally:
+        if folder is not None:
+            os.close(folder)
+    _spawn(root, lock_name, module, environment)
+    return None
+
+
+def _spawn(root: str, lock_name: str, module: str, environment: dict[str, str]) -> None:
+    from memctl.core.fsutil import try_lock  # here: a client that finds a server never loads it
 
     lock = open_state_file(root, lock_name, os.O_RDWR | os.O_CREAT)
     if lock is None:
         return
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if not try_lock(lock):
+            return  # one runs, or starts
         os.set_inheritable(lock, True)
         null = os.devnull
         os.posix_spawn(sys.executable, [sys.executable, "-P", "-m", module, root, str(lock)], environment,

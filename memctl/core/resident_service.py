@@ -15,15 +15,20 @@ import sys
 import time
 
 from memctl.core import local_socket
+from memctl.core.fsutil import try_lock
 
 
 CHECK_EVERY = 2.0  # seconds between two looks at the socket file, the identity and the code
+REPLY_SECONDS = 10.0  # a client that does not take its reply within this is given up
+MAX_CONNECTIONS = 256  # watched at once, well under the usual 1,024 descriptors
 
 
 class ResidentService:
     socket_name = ""
     log_name = ""
     idle = 20.0  # seconds without a request before it exits
+    message_seconds = 10.0  # a connection whose next message is not whole within this is dropped
+    max_message = local_socket.MAX_REQUEST
     stale_reason = "its socket file or memctl's code changed"
 
     def __init__(self, root: str, identity) -> None:
@@ -38,6 +43,8 @@ class ResidentService:
         self.listener = None
         self.socket_id = None
         self.buffers: dict = {}
+        self.deadlines: dict = {}  # connection -> when its next message must be whole
+        self.refused = 0  # connections dropped for what they sent, or did not send in time
         self.stopping = False
         self.exit_reason = "idle"
 
@@ -49,6 +56,10 @@ class ResidentService:
             return False
         address, folder = found
         try:
+            if local_socket.occupied(address):  # never removed: someone's file, not a killed server's socket
+                self.stop(local_socket.not_a_socket(self.root, self.socket_name))
+                self.log_exit(self.summary())
+                return False
             _remove(address)  # a killed server's: the lock (ours) says none serves it
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             listener.bind(address)
@@ -99,6 +110,7 @@ class ResidentService:
             if self.handle(self.messages(timeout=1.0)):
                 last_message = time.monotonic()
             now = time.monotonic()
+            self.drop_late(now)
             if now - last_message >= self.idle and not self.busy():
                 return
             if now - last_check >= CHECK_EVERY and not self.stopping:
@@ -129,7 +141,8 @@ class ResidentService:
 
     def log_exit(self, summary: str) -> None:
         """One line in `.memctl/LOG` for the person wondering what the process did."""
-        line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')}\tpid {os.getpid()}\t{summary}\texited: {self.exit_reason}\n"
+        refused = f"\t{self.refused} connections refused" if self.refused else ""
+        line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')}\tpid {os.getpid()}\t{summary}{refused}\texited: {self.exit_reason}\n"
         fd = local_socket.open_state_file(self.root, self.log_name, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         if fd is None:
             return
@@ -148,25 +161,38 @@ class ResidentService:
         found: list[tuple] = []
         events = self.selector.select(timeout)
         while events:
+            accepting = True
             for key, _ in events:
                 if key.data is None:
-                    self._accept()
+                    accepting = self._accept()
                 elif key.fileobj in self.buffers:
                     found.extend(self._read(key.fileobj))
+            if not accepting:  # out of descriptors: back to the loop, which drops the overdue
+                break
             events = self.selector.select(0)
         return found
 
-    def _accept(self) -> None:
+    def _accept(self) -> bool:
+        """Take every waiting connection; False when none can be taken now (no descriptor left)."""
         while True:
             try:
                 connection, _ = self.listener.accept()
             except (BlockingIOError, InterruptedError):
-                return
-            if local_socket.peer_uid(connection) != os.getuid():
+                return True
+            except OSError:  # EMFILE, ENFILE: until a connection is dropped
+                return False
+            try:
+                ours = local_socket.peer_uid(connection) == os.getuid()
+            except OSError:
+                ours = False
+            if not ours:
                 connection.close()
                 continue
+            if len(self.buffers) >= MAX_CONNECTIONS:  # a flood of idle ones: the oldest gives way
+                self.refuse(min(self.deadlines, key=self.deadlines.get))
             connection.setblocking(False)
             self.buffers[connection] = b""
+            self.deadlines[connection] = time.monotonic() + self.message_seconds
             self.selector.register(connection, selectors.EVENT_READ, True)
 
     def _read(self, connection) -> list[tuple]:
@@ -182,33 +208,49 @@ class ResidentService:
         data = self.buffers[connection] + chunk
         found = []
         try:
-            fields, data = local_socket.split_frame(data)
+            fields, data = local_socket.split_frame(data, self.max_message)
             while fields is not None:
                 found.append((connection, fields))
-                fields, data = local_socket.split_frame(data)
-        except ValueError:  # not a client of this protocol
-            self.drop(connection)
+                fields, data = local_socket.split_frame(data, self.max_message)
+        except ValueError:  # not a client of this protocol, or more than a client may send
+            self.refuse(connection)
             return []
         self.buffers[connection] = data
+        if found:
+            self.deadlines[connection] = time.monotonic() + self.message_seconds
         return found
+
+    def drop_late(self, now: float) -> None:
+        """Drop the connections whose next message is overdue (a client that connected and sent
+        nothing, or half a message): each would hold a file descriptor for as long as it liked."""
+        for connection, deadline in list(self.deadlines.items()):
+            if deadline <= now:
+                self.refuse(connection)
 
     def release(self, connection) -> None:
         """No more messages wanted from `connection`: it is the caller's, blocking."""
-        if connection in self.buffers:
-            self.selector.unregister(connection)
-            del self.buffers[connection]
-        connection.setblocking(True)
+        self._unwatch(connection)
+        connection.setblocking(True)  # not a timeout: a peek with MSG_DONTWAIT would wait it out first
+
+    def refuse(self, connection) -> None:
+        """Close a connection for what it sent (or did not send in time), and keep serving."""
+        self.refused += 1
+        self.drop(connection)
 
     def drop(self, connection) -> None:
+        self._unwatch(connection)
+        connection.close()
+
+    def _unwatch(self, connection) -> None:
         if connection in self.buffers:
             self.selector.unregister(connection)
             del self.buffers[connection]
-        connection.close()
+            del self.deadlines[connection]
 
 
 def reply(connection, fields: list[bytes]) -> None:
     try:
-        connection.setblocking(True)
+        connection.settimeout(REPLY_SECONDS)
         connection.sendall(local_socket.frame(fields))
     except OSError:  # the client is gone
         pass
@@ -230,24 +272,23 @@ def file_id(path: str) -> tuple[int, int] | None:
 
 
 def take_lock(root: str, name: str) -> int | None:
-    """`.memctl/NAME` flocked, or None when another process holds it (it serves this root)."""
-    import fcntl
-
+    """`.memctl/NAME` locked, or None when another process holds it (it serves this root)."""
     fd = local_socket.open_state_file(root, name, os.O_RDWR | os.O_CREAT)
     if fd is None:  # no real `.memctl/` to serve from
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if try_lock(fd):
+            return fd
     except OSError:
-        os.close(fd)
-        return None
-    return fd
+        pass
+    os.close(fd)
+    return None
 
 
 def run_service(argv: list[str], lock_name: str, service) -> int:
     """`python -m MODULE ROOT LOCK_FD|-` of a detached server: `service(root, lock_fd)` serves
     ROOT until it stops (`-`: started by hand, e.g. a bench or a test, it takes the lock itself)."""
-    if not hasattr(socket, "SO_PEERCRED"):  # no client here could check who serves it
+    if not local_socket.usable():  # no client here could check who serves it, nor start it
         return 0
     os.umask(0o077)  # its files this user's alone
     os.chdir("/")  # no client's folder kept busy

@@ -112,6 +112,9 @@ def select_candidates(
         if reason:
             skipped.append(FileDecision(str(path), "skip", reason))
             continue
+        if not _utf8_name(entry.name):  # the manifest and the zip record it as text: the rest go on
+            skipped.append(FileDecision(str(path), "error", "its name is not UTF-8; rename it to archive it"))
+            continue
         found.append((path, info))
     found.sort(key=lambda item: (item[1].st_mtime_ns, item[0].name), reverse=True)
     candidates: list[Candidate] = []
@@ -138,6 +141,14 @@ def _unsafe_reason(entry: os.DirEntry, info: os.stat_result) -> str:
     if info.st_nlink > 1:
         return "unsafe: hard-linked elsewhere, deleting it would not free or protect it"
     return ""
+
+
+def _utf8_name(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes, as os.scandir gives them: lone surrogates
+        return False
+    return True
 
 
 def _age_text(seconds: int) -> str:

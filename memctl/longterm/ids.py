@@ -17,6 +17,12 @@ def new_id(prefix: str = "m") -> str:
     return f"{prefix}{os.urandom(6).hex()}"  # secrets.token_hex, without importing secrets (~10 ms)
 
 
+def well_formed(entry_id: str, prefix: str = "m") -> bool:
+    """Whether `entry_id` is what `new_id` makes (a resident writer checks a client's)."""
+    digits = entry_id[len(prefix):]
+    return entry_id.startswith(prefix) and len(digits) == 12 and all(c in "0123456789abcdef" for c in digits)
+
+
 def _next_number(path: str) -> int:
     try:
         with open(path) as handle:  # as Path.read_text / write_text

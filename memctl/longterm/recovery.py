@@ -16,7 +16,7 @@ import time
 
 from memctl.core.config import Layout
 from memctl.core.errors import WriteFailed
-from memctl.core.fsutil import WriterLock, sweep_stale_temp_files
+from memctl.core.fsutil import WriterLock, lock_wait, sweep_stale_temp_files
 from memctl.core.jsonl import torn_dir
 from memctl.longterm import journal
 from memctl.longterm.entries import Row, rows_bytes
@@ -41,6 +41,7 @@ def writing(layout: Layout, wait: float = 0.0, poll: float = 0.05, retry_pending
     undo, purge, repair) holds it alone and also takes this machine's writer lock, for the
     local files it changes (the reference offset, L4)."""
     started = time.time()
+    wait = lock_wait(wait)
     store = open_store(layout)
     if store.on_server:
         with store.transaction(wait, whole):

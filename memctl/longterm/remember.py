@@ -93,6 +93,10 @@ def validate(settings: Settings, request: RememberRequest) -> None:
         )
     if not 0 <= request.confidence <= 10:
         raise UsageError(f"--confidence must be between 0 and 10, got {request.confidence}")
+    limit = settings.get("writes", "max_fact_bytes")
+    if len(request.text.encode("utf-8", "surrogatepass")) > limit:
+        raise UsageError(f"the text is more than {limit} bytes, the most one fact holds ([writes] max_fact_bytes); "
+                         "keep a long document as a file in the memory folder and remember where it is")
 
 
 def remember(settings: Settings, request: RememberRequest, now: datetime | str, lock_wait: float) -> RememberResult:

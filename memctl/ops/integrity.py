@@ -478,6 +478,8 @@ def _check_secrets(layout: Layout, extra_patterns: Sequence[str], report: Verify
     for path in secret_scan_files(layout):
         try:
             text = path.read_bytes().decode("utf-8", "replace")
+        except FileNotFoundError:  # gone since the listing (a `task done` meanwhile): a race, not damage
+            continue
         except OSError as exc:
             report.findings.append(Finding(str(path), "secret", f"cannot be read to scan ({exc})"))
             continue

@@ -35,7 +35,7 @@ def usable_cores(sample: CoreSample | None = None) -> int:
     if others is None:
         try:
             others = os.getloadavg()[0]
-        except OSError:
+        except (AttributeError, OSError):  # none on Windows
             others = 0.0
     return max(1, min(cores, round(cores - others + 1)))
 

@@ -173,9 +173,9 @@ def session_entries(text: str):
 def entry_doc(data: dict, layer: str) -> Doc | None:
     text = data.get("text")
     entry_id = data.get("id")
-    if not isinstance(text, str) or not text.strip() or not entry_id:
-        return None
     topic = data.get("topic") or ""
+    if not isinstance(text, str) or not text.strip() or not entry_id or not isinstance(topic, str):
+        return None  # not an entry (`topic: 3`): the entry store skips the line too, and `verify` names it
     date = normalize_date(str(data.get("date") or data.get("created") or data.get("updated") or ""))
     shown = f"{text}" if not topic or topic in text else f"{topic}: {text}"
     return Doc(ref=f"{layer}:{entry_id}", layer=layer, text=shown, date=date, type=str(data.get("type") or ""),

@@ -257,4 +257,4 @@ def start_resident(root: str, ranking) -> None:
 
     if semantic_unready.holds_back(root, identity(root), semantic_unready.model_option(ranking)):
         return
-    start_detached(root, LOCK_NAME, "memctl.recall.semantic_server", dict(os.environ))
+    start_detached(root, SOCKET_NAME, LOCK_NAME, "memctl.recall.semantic_server", dict(os.environ))

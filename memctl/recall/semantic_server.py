@@ -40,6 +40,7 @@ WARM_UP_QUERY = "warm up: what was said"
 class ResidentSearcher(ResidentService):
     socket_name = semantic_helper.SOCKET_NAME
     log_name = LOG_NAME
+    message_seconds = semantic_helper.ANSWER_SECONDS  # a search sends its rows after its lexical half
 
     def __init__(self, root: str, lock_fd: int) -> None:
         self.lock_fd = lock_fd
@@ -110,26 +111,23 @@ class ResidentSearcher(ResidentService):
         if connection in self.pending:
             self._answer(connection, fields)
             return
-        ranking = self._ranking_of(fields)
-        if ranking is None:
+        if len(fields) != 4 or fields[0] != semantic_helper.PROTOCOL.encode():
+            self.refuse(connection)  # not a client of this protocol: it stops nothing
+            return
+        if fields[1] != self.identity.encode("utf-8", "surrogatepass"):
             self.release(connection)
             reply(connection, [b"decline"])
             connection.close()
             # a newer memctl, another environment: the client starts a current searcher
             self.stop("a client of another version or environment")
             return
+        query = _query_of(fields)
+        if query is None:  # well identified, but malformed: that client alone is refused
+            self.refuse(connection)
+            return
         self.queries += 1
-        self.idle = float(ranking.semantic_option("resident_idle"))
-        self.pending[connection] = self._nearest(fields[2].decode("utf-8", "surrogatepass"), ranking)
-
-    def _ranking_of(self, fields: list[bytes]) -> Ranking | None:
-        if len(fields) != 4 or fields[:2] != [semantic_helper.PROTOCOL.encode(),
-                                              self.identity.encode("utf-8", "surrogatepass")]:
-            return None
-        try:
-            return Ranking(*marshal.loads(fields[3]))
-        except (EOFError, ValueError, TypeError):
-            return None
+        self.idle = query[2]
+        self.pending[connection] = self._nearest(query[0], query[1])
 
     def _answer(self, connection, fields: list[bytes]) -> None:
         nearest, failure = self.pending.pop(connection)
@@ -172,6 +170,17 @@ class ResidentSearcher(ResidentService):
     def close(self) -> None:
         super().close()
         self.signal.close()
+
+
+def _query_of(fields: list[bytes]) -> tuple[str, Ranking, float] | None:
+    """(the query, its ranking, the idle seconds it asks for) of a request, or None when the
+    request is not what a client sends (whatever reading it raises: it comes from outside)."""
+    try:
+        ranking = Ranking(*marshal.loads(fields[3]))
+        _model_of(ranking)
+        return fields[2].decode("utf-8", "surrogatepass"), ranking, float(ranking.semantic_option("resident_idle"))
+    except Exception:
+        return None
 
 
 def _model_of(ranking: Ranking) -> tuple:

@@ -1,0 +1,307 @@
+"""Hostile local input to the resident processes (issue #32): a malformed frame, a well-identified
+request with fields no client sends, a client that connects and sends nothing or half a message,
+something that is not a socket at the socket's path, a --wait no clock can wait. Each is refused
+for that connection alone: the writer keeps serving, and the next `remember` through it succeeds.
+
+Every wait on the writer is bounded by a socket timeout; nothing asserts how long anything took.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import clean_env
+from test_resident import ID_LINE, RESIDENT, _init, _l5_ids, _remember, _serving, _socket_file, _start_writer, _stop_writers, roots  # noqa: F401
+
+from memctl.cli import resident
+from memctl.core import local_socket
+
+pytestmark = pytest.mark.skipif(not local_socket.usable(), reason="needs Unix sockets with SO_PEERCRED")
+
+BOUND = 60.0  # seconds any one wait on the writer may take before the test fails
+
+
+def _connection(root) -> socket.socket:
+    """A connection to the writer; retried while its listen backlog is full (a Unix socket
+    refuses at once instead of waiting), for up to BOUND seconds."""
+    deadline = time.monotonic() + BOUND
+    while True:
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.settimeout(BOUND)
+        try:
+            connection.connect(str(_socket_file(root)))
+            return connection
+        except BlockingIOError:
+            connection.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def _closed_without_reply(connection: socket.socket) -> bool:
+    """Whether the writer closed its end without a word (recv bounded by BOUND: a timeout fails)."""
+    try:
+        return connection.recv(65536) == b""
+    finally:
+        connection.close()
+
+
+def _still_serves(memctl_bin: str, root, text: str) -> None:
+    done = _remember(memctl_bin, root, text, "--wait", "10")
+    assert done.returncode == 0 and ID_LINE.match(done.stdout) and done.stderr == b"", done
+    assert done.stdout.decode().strip() in _l5_ids(root)
+
+
+def _served_on(memctl_bin: str, root, writer, refused: int) -> None:
+    """The writer still runs and serves the next `remember`; its exit line counts the refused."""
+    assert writer.poll() is None
+    _still_serves(memctl_bin, root, "the backup runs at 02:00")
+    _stop_writers(root)
+    assert f"\t{refused} connections refused\t" in _writer_log(root)
+
+
+def _writer_log(root) -> str:
+    log = root / ".memctl" / "writer.log"
+    return log.read_text() if log.exists() else ""
+
+
+# --- frames that are not frames
+
+
+MALFORMED = {
+    "negative field length": b"6\n1:x-3:",  # once: an endless loop, 100% CPU, memory without bound
+    "huge declared length": b"99999999999999\n1:x",
+    "length past the limit": b"%d\n" % ((4 << 20) + 1),  # local_socket.MAX_REQUEST + 1
+    "non-digit length": b"abc\n1:x",
+    "signed length": b"+3\n1:x",
+    "field length missing": b"3\n:xy",
+    "field longer than the body": b"4\n9:xy",
+    "field length not digits": b"4\n 1:x",
+    "garbage": bytes(range(256)) * 4,
+    "a well-framed message of another protocol": local_socket.frame(["hello", "world"]),
+}
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+def test_a_malformed_frame_is_refused_and_the_writer_keeps_serving(memctl_bin, roots, name):
+    root = _init(memctl_bin, roots())
+    writer = _start_writer(root)
+    connection = _connection(root)
+    connection.sendall(MALFORMED[name])
+    assert _closed_without_reply(connection)
+    _served_on(memctl_bin, root, writer, refused=1)
+
+
+def test_a_silent_client_and_a_truncated_frame_block_no_one_and_are_dropped(memctl_bin, roots):
+    root = _init(memctl_bin, roots())
+    writer = _start_writer(root)
+    silent, truncated, hung_up = _connection(root), _connection(root), _connection(root)
+    truncated.sendall(b"40\n5:memct")  # half a message, the rest never sent
+    hung_up.sendall(b"40\n5:memct")
+    hung_up.close()  # half a message, then gone: dropped at once, not counted as refused
+    _still_serves(memctl_bin, root, "the cache lives on n3")  # while two hang on
+    assert _closed_without_reply(silent)  # dropped once their message is overdue, within BOUND
+    assert _closed_without_reply(truncated)
+    _served_on(memctl_bin, root, writer, refused=2)
+
+
+# --- well identified, malformed fields
+
+
+def _request(root, monkeypatch, **fields: str) -> bytes:
+    """A request as the client frames it, under the writer's environment, with `fields` replaced."""
+    for name in resident.ENVIRONMENT:
+        value = clean_env(**RESIDENT).get(name)
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    options = {"type": "event", "confidence": 5.0, "wait": 10.0}
+    values = resident._request_fields(str(root), "m0123456789ab", options, "a hostile fact")
+    names = ["protocol", "identity", "now", "id", "text", "type", "topic", "confidence", "source", "wait",
+             "force", "json"]
+    framed = []
+    for name, value in zip(names, values):
+        chosen = fields.get(name, value)
+        framed.append(chosen if isinstance(chosen, bytes) else chosen.encode("utf-8", "surrogatepass"))
+    return local_socket.frame(framed)
+
+
+@pytest.mark.parametrize("fields", [{"confidence": "abc"}, {"wait": "inf"}, {"wait": "nan"}, {"wait": "1e400"},
+                                    {"text": b"\xff\xfe not UTF-8"}, {"confidence": ""}, {"id": "../../etc"},
+                                    {"id": ""}, {"id": "m0123456789AB"}],
+                         ids=["confidence abc", "wait inf", "wait nan", "wait 1e400", "text not UTF-8", "empty number",
+                              "id a path", "id empty", "id not what new_id makes"])
+def test_a_well_identified_request_with_malformed_fields_is_refused_alone(memctl_bin, roots, monkeypatch, fields):
+    root = _init(memctl_bin, roots())
+    writer = _start_writer(root)
+    connection = _connection(root)
+    connection.sendall(_request(root, monkeypatch, **fields))
+    assert _closed_without_reply(connection)
+    assert _l5_ids(root) == []
+    _served_on(memctl_bin, root, writer, refused=1)  # once: a ValueError ended the writer
+
+
+def test_the_request_helper_frames_what_the_writer_accepts(memctl_bin, roots, monkeypatch):
+    """The malformed-field tests above prove something only if the unaltered request is written."""
+    root = _init(memctl_bin, roots())
+    _start_writer(root)
+    connection = _connection(root)
+    connection.sendall(_request(root, monkeypatch))
+    reply = local_socket.receive(connection)
+    connection.close()
+    assert reply is not None and reply[:2] == [b"ok", b"0"], reply
+    assert _l5_ids(root) == ["m0123456789ab"]
+
+
+# --- not a socket at the socket's path
+
+
+@pytest.mark.parametrize("kind", ["folder", "file", "symlink"])
+def test_something_else_at_the_socket_path_is_left_alone_and_no_writer_is_started(memctl_bin, roots, tmp_path, kind):
+    root = _init(memctl_bin, roots())
+    place = _socket_file(root)
+    if kind == "folder":
+        place.mkdir()
+        (place / "keep").write_text("someone's")
+    elif kind == "file":
+        place.write_text("someone's")
+    else:
+        place.symlink_to(tmp_path / "elsewhere")
+    for n in range(2):
+        done = _remember(memctl_bin, root, f"the proxy listens on 789{n}")
+        assert done.returncode == 0 and ID_LINE.match(done.stdout), done
+        lines = done.stderr.decode().splitlines()
+        assert lines == [f"warning: {place} is not a socket; remove it to let memctl serve this root"], lines
+    assert not (root / ".memctl" / resident.LOCK_NAME).exists()  # no writer was spawned to die
+    assert len(_l5_ids(root)) == 2
+    assert os.path.lexists(place) and not place.is_socket()
+    _clear(place)
+
+
+def test_a_writer_started_with_a_folder_at_its_socket_path_exits_with_a_line_in_its_log(memctl_bin, roots):
+    root = _init(memctl_bin, roots())
+    _socket_file(root).mkdir()
+    writer = subprocess.run([sys.executable, "-P", "-m", "memctl.cli.resident_server", str(root), "-"],
+                            env=clean_env(**RESIDENT), capture_output=True, timeout=BOUND)
+    assert writer.returncode == 0 and writer.stderr == b"", writer
+    assert _socket_file(root).is_dir()
+    assert f"exited: {_socket_file(root)} is not a socket" in _writer_log(root)
+    _clear(_socket_file(root))
+
+
+def _clear(place) -> None:
+    """The test's own planted path gone, for the fixture's stop of the writers."""
+    shutil.rmtree(place) if place.is_dir() and not place.is_symlink() else place.unlink()
+
+
+# --- a --wait no clock can wait
+
+
+@pytest.mark.parametrize("wait", ["inf", "nan", "1e400", "-inf", "86401", "-1e300"])
+@pytest.mark.parametrize("path", ["resident", "in-process", "full command line"])
+def test_a_wait_that_is_not_a_number_of_seconds_is_one_line_exit_2(memctl_bin, roots, wait, path):
+    root = _init(memctl_bin, roots())
+    env = {"resident": {}, "in-process": {"MEMCTL_RESIDENT": "0"},
+           "full command line": {"MEMCTL_RESIDENT": "0", "MEMCTL_FULL_CLI": "1"}}[path]
+    if path == "resident":
+        _start_writer(root)
+    done = _remember(memctl_bin, root, "the proxy listens on 7890", f"--wait={wait}", env=env)
+    assert done.returncode == 2, done
+    assert done.stderr.decode().splitlines() == [
+        f"memctl: error: --wait must be a number of seconds up to 86400, got {float(wait)}"], done.stderr
+    assert done.stdout == b"" and _l5_ids(root) == []
+    if path == "resident":
+        assert _serving(root)
+        _still_serves(memctl_bin, root, "the cache lives on n3")
+
+
+@pytest.mark.parametrize("args", [["forget", "m0123456789ab"], ["restore", "m0123456789ab"], ["archive"]])
+def test_every_lean_write_refuses_an_endless_wait(memctl_bin, roots, args):
+    root = _init(memctl_bin, roots())
+    done = subprocess.run([memctl_bin, "--root", str(root), *args, "--wait", "inf"], capture_output=True,
+                          env=clean_env(), timeout=BOUND)
+    assert done.returncode == 2, done
+    assert done.stderr.decode().splitlines() == ["memctl: error: --wait must be a number of seconds up to 86400, got inf"]
+
+
+# --- a fact past the size limit
+
+
+TOO_LONG = ("memctl: error: the text is more than {limit} bytes, the most one fact holds ([writes] max_fact_bytes); "
+            "keep a long document as a file in the memory folder and remember where it is")
+PATHS = {"resident": {}, "in-process": {"MEMCTL_RESIDENT": "0"},
+         "full command line": {"MEMCTL_RESIDENT": "0", "MEMCTL_FULL_CLI": "1"}}
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_a_fact_past_the_size_limit_is_one_line_exit_2_on_every_path(memctl_bin, roots, path):
+    """A 6 MB fact took 12 s through the writer (49 s in-process); now a fact holds 64 KiB."""
+    root = _init(memctl_bin, roots())
+    if path == "resident":
+        _start_writer(root)
+    big = ("the proxy listens on 7890 " * 250_000).encode()  # 6.5 MB, on stdin
+    multibyte = "部署" * 600_000  # 3.6 MB of 3-byte characters: the stdin read stops past 1 MiB characters
+    past_a_message = "😀" * 1_100_000  # 4-byte characters: past what a request may carry, never sent
+    for text in (big, multibyte.encode(), past_a_message.encode(), b"x" * 65537):
+        done = _remember(memctl_bin, root, "-", env=PATHS[path], input=text)
+        assert done.returncode == 2, done
+        assert done.stderr.decode().splitlines() == [TOO_LONG.format(limit=65536)]
+    at_the_limit = _remember(memctl_bin, root, "-", env=PATHS[path], input=("é" * 32768).encode())
+    assert at_the_limit.returncode == 0 and ID_LINE.match(at_the_limit.stdout), at_the_limit
+    assert len(_l5_ids(root)) == 1
+    if path == "resident":
+        assert _serving(root)
+
+
+def test_the_size_limit_is_a_setting_shown_by_rules_and_bounded(run, memctl_bin, roots):
+    root = _init(memctl_bin, roots())
+    (root / "memctl.toml").write_text("[writes]\nmax_fact_bytes = 2048\n")
+    refused = _remember(memctl_bin, root, "y" * 2049, env={"MEMCTL_RESIDENT": "0"})
+    assert refused.returncode == 2 and refused.stderr.decode().splitlines() == [TOO_LONG.format(limit=2048)]
+    assert _remember(memctl_bin, root, "y" * 2048, env={"MEMCTL_RESIDENT": "0"}).returncode == 0
+    shown = run("rules", root=root)
+    assert "writes.max_fact_bytes = 2048  [" in shown.stdout.decode()
+    (root / "memctl.toml").write_text("[writes]\nmax_fact_bytes = 2000000\n")
+    past = run("rules", root=root)
+    assert past.returncode == 2 and "writes.max_fact_bytes must be between 1024 and 1048576" in past.stderr.decode()
+
+
+def test_a_flood_of_idle_connections_leaves_the_writer_serving(memctl_bin, roots):
+    """More idle connections than the writer watches (256): the oldest give way, and the next
+    `remember` is served by the writer, not written in-process."""
+    root = _init(memctl_bin, roots())
+    writer = _start_writer(root)
+    flood = [_connection(root) for _ in range(300)]
+    try:
+        _still_serves(memctl_bin, root, "the cache lives on n3")
+        assert writer.poll() is None
+    finally:
+        for connection in flood:
+            connection.close()
+    _stop_writers(root)
+    assert "\t1 requests in 1 batches\t" in _writer_log(root)
+
+
+def test_a_writer_out_of_file_descriptors_keeps_serving(memctl_bin, roots):
+    """A descriptor limit below the connections it is sent (EMFILE at accept ended the writer)."""
+    import resource
+
+    root = _init(memctl_bin, roots())
+    writer = _start_writer(root, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40)))
+    try:
+        flood = [_connection(root) for _ in range(60)]  # past its 40 descriptors: some wait in the backlog
+        _still_serves(memctl_bin, root, "the cache lives on n3")  # once the overdue ones are dropped
+        assert writer.poll() is None
+        for connection in flood:
+            connection.close()
+    finally:
+        _stop_writers(root)
+    assert writer.wait(timeout=BOUND) == 0, writer.stderr.read()
+    assert "\t1 requests in 1 batches\t" in _writer_log(root)
