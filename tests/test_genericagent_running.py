@@ -5,7 +5,9 @@ GenericAgent's own code is the oracle (tests/ga_checkout.py)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import zipfile
 
 from conftest import clean_env
@@ -51,3 +53,103 @@ def test_purge_dry_run_names_genericagents_members_and_changes_nothing(tmp_path,
     purged = run("forget", "--purge", "--match", "华东区发布日志", "--yes", cwd=checkout.base)
     assert purged.returncode == 0, purged.stderr
     assert _members_holding(checkout, needle) == set()
+
+
+# ---------------------------------------------------------------- a GenericAgent running before init (item 1)
+
+_RUNNING_GENERICAGENT = """
+import builtins, sys
+builtins._lock = None  # the scheduler binds a fixed port at import unless _lock exists
+sys.path.insert(0, 'reflect')
+import scheduler
+scheduler.check()  # its first L4 run: imports GenericAgent's own compress_session
+print('ready', flush=True)
+sys.stdin.readline()  # memctl init runs meanwhile
+scheduler._l4_t = 0  # twelve hours later
+scheduler.check()
+"""
+
+
+def _start_running_genericagent(checkout):
+    import select
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-c", _RUNNING_GENERICAGENT], cwd=checkout.base, env=clean_env(),
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    said = b""
+    while b"ready\n" not in said:  # its own prints come first ("No raw files found")
+        if not select.select([process.stdout], [], [], 120)[0]:
+            process.kill()
+            raise AssertionError(f"GenericAgent's scheduler did not start: {said!r}")
+        chunk = os.read(process.stdout.fileno(), 65536)
+        if not chunk:
+            process.kill()
+            raise AssertionError(f"GenericAgent's scheduler failed: {said!r} {process.communicate(timeout=60)[1]!r}")
+        said += chunk
+    return process
+
+
+def test_a_genericagent_running_before_init_loses_no_session(tmp_path, run):
+    checkout = make_checkout(tmp_path)
+    first = checkout.add_real_writer_logs(days=-60)  # 7 logs: its first run keeps the 10 newest, archives none
+    genericagent = _start_running_genericagent(checkout)
+    try:
+        init = run("init", "--no-plugin", cwd=checkout.base)
+        assert init.returncode == 0, init.stderr
+        said = init.stderr.decode()
+        assert f"GenericAgent is running in this checkout (pid {genericagent.pid})" in said and "restart it" in said
+        assert "kept 7 raw logs" in said
+        second = checkout.add_real_writer_logs(days=-30, prefix="1")  # it kept writing: 14 logs
+        out, err = genericagent.communicate(b"\n", timeout=300)  # its own archiver, imported before init
+    finally:
+        genericagent.kill()
+    assert genericagent.returncode == 0 and b"[L4 cron]" in out and b"'by': 'memctl'" not in out, err
+    gone = set(first) - set(checkout.raw_hashes())
+    assert len(gone) == 4  # GenericAgent's archiver deleted the four oldest, tiny and duplicate ones too
+
+    archived = run("archive", "--json", cwd=checkout.base)
+    assert archived.returncode == 0, archived.stderr
+    assert json.loads(archived.stdout)["kept_raw"]["orphans"] == 4
+    for name in gone:  # each one whole, byte for byte, though its raw log was deleted
+        restored = run("show", "--raw", name, cwd=checkout.base)
+        assert restored.returncode == 0, (name, restored.stderr)
+        assert hashlib.sha256(restored.stdout).hexdigest() == first[name]
+    kept = {p.name for p in (checkout.memory / ".memctl" / "kept-raw").rglob("model_responses_*")}
+    assert kept == set(checkout.raw_hashes()) and len(kept) == 10  # the rest stay kept until archived
+    assert set(second) <= kept
+
+
+def _whole(run, checkout, originals: dict[str, str]) -> None:
+    """Each session byte for byte: in its raw log, in a kept log, or rebuilt from its zip."""
+    kept = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in (checkout.memory / ".memctl" / "kept-raw").rglob("model_responses_*")}
+    present = checkout.raw_hashes()
+    for name, sha in originals.items():
+        if present.get(name) == sha or kept.get(name) == sha:
+            continue
+        restored = run("show", "--raw", name, cwd=checkout.base)
+        assert restored.returncode == 0 and hashlib.sha256(restored.stdout).hexdigest() == sha, name
+
+
+def test_kept_logs_survive_sigkill_at_every_step_of_the_archive_run(tmp_path, run):
+    checkout = make_checkout(tmp_path)
+    originals = checkout.add_real_writer_logs(days=-60)
+    assert run("init", "--no-plugin", cwd=checkout.base).returncode == 0
+    deleted = sorted(originals)[:4]
+    for name in deleted:  # what GenericAgent's own archiver does behind memctl's back
+        (checkout.raw_dir / name).unlink()
+    killed = 0
+    for point in range(1, 80):
+        run_ = run("archive", "--json", cwd=checkout.base, env={"MEMCTL_FAULT_AFTER": str(point)})
+        _whole(run, checkout, originals)
+        if run_.returncode != -9:
+            assert run_.returncode == 0, run_.stderr
+            break
+        killed += 1
+    assert killed >= 4  # the run was really cut at its zip, manifest, history and delete steps
+    assert run("archive", cwd=checkout.base).returncode == 0
+    left = {p.name for p in (checkout.memory / ".memctl" / "kept-raw").rglob("model_responses_*")}
+    assert left == set(originals) - set(deleted)  # the orphans were archived, then let go
+    _whole(run, checkout, originals)
+    assert run("verify", cwd=checkout.base).returncode == 0
