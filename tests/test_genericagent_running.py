@@ -8,6 +8,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+from pathlib import Path
 import zipfile
 
 from conftest import clean_env
@@ -153,3 +155,52 @@ def test_kept_logs_survive_sigkill_at_every_step_of_the_archive_run(tmp_path, ru
     assert left == set(originals) - set(deleted)  # the orphans were archived, then let go
     _whole(run, checkout, originals)
     assert run("verify", cwd=checkout.base).returncode == 0
+
+
+# ---------------------------------------------------------------- the venv that ran init is gone (item 4)
+
+
+def test_a_removed_venv_fails_loud_verify_warns_and_init_repairs(tmp_path, run):
+    import subprocess
+    import sys
+    import sysconfig
+
+    checkout = make_checkout(tmp_path)
+    checkout.add_real_writer_logs(days=-60)
+    checkout.add_real_writer_logs(days=-30, prefix="1")
+    old = tmp_path / "old-venv" / "bin"
+    old.mkdir(parents=True)
+    (old / "python").symlink_to(os.path.realpath(sys.executable))  # a venv's python: sys.executable keeps this path
+    (old / "memctl").write_text("#!/bin/sh\nexit 0\n")
+    (old / "memctl").chmod(0o755)
+    units = tmp_path / "config"
+    repo = str(Path(__file__).resolve().parent.parent)
+    env = clean_env(PYTHONPATH=f"{repo}:{sysconfig.get_paths()['purelib']}", XDG_CONFIG_HOME=str(units))
+    for args in (["init"], ["schedule", "install", "--systemd", "--memctl", str(old / "memctl")]):
+        done = subprocess.run([str(old / "python"), "-m", "memctl", *args], cwd=checkout.base, env=env,
+                              capture_output=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+    assert str(old / "python") in (checkout.l4 / "compress_session.py").read_text()
+    shutil.rmtree(old.parent)  # the venv that ran init is gone
+    before = checkout.raw_hashes()
+
+    cron = run_scheduler_l4_path(checkout, clean_env())  # GenericAgent's scheduler: its report, its log
+    assert cron.returncode == 0 and b"'errors': 1" in cron.stdout, cron.stderr
+    assert b"is gone" in cron.stdout and b"run `memctl init`" in cron.stdout
+    log = (checkout.base / "sche_tasks" / "scheduler.log").read_text(encoding="utf-8")
+    assert "ERROR L4 archive failed: memctl shim" in log and str(old / "python") in log
+    assert checkout.raw_hashes() == before
+
+    verified = run("verify", "--json", cwd=checkout.base, env={"XDG_CONFIG_HOME": str(units)})
+    assert verified.returncode == 0, verified.stdout
+    stale = {Path(f["path"]).name: f for f in map(json.loads, verified.stdout.splitlines())
+             if f.get("kind") == "interpreter"}
+    assert set(stale) == {"compress_session.py", "memctl_recall.py", "memctl-archive.service", "memctl-dream.service"}
+    assert all(f["severity"] == "warning" and "is gone" in f["message"] for f in stale.values())
+
+    assert run("init", cwd=checkout.base).returncode == 0  # the memctl of this venv writes them anew
+    again = run("verify", "--json", cwd=checkout.base, env={"XDG_CONFIG_HOME": str(units)})
+    still = {Path(f["path"]).name for f in map(json.loads, again.stdout.splitlines()) if f.get("kind") == "interpreter"}
+    assert still == {"memctl-archive.service", "memctl-dream.service"}  # `schedule install` repairs those
+    cron = run_scheduler_l4_path(checkout, clean_env())
+    assert cron.returncode == 0 and b"'by': 'memctl'" in cron.stdout and b"'errors': 0" in cron.stdout, cron.stderr

@@ -56,6 +56,16 @@ def archiver_active(memory: Path) -> bool:
     return archiver.is_file() and not _is_ours(archiver, SHIM_MARKER)
 
 
+def rendered_files(memory: Path) -> list[Path]:
+    """The shim and the plugin memctl wrote beside the memory root `memory` (those there)."""
+    found = find_checkout(memory)
+    if found is None:
+        return []
+    checkout = found[0]
+    return [checkout / path for path, marker in ((ARCHIVER, SHIM_MARKER), (PLUGIN, PLUGIN_MARKER))
+            if _is_ours(checkout / path, marker)]
+
+
 def memctl_command() -> list[str]:
     """How GenericAgent's code runs this memctl: its own interpreter, `-m memctl`."""
     return [sys.executable, "-m", "memctl"]
