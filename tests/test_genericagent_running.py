@@ -204,3 +204,50 @@ def test_a_removed_venv_fails_loud_verify_warns_and_init_repairs(tmp_path, run):
     assert still == {"memctl-archive.service", "memctl-dream.service"}  # `schedule install` repairs those
     cron = run_scheduler_l4_path(checkout, clean_env())
     assert cron.returncode == 0 and b"'by': 'memctl'" in cron.stdout and b"'errors': 0" in cron.stdout, cron.stderr
+
+
+# ---------------------------------------------------------------- L1 after archiving (item 5, #29)
+
+
+def _recent_names(insight_text: str) -> list[str]:
+    import re
+
+    lines = insight_text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("L4:"))
+    recent = " | ".join(line.lstrip("| ") for line in lines[at + 1:] if line.startswith("|")).removeprefix("recent: ")
+    return re.findall(r"(\d{4}_\d{4}-\d{4}_\d{4}(?:_\d+)?)\(", recent)
+
+
+def test_each_archive_run_points_l1_at_what_the_new_sessions_were_about(tmp_path, run):
+    from ga_checkout import UPSTREAM
+
+    checkout = make_checkout(tmp_path)
+    template = (UPSTREAM / "assets" / "global_mem_insight_template_en.txt").read_text(encoding="utf-8")
+    head, rules = template.split("[RULES]", 1)
+    mine = "note to self: the NAS is nas-07, ask before rebooting it"
+    written = head.rstrip("\n") + "\n" + mine + "\n\n[RULES]" + rules
+    insight = checkout.memory / "global_mem_insight.txt"
+    insight.write_text(written, encoding="utf-8")
+    hand_written = [line for line in written.splitlines() if line and not line.startswith(("L0", "L2", "L3", "L4", "|"))]
+    checkout.add_real_writer_logs(days=-60)
+    assert run("init", "--no-plugin", cwd=checkout.base).returncode == 0
+
+    assert run("archive", "--keep-newest", "0", cwd=checkout.base).returncode == 0
+    newest = [r["name"] for r in sorted(_manifest(checkout.l4), key=lambda r: (r["end"], r["start"]), reverse=True)]
+    text = insight.read_text(encoding="utf-8")
+    shown = _recent_names(text)  # GenericAgent's own L1 is over 1 KB already: then only the newest
+    assert shown and shown == newest[:len(shown)], text
+    assert [line for line in text.splitlines() if line in hand_written] == hand_written  # every one kept, in order
+    ours = {number for number, line in enumerate(text.splitlines(), start=1) if line.startswith(("L4", "| recent"))}
+    findings = run("insight", "check", "--json", cwd=checkout.base).stdout.splitlines()
+    assert findings and not {json.loads(f)["line"] for f in findings} & ours  # the template's own ghosts only
+    assert run("insight", "rebuild", cwd=checkout.base).returncode == 0 and insight.read_text(encoding="utf-8") == text
+
+    checkout.add_real_writer_logs(days=-30, prefix="1")  # 14 new logs: the shim's run archives the 4 oldest
+    checkout.add_real_writer_logs(days=-15, prefix="2")
+    cron = run_scheduler_l4_path(checkout, clean_env())
+    assert cron.returncode == 0 and b"'by': 'memctl'" in cron.stdout and b"'errors': 0" in cron.stdout, cron.stderr
+    newest = [r["name"] for r in sorted(_manifest(checkout.l4), key=lambda r: (r["end"], r["start"]), reverse=True)]
+    after = insight.read_text(encoding="utf-8")
+    assert _recent_names(after) == newest[:len(shown)] and _recent_names(after) != shown, after
+    assert [line for line in after.splitlines() if line in hand_written] == hand_written
