@@ -251,3 +251,43 @@ def test_each_archive_run_points_l1_at_what_the_new_sessions_were_about(tmp_path
     after = insight.read_text(encoding="utf-8")
     assert _recent_names(after) == newest[:len(shown)] and _recent_names(after) != shown, after
     assert [line for line in after.splitlines() if line in hand_written] == hand_written
+
+
+# ---------------------------------------------------------------- logs not archived yet are memory (item 2)
+
+
+def _hits(run, checkout, query: str) -> list[dict]:
+    found = run("search", query, "-k", "20", "--json", cwd=checkout.base)
+    assert found.returncode in (0, 1), found.stderr
+    return [json.loads(line) for line in found.stdout.splitlines()]
+
+
+def test_a_new_checkout_finds_what_its_unarchived_logs_hold(tmp_path, run):
+    checkout = make_checkout(tmp_path)
+    logs = checkout.add_real_writer_logs(days=-90)  # months old, but among the 10 newest: never archived
+    (tmp_path / "elsewhere.txt").write_text("=== Prompt === 2026-01-01 10:00:00\nzebrafinch-outside\n\n")
+    (checkout.raw_dir / "model_responses_999999.txt").symlink_to(tmp_path / "elsewhere.txt")  # never followed
+    assert run("init", "--no-plugin", cwd=checkout.base).returncode == 0
+    assert json.loads(run("archive", "--json", cwd=checkout.base).stdout)["new_sessions"] == 0
+
+    hits = _hits(run, checkout, "华东区发布日志")
+    from_raw = [h for h in hits if h["ref"].startswith("L4:model_responses_")]
+    assert from_raw and from_raw[0]["layer"] == "L4" and from_raw[0]["date"].startswith("2026-01")
+    name = from_raw[0]["ref"].removeprefix("L4:")
+    shown = run("show", from_raw[0]["ref"], cwd=checkout.base)
+    assert shown.returncode == 0 and "华东区发布日志".encode() in shown.stdout
+    raw = run("show", "--raw", name, cwd=checkout.base)
+    assert hashlib.sha256(raw.stdout).hexdigest() == logs[f"{name}.txt"]
+    composed = run("compose", "华东区发布日志里 api-050 是哪个版本", cwd=checkout.base)
+    assert composed.returncode == 0 and name.encode() in composed.stdout
+    assert _hits(run, checkout, "zebrafinch-outside") == []
+    assert {k: v for k, v in checkout.raw_hashes().items() if k in logs} == logs  # only read
+
+    (checkout.raw_dir / f"{name}.txt").unlink()  # GenericAgent's own archiver, before a restart
+    assert [h for h in _hits(run, checkout, "华东区发布日志") if h["ref"] == f"L4:{name}"]  # the kept log
+
+    assert run("archive", "--keep-newest", "0", cwd=checkout.base).returncode == 0
+    after = _hits(run, checkout, "华东区发布日志")
+    assert after and not [h for h in after if h["ref"].startswith("L4:model_responses_")]  # archived: no twin
+    archived = {r["name"] for r in _manifest(checkout.l4)}
+    assert any(h["ref"].removeprefix("L4:").split("#")[0] in archived for h in after)

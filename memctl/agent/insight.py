@@ -371,6 +371,27 @@ def _save_backup(layout: Layout, data: bytes) -> Path:
     return path
 
 
+def refresh_after_archive(settings, new_sessions: int, wait_seconds: float = 5.0) -> str | None:
+    """Rebuild an existing L1 after an archive run that added sessions, under the writer lock
+    (the previous L1 goes to .memctl/insight/, as with `insight rebuild`). A one-line warning
+    when it could not be rebuilt; None otherwise."""
+    from memctl.core.errors import MemctlError
+    from memctl.core.fsutil import WriterLock
+    from memctl.core.redact import redactor_for
+
+    layout = settings.layout
+    if not new_sessions or not layout.insight.is_file():
+        return None
+    limits = (settings.get("insight", "max_lines"), settings.get("insight", "max_bytes"))
+    try:
+        with WriterLock(layout.lock, wait_seconds=wait_seconds):
+            result = rebuild(layout, *limits, scrub=redactor_for(settings))
+            write_rebuilt(layout, result.text)
+    except (OSError, MemctlError) as exc:
+        return f"L1 not rebuilt after archiving ({exc}); run `memctl insight rebuild`"
+    return None
+
+
 # ---------------------------------------------------------------- lint
 
 

@@ -4,7 +4,7 @@ An agent reads L1 every turn; `L4: L4_raw_sessions/ …` alone tells it that ses
 not which. So `insight rebuild` adds a `| recent: NAME(request) | …` continuation to the L4
 line (the newest sessions by end, each with the first words of its first request, from
 all_histories.txt), and every archive run that added sessions rebuilds an existing L1 at once
-(`refresh_after_archive`). The rebuild is `insight.rebuild`'s: only memctl's own lines change.
+(`insight.refresh_after_archive`). The rebuild is `insight.rebuild`'s: only memctl's own lines change.
 """
 
 from __future__ import annotations
@@ -34,24 +34,3 @@ def _item(name: str, lines: list[str]) -> str:
         note = note[:NOTE_CHARS].rstrip() + "…"
     return f"{name}({note})" if note else name
 
-
-def refresh_after_archive(settings, new_sessions: int, wait_seconds: float = 5.0) -> str | None:
-    """Rebuild an existing L1 after an archive run that added sessions, under the writer lock
-    (the previous L1 goes to .memctl/insight/, as with `insight rebuild`). A one-line warning
-    when it could not be rebuilt; None otherwise."""
-    from memctl.agent import insight
-    from memctl.core.errors import MemctlError
-    from memctl.core.fsutil import WriterLock
-    from memctl.core.redact import redactor_for
-
-    layout = settings.layout
-    if not new_sessions or not layout.insight.is_file():
-        return None
-    limits = (settings.get("insight", "max_lines"), settings.get("insight", "max_bytes"))
-    try:
-        with WriterLock(layout.lock, wait_seconds=wait_seconds):
-            result = insight.rebuild(layout, *limits, scrub=redactor_for(settings))
-            insight.write_rebuilt(layout, result.text)
-    except (OSError, MemctlError) as exc:
-        return f"L1 not rebuilt after archiving ({exc}); run `memctl insight rebuild`"
-    return None

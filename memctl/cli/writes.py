@@ -177,7 +177,7 @@ def after_archive(settings, report) -> int:
     """Outside the lock, after the raw logs are gone: L1 (under the lock again), the index and
     the embeddings (where opted in) catch up with the new sessions. The run's exit status."""
     if not report.dry_run and report.summary()["new_sessions"]:
-        from memctl.agent.insight_l4 import refresh_after_archive  # L1 points at the new sessions
+        from memctl.agent.insight import refresh_after_archive  # L1 points at the new sessions
         from memctl.recall.index import refresh_after_write
         from memctl.recall.semantic import embed_in_background  # [semantic] embed_after_writes
 
