@@ -37,7 +37,8 @@ def test_purge_dry_run_names_genericagents_members_and_changes_nothing(tmp_path,
     for days, prefix in ((-60, ""), (-30, "1")):
         checkout.add_real_writer_logs(days=days, prefix=prefix)
     assert run_scheduler_l4_path(checkout, clean_env()).returncode == 0  # GenericAgent's own archive
-    assert run("init", "--no-plugin", cwd=checkout.base).returncode == 0
+    init = run("init", "--no-plugin", cwd=checkout.base)
+    assert init.returncode == 0 and b"if GenericAgent is running, restart it" in init.stderr  # none found to name
     needle = "华东区发布日志".encode()
     adopted = {f"{r['zip']}:{r['member']}" for r in _manifest(checkout.l4) if r.get("origin")}
     holding = _members_holding(checkout, needle)

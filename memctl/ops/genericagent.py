@@ -170,9 +170,11 @@ def set_up_checkout(checkout: Path, memory: Path, plugin: bool) -> CheckoutChang
     changes = CheckoutChanges(checkout)
     changes.done += adoption_sentences(adopt_genericagent_archive(settings.layout))
     changes.done += keeping_sentences(keep_unarchived(settings.layout, settings.raw_dir()))
+    handed_over = len(changes.done)
     take_over_archiver(checkout, changes)
+    handed_over = any(s.startswith("kept GenericAgent's archiver") for s in changes.done[handed_over:])
     offer_plugin(checkout, plugin, changes)
-    changes.done += restart_sentences(running_genericagent(checkout))
+    changes.done += restart_sentences(running_genericagent(checkout), handed_over)
     return changes
 
 
@@ -212,9 +214,11 @@ def running_genericagent(checkout: Path) -> list[int]:
     return sorted(found)
 
 
-def restart_sentences(pids: list[int]) -> list[str]:
-    if not pids:
-        return []
-    return [f"GenericAgent is running in this checkout (pid {', '.join(map(str, pids))}): restart it. A running "
-            f"GenericAgent keeps the archiver it imported, which deletes raw logs; until it restarts, memctl "
-            f"keeps each log it has not archived in .memctl/kept-raw/ at every archive run"]
+def restart_sentences(pids: list[int], handed_over: bool) -> list[str]:
+    """Restart a running GenericAgent: it keeps the archiver it imported (named by pid when found)."""
+    why = ("keeps the archiver it imported, which deletes raw logs; until it restarts, memctl keeps each log "
+           "it has not archived in .memctl/kept-raw/ (now and at every archive run)")
+    if pids:
+        return [f"GenericAgent is running in this checkout (pid {', '.join(map(str, pids))}): restart it. A running "
+                f"GenericAgent {why}"]
+    return [f"if GenericAgent is running, restart it: a running GenericAgent {why}"] if handed_over else []
