@@ -13,7 +13,7 @@ from pathlib import Path
 import zipfile
 
 from conftest import clean_env
-from ga_checkout import make_checkout, run_scheduler_l4_path
+from ga_checkout import archived_by_genericagent, make_checkout, run_scheduler_l4_path
 
 
 def _manifest(l4) -> list[dict]:
@@ -33,10 +33,7 @@ def _members_holding(checkout, needle: bytes) -> set[str]:
 
 
 def test_purge_dry_run_names_genericagents_members_and_changes_nothing(tmp_path, run):
-    checkout = make_checkout(tmp_path)
-    for days, prefix in ((-60, ""), (-30, "1")):
-        checkout.add_real_writer_logs(days=days, prefix=prefix)
-    assert run_scheduler_l4_path(checkout, clean_env()).returncode == 0  # GenericAgent's own archive
+    checkout = archived_by_genericagent(tmp_path, clean_env())
     init = run("init", "--no-plugin", cwd=checkout.base)
     assert init.returncode == 0 and b"if GenericAgent is running, restart it" in init.stderr  # none found to name
     needle = "华东区发布日志".encode()
