@@ -289,3 +289,32 @@ def test_a_new_checkout_finds_what_its_unarchived_logs_hold(tmp_path, run):
     assert after and not [h for h in after if h["ref"].startswith("L4:model_responses_")]  # archived: no twin
     archived = {r["name"] for r in _manifest(checkout.l4)}
     assert any(h["ref"].removeprefix("L4:").split("#")[0] in archived for h in after)
+
+
+def test_where_no_hard_link_is_possible_the_logs_are_copied_and_init_says_so(tmp_path, monkeypatch):
+    import errno
+
+    from memctl.core.config import init_root, load_settings
+    from memctl.l4.kept import keep_unarchived, orphan_candidates
+    from memctl.ops.genericagent import keeping_sentences
+
+    checkout = make_checkout(tmp_path)
+    logs = checkout.add_real_writer_logs(days=-60)
+    init_root(checkout.memory)
+    settings = load_settings(checkout.memory)
+
+    def other_filesystem(*args, **kwargs):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", other_filesystem)
+    report = keep_unarchived(settings.layout, checkout.raw_dir)
+    assert sorted(report.copied) == sorted(logs) and not report.linked
+    assert any("copied 7 raw logs" in s and "another filesystem" in s for s in keeping_sentences(report))
+    name = sorted(logs)[0]
+    with open(checkout.raw_dir / name, "ab") as log:  # GenericAgent appends: the copy follows
+        log.write(b"=== Prompt === 2026-02-20 10:00:00\nmore\n\n")
+    assert keep_unarchived(settings.layout, checkout.raw_dir).copied == [name]
+    grown = (checkout.raw_dir / name).read_bytes()
+    (checkout.raw_dir / name).unlink()
+    orphans = orphan_candidates(settings.layout, checkout.raw_dir)
+    assert [c.path.name for c in orphans] == [name] and orphans[0].path.read_bytes() == grown
