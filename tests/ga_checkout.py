@@ -141,3 +141,14 @@ def run_scheduler_l4_path(checkout: Checkout, env: dict[str, str]) -> subprocess
     )
     return subprocess.run([sys.executable, "-c", script], cwd=checkout.base, capture_output=True,
                           env=env, timeout=300)
+
+
+def archived_by_genericagent(tmp_path: Path, env: dict[str, str]) -> Checkout:
+    """A checkout with the real-writer logs of two months, which GenericAgent's own 12-hour job
+    has archived (its zips and all_histories.txt; it keeps the 10 newest raw logs)."""
+    checkout = make_checkout(tmp_path)
+    for days, prefix in ((-60, ""), (-30, "1")):
+        checkout.add_real_writer_logs(days=days, prefix=prefix)
+    done = run_scheduler_l4_path(checkout, env)
+    assert done.returncode == 0 and b"[L4 cron]" in done.stdout, done.stderr
+    return checkout

@@ -21,13 +21,14 @@ from memctl.core.fsutil import atomic_write_bytes, ensure_private_dir
 from memctl.longterm.store import open_store
 from memctl.core.errors import NotFound
 from memctl.core.redact import find_secrets, redact
-from memctl.agent.insight_merge import EMPTY_L2, is_generated_scene, merge, split_head
+from memctl.agent.insight_merge import EMPTY_L2, RECENT_LABEL, is_generated_scene, merge, split_head
 
 TITLE = "# [Global Memory Insight]"
 RULES_HEADING = b"[RULES]"
 META_SOP = "memory_management_sop"
 WRAP = 100  # bytes per L3 line before it continues on a `| ` line
-CAPS = {"l2": 12, "l3": 16, "scenes": 6}
+CAPS = {"l2": 12, "l3": 16, "scenes": 6, "recent": 3}
+L4_LINE = "L4: L4_raw_sessions/ historical sessions (memctl search, memctl show)"
 # folders of the root that are memctl's own, not task records
 _NOT_L3 = {"L4_raw_sessions", "working", "temp", "__pycache__"}
 _ANNOTATED = re.compile(r"^(?P<name>[^()]+?)\s*(?:\((?P<note>[^()]*)\))?$")
@@ -55,6 +56,7 @@ class Inputs:
     pointer: str
     written_labels: set[str] = field(default_factory=set)  # labels of scene items memctl did not write
     current: str = ""  # the L1 being rebuilt ('' when there is none): its other lines are kept
+    recent: list[str] = field(default_factory=list)  # the newest sessions, `NAME(request)` (insight_l4)
 
 
 @dataclass
@@ -142,6 +144,8 @@ def _pointer_line(layout: Layout) -> str:
 def gather(layout: Layout) -> Inputs:
     if not layout.root.is_dir():
         raise NotFound(f"{layout.root} is not a memory folder yet; run `memctl init`")
+    from memctl.agent.insight_l4 import recent_session_items
+
     current = layout.insight.read_bytes() if layout.insight.is_file() else b""
     current_text = current.decode("utf-8", "replace")
     l0 = [META_SOP] if (layout.root / f"{META_SOP}.md").is_file() else []
@@ -155,6 +159,7 @@ def gather(layout: Layout) -> Inputs:
         pointer=_pointer_line(layout),
         written_labels=_written_labels(current_text),
         current=current.decode("utf-8", "surrogateescape"),
+        recent=recent_session_items(layout) if layout.l4_dir.is_dir() else [],
     )
 
 
@@ -227,8 +232,16 @@ def _l3_for_topic(topic: str, l3: list[str]) -> str | None:
     return None
 
 
+def _l4_lines(recent: list[str]) -> list[str]:
+    """The L4 line, and what the newest sessions were about on `| recent:` lines below it."""
+    if not recent:
+        return [L4_LINE]
+    first, *rest = _joined(RECENT_LABEL.rstrip(": "), recent, len(recent), "")
+    return [L4_LINE, f"| {first}", *rest]
+
+
 def render_parts(inputs: Inputs, n_l2: int, n_l3: int, n_scenes: int,
-                 scrub: Callable[[str], str] = redact) -> dict[str, list[str]]:
+                 scrub: Callable[[str], str] = redact, n_recent: int = CAPS["recent"]) -> dict[str, list[str]]:
     """The lines memctl generates, by part: pointer, L0, L2, L3, L4, scenes."""
     l2 = _clean(inputs.l2)
     l3 = _clean(inputs.l3)
@@ -244,15 +257,16 @@ def render_parts(inputs: Inputs, n_l2: int, n_l3: int, n_scenes: int,
         "L0": ["L0(META-SOP): " + (" | ".join(inputs.l0) if inputs.l0 else "built in; `memctl rules` prints it")],
         "L2": _joined("L2", l2[:n_l2], len(l2), " in global_mem.txt") if l2 else [],
         "L3": _joined("L3", shown, len(l3), " (ls)") if l3 else [],
-        "L4": ["L4: L4_raw_sessions/ historical sessions (memctl search, memctl show)"] if inputs.has_l4 else [],
+        "L4": _l4_lines(_clean(inputs.recent)[:n_recent]) if inputs.has_l4 else [],
         "scenes": [" | ".join(scenes[i : i + 2]) for i in range(0, len(scenes), 2)],
     }
     return {part: [scrub(line) for line in lines] for part, lines in parts.items()}
 
 
-def render(inputs: Inputs, n_l2: int, n_l3: int, n_scenes: int, scrub: Callable[[str], str] = redact) -> str:
+def render(inputs: Inputs, n_l2: int, n_l3: int, n_scenes: int, scrub: Callable[[str], str] = redact,
+           n_recent: int = CAPS["recent"]) -> str:
     """The new L1: the current one with memctl's parts merged in, or a fresh one."""
-    parts = render_parts(inputs, n_l2, n_l3, n_scenes, scrub)
+    parts = render_parts(inputs, n_l2, n_l3, n_scenes, scrub, n_recent)
     if inputs.current.strip():
         return merge(inputs.current, parts)
     lines = [*parts["title"], *parts["pointer"], *parts["L0"], *parts["L2"], *parts["L3"], *parts["L4"]]
@@ -276,23 +290,27 @@ def build(inputs: Inputs, max_lines: int = 30, max_bytes: int = 1024, scrub: Cal
         # the rule "no secret in L1" outranks "every written line byte for byte"
         inputs.current = scrub(inputs.current)
         warnings.append("L1 held a secret; it was redacted")
-    counts = {"l2": CAPS["l2"], "l3": CAPS["l3"], "scenes": CAPS["scenes"]}
-    floors = [("scenes", 2), ("l3", 6), ("l2", 4), ("scenes", 0), ("l3", 0), ("l2", 0)]
-    text = render(inputs, counts["l2"], counts["l3"], counts["scenes"], scrub)
+    counts = dict(CAPS)
+    floors = [("recent", 1), ("scenes", 2), ("l3", 6), ("l2", 4), ("scenes", 0), ("recent", 0), ("l3", 0), ("l2", 0)]
+    text = _render_counts(inputs, counts, scrub)
     for part, floor in floors:
         while not _fits(text, max_lines, max_bytes) and counts[part] > floor:
             counts[part] -= 1
-            text = render(inputs, counts["l2"], counts["l3"], counts["scenes"], scrub)
+            text = _render_counts(inputs, counts, scrub)
     if not _fits(text, max_lines, max_bytes):
-        counts = {"l2": CAPS["l2"], "l3": CAPS["l3"], "scenes": 0}
-        text = render(inputs, counts["l2"], counts["l3"], counts["scenes"], scrub)
+        counts = {**CAPS, "scenes": 0, "recent": 1}  # the newest session still: what the agent last did
+        text = _render_counts(inputs, counts, scrub)
         lines, size = measure(text)
         warnings.append(f"L1 is {lines} lines / {size} bytes, over its {max_lines} lines / {max_bytes} bytes, "
                         f"because of lines memctl did not write; they are kept: shorten them by hand")
     lines, size = measure(text)
-    totals = {"l2": len(inputs.l2), "l3": len(inputs.l3), "scenes": len(inputs.topics)}
+    totals = {"l2": len(inputs.l2), "l3": len(inputs.l3), "scenes": len(inputs.topics), "recent": len(inputs.recent)}
     shown = {k: min(counts[k], totals[k]) for k in counts}
     return Rebuild(text=text, lines=lines, bytes=size, counts=shown, totals=totals, warnings=warnings)
+
+
+def _render_counts(inputs: Inputs, counts: dict[str, int], scrub: Callable[[str], str]) -> str:
+    return render(inputs, counts["l2"], counts["l3"], counts["scenes"], scrub, counts["recent"])
 
 
 def _fits(text: str, max_lines: int, max_bytes: int) -> bool:
@@ -351,6 +369,27 @@ def _save_backup(layout: Layout, data: bytes) -> Path:
     for old in _backups(layout)[:-BACKUPS_KEPT]:
         old.unlink(missing_ok=True)
     return path
+
+
+def refresh_after_archive(settings, new_sessions: int, wait_seconds: float = 5.0) -> str | None:
+    """Rebuild an existing L1 after an archive run that added sessions, under the writer lock
+    (the previous L1 goes to .memctl/insight/, as with `insight rebuild`). A one-line warning
+    when it could not be rebuilt; None otherwise."""
+    from memctl.core.errors import MemctlError
+    from memctl.core.fsutil import WriterLock
+    from memctl.core.redact import redactor_for
+
+    layout = settings.layout
+    if not new_sessions or not layout.insight.is_file():
+        return None
+    limits = (settings.get("insight", "max_lines"), settings.get("insight", "max_bytes"))
+    try:
+        with WriterLock(layout.lock, wait_seconds=wait_seconds):
+            result = rebuild(layout, *limits, scrub=redactor_for(settings))
+            write_rebuilt(layout, result.text)
+    except (OSError, MemctlError) as exc:
+        return f"L1 not rebuilt after archiving ({exc}); run `memctl insight rebuild`"
+    return None
 
 
 # ---------------------------------------------------------------- lint

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 INDEX_LABELS = ("L0", "L2", "L3", "L4")
+RECENT_LABEL = "recent: "  # the L4 line's continuation naming the newest sessions (insight_l4)
 _INDEX_LINE = re.compile(r"^(L[0-4])(?:\([^)]*\))?:")
 _MEMCTL_POINTER = re.compile(r"^Read(?: L2)? or ls \S+ for L3 when needed; memctl search ")
 _LOOKS_LIKE_POINTER = re.compile(r"\bls\b.*L3|L3.*\bls\b")  # GenericAgent's: `需要时read L2 或 ls ../memory/ 查L3`
@@ -41,7 +42,7 @@ def _names(lines: list[str]) -> list[str]:
     text = " | ".join(re.sub(r"^(L\d)(?:\([^)]*\))?:", "", line, count=1).lstrip("|") for line in lines)
     names = []
     for item in text.split("|"):
-        item = re.sub(r"\([^()]*\)$", "", item.strip()).strip()
+        item = re.sub(r"\([^()]*\)$", "", item.strip().removeprefix(RECENT_LABEL)).strip()
         if item and not item.startswith(("+", "…", "...")) and item not in EMPTY_L2:
             names.append(item.split()[0])
     return names

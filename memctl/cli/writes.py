@@ -182,13 +182,15 @@ def report_archive(report, json_out: bool, quiet: bool) -> None:
 
 
 def after_archive(settings, report) -> int:
-    """Outside the lock, after the raw logs are gone: the index (and the embeddings, where
-    opted in) catch up with the new sessions. The run's exit status."""
+    """Outside the lock, after the raw logs are gone: L1 (under the lock again), the index and
+    the embeddings (where opted in) catch up with the new sessions. The run's exit status."""
     if not report.dry_run and report.summary()["new_sessions"]:
+        from memctl.agent.insight import refresh_after_archive  # L1 points at the new sessions
         from memctl.recall.index import refresh_after_write
         from memctl.recall.semantic import embed_in_background  # [semantic] embed_after_writes
 
-        for text in [*refresh_after_write(settings), embed_in_background(settings)]:
+        l1 = refresh_after_archive(settings, report.summary()["new_sessions"])
+        for text in [l1, *refresh_after_write(settings), embed_in_background(settings)]:
             if text:
                 warning(text)
     if report.errors:

@@ -33,6 +33,8 @@ from memctl.core.config import Layout, Settings
 from memctl.core.errors import IntegrityError, UsageError
 from memctl.core.fsutil import ensure_private_dir, sweep_stale_temp_files
 from memctl.l4.history import history_block, sessions_in_history
+from memctl.l4.kept import (KeepReport, beside_genericagent, drop_kept, keep_unarchived, kept_dir, kept_inodes, orphan_candidates,
+                            remove_if_empty)
 from memctl.l4.manifest import (ManifestRecord, append_records, append_whole_lines, iter_manifest, monthly_zips,
                                  records_in_zip)
 from memctl.l4.staging import Candidate, FileSignature, Staged, stage_ahead, unique_name
@@ -63,6 +65,7 @@ class ArchiveReport:
     dry_run: bool
     decisions: list[FileDecision] = field(default_factory=list)
     months: list[str] = field(default_factory=list)
+    kept: KeepReport = field(default_factory=KeepReport)
 
     @property
     def errors(self) -> list[FileDecision]:
@@ -86,6 +89,8 @@ class ArchiveReport:
             "bytes_in": sum(d.bytes_raw for d in processed),
             "bytes_out": sum(d.bytes_compressed for d in self.decisions if d.action == "archive"),
             "months": self.months,
+            "kept_raw": {"linked": len(self.kept.linked), "copied": len(self.kept.copied),
+                         "orphans": len(self.kept.orphans)},
         }
 
     def to_json(self) -> dict:
@@ -96,9 +101,11 @@ class ArchiveReport:
 
 
 def select_candidates(
-    raw_dir: Path, now: datetime, min_age_seconds: float, keep_newest: int
+    raw_dir: Path, now: datetime, min_age_seconds: float, keep_newest: int,
+    kept: set[tuple[int, int]] = frozenset(),
 ) -> tuple[list[Candidate], list[FileDecision]]:
-    """Which raw logs may be archived now; every other log gets a skip decision with its reason."""
+    """Which raw logs may be archived now; every other log gets a skip decision with its reason.
+    `kept`: (device, inode) of memctl's own second names (`l4.kept`), which are no other link."""
     if not raw_dir.is_dir():
         raise UsageError(f"raw-log folder {raw_dir} does not exist; pass RAW_DIR or set [archive] raw_dir")
     found: list[tuple[Path, os.stat_result]] = []
@@ -108,7 +115,7 @@ def select_candidates(
             continue
         path = Path(entry.path)
         info = os.lstat(path)
-        reason = _unsafe_reason(entry, info)
+        reason = _unsafe_reason(entry, info, (info.st_dev, info.st_ino) in kept)
         if reason:
             skipped.append(FileDecision(str(path), "skip", reason))
             continue
@@ -133,12 +140,12 @@ def select_candidates(
     return candidates, skipped
 
 
-def _unsafe_reason(entry: os.DirEntry, info: os.stat_result) -> str:
+def _unsafe_reason(entry: os.DirEntry, info: os.stat_result, kept: bool) -> str:
     if entry.is_symlink():
         return "unsafe: symlink, not followed"
     if not entry.is_file(follow_symlinks=False):
         return "unsafe: not a regular file"
-    if info.st_nlink > 1:
+    if info.st_nlink > 1 + kept:
         return "unsafe: hard-linked elsewhere, deleting it would not free or protect it"
     return ""
 
@@ -209,12 +216,16 @@ def run_archive(layout: Layout, options: ArchiveOptions, progress: Callable[[str
     """Archive every eligible raw log (the caller holds the writer lock unless dry_run)."""
     now = clock.now()
     report = ArchiveReport(raw_dir=str(options.raw_dir), dry_run=options.dry_run)
-    candidates, skipped = select_candidates(options.raw_dir, now, options.min_age_seconds, options.keep_newest)
-    report.decisions.extend(skipped)
     if not options.dry_run:
         ensure_private_dir(layout.l4_dir)
         ensure_private_dir(layout.state_dir)
         sweep_stale_temp_files(layout.l4_dir)
+        if options.raw_dir.is_dir() and beside_genericagent(layout):
+            report.kept = keep_unarchived(layout, options.raw_dir)
+    candidates, skipped = select_candidates(options.raw_dir, now, options.min_age_seconds, options.keep_newest,
+                                            kept_inodes(layout))
+    candidates += orphan_candidates(layout, options.raw_dir)
+    report.decisions.extend(skipped)
     staging_dir = layout.l4_dir if not options.dry_run else Path(tempfile.mkdtemp(prefix="memctl-dry-run-"))
     try:
         _run_candidates(layout, options, candidates, staging_dir, now, report, progress)
@@ -312,7 +323,7 @@ def _commit(layout, options, new_by_month, finishing, recorded, history_names, r
     for staged, record, decision in finishing:
         if decision.action == "error":
             continue
-        decision.deleted = _delete_if_unchanged(staged.candidate, decision)
+        decision.deleted = _delete_if_unchanged(layout, staged.candidate, decision)
         faults.checkpoint("raw-deleted")
 
 
@@ -344,8 +355,9 @@ def _append_missing_history(layout: Layout, finishing, history_names: set[str]) 
         faults.checkpoint("history-appended")
 
 
-def _delete_if_unchanged(candidate: Candidate, decision: FileDecision) -> bool:
-    """Unlink the raw log only if it is still the file that was read and verified."""
+def _delete_if_unchanged(layout: Layout, candidate: Candidate, decision: FileDecision) -> bool:
+    """Unlink the raw log only if it is still the file that was read and verified, and then
+    its kept second name (`l4.kept`); a kept orphan is itself the file."""
     try:
         now_info = os.lstat(candidate.path)
     except FileNotFoundError:
@@ -354,4 +366,9 @@ def _delete_if_unchanged(candidate: Candidate, decision: FileDecision) -> bool:
         decision.reason += "; raw file changed while archiving, left in place for the next run"
         return False
     os.unlink(candidate.path)
+    if candidate.path.parent.parent == kept_dir(layout):
+        decision.reason += "; kept by memctl after its raw log was deleted by another program"
+        remove_if_empty(candidate.path.parent)
+    else:
+        drop_kept(layout, now_info.st_ino, candidate.path.name)
     return True

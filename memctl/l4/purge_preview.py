@@ -33,9 +33,15 @@ def files_holding(layout: Layout, needles: Iterable[bytes]) -> list[str]:
     return found + [str(path) for path in _plain_files_holding(layout, needles)]
 
 
-def _holds(stream, needles: list[bytes]) -> bool:
+def _holds(stream, needles: list[bytes], encoded: bool = True) -> bool:
+    """Whether a session holds a needle: memctl's encoding decoded first, so a string the codec
+    split across a back-reference is still found; a GenericAgent member read as the text it is."""
     detector = _StreamingReplacer(needles, b"", lambda _chunk: None)
-    decode_stream(stream, detector.feed)
+    if encoded:
+        decode_stream(stream, detector.feed)
+    else:
+        while chunk := stream.read(1 << 20):
+            detector.feed(chunk)
     detector.close()
     return bool(detector.replaced)
 
@@ -45,7 +51,9 @@ def _sessions_holding(zip_path: Path, needles: list[bytes]) -> list[str]:
     with zipfile.ZipFile(zip_path) as archive:
         for info in archive.infolist():
             with archive.open(info) as member:
-                if _holds(member, needles):
+                # as the purge tells them apart: a member without a record in its comment is
+                # GenericAgent's own text (memctl.l4.purge._purge_zip)
+                if _holds(member, needles, encoded=bool(info.comment)):
                     names.append(Path(info.filename).stem)
     return names
 

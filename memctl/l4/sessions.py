@@ -51,6 +51,27 @@ def find_session(layout: Layout, ref: str) -> SessionRef:
     raise NotFound(f"no archived session named {ref!r}; `memctl status` or the manifest lists them")
 
 
+def find_unarchived(layout: Layout, raw_dir: Path, ref: str) -> Path | None:
+    """A raw log not archived yet, by its file name (with or without .txt): in `raw_dir`, or
+    kept by memctl after another program deleted it (`l4.kept`). None when there is none."""
+    from memctl.l4.kept import is_raw_log_name, kept_logs, orphan_candidates
+
+    name = ref.strip().removesuffix(".txt") + ".txt"
+    if not is_raw_log_name(name) or "/" in name or "\\" in name or "\x00" in name:
+        return None
+    path = Path(raw_dir) / name
+    if path.is_file() and not path.is_symlink():
+        return path
+    kept = [c.path for c in orphan_candidates(layout, Path(raw_dir)) if c.path.name == name] if kept_logs(layout) else []
+    return kept[-1] if kept else None
+
+
+def copy_out(path: Path, write: Callable[[bytes], None]) -> None:
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            write(chunk)
+
+
 @contextmanager
 def open_compressed(layout: Layout, session: SessionRef) -> Iterator[BinaryIO]:
     """The compressed session as a binary stream, from its zip member or loose file."""

@@ -56,6 +56,16 @@ def archiver_active(memory: Path) -> bool:
     return archiver.is_file() and not _is_ours(archiver, SHIM_MARKER)
 
 
+def rendered_files(memory: Path) -> list[Path]:
+    """The shim and the plugin memctl wrote beside the memory root `memory` (those there)."""
+    found = find_checkout(memory)
+    if found is None:
+        return []
+    checkout = found[0]
+    return [checkout / path for path, marker in ((ARCHIVER, SHIM_MARKER), (PLUGIN, PLUGIN_MARKER))
+            if _is_ours(checkout / path, marker)]
+
+
 def memctl_command() -> list[str]:
     """How GenericAgent's code runs this memctl: its own interpreter, `-m memctl`."""
     return [sys.executable, "-m", "memctl"]
@@ -150,12 +160,65 @@ def adoption_sentences(report) -> list[str]:
 
 
 def set_up_checkout(checkout: Path, memory: Path, plugin: bool) -> CheckoutChanges:
-    """Adopt the archive, take over the archiver, offer the plugin (the caller holds the lock)."""
-    from memctl.core.config import Layout
+    """Adopt the archive, keep the raw logs, take over the archiver, offer the plugin (the
+    caller holds the lock)."""
+    from memctl.core.config import load_settings
     from memctl.l4.adopt import adopt_genericagent_archive
+    from memctl.l4.kept import keep_unarchived
 
+    settings = load_settings(memory)
     changes = CheckoutChanges(checkout)
-    changes.done += adoption_sentences(adopt_genericagent_archive(Layout(memory)))
+    changes.done += adoption_sentences(adopt_genericagent_archive(settings.layout))
+    changes.done += keeping_sentences(keep_unarchived(settings.layout, settings.raw_dir()))
+    handed_over = len(changes.done)
     take_over_archiver(checkout, changes)
+    handed_over = any(s.startswith("kept GenericAgent's archiver") for s in changes.done[handed_over:])
     offer_plugin(checkout, plugin, changes)
+    changes.done += restart_sentences(running_genericagent(checkout), handed_over)
     return changes
+
+
+def keeping_sentences(report) -> list[str]:
+    """What keeping the raw logs (an `l4.kept.KeepReport`) did, for stderr."""
+    done = []
+    if report.linked:
+        done.append(f"kept {len(report.linked)} raw logs memctl has not archived as hard links in .memctl/kept-raw/: "
+                    f"whoever deletes them, `memctl archive` still archives them")
+    if report.copied:
+        done.append(f"copied {len(report.copied)} raw logs into .memctl/kept-raw/ (no hard link is possible there, "
+                    f"e.g. another filesystem): the copies take disk space until `memctl archive` archives them")
+    return done
+
+
+def running_genericagent(checkout: Path) -> list[int]:
+    """Python processes (not memctl's) whose working folder or a path in whose command line is
+    inside the checkout: a GenericAgent that imported its own archiver before init. Linux's
+    /proc only; elsewhere none are found."""
+    proc = Path("/proc")
+    base = checkout.resolve()
+    found = []
+    for entry in proc.iterdir() if proc.is_dir() else ():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            cwd = os.readlink(entry / "cwd")
+        except OSError:  # gone, or not ours to read
+            continue
+        names = [os.path.basename(arg) for arg in argv]
+        if b"python" not in names[0] or any(name == b"memctl" or name.startswith(b"memctl.") for name in names):
+            continue  # not Python, or memctl itself (`memctl …`, `python -m memctl…`)
+        paths = [cwd] + [os.fsdecode(arg) for arg in argv[1:] if arg.startswith(b"/")]
+        if any(Path(path) == base or base in Path(path).parents for path in paths):
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def restart_sentences(pids: list[int], handed_over: bool) -> list[str]:
+    """Restart a running GenericAgent: it keeps the archiver it imported (named by pid when found)."""
+    why = ("keeps the archiver it imported, which deletes raw logs; until it restarts, memctl keeps each log "
+           "it has not archived in .memctl/kept-raw/ (now and at every archive run)")
+    if pids:
+        return [f"GenericAgent is running in this checkout (pid {', '.join(map(str, pids))}): restart it. A running "
+                f"GenericAgent {why}"]
+    return [f"if GenericAgent is running, restart it: a running GenericAgent {why}"] if handed_over else []

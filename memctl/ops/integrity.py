@@ -352,6 +352,17 @@ def _check_archiver(layout: Layout, report: VerifyReport) -> None:
         report.findings.append(Finding(str(layout.l4_dir / "compress_session.py"), "archiver",
                                        "GenericAgent's own archiver is active beside memctl's archive and may delete "
                                        "logs memctl has not archived; `memctl init` hands it over", WARNING))
+    _check_interpreters(layout, report)
+
+
+def _check_interpreters(layout: Layout, report: VerifyReport) -> None:
+    """The shim, the plugin and the timers run the Python that wrote them: gone, they fail."""
+    from memctl.ops.genericagent import rendered_files
+    from memctl.ops.interpreters import stale_commands
+    from memctl.ops.schedule import default_unit_dir
+
+    for path, problem in stale_commands(layout.root, rendered_files(layout.root), default_unit_dir()):
+        report.findings.append(Finding(str(path), "interpreter", problem, WARNING))
 
 
 # ---------------------------------------------------------------- L4: the history file

@@ -43,8 +43,8 @@ class Doc:
 
 
 class IndexOptions(namedtuple("IndexOptions", "redact_enabled extra_patterns include_l6 max_member_bytes "
-                                             "backend memory",
-                              defaults=(True, (), True, 64 * 1024 * 1024, "files", "default"))):
+                                             "backend memory raw_dir",
+                              defaults=(True, (), True, 64 * 1024 * 1024, "files", "default", ""))):
     """How documents are indexed (part of the index's signature: a change means a rebuild),
     and where the index lives (`[store]`: "files" is .memctl/index.sqlite, "postgres" the
     memory's schema on the server: memctl.recall.pg_store)."""
@@ -56,13 +56,15 @@ class IndexOptions(namedtuple("IndexOptions", "redact_enabled extra_patterns inc
     max_member_bytes: int  # a zip member past it is indexed up to it (verify reports it)
     backend: str
     memory: str
+    raw_dir: str  # the raw logs not archived yet, searched where they lie ('' : none)
 
     @classmethod
     def from_settings(cls, settings) -> "IndexOptions":
         return cls(redact_enabled=bool(settings.get("redaction", "enabled")),
                    extra_patterns=tuple(settings.get("redaction", "extra_patterns")),
                    max_member_bytes=int(settings.get("index", "max_member_bytes")),
-                   backend=str(settings.get("store", "backend")), memory=str(settings.get("store", "memory")))
+                   backend=str(settings.get("store", "backend")), memory=str(settings.get("store", "memory")),
+                   raw_dir=str(settings.raw_dir()) if settings.get("store", "backend") == "files" else "")
 
 
 # ---------------------------------------------------------------- dates

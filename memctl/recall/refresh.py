@@ -220,7 +220,7 @@ class Refresh:
             return self._index_appendable(writer, source, row, dates)
         if source.kind == "rows":
             return self._index_rows(writer, source, row)
-        data = _read_file(source.path)
+        data = _read_file(source.path, self.options.max_member_bytes if source.kind == "raw" else -1)
         writer.remove_source(source.key)
         text = data.decode("utf-8", "replace")
         if source.kind == "l2":
@@ -228,6 +228,8 @@ class Refresh:
         elif source.kind == "loose":
             docs = SessionText(source.path.stem, text)
             writer.keep_session_text(source.key, source.path.stem, data)
+        elif source.kind == "raw":  # its session's name is its file's until `archive` names it
+            docs = SessionText(source.path.stem, text)
         else:
             docs = l3_docs(source.key, text) if len(data) <= L3_MAX_BYTES else []
         writer.add(source.key, docs)
@@ -306,10 +308,10 @@ class Refresh:
         return read
 
 
-def _read_file(path: Path) -> bytes:
+def _read_file(path: Path, limit: int = -1) -> bytes:
     fd = os.open(path, os.O_RDONLY | NOFOLLOW)
     with os.fdopen(fd, "rb") as handle:
-        return handle.read()
+        return handle.read(limit)
 
 
 def _tail_hash(handle, end: int) -> str:

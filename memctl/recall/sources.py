@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 # every source kind but the tens of thousands of sessions (loose files, zip members): the
 # few a search checks one by one when the session folder is unchanged
-FEW_SOURCES_KINDS = ("l2", "l3", "hist", "zip", "l5", "l6")
+FEW_SOURCES_KINDS = ("l2", "l3", "hist", "zip", "l5", "l6", "raw")
+RAW_PREFIX, RAW_SUFFIX = "model_responses_", ".txt"
 L3_SUFFIXES = frozenset({".md", ".py", ".txt", ".sh", ".toml", ".yaml", ".yml", ".json", ".rst"})
 L3_MAX_BYTES = 2_000_000
 
@@ -27,7 +28,7 @@ L3_MAX_BYTES = 2_000_000
 class Source(namedtuple("Source", "key location kind size mtime_ns")):
     """key: stable name in the index (a path relative to the root, or zip!member); location:
     the file, as a str (building Path objects for every session costs ~0.5 s at 1 GB); kind:
-    l2 l3 hist loose zip l5 l6 member."""
+    l2 l3 hist loose zip l5 l6 member, raw (a raw log not archived yet, read where it lies)."""
 
     __slots__ = ()
 
@@ -51,6 +52,8 @@ def scan_sources(layout: Layout, options: IndexOptions, include_l4_sessions: boo
     if options.include_l6:
         add(layout.cold_archive, "l6")
     add(layout.histories, "hist")
+    if options.raw_dir:
+        found.extend(raw_log_sources(layout, options.raw_dir))
     if include_l4_sessions and layout.l4_dir.is_dir():
         found.extend(_l4_session_sources(layout))
     for path in l3_files(layout):
@@ -64,6 +67,42 @@ def linked_layer_files(layout: Layout) -> list[str]:
     nothing in them (four lstat calls)."""
     paths = (layout.global_mem, layout.long_term, layout.cold_archive, layout.histories, layout.l4_dir)
     return [os.path.relpath(path, layout.root) for path in paths if os.path.islink(path)]
+
+
+def raw_log_sources(layout: Layout, raw_dir: str) -> list[Source]:
+    """The raw logs of `raw_dir` (GenericAgent's temp/model_responses/), and the kept ones whose
+    raw log another program deleted before memctl archived it (`memctl.l4.kept`): memory that
+    is not in L4 yet. Only read; `archive` moves them into L4, and then they leave this list."""
+    present = _raw_files(raw_dir)
+    found = [_raw_source(layout, entry) for entry in present]
+    linked = {(entry.inode(), entry.name) for entry in present}
+    kept = os.path.join(layout.state_dir, "kept-raw")
+    for folder in _scandir(kept):
+        if folder.name.isdigit() and folder.is_dir(follow_symlinks=False):
+            found += [_raw_source(layout, entry) for entry in _raw_files(folder.path)
+                      if (int(folder.name), entry.name) not in linked]
+    return [source for source in found if source is not None]
+
+
+def _scandir(folder: str) -> list[os.DirEntry]:
+    try:
+        with os.scandir(folder) as entries:
+            return sorted(entries, key=lambda entry: entry.name)
+    except OSError:  # no such folder, or not one
+        return []
+
+
+def _raw_files(folder: str) -> list[os.DirEntry]:
+    return [entry for entry in _scandir(folder) if entry.name.startswith(RAW_PREFIX) and entry.name.endswith(RAW_SUFFIX)
+            and entry.is_file(follow_symlinks=False)]
+
+
+def _raw_source(layout: Layout, entry: os.DirEntry) -> Source | None:
+    try:
+        info = entry.stat(follow_symlinks=False)
+    except OSError:
+        return None
+    return Source(os.path.relpath(entry.path, layout.root), entry.path, "raw", info.st_size, info.st_mtime_ns)
 
 
 _MONTH_ZIP = re.compile(r"\d{4}-\d\d\.zip")

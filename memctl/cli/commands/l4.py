@@ -17,7 +17,7 @@ from memctl.l4.archive import ArchiveReport, options_from_settings, run_archive
 from memctl.cli.state import apply_team_purges, state
 from memctl.core.errors import EXIT_ERROR, EXIT_PARTIAL, NotFound, UsageError
 from memctl.core.redact import find_secrets
-from memctl.l4.sessions import compress_file, find_session, write_compressed, write_raw
+from memctl.l4.sessions import compress_file, copy_out, find_session, find_unarchived, write_compressed, write_raw
 
 
 def register(app: typer.Typer) -> None:
@@ -138,17 +138,26 @@ def show(
     try:
         session = find_session(layout, ref)
     except NotFound:
-        if not _show_from_server(settings, ref, raw, out):
+        unarchived = find_unarchived(layout, settings.raw_dir(), ref)
+        if unarchived is not None:  # not archived yet: the raw log where it lies is its only text
+            _print_session(out, unarchived.stem, raw, lambda write: copy_out(unarchived, write),
+                           lambda write: copy_out(unarchived, write))
+        elif not _show_from_server(settings, ref, raw, out):
             raise
         return
+    _print_session(out, session.name, raw, lambda write: write_raw(layout, session, write),
+                   lambda write: write_compressed(layout, session, write))
+
+
+def _print_session(out, name: str, raw: bool, write_raw_bytes, write_text) -> None:
     if raw:  # byte-exact by contract: not redacted, but the reader is told when it matters
         seen = _LineScanner()
-        write_raw(layout, session, lambda chunk: (out.write(chunk), seen.feed(chunk)))
+        write_raw_bytes(lambda chunk: (out.write(chunk), seen.feed(chunk)))
         if seen.finish():
-            render.message(f"note: {session.name} holds secrets; --raw prints the original bytes unredacted")
+            render.message(f"note: {name} holds secrets; --raw prints the original bytes unredacted")
     else:
         redactor = _LineRedactor(out.write)
-        write_compressed(layout, session, redactor.feed)
+        write_text(redactor.feed)
         redactor.finish()
     out.flush()
 

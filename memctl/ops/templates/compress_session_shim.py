@@ -14,6 +14,7 @@ extract_history, compress_session and format_history_block are still importable 
 # memctl-genericagent-shim v1
 import importlib.util
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -29,6 +30,9 @@ def batch_process(src, l4_dir=None, dry_run=True):
     """Archive the raw logs in folder `src` with memctl (dry_run=True only reports)."""
     if isinstance(src, (list, tuple)):
         return _failed("memctl archives a folder of raw logs; pass the folder, not a list of files")
+    if not os.access(MEMCTL[0], os.X_OK):
+        return _failed(f"the Python that ran `memctl init` ({MEMCTL[0]}) is gone (a removed venv?); "
+                       f"run `memctl init` in {os.path.dirname(MEMORY_ROOT)} again to repair this file")
     command = MEMCTL + ["--root", MEMORY_ROOT, "archive", "--json", os.path.abspath(src)]
     if dry_run:
         command.append("--dry-run")
@@ -64,7 +68,12 @@ def _refresh_index():
 
 
 def _failed(reason):
+    """The report GenericAgent's scheduler prints, one line on stderr, and one in the
+    scheduler's own log (sche_tasks/scheduler.log) where it keeps its L4 failures."""
     sys.stderr.write(f"[memctl shim] nothing archived or deleted: {reason}\n")
+    scheduler_log = logging.getLogger("scheduler")
+    if scheduler_log.handlers:
+        scheduler_log.error(f"L4 archive failed: memctl shim: nothing archived or deleted: {reason}")
     return {"processed": 0, "skipped": 0, "errors": 1, "new_sessions": 0, "deleted_raw": 0,
             "by": "memctl", "error": reason}
 
