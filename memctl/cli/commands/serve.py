@@ -6,7 +6,6 @@ file memctl.serve.keys.
 
 from __future__ import annotations
 
-import ipaddress
 import sys
 from typing import Optional
 
@@ -72,6 +71,8 @@ def _announce(host: str, port: int) -> None:
 
 
 def _address(text: str, listen: Optional[str]) -> tuple[str, int]:
+    import ipaddress  # here, not at the top: every command loads this module
+
     host, sep, port_text = text.rpartition(":")
     host = host.strip("[]") if sep else LOOPBACK
     port_text = port_text if sep else text
