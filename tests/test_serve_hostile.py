@@ -157,3 +157,15 @@ def test_a_key_past_its_rate_gets_429_and_other_keys_do_not(run, memory):
         connection_answer = server.request("POST", "/v1/search", b'{"query": "x"}', {"Authorization": f"Bearer {greedy}"})
         assert connection_answer[0] == 429 and "rate_per_minute" in connection_answer[1]["error"]
         assert server.post("search", {"query": "x"}, polite)[0] == 200
+
+
+def test_a_failure_no_check_foresaw_is_one_line_not_a_traceback(run, memory):
+    key = add_key(run, memory, "k", "write")
+    (memory / "long_term.jsonl").unlink(missing_ok=True)
+    (memory / "long_term.jsonl").mkdir()  # L5 a folder: the write fails with IsADirectoryError
+    with Server(memory) as server:
+        status, body = server.post("remember", {"text": "where can this go"}, key)
+        assert status == 500 and "\n" not in body["error"] and "remember failed" in body["error"]
+        (memory / "long_term.jsonl").rmdir()
+        assert server.post("remember", {"text": "where can this go"}, key)[0] == 200
+    assert b"remember by k failed" in server.log and b"Traceback" not in server.log

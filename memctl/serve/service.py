@@ -7,6 +7,7 @@ wait (`[serve] request_timeout`) and returns a JSON-able dict or raises a Memctl
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 
@@ -26,6 +27,13 @@ FETCH_FACTOR = 4  # a namespace search asks the index for this many times k, the
 
 class TimedOut(MemctlError):
     http_status = 504
+
+
+class Unexpected(MemctlError):
+    """A failure no check foresaw (a disk error, a bug): answered 500 with one line; the
+    server's log (stderr) gets one line too, redacted, and no traceback."""
+
+    http_status = 500
 
 
 class AuditLog:
@@ -66,7 +74,14 @@ class Service:
         self.batcher.stop()
 
     def call(self, name: str, arguments, caller: Caller) -> dict:
-        return call(self, name, arguments, caller)
+        try:
+            return call(self, name, arguments, caller)
+        except MemctlError:
+            raise
+        except Exception as exc:  # noqa: BLE001 — one line to the client and the log, never a traceback
+            detail = self.scrub(f"{type(exc).__name__}: {exc}").splitlines()[0][:300] if str(exc) else type(exc).__name__
+            logging.getLogger("memctl.serve").error("%s by %s failed: %s", str(name)[:64], caller.name, detail)
+            raise Unexpected(f"{str(name)[:64]} failed: {detail}") from None
 
     # --- writes
 
