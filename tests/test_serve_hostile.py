@@ -169,3 +169,26 @@ def test_a_failure_no_check_foresaw_is_one_line_not_a_traceback(run, memory):
         (memory / "long_term.jsonl").rmdir()
         assert server.post("remember", {"text": "where can this go"}, key)[0] == 200
     assert b"remember by k failed" in server.log and b"Traceback" not in server.log
+
+
+def test_a_write_held_up_past_the_timeout_is_504_and_reads_go_on(run, memory):
+    import fcntl
+    import os
+
+    configure(memory, request_timeout=1)
+    key = add_key(run, memory, "k", "write")
+    with Server(memory) as server:
+        fd = os.open(memory / ".memctl" / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # as a long CLI command or a dream step would
+            one_line_error(server.post("remember", {"text": "written once the lock is free"}, key), 504)
+            still_serving(server, key)  # reads need no writer lock
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+        deadline = time.monotonic() + BOUND
+        while time.monotonic() < deadline and not l5_lines(memory):
+            time.sleep(0.1)
+        assert server.post("remember", {"text": "and the next write goes through"}, key)[0] == 200
+    texts = [entry["text"] for entry in l5_lines(memory)]
+    assert texts == ["written once the lock is free", "and the next write goes through"]
