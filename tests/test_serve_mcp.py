@@ -180,3 +180,11 @@ def test_serve_refuses_a_public_address_without_a_reason(run, root):
         assert done.returncode == 2 and done.stdout == b"", args
         assert len(done.stderr.decode().strip().splitlines()) == 1 and b"Traceback" not in done.stderr
     assert b"--listen" in run("serve", "--http", "0.0.0.0:0", root=root, timeout=60).stderr
+
+
+def test_a_port_in_use_is_one_line(run, root):
+    run("init", root=root)
+    with Server(root) as server:
+        done = run("serve", "--http", str(server.port), root=root, timeout=60)
+    assert done.returncode == 2 and b"cannot listen on 127.0.0.1" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
