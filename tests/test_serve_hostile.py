@@ -192,3 +192,15 @@ def test_a_write_held_up_past_the_timeout_is_504_and_reads_go_on(run, memory):
         assert server.post("remember", {"text": "and the next write goes through"}, key)[0] == 200
     texts = [entry["text"] for entry in l5_lines(memory)]
     assert texts == ["written once the lock is free", "and the next write goes through"]
+
+
+def test_a_damaged_index_is_rebuilt_and_searches_answer(run, memory):
+    key = add_key(run, memory, "k", "write")
+    assert run("remember", "--type", "event", "the index will be rebuilt", root=memory).returncode == 0
+    assert run("search", "rebuilt", root=memory).returncode == 0
+    index = memory / ".memctl" / "index.sqlite"
+    assert index.exists()
+    index.write_bytes(b"this is not a database" * 100)
+    with Server(memory) as server:
+        status, found = server.post("search", {"query": "rebuilt"}, key)
+        assert status == 200 and found["hits"][0]["text"] == "the index will be rebuilt"

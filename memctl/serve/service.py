@@ -67,6 +67,9 @@ class Service:
         self._refreshing = threading.Lock()
 
     def start(self) -> Service:
+        # the index brought up to date while this process has one thread: a large build may fork
+        # workers (recall.prepare), which a process with threads should not do
+        self.refresh_index()
         self.batcher.start()
         return self
 
@@ -122,8 +125,14 @@ class Service:
         command line does this itself; here many threads share one process)."""
         from memctl.recall.index import SearchIndex
 
+        import sqlite3
+
+        index = SearchIndex(self.settings.layout, self._index_options())
         with self._refreshing:
-            SearchIndex(self.settings.layout, self._index_options()).ensure_fresh()
+            try:
+                index.ensure_fresh()
+            except sqlite3.DatabaseError:  # a damaged index is derived: rebuilt, as a search does
+                index.rebuild()
 
     def _index_options(self):
         from memctl.recall.index import IndexOptions
