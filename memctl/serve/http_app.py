@@ -147,7 +147,8 @@ def serve_http(service: Service, host: str, port: int, on_ready=None) -> None:
     config = uvicorn.Config(build_app(service, host), log_level="warning",
                             http=guarded_protocol(float(settings.get("serve", "request_timeout"))),
                             limit_concurrency=int(settings.get("serve", "max_connections")),
-                            timeout_keep_alive=5, server_header=False, lifespan="on", access_log=False)
+                            timeout_keep_alive=5, timeout_graceful_shutdown=5,  # an open MCP stream ends it
+                            server_header=False, lifespan="on", access_log=False)
     if on_ready is not None:
         on_ready(listener.getsockname()[1])  # connections wait in the backlog until uvicorn accepts them
     uvicorn.Server(config).run(sockets=[listener])
