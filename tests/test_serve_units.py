@@ -93,3 +93,28 @@ def test_the_namespace_map_catches_up_with_appends_and_rewrites(tmp_path, run):
     replaced.write_text(json.dumps({"id": "a", "text": "x", "namespace": "gamma"}) + "\n")
     replaced.replace(l5)
     assert namespaces.namespace_of("a") == "gamma" and namespaces.namespace_of("b") == ""
+
+
+def test_the_writer_thread_survives_a_failure_no_check_foresaw(tmp_path, run):
+    from memctl.longterm.remember import RememberRequest
+    from memctl.serve.batcher import Job, WriteBatcher
+
+    root = tmp_path / "memory"
+    run("init", root=root)
+
+    class Audit:
+        def append(self, records):
+            pass
+
+    batcher = WriteBatcher(load_settings(root), Audit())
+    batcher.start()
+    try:
+        def broken():
+            raise KeyError("a bug")
+
+        with pytest.raises(KeyError):
+            batcher.submit(Job(None, {}, broken), timeout=30)
+        result = batcher.submit(Job(RememberRequest("still written", "event"), {}), timeout=30)
+        assert result.action == "added"
+    finally:
+        batcher.stop()
