@@ -222,3 +222,13 @@ def test_sigterm_ends_the_server_while_an_mcp_stream_is_open(run, root):
         assert code is not None, "the server did not stop while a stream was open"
     finally:
         server.stop()
+
+
+def test_serve_without_its_extra_says_how_to_get_it(run, root, tmp_path):
+    run("init", root=root)
+    blocker = tmp_path / "no_mcp"
+    (blocker / "mcp").mkdir(parents=True)
+    (blocker / "mcp" / "__init__.py").write_text("raise ImportError('hidden by the test', name='mcp')\n")
+    done = run("serve", root=root, env={"PYTHONPATH": str(blocker)}, timeout=60)
+    assert done.returncode == 2 and b"pip install 'memctl[serve]'" in done.stderr
+    assert b"Traceback" not in done.stderr and done.stdout == b""

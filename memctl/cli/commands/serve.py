@@ -44,19 +44,18 @@ def serve_cmd(
     request_timeout and max_connections."""
     settings = state(ctx).settings
     host, port = _address(http, listen) if http is not None else (None, None)
-    try:
-        from memctl.serve.service import Service
+    try:  # the modules that need the `serve` extra (mcp, starlette, uvicorn)
+        from memctl.serve.http_app import serve_http
+        from memctl.serve.mcp_app import serve_stdio
     except ImportError as exc:
         raise UsageError(f"memctl serve needs its extra: pip install 'memctl[serve]' ({exc.name} is missing)") from None
+    from memctl.serve.service import Service
+
     service = Service(settings).start()
     try:
         if host is None:
-            from memctl.serve.mcp_app import serve_stdio
-
             serve_stdio(service)
             return
-        from memctl.serve.http_app import serve_http
-
         if listen:
             render.message(f"memctl serve: listening on {host} beyond this machine: {listen}")
         serve_http(service, host, port, on_ready=lambda bound: _announce(host, bound))
