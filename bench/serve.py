@@ -13,6 +13,7 @@ search in ms, refused (a non-200 answer or a non-zero exit other than search's 1
 
     nice -n 10 .venv/bin/python bench/serve.py                      # 8 and 32 agents, 10 s each
     nice -n 10 .venv/bin/python bench/serve.py --agents 8 --seconds 5 --seed-entries 500
+    nice -n 10 .venv/bin/python bench/serve.py --stores files postgres   # also a team memory
 """
 
 from __future__ import annotations
@@ -36,9 +37,13 @@ WORDS = ("deploy backup invoice meeting editor staging cluster sprint budget rev
 MEMCTL = str(Path(sys.executable).with_name("memctl"))
 
 
+DSN = {"value": ""}  # the throwaway PostgreSQL of --stores postgres
+
+
 def env() -> dict:
+    extra = {"MEMCTL_PG_DSN": DSN["value"]} if DSN["value"] else {}
     return {**{k: v for k, v in os.environ.items() if not k.startswith("MEMCTL_")},
-            "LANG": "C.UTF-8", "PYTHONUTF8": "1", "NO_COLOR": "1"}
+            "LANG": "C.UTF-8", "PYTHONUTF8": "1", "NO_COLOR": "1", **extra}
 
 
 def fact(rng: random.Random) -> str:
@@ -48,6 +53,10 @@ def fact(rng: random.Random) -> str:
 def make_memory(folder: Path, seed_entries: int) -> Path:
     root = folder / "memory"
     subprocess.run([MEMCTL, "--root", str(root), "init"], check=True, capture_output=True, env=env())
+    if DSN["value"]:  # a team memory: its own schema on the server, reached only through memctl
+        with open(root / "memctl.toml", "a", encoding="utf-8") as handle:
+            handle.write(f'\n[store]\nbackend = "postgres"\nmemory = "b{random.getrandbits(40):010x}"\n')
+        subprocess.run([MEMCTL, "--root", str(root), "init"], check=True, capture_output=True, env=env())
     rng = random.Random(7)
     lines = "".join(json.dumps({"text": fact(rng), "type": "event"}) + "\n" for _ in range(seed_entries))
     subprocess.run([MEMCTL, "--root", str(root), "import", "-", "--layer", "L5"], input=lines.encode(),
@@ -129,8 +138,13 @@ def process_agent(root: Path, until: float, seed: int, tally: Tally) -> None:
 
 
 def l5_ids(root: Path) -> set[str]:
+    path = root / "long_term.jsonl"
+    if DSN["value"]:  # the server's L5, as `memctl export` writes it
+        subprocess.run([MEMCTL, "--root", str(root), "export", "--to", str(root.parent)], check=True,
+                       capture_output=True, env=env())
+        path = root.parent / "long_term.jsonl"
     ids = set()
-    for line in (root / "long_term.jsonl").read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8").splitlines():
         try:
             ids.add(json.loads(line)["id"])
         except (ValueError, KeyError):
@@ -163,7 +177,7 @@ def run_load(mode: str, agents: int, seconds: float, seed_entries: int) -> dict:
             server.terminate()
             server.wait(timeout=30)
         lost = len(set(tally.acked) - l5_ids(root))
-        return {"mode": mode, "agents": agents, "seconds": round(elapsed, 1), "writes": len(tally.acked),
+        return {"mode": mode, "store": "postgres" if DSN["value"] else "files", "agents": agents, "seconds": round(elapsed, 1), "writes": len(tally.acked),
                 "writes_per_s": round(len(tally.acked) / elapsed, 1),
                 "remember_p50_ms": percentile(tally.remember, 50), "remember_p99_ms": percentile(tally.remember, 99),
                 "search_p50_ms": percentile(tally.search, 50), "search_p99_ms": percentile(tally.search, 99),
@@ -177,22 +191,45 @@ def percentile(values: list[float], pct: int) -> float:
     return round(ordered[min(len(ordered) - 1, int(len(ordered) * pct / 100))], 1)
 
 
+def run_store(store: str, args) -> list[dict]:
+    if store == "files":
+        return run_all(args)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from pgcluster import running_cluster
+
+    with running_cluster() as dsn:
+        DSN["value"] = dsn
+        try:
+            return run_all(args)
+        finally:
+            DSN["value"] = ""
+
+
+def run_all(args) -> list[dict]:
+    rows = []
+    for agents in args.agents:
+        for mode in args.modes:
+            rows.append(run_load(mode, agents, args.seconds, args.seed_entries))
+            print(json.dumps(rows[-1]), file=sys.stderr)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=int, nargs="+", default=[8, 32])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--seed-entries", type=int, default=2000)
     parser.add_argument("--modes", nargs="+", default=["http", "processes"], choices=["http", "processes"])
+    parser.add_argument("--stores", nargs="+", default=["files"], choices=["files", "postgres"],
+                        help="postgres: a throwaway cluster (tests/pgcluster.py), the memory a team memory on it")
     args = parser.parse_args()
     rows = []
-    for agents in args.agents:
-        for mode in args.modes:
-            rows.append(run_load(mode, agents, args.seconds, args.seed_entries))
-            print(json.dumps(rows[-1]), file=sys.stderr)
-    print("| mode | agents | writes/s | remember p50 / p99 ms | search p50 / p99 ms | searches | refused | lost |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for store in args.stores:
+        rows += run_store(store, args)
+    print("| store | mode | agents | writes/s | remember p50 / p99 ms | search p50 / p99 ms | searches | refused | lost |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
-        print(f"| {row['mode']} | {row['agents']} | {row['writes_per_s']} | {row['remember_p50_ms']} / "
+        print(f"| {row['store']} | {row['mode']} | {row['agents']} | {row['writes_per_s']} | {row['remember_p50_ms']} / "
               f"{row['remember_p99_ms']} | {row['search_p50_ms']} / {row['search_p99_ms']} | {row['searches']} | "
               f"{row['refused']} | {row['lost']} |")
 

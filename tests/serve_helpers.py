@@ -19,6 +19,7 @@ START_TIMEOUT = 60.0
 class Server:
     def __init__(self, root: Path, env: dict | None = None, args: tuple = ()) -> None:
         self.root = root
+        self.log = b""
         self.process = subprocess.Popen([memctl_executable(), "--root", str(root), "serve", "--http", "0", *args],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                         env=clean_env(**(env or {})))
@@ -67,7 +68,9 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=20)
-        self.process.stderr.close()
+        if not self.process.stderr.closed:
+            self.log = self.process.stderr.read()  # what it wrote after its start line
+            self.process.stderr.close()
 
     def __enter__(self) -> Server:
         return self

@@ -3,6 +3,7 @@ is in L5, and every write that was not acknowledged is there once or not at all.
 
 from __future__ import annotations
 
+import http.client
 import threading
 import uuid
 from collections import Counter
@@ -23,8 +24,8 @@ def hammer(server: Server, key: str, acknowledged: list, attempted: list) -> Non
         attempted.append(text)
         try:
             status, body = server.post("remember", {"text": text}, key)
-        except OSError:
-            return  # the server died under this request: not acknowledged
+        except (OSError, http.client.HTTPException, ValueError):
+            return  # the server died under this request (no answer, or half of one): not acknowledged
         if status == 200:
             acknowledged.append((text, body["id"]))
 

@@ -180,3 +180,55 @@ def test_serve_refuses_a_public_address_without_a_reason(run, root):
         assert done.returncode == 2 and done.stdout == b"", args
         assert len(done.stderr.decode().strip().splitlines()) == 1 and b"Traceback" not in done.stderr
     assert b"--listen" in run("serve", "--http", "0.0.0.0:0", root=root, timeout=60).stderr
+
+
+def test_a_port_in_use_is_one_line(run, root):
+    run("init", root=root)
+    with Server(root) as server:
+        done = run("serve", "--http", str(server.port), root=root, timeout=60)
+    assert done.returncode == 2 and b"cannot listen on 127.0.0.1" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_sigterm_ends_the_server_while_an_mcp_stream_is_open(run, root):
+    import http.client
+    import subprocess
+
+    run("init", root=root)
+    key = add_key(run, root, "streamer", "read")
+    server = Server(root)
+    try:
+        headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json",
+                   "Accept": "application/json, text/event-stream"}
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                 "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                            "clientInfo": {"name": "raw", "version": "0"}}}
+        first = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        first.request("POST", "/mcp", json.dumps(hello), headers)
+        answer = first.getresponse()
+        session = answer.getheader("mcp-session-id")
+        answer.read()
+        assert answer.status == 200 and session
+        stream = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        stream.request("GET", "/mcp", headers={**headers, "Accept": "text/event-stream", "mcp-session-id": session,
+                                               "mcp-protocol-version": "2025-06-18"})
+        opened = stream.getresponse()
+        assert opened.status == 200  # the server's stream to the client, left open
+        server.process.terminate()
+        try:
+            code = server.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            code = None
+        assert code is not None, "the server did not stop while a stream was open"
+    finally:
+        server.stop()
+
+
+def test_serve_without_its_extra_says_how_to_get_it(run, root, tmp_path):
+    run("init", root=root)
+    blocker = tmp_path / "no_mcp"
+    (blocker / "mcp").mkdir(parents=True)
+    (blocker / "mcp" / "__init__.py").write_text("raise ImportError('hidden by the test', name='mcp')\n")
+    done = run("serve", root=root, env={"PYTHONPATH": str(blocker)}, timeout=60)
+    assert done.returncode == 2 and b"pip install 'memctl[serve]'" in done.stderr
+    assert b"Traceback" not in done.stderr and done.stdout == b""

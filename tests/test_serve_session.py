@@ -83,3 +83,29 @@ def test_the_session_tools_over_stdio_mcp(run, root):
     assert {"turn", "compact", "dispose"} <= names
     assert turned["buffered"] == 3 and disposed["closed"]
     assert any("briefing" in entry["text"] for entry in l5_lines(root))
+
+
+def test_recent_and_get_of_an_archived_session(run, tmp_path):
+    import random
+    from datetime import datetime
+
+    from l4_helpers import make_folder
+    from memctl.l4 import loggen
+
+    folder = make_folder(tmp_path)
+    text = loggen.format_b(datetime(2026, 3, 28, 9, 0), 2, random.Random(3), output_size=200,
+                           request="Task: check the backup setup")
+    folder.add_log("model_responses_1.txt", text)
+    assert run("init", root=folder.root).returncode == 0
+    assert run("archive", folder.raw_dir, "--keep-newest", "0", root=folder.root).returncode == 0
+    key = add_key(run, folder.root, "reader", "read")
+    bound = add_key(run, folder.root, "bound", "read", namespace="team")
+    with Server(folder.root) as server:
+        status, recent = server.post("recent", {"n": 3}, key)
+        assert status == 200 and len(recent["sessions"]) == 1
+        session = recent["sessions"][0]["name"]
+        status, item = server.post("get", {"ref": f"L4:{session}"}, key)
+        assert status == 200 and item["layer"] == "L4-session" and "backup setup" in item["text"]
+        assert server.post("get", {"ref": f"L4:{session}"}, bound)[0] == 403
+        status, found = server.post("search", {"query": "backup setup", "layers": ["L4"]}, key)
+        assert status == 200 and found["hits"]

@@ -1,7 +1,8 @@
 """The connection of a server memory (`memctl.longterm.pg_store`) and its transactions.
 
-One connection per process and memory, opened on first use; the schema must be at the
-version this memctl writes (else one line: run `memctl init`). Every statement goes through
+One connection per thread and memory (a process has one, unless it is memctl serve), opened on
+first use; the schema must be at the version this memctl writes (else one line: run `memctl
+init`). Every statement goes through
 `Server.execute`, and every server error becomes memctl's one line naming the host
 (`translated`), never the password. `MEMCTL_FAULT_PG_PAUSE=LABEL:FILE` holds a transaction
 open at a named point so that a test can SIGKILL the process there.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -21,7 +23,7 @@ from memctl.longterm import pg_schema
 PARTS = ("active", "archive")
 PAUSE_VARIABLE = "MEMCTL_FAULT_PG_PAUSE"
 
-_SERVERS: dict[tuple[str, str], "Server"] = {}
+_SERVERS: dict[tuple[str, str, int], "Server"] = {}
 
 
 class Server:
@@ -117,7 +119,9 @@ class Server:
 
 
 def server_for(dsn: str, schema: str) -> Server:
-    key = (dsn, schema)
+    """This thread's connection to the memory: a Server carries its transaction's state, so the
+    threads of one process (memctl serve's writer and readers) each have their own."""
+    key = (dsn, schema, threading.get_ident())
     if key not in _SERVERS:
         _SERVERS[key] = Server(dsn, schema)
     return _SERVERS[key]

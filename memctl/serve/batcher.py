@@ -83,7 +83,12 @@ class WriteBatcher:
                     self._queue.put(None)
                     break
                 jobs.append(more)
-            self._handle(jobs)
+            try:
+                self._handle(jobs)
+            except Exception as exc:  # noqa: BLE001 — a bug in one batch must not stop every later write
+                for unanswered in jobs:
+                    if not unanswered.done.is_set():
+                        unanswered.finish(error=exc)
 
     def _handle(self, jobs: list[Job]) -> None:
         remembers = [job for job in jobs if job.work is None]

@@ -143,24 +143,31 @@ def serve_http(service: Service, host: str, port: int, on_ready=None) -> None:
     from memctl.serve.limits import guarded_protocol
 
     settings = service.settings
-    config = uvicorn.Config(build_app(service, host), host=host, port=port, log_level="warning",
+    listener = _listen(host, port)
+    config = uvicorn.Config(build_app(service, host), log_level="warning",
                             http=guarded_protocol(float(settings.get("serve", "request_timeout"))),
                             limit_concurrency=int(settings.get("serve", "max_connections")),
-                            timeout_keep_alive=5, server_header=False, lifespan="on", access_log=False)
-    server = uvicorn.Server(config)
+                            timeout_keep_alive=5, timeout_graceful_shutdown=5,  # an open MCP stream ends it
+                            server_header=False, lifespan="on", access_log=False)
     if on_ready is not None:
-        _notify_when_started(server, on_ready)
-    server.run()
+        on_ready(listener.getsockname()[1])  # connections wait in the backlog until uvicorn accepts them
+    uvicorn.Server(config).run(sockets=[listener])
 
 
-def _notify_when_started(server, on_ready) -> None:
-    original = server.startup
+def _listen(host: str, port: int):
+    """The listening socket, bound here so that its port is known before uvicorn starts and a
+    refusal (a port in use, an address not of this machine) is one line."""
+    import socket
 
-    async def startup(sockets=None) -> None:
-        await original(sockets=sockets)
-        for listener in server.servers:
-            for sock in listener.sockets:
-                on_ready(sock.getsockname()[1])
-                return
+    from memctl.core.errors import UsageError
 
-    server.startup = startup
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(2048)
+    except OSError as exc:
+        listener.close()
+        raise UsageError(f"cannot listen on {host}:{port} ({exc.strerror or exc})") from None
+    return listener

@@ -37,6 +37,12 @@ class ScopeRefused(KeyRefused):
     http_status = 403
 
 
+class KeyFileUnreadable(MemctlError):
+    """The key file cannot be read: no request can be let in until it is repaired."""
+
+    http_status = 503
+
+
 class Key:
     """One agent's key as the file keeps it (its digest, never the key)."""
 
@@ -87,12 +93,12 @@ def read_keys(root) -> list[Key]:
     except FileNotFoundError:
         return []
     except OSError as exc:
-        raise MemctlError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        raise KeyFileUnreadable(f"{path}: cannot be read ({exc.strerror or exc})") from None
     try:
         data = jsoncodec.loads(raw)
         return [Key.from_dict(item) for item in data["keys"]]
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
-        raise MemctlError(f"{path} is not a memctl key file; restore it from a backup or remove it "
+        raise KeyFileUnreadable(f"{path} is not a memctl key file; restore it from a backup or remove it "
                           "and add the keys again") from None
 
 

@@ -1,9 +1,10 @@
 """Which namespace each entry belongs to, for a namespace key's searches and refs.
 
 An entry written through a namespace key carries `"namespace": NS` (its other fields as
-`remember` writes them). The search index does not keep that field, so the server keeps a
-map id -> namespace per file (L5, L6): read again when the file was replaced, only its new
-lines read when it grew. Only lines holding `"namespace"` are parsed.
+`remember` writes them). The search index does not keep that field, so for a files memory the
+server keeps a map id -> namespace per file (L5, L6): read again when the file was replaced,
+only its new lines read when it grew. Only lines holding `"namespace"` are parsed. A server
+memory ([store] backend = "postgres") answers from the entry's row.
 """
 
 from __future__ import annotations
@@ -56,16 +57,33 @@ class _FileMap:
 
 
 class EntryNamespaces:
-    """namespace_of(id): "" for an entry of no namespace (written by the CLI or an unbound key)."""
+    """namespace_of(id): "" for an entry of no namespace (written by the CLI or an unbound key).
+    On a server memory the entry's row says it (one indexed lookup); on files, the maps above."""
 
     def __init__(self, layout) -> None:
+        from memctl.longterm.store import open_store
+
+        self._layout = layout
+        self._on_server = open_store(layout).on_server
         self._files = [_FileMap(layout.long_term), _FileMap(layout.cold_archive)]
         self._lock = threading.Lock()
 
     def namespace_of(self, entry_id: str) -> str:
+        if self._on_server:
+            return self._from_rows(entry_id)
         with self._lock:
             for part in self._files:
                 found = part.current().get(entry_id)
                 if found is not None:
                     return found
+        return ""
+
+    def _from_rows(self, entry_id: str) -> str:
+        from memctl.longterm.store import open_store
+
+        store = open_store(self._layout)
+        for part in (store.active, store.archive):
+            row = part.row(entry_id)
+            if row is not None:
+                return str(row.entry.extra.get(FIELD) or "")
         return ""

@@ -7,6 +7,7 @@ wait (`[serve] request_timeout`) and returns a JSON-able dict or raises a Memctl
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 
@@ -26,6 +27,13 @@ FETCH_FACTOR = 4  # a namespace search asks the index for this many times k, the
 
 class TimedOut(MemctlError):
     http_status = 504
+
+
+class Unexpected(MemctlError):
+    """A failure no check foresaw (a disk error, a bug): answered 500 with one line; the
+    server's log (stderr) gets one line too, redacted, and no traceback."""
+
+    http_status = 500
 
 
 class AuditLog:
@@ -59,6 +67,9 @@ class Service:
         self._refreshing = threading.Lock()
 
     def start(self) -> Service:
+        # the index brought up to date while this process has one thread: a large build may fork
+        # workers (recall.prepare), which a process with threads should not do
+        self.refresh_index()
         self.batcher.start()
         return self
 
@@ -66,7 +77,14 @@ class Service:
         self.batcher.stop()
 
     def call(self, name: str, arguments, caller: Caller) -> dict:
-        return call(self, name, arguments, caller)
+        try:
+            return call(self, name, arguments, caller)
+        except MemctlError:
+            raise
+        except Exception as exc:  # noqa: BLE001 — one line to the client and the log, never a traceback
+            detail = self.scrub(f"{type(exc).__name__}: {exc}").splitlines()[0][:300] if str(exc) else type(exc).__name__
+            logging.getLogger("memctl.serve").error("%s by %s failed: %s", str(name)[:64], caller.name, detail)
+            raise Unexpected(f"{str(name)[:64]} failed: {detail}") from None
 
     # --- writes
 
@@ -107,8 +125,14 @@ class Service:
         command line does this itself; here many threads share one process)."""
         from memctl.recall.index import SearchIndex
 
+        import sqlite3
+
+        index = SearchIndex(self.settings.layout, self._index_options())
         with self._refreshing:
-            SearchIndex(self.settings.layout, self._index_options()).ensure_fresh()
+            try:
+                index.ensure_fresh()
+            except sqlite3.DatabaseError:  # a damaged index is derived: rebuilt, as a search does
+                index.rebuild()
 
     def _index_options(self):
         from memctl.recall.index import IndexOptions

@@ -6,7 +6,6 @@ file memctl.serve.keys.
 
 from __future__ import annotations
 
-import ipaddress
 import sys
 from typing import Optional
 
@@ -45,19 +44,18 @@ def serve_cmd(
     request_timeout and max_connections."""
     settings = state(ctx).settings
     host, port = _address(http, listen) if http is not None else (None, None)
-    try:
-        from memctl.serve.service import Service
+    try:  # the modules that need the `serve` extra (mcp, starlette, uvicorn)
+        from memctl.serve.http_app import serve_http
+        from memctl.serve.mcp_app import serve_stdio
     except ImportError as exc:
         raise UsageError(f"memctl serve needs its extra: pip install 'memctl[serve]' ({exc.name} is missing)") from None
+    from memctl.serve.service import Service
+
     service = Service(settings).start()
     try:
         if host is None:
-            from memctl.serve.mcp_app import serve_stdio
-
             serve_stdio(service)
             return
-        from memctl.serve.http_app import serve_http
-
         if listen:
             render.message(f"memctl serve: listening on {host} beyond this machine: {listen}")
         serve_http(service, host, port, on_ready=lambda bound: _announce(host, bound))
@@ -72,6 +70,8 @@ def _announce(host: str, port: int) -> None:
 
 
 def _address(text: str, listen: Optional[str]) -> tuple[str, int]:
+    import ipaddress  # here, not at the top: every command loads this module
+
     host, sep, port_text = text.rpartition(":")
     host = host.strip("[]") if sep else LOOPBACK
     port_text = port_text if sep else text
