@@ -119,12 +119,14 @@ def _search(root, options: dict) -> int:
             semantic.close()  # the helper reaped, even when the request was refused
     try:
         if options["json"]:
-            render.lines(render.json_text(hit.to_json()) for hit in hits)
+            render.lines(render.json_text(hits.hit_json(hit)) for hit in hits)
         elif sys.stdout.isatty():
             _terminal_table(hits, options)
         else:
             render.lines(tsv_line(hit) for hit in hits)
         sys.stdout.flush()
+        if hits.note() and not options["json"]:  # --json says it on every hit line
+            sys.stderr.write(render.redacted(hits.note()) + "\n")
     except BrokenPipeError:  # `| head` closed the pipe: quiet, like grep
         import os
 
