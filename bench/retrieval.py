@@ -346,13 +346,13 @@ def compare_backends(name: str, sets, dsn: str, keep: bool) -> Agreement:
 
 def print_table(title: str, tally: Tally, systems: list[str], groups: list[str]) -> None:
     print(f"\n{title}")
-    print(f"{'group':<16}{'n':>6}  " + "  ".join(f"{s + ' R@' + str(k):>16}" for s in systems for k in KS))
+    print(f"{'group':<26}{'n':>6}  " + "  ".join(f"{s + ' R@' + str(k):>16}" for s in systems for k in KS))
     for group in groups:
         n = tally.counts[(systems[0], group)]
         if not n:
             continue
         cells = "  ".join(f"{tally.value(s, group, k):>16.3f}" for s in systems for k in KS)
-        print(f"{group:<16}{n:>6}  {cells}")
+        print(f"{group:<26}{n:>6}  {cells}")
 
 
 class Family(namedtuple("Family", "title sets path analyzer baseline table groups")):

@@ -23,6 +23,8 @@ MIN_PREFIX = 3  # `cer` still narrows the words; two letters would take whatever
 MIN_PIECE = 4  # a piece inside a word: shorter ones are inside too many words to mean one
 MAX_COMPLETIONS = 5  # the written words a prefix or a piece stands for, the most used first
 PIECE_SCAN_LIMIT = 2000  # surface rows a piece is looked for in at most (the table is scanned)
+COMPLETED_WORDS = 4  # a query's words widened at most: each may scan the surface table once
+LONGEST_COMPLETED = 64  # letters; a longer "word" is pasted text, not the start of a word
 
 
 class Fallback:
@@ -49,7 +51,7 @@ def fall_back(store: SQLiteStore, word: str, threshold: float, completions: bool
     typo = closest_word(store, word, threshold)
     if typo is not None:
         return Fallback([typo[0]], [typo[1]], typo=True)
-    if not completions:
+    if not completions or len(word) > LONGEST_COMPLETED:
         return None
     rows = []
     if len(word) >= MIN_PREFIX:

@@ -53,7 +53,7 @@ from memctl.recall.context import blend, session_scores, with_neighbours, with_s
 from memctl.recall.dated import favour_dated, named_period
 from memctl.recall.filters import Filters, parse_when
 from memctl.recall.focus import aside_terms, searched_focus
-from memctl.recall.fuzzy import Fallback, fall_back, unheld_identifier_parts
+from memctl.recall.fuzzy import COMPLETED_WORDS, Fallback, fall_back, unheld_identifier_parts
 from memctl.recall.hits import Hit, Hits, hydrate
 from memctl.recall.index import IndexOptions, RefreshReport, SearchIndex
 from memctl.recall.layer_order import by_layer_priority
@@ -230,7 +230,7 @@ class Searcher:
             if fallback is not None:
                 plan.fallbacks[surface] = fallback
         if not plan.terms and not plan.fallbacks:  # nothing matches: the words they begin or are in
-            for surface in missing:
+            for surface in missing[:COMPLETED_WORDS]:
                 fallback = fall_back(self.store, surface, fuzzy_threshold, completions=True)
                 if fallback is not None:
                     plan.fallbacks[surface] = fallback
