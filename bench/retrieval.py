@@ -374,7 +374,7 @@ FAMILIES = {
     "longmemeval": Family("LongMemEval", longmemeval_sets, "longmemeval/longmemeval_s_dev100.json.gz", words,
                           "bm25-words", "LongMemEval_S, user-turn level (dev: 100 questions, one haystack each)",
                           ["overall", "single-session-user", "single-session-preference", "multi-session",
-                           "knowledge-update", "temporal-reasoning"]),
+                           "knowledge-update", "temporal-reasoning", "single-session-assistant"]),
 }
 
 

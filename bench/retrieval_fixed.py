@@ -61,6 +61,9 @@ def main() -> None:
     parser.add_argument("--build", action="store_true", help="import the memories the folder lacks")
     parser.add_argument("--by-type", action="store_true",
                         help="R@10 per question type beside plain BM25, and each value's falls against the first")
+    parser.add_argument("--k", type=int, default=retrieval_cv.K, help="R@k instead of R@10")
+    parser.add_argument("--below-bm25", action="store_true",
+                        help="with --by-type: list the questions the first value ranks below plain BM25")
     parser.add_argument("--large-path", type=int, metavar="N", default=0,
                         help="rank as a large memory does, with a budget of N matches")
     parser.add_argument("--common-terms", action="store_true",
@@ -68,6 +71,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.large_path:
         take_the_large_path(args.large_path, args.common_terms)
+    retrieval_cv.K = args.k
     family = retrieval.FAMILIES[args.dataset]
     sets = family.load(args.bench_dir)
     units = retrieval_cv.build_units(sets, args.dataset, retrieval_cv.FOLD_OF[args.dataset], args.workdir,
@@ -76,7 +80,7 @@ def main() -> None:
     base = Ranking()._replace(**args.settings)
     path = f", the large-memory path (budget {args.large_path}{', common terms as at millions' * args.common_terms})" \
         if args.large_path else ""
-    print(f"{args.dataset}{path}, R@10 at the defaults {json.dumps(args.settings) if args.settings else ''} "
+    print(f"{args.dataset}{path}, R@{args.k} at the defaults {json.dumps(args.settings) if args.settings else ''} "
           f"with {args.rule} =")
     rankings = [base._replace(**{args.rule: float(v)}) for v in args.values.split(",")]
     for ranking in rankings:
@@ -84,7 +88,7 @@ def main() -> None:
         print(f"  {getattr(ranking, args.rule):g}: {folds}  pooled {scores.pooled([(f, ranking) for f in scores.folds]):.4f}",
               flush=True)
     if args.by_type:
-        report_types(scores, units, sets, family, rankings, args.rule)
+        report_types(scores, units, sets, family, rankings, args.rule, args.below_bm25)
 
 
 def per_question(scores, units, ranking) -> list[tuple[str, str, float]]:
@@ -93,9 +97,10 @@ def per_question(scores, units, ranking) -> list[tuple[str, str, float]]:
     return [(unit.fold, q["category"], next(recalls[unit.fold])) for unit in units for q in unit.questions]
 
 
-def report_types(scores, units, sets, family, rankings, rule: str) -> None:
-    """R@10 per question type of each value beside plain BM25, and where each value falls against
-    the first by more than noise (per fold, per type, the family pooled)."""
+def report_types(scores, units, sets, family, rankings, rule: str, below_bm25: bool = False) -> None:
+    """R@k per question type of each value beside plain BM25, and where each value falls against
+    the first by more than noise (per fold, per type, the family pooled); `below_bm25`: the
+    questions the first value ranks below BM25."""
     baseline = {}
     for _, docs, questions in sets:
         ranked = retrieval.run_baseline(docs, questions, family.analyzer, retrieval_cv.K)
@@ -103,7 +108,7 @@ def report_types(scores, units, sets, family, rankings, rule: str) -> None:
     bm25 = [(unit.fold, q["category"], baseline[q["qid"]]) for unit in units for q in unit.questions]
     rows = {family.baseline: bm25, **{f"{rule}={getattr(r, rule):g}": per_question(scores, units, r) for r in rankings}}
     types = list(dict.fromkeys(t for _, t, _ in bm25))
-    print(f"\n{'R@10':<28}" + "".join(f"{t[:18]:>20}" for t in ["overall", *types]))
+    print(f"\n{'R@' + str(retrieval_cv.K):<28}" + "".join(f"{t[:18]:>20}" for t in ["overall", *types]))
     print(f"{'questions':<28}" + "".join(f"{n:>20}" for n in [len(bm25), *(sum(1 for _, t, _ in bm25 if t == x) for x in types)]))
     for name, values in rows.items():
         cells = [mean([v for *_, v in values]), *(mean([v for _, t, v in values if t == x]) for x in types)]
@@ -116,6 +121,11 @@ def report_types(scores, units, sets, family, rankings, rule: str) -> None:
                  if retrieval_cv.significant_fall([v for f, t, v in values if member(f, t)],
                                                   [v for f, t, v in reference if member(f, t)])]
         print(f"  {name} against {list(rows)[1]}: falls beyond noise: {', '.join(falls) or 'none'}")
+    if below_bm25:
+        questions = [q for unit in units for q in unit.questions]
+        for q, (_, kind, mine), (*_, base) in zip(questions, reference, bm25):
+            if mine < base:
+                print(f"  below BM25 ({mine:.2f} < {base:.2f}), {kind}: {q['query'][:160]}")
 
 
 def mean(values: list[float]) -> float:
