@@ -25,18 +25,26 @@ FULL_CLI = "import sys; from memctl.cli.app import main; main(sys.argv[1:])"
 
 
 @pytest.fixture(scope="module")
-def memory(tmp_path_factory) -> Path:
+def memory(tmp_path_factory, backend) -> Path:
+    """The facts in L5, their index on each backend in turn (the server's surface table too)."""
     from conftest import memctl_executable
 
-    base = tmp_path_factory.mktemp("readings")
+    base = tmp_path_factory.mktemp(f"readings-{backend.name}")
     root = base / "memory"
     items = base / "items.jsonl"
     items.write_text("".join(json.dumps(f) + "\n" for f in FACTS), encoding="utf-8")
     exe = memctl_executable()
     subprocess.run([exe, "--root", str(root), "init"], check=True, capture_output=True, env=clean_env(), timeout=120)
+    backend.use(root)
     subprocess.run([exe, "--root", str(root), "import", str(items), "--layer", "L5"], check=True,
-                   capture_output=True, env=clean_env(), timeout=120)
+                   capture_output=True, env=clean_env(**backend.env), timeout=120)
     return root
+
+
+def env_of(root: Path) -> dict:
+    from conftest import SERVER_ROOTS
+
+    return clean_env(**SERVER_ROOTS.get(str(root), {}))
 
 
 def hits_of(result) -> list[dict]:
@@ -46,9 +54,9 @@ def hits_of(result) -> list[dict]:
 def both_paths(root: Path, *args: str) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
     """The same arguments through the lean path (memctl.cli.lean) and the full command line."""
     argv = ["--root", str(root), *args]
-    lean = subprocess.run([sys.executable, "-m", "memctl.cli.lean", *argv], capture_output=True, env=clean_env(),
+    lean = subprocess.run([sys.executable, "-m", "memctl.cli.lean", *argv], capture_output=True, env=env_of(root),
                           timeout=120)
-    full = subprocess.run([sys.executable, "-c", FULL_CLI, *argv], capture_output=True, env=clean_env(), timeout=120)
+    full = subprocess.run([sys.executable, "-c", FULL_CLI, *argv], capture_output=True, env=env_of(root), timeout=120)
     return lean, full
 
 
