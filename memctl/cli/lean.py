@@ -117,6 +117,9 @@ def _search(root, options: dict) -> int:
     finally:
         if semantic is not None:
             semantic.close()  # the helper reaped, even when the request was refused
+    if hits.note() and not options["json"]:  # above the table; --json says it on every hit line
+        sys.stderr.write(render.redacted(hits.note()) + "\n")
+        sys.stderr.flush()
     try:
         if options["json"]:
             render.lines(render.json_text(hits.hit_json(hit)) for hit in hits)
@@ -125,8 +128,6 @@ def _search(root, options: dict) -> int:
         else:
             render.lines(tsv_line(hit) for hit in hits)
         sys.stdout.flush()
-        if hits.note() and not options["json"]:  # --json says it on every hit line
-            sys.stderr.write(render.redacted(hits.note()) + "\n")
     except BrokenPipeError:  # `| head` closed the pipe: quiet, like grep
         import os
 

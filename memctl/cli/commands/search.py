@@ -80,9 +80,9 @@ def search(
             hits = _search(searcher, base)
             record_references(settings.layout, hits, searcher.store)
             found = bool(hits)
-            _print_hits(hits, base.query, json_out, wide)
-            if hits.note() and not json_out:  # --json says it on every hit line
+            if hits.note() and not json_out:  # above the table; --json says it on every hit line
                 render.message(hits.note())
+            _print_hits(hits, base.query, json_out, wide)
     finally:
         for warning in searcher.warnings():
             render.warning(warning)
