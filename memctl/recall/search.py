@@ -114,8 +114,9 @@ NOTHING_ASKED = Asked(None, None, frozenset(), frozenset())
 
 
 class QueryPlan:
-    """The terms a query is searched with, the typos replaced; at scale, which of them are too
-    common to gather candidates by (they still score the candidates the others gather)."""
+    """The terms a query is searched with, with what the words the index does not hold were read
+    as (`fallbacks`); at scale, which of them are too common to gather candidates by (they still
+    score the candidates the others gather)."""
 
     __slots__ = ("terms", "fallbacks", "common")
 
@@ -210,7 +211,8 @@ class Searcher:
 
     def plan(self, query: str, fuzzy_threshold: float, asides: frozenset[str] = frozenset()) -> QueryPlan:
         """The query's terms the index holds (aliases expanded; not the characters of its
-        Chinese stop words), a typo's closest index term for a word it holds none of, and at
+        Chinese stop words; not the parts of an identifier it does not hold whole), what a word
+        it holds none of is read as (`_fall_back`), and at
         scale which terms are too common to gather candidates by. `asides`: the terms only in the sentences
         around the query's question (memctl.recall.focus), the last a long query keeps."""
         groups = list(self.tokenizer.token_groups(query))
@@ -224,17 +226,8 @@ class Searcher:
             kept = set(by_priority(present, dfs, asides)[:tuning.MAX_QUERY_TERMS])
             present = [t for t in present if t in kept]
         plan = QueryPlan(terms=present)
-        missing = [surface for surface, terms in groups if terms and not any(dfs.get(t) for t in terms)]
-        for surface in missing:  # a typo's closest written word
-            fallback = fall_back(self.store, surface, fuzzy_threshold, completions=False)
-            if fallback is not None:
-                plan.fallbacks[surface] = fallback
-        if not plan.terms and not plan.fallbacks:  # nothing matches: the words they begin or are in
-            for surface in missing[:COMPLETED_WORDS]:
-                fallback = fall_back(self.store, surface, fuzzy_threshold, completions=True)
-                if fallback is not None:
-                    plan.fallbacks[surface] = fallback
-        plan.terms.extend(plan.fallback_terms())
+        self._fall_back(plan, [surface for surface, terms in groups if terms and not any(dfs.get(t) for t in terms)],
+                        fuzzy_threshold)
         plan.terms = list(dict.fromkeys(plan.terms))
         if self.store.item_count() >= tuning.COMMON_TERM_MIN_ITEMS and len(plan.terms) > 1:
             dfs.update(self.store.document_frequencies(plan.fallback_terms()))
@@ -243,6 +236,21 @@ class Searcher:
             if len(common) < len(plan.terms):  # a query of common terms alone gathers by them
                 plan.common = common
         return plan
+
+    def _fall_back(self, plan: QueryPlan, missing: list[str], fuzzy_threshold: float) -> None:
+        """The words the index does not hold (`missing`, as typed) read as a typo's closest
+        written word; when that leaves the query matching nothing, as the written words they
+        begin or are inside (memctl.recall.fuzzy). Their terms join the plan's."""
+        for surface in missing:
+            fallback = fall_back(self.store, surface, fuzzy_threshold, completions=False)
+            if fallback is not None:
+                plan.fallbacks[surface] = fallback
+        if not plan.terms and not plan.fallbacks:
+            for surface in missing[:COMPLETED_WORDS]:
+                fallback = fall_back(self.store, surface, fuzzy_threshold, completions=True)
+                if fallback is not None:
+                    plan.fallbacks[surface] = fallback
+        plan.terms.extend(plan.fallback_terms())
 
     # -- running
 
