@@ -141,3 +141,15 @@ def test_reply_mode_puts_a_matching_fact_above_session_lines_that_match_no_bette
     # a line holding more of the query still goes first: the order is a priority among equals
     better = hits_of(run("search", "staging", "deploy", "script", "--mode", "reply", "--json", root=root))
     assert better[0]["layer"] == "L4" and "script" in better[0]["text"]
+
+
+def test_the_terminal_table_says_which_words_it_shows_results_for_above_it(memory, memctl_bin):
+    """On a terminal (the lean table, and --wide through the full command line) the note comes
+    first, then the table."""
+    from test_portability import in_terminal
+
+    for extra in ((), ("--wide",)):
+        status, screen = in_terminal([memctl_bin, "--root", str(memory), "search", *extra, "bakup"], env_of(memory))
+        assert status == 0, screen
+        note, table = screen.index("showing results for backup (for bakup)"), screen.index("bk-02 server backup")
+        assert note < table, screen
