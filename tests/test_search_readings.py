@@ -153,3 +153,24 @@ def test_the_terminal_table_says_which_words_it_shows_results_for_above_it(memor
         assert status == 0, screen
         note, table = screen.index("showing results for backup (for bakup)"), screen.index("bk-02 server backup")
         assert note < table, screen
+
+
+def test_a_hostile_query_of_unknown_words_is_answered_without_a_traceback(run, memory, tmp_path):
+    """Thousands of words the memory does not hold, one of 200,000 letters, invalid UTF-8: each
+    gets its typo check, at most COMPLETED_WORDS of them a completion, and no traceback."""
+    import random
+    import string
+
+    rng = random.Random(33)
+    nonsense = " ".join("".join(rng.choice("qxzjvw") for _ in range(9)) for _ in range(5000))
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(json.dumps({"qid": "many", "query": nonsense}) + "\n"
+                       + json.dumps({"qid": "long", "query": "q" * 200_000}) + "\n"
+                       + json.dumps({"qid": "cert", "query": "cert " + string.ascii_lowercase * 4}) + "\n",
+                       encoding="utf-8")
+    found = run("search", "--queries", str(queries), root=memory)
+    assert found.returncode == 0 and b"Traceback" not in found.stderr
+    hits = hits_of(found)
+    assert {h["qid"] for h in hits} == {"cert"} and hits[0]["completed"] == {"cert": ["certificate"]}
+    garbled = run("search", b"\xff\xfecert".decode("utf-8", "surrogateescape"), "--json", root=memory)
+    assert garbled.returncode == 0 and b"Traceback" not in garbled.stderr
