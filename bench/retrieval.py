@@ -2,12 +2,14 @@
 """Retrieval recall of `memctl search` on the development sets in ../shared/bench/.
 
 Everything goes through the real command line: `memctl import` of one JSON Lines file per
-memory folder (one folder per LoCoMo conversation, one per MemDaily qa_type x scenario pool),
+memory folder (one folder per LoCoMo conversation, one per MemDaily qa_type x scenario pool,
+one per LongMemEval question: its haystack of about 50 sessions, one item per user turn),
 then one `memctl search --queries` per folder. Beside it, in the same run, the baselines the
 benchmark README describes: plain BM25 over lowercase words (English) and character-bigram
 BM25 (Chinese), k1 = 1.5, b = 0.75.
 
-    .venv/bin/python bench/retrieval.py [--cv] [--no-semantic] [--bench-dir ../shared/bench] [--only locomo|memdaily]
+    .venv/bin/python bench/retrieval.py [--cv] [--no-semantic] [--bench-dir ../shared/bench]
+        [--only locomo|memdaily|longmemeval]
         [--model multilingual-e5-small]
     .venv/bin/python bench/retrieval.py --backend postgres [--sets N] [--only locomo|memdaily]
 
@@ -25,6 +27,7 @@ each backend's time per query; `--sets N` takes the first N memories of each dat
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import os
@@ -34,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, namedtuple
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -113,6 +116,31 @@ def memdaily_sets(path: Path):
                     questions.append({"qid": f"{qa_type}|{scenario}|{tid}", "query": qa["question"],
                                       "relevant": relevant, "category": qa_type})
             yield f"{qa_type}/{scenario}", docs, questions
+
+
+def longmemeval_sets(path: Path):
+    """(name, docs, questions) per LongMemEval question: its own haystack, one document per user
+    turn (dated by its session), the turns marked `has_answer` its evidence; named
+    "NNN/question_id" by its place in the file (the cross-validation's folds are runs of them).
+    A question whose evidence is only in assistant turns has none here and is left out."""
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        data = json.load(handle)
+    for number, entry in enumerate(data):
+        qid = entry["question_id"]
+        docs, relevant = [], set()
+        sessions = zip(entry["haystack_session_ids"], entry["haystack_dates"], entry["haystack_sessions"])
+        for at, (session_id, date, turns) in enumerate(sessions):
+            for turn_number, turn in enumerate(turns):
+                if turn.get("role") != "user" or not turn.get("content", "").strip():
+                    continue
+                doc_id = f"{qid}|{at}|{turn_number}"
+                docs.append({"id": doc_id, "text": turn["content"], "date": date, "session": f"{at}-{session_id}"})
+                if turn.get("has_answer"):
+                    relevant.add(doc_id)
+        if relevant:
+            yield f"{number:03d}/{qid}", docs, [{"qid": qid, "query": entry["question"], "relevant": relevant,
+                                                 "category": entry["question_type"]}]
+
 
 
 # ---------------------------------------------------------------- memctl through its command line
@@ -318,19 +346,42 @@ def compare_backends(name: str, sets, dsn: str, keep: bool) -> Agreement:
 
 def print_table(title: str, tally: Tally, systems: list[str], groups: list[str]) -> None:
     print(f"\n{title}")
-    print(f"{'group':<16}{'n':>6}  " + "  ".join(f"{s + ' R@' + str(k):>16}" for s in systems for k in KS))
+    print(f"{'group':<26}{'n':>6}  " + "  ".join(f"{s + ' R@' + str(k):>16}" for s in systems for k in KS))
     for group in groups:
         n = tally.counts[(systems[0], group)]
         if not n:
             continue
         cells = "  ".join(f"{tally.value(s, group, k):>16.3f}" for s in systems for k in KS)
-        print(f"{group:<16}{n:>6}  {cells}")
+        print(f"{group:<26}{n:>6}  {cells}")
+
+
+class Family(namedtuple("Family", "title sets path analyzer baseline table groups")):
+    """A development set: its loader and file under the bench folder, the baseline beside memctl
+    (its analyzer and name) and the table's title and groups (question types)."""
+
+    __slots__ = ()
+
+    def load(self, bench_dir: Path) -> list:
+        return list(self.sets(bench_dir / self.path))
+
+
+FAMILIES = {
+    "locomo": Family("LoCoMo", locomo_sets, "locomo/locomo_dev.json", words, "bm25-words",
+                     "LoCoMo, turn level (dev: 5 conversations)", ["overall", *CATEGORIES.values()]),
+    "memdaily": Family("MemDaily", memdaily_sets, "memdaily/memdaily_dev.json", char_bigrams, "bm25-bigram",
+                       "MemDaily, pooled per qa_type x scenario",
+                       ["overall", "simple", "conditional", "comparative", "aggregative", "post_processing", "noisy"]),
+    "longmemeval": Family("LongMemEval", longmemeval_sets, "longmemeval/longmemeval_s_dev100.json.gz", words,
+                          "bm25-words", "LongMemEval_S, user-turn level (dev: 100 questions, one haystack each)",
+                          ["overall", "single-session-user", "single-session-preference", "multi-session",
+                           "knowledge-update", "temporal-reasoning", "single-session-assistant"]),
+}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bench-dir", type=Path, default=DEFAULT_BENCH)
-    parser.add_argument("--only", choices=("locomo", "memdaily"))
+    parser.add_argument("--only", choices=("locomo", "memdaily", "longmemeval"))
     parser.add_argument("--cv", action="store_true",
                         help="first choose each ranking rule by leave-one-out cross-validation (bench/retrieval_cv.py)")
     parser.add_argument("--no-semantic", action="store_true", help="lexical only, even with the [semantic] extra")
@@ -360,33 +411,28 @@ def main() -> None:
         FUSED_RANKING = "[ranking]\n" + "".join(line.strip() + "\n" for line in args.fused_ranking.split(";"))
     os.environ.pop("MEMCTL_HOME", None)
     semantic = not args.no_semantic
-    locomo = list(locomo_sets(args.bench_dir / "locomo" / "locomo_dev.json"))[:args.sets]
-    memdaily = list(memdaily_sets(args.bench_dir / "memdaily" / "memdaily_dev.json"))[:args.sets]
-    locomo, memdaily = (locomo if args.only in (None, "locomo") else []), (memdaily if args.only in (None, "memdaily") else [])
+    chosen = [args.only] if args.only else list(FAMILIES)
+    sets = {name: FAMILIES[name].load(args.bench_dir)[:args.sets] for name in chosen}
     if args.backend:
         from pgserver import server_dsn
 
         with server_dsn() as dsn:
-            for name, sets in (("LoCoMo", locomo), ("MemDaily", memdaily)):
-                if args.only in (None, name.lower()):
-                    compare_backends(name, sets, dsn, args.keep)
+            for name, family_sets in sets.items():
+                compare_backends(FAMILIES[name].title, family_sets, dsn, args.keep)
         return
     if args.cv:  # the memories are built (and embedded) once, for the cross-validation and the tables
         from retrieval_cv import build_and_validate
 
-        locomo, memdaily, semantic = build_and_validate(locomo, memdaily, import_memory,
-                                                        embed_memory if semantic else None, args.keep, args.model,
-                                                        lexical_cv=not args.fusion_only, workdir=args.workdir,
-                                                        lexical_choices=args.lexical_choices,
-                                                        fusions=tuple(f for f in args.fusions.split(",") if f),
-                                                        passes=args.cv_passes, paired=args.hurt_test == "paired")
-    if args.only in (None, "locomo"):
-        tally, systems = evaluate("LoCoMo", locomo, words, "bm25-words", args.keep, semantic)
-        print_table("LoCoMo, turn level (dev: 5 conversations)", tally, systems, ["overall", *CATEGORIES.values()])
-    if args.only in (None, "memdaily"):
-        tally, systems = evaluate("MemDaily", memdaily, char_bigrams, "bm25-bigram", args.keep, semantic)
-        groups = ["overall", "simple", "conditional", "comparative", "aggregative", "post_processing", "noisy"]
-        print_table("MemDaily, pooled per qa_type x scenario", tally, systems, groups)
+        sets, semantic = build_and_validate(sets, import_memory, embed_memory if semantic else None, args.keep,
+                                            args.model, lexical_cv=not args.fusion_only, workdir=args.workdir,
+                                            lexical_choices=args.lexical_choices,
+                                            fusions=tuple(f for f in args.fusions.split(",") if f),
+                                            passes=args.cv_passes, paired=args.hurt_test == "paired")
+    for name, family_sets in sets.items():
+        family = FAMILIES[name]
+        tally, systems = evaluate(family.title, family_sets, family.analyzer, family.baseline, args.keep, semantic)
+        print_table(family.table, tally, systems, family.groups)
+
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,8 @@
 """Leave-one-out cross-validation of memctl's ranking rules (bench/retrieval.py --cv).
 
 Folds: each LoCoMo conversation, each MemDaily scenario (roles, items, places: all of its
-qa_type pools). Each fold's memories are built once through the real command line (`memctl
+qa_type pools), each run of 25 LongMemEval questions in the file's order (lme-1 … lme-4; each
+question is a memory of its own). Each fold's memories are built once through the real command line (`memctl
 import`, and `memctl index embed` when the [semantic] extra is installed); the ranking variants
 are then run in-process (memctl.recall.search.Searcher with a memctl.recall.ranking.Ranking),
 so that a variant costs the queries alone.
@@ -83,8 +84,12 @@ OUTER_RULES: dict[str, dict[str, tuple[object, tuple]]] = {
 }
 
 
-# each memory's fold: a LoCoMo conversation is its own, a MemDaily pool ("qa_type/scenario") its scenario's
-FOLD_OF = {"locomo": lambda name: name, "memdaily": lambda name: name.split("/")[1]}
+# each memory's fold: a LoCoMo conversation is its own, a MemDaily pool ("qa_type/scenario") its scenario's,
+# a LongMemEval question ("NNN/question_id", its place in the file) a run of LONGMEMEVAL_RUN of them
+LONGMEMEVAL_RUN = 25
+FOLD_OF = {"locomo": lambda name: name, "memdaily": lambda name: name.split("/")[1],
+           "longmemeval": lambda name: f"lme-{int(name.split('/')[0]) // LONGMEMEVAL_RUN + 1}"}
+DATASET_TITLES = {"locomo": "LoCoMo", "memdaily": "MemDaily", "longmemeval": "LongMemEval"}
 
 
 class Unit:
@@ -395,14 +400,15 @@ def nested_report(title: str, scores: Scores, rules: dict, starts: dict[str, Ran
             print(f"{dataset}: nested lexical {lexical:.3f}, fused {scores.pooled([(f, chosen[f]) for f in folds]):.3f}")
 
 
-def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory, keep: bool, model: str = "",
+def build_and_validate(sets: dict[str, list], import_memory, embed_memory, keep: bool, model: str = "",
                        lexical_cv: bool = True, workdir: Path | None = None,
                        lexical_choices: dict[str, dict] | None = None, fusions: tuple[str, ...] = ("rrf", "score"),
                        passes: int = PASSES, paired: bool = True):
-    """Build every memory once, cross-validate the lexical rules, then (with item vectors) the
-    fusion (`model`: the memories' [semantic] model; with one that reads Chinese, the MemDaily
-    folds are fused and cross-validated too); returns the sets with their memories, as (name, docs, questions, root), and whether
-    they have vectors. The memories are removed at exit unless `keep`."""
+    """Build every memory once (`sets`: dataset -> its sets, the datasets of FOLD_OF), cross-validate
+    the lexical rules, then (with item vectors) the fusion (`model`: the memories' [semantic] model;
+    with one that reads Chinese, the MemDaily folds are fused and cross-validated too); returns the
+    sets with their memories, as dataset -> [(name, docs, questions, root)], and whether they have
+    vectors. The memories are removed at exit unless `keep`."""
     import atexit
 
     if workdir is not None:
@@ -414,22 +420,22 @@ def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory
         print(f"memories kept in {workdir}", file=sys.stderr)
     else:
         atexit.register(shutil.rmtree, workdir, ignore_errors=True)
-    units = build_units(locomo, "locomo", FOLD_OF["locomo"], workdir, import_memory)
-    units += build_units(memdaily, "memdaily", FOLD_OF["memdaily"], workdir, import_memory)
+    units = [unit for dataset, family_sets in sets.items()
+             for unit in build_units(family_sets, dataset, FOLD_OF[dataset], workdir, import_memory)]
     semantic = embed(units, embed_memory)
-    datasets = {"LoCoMo": list(dict.fromkeys(u.fold for u in units if u.dataset == "locomo")),
-                "MemDaily": list(dict.fromkeys(u.fold for u in units if u.dataset == "memdaily"))}
+    datasets = {DATASET_TITLES[dataset]: list(dict.fromkeys(u.fold for u in units if u.dataset == dataset))
+                for dataset in sets}
     scores = Scores(units, paired)
     memoize_query_vectors()
     start = Ranking(fusion="none", semantic=tuple({**DEFAULTS["semantic"], "model": model}.items()))
     try:
         lexical = report("Lexical rules", scores, LEXICAL_RULES, start, datasets, passes) if lexical_cv else start
-        # an English-only model leaves Chinese queries unfused: then only LoCoMo's folds move
+        # an English-only model leaves Chinese queries unfused: then only the English folds move
         if semantic_signal.reads_chinese(start):
             fused, fused_sets = scores, datasets
         else:
-            fused = Scores([u for u in units if u.dataset == "locomo"], paired)
-            fused_sets = {"LoCoMo": datasets["LoCoMo"]}
+            fused = Scores([u for u in units if u.dataset != "memdaily"], paired)
+            fused_sets = {title: folds for title, folds in datasets.items() if title != "MemDaily"}
         for fusion in fusions if semantic else ():
             outer = OUTER_RULES.get(fusion, {})
             report(f"Semantic fusion {fusion!r} (the lexical rules as chosen above; {', '.join(d for d, f in fused_sets.items() if f)} folds)",
@@ -442,5 +448,7 @@ def build_and_validate(locomo: list, memdaily: list, import_memory, embed_memory
         for unit in units:
             if unit.searcher is not None:
                 unit.searcher.close()
-    with_roots = [(u.name, docs, u.questions, u.root) for u, (_, docs, _) in zip(units, [*locomo, *memdaily])]
-    return with_roots[:len(locomo)], with_roots[len(locomo):], semantic
+    built = iter(units)
+    return {dataset: [(unit.name, docs, unit.questions, unit.root)
+                      for unit, (_, docs, _) in zip(built, family_sets)]
+            for dataset, family_sets in sets.items()}, semantic

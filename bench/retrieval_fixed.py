@@ -6,6 +6,13 @@ or its MemDaily pools), in-process like the cross-validation: the defaults, chan
 
     python bench/retrieval_fixed.py locomo /tmp/at/locomo --rule answer_type_weight --values 0,0.2,0.5
     python bench/retrieval_fixed.py memdaily /tmp/at/memdaily --settings '{"neighbour_weight": 0.45}'
+    python bench/retrieval_fixed.py longmemeval /tmp/lme --build --rule aside_weight --values 0.1,0.5,1 --by-type
+
+`--build` imports the memories a folder lacks (through the command line, as bench/retrieval.py
+does). `--by-type` adds R@10 per question type beside the family's plain BM25 (bench/retrieval.py's
+baseline), and per value the folds and types where it falls against the first value by more than
+noise (retrieval_cv.significant_fall, the cross-validation's paired test): "falls: none" is what
+a default must show on every family.
 
 `--large-path N` ranks every memory as one past `tuning.SMALL_INDEX_ITEMS` is ranked (the bounded
 candidates of memctl.recall.candidates with a budget of N matches, session documents as at that
@@ -45,11 +52,18 @@ def take_the_large_path(budget: int, common_terms: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dataset", choices=sorted(retrieval_cv.FOLD_OF))
-    parser.add_argument("workdir", type=Path, help="the --workdir of a bench/retrieval.py --cv --only DATASET run")
+    parser.add_argument("workdir", type=Path, help="the --workdir of a bench/retrieval.py --cv --only DATASET run "
+                        "(or any folder, with --build)")
     parser.add_argument("--bench-dir", type=Path, default=retrieval.DEFAULT_BENCH)
     parser.add_argument("--settings", type=json.loads, default={}, help="[ranking] values other than the defaults")
     parser.add_argument("--rule", default="answer_type_weight")
     parser.add_argument("--values", default="0,0.1,0.2,0.3,0.5,1.0")
+    parser.add_argument("--build", action="store_true", help="import the memories the folder lacks")
+    parser.add_argument("--by-type", action="store_true",
+                        help="R@10 per question type beside plain BM25, and each value's falls against the first")
+    parser.add_argument("--k", type=int, default=retrieval_cv.K, help="R@k instead of R@10")
+    parser.add_argument("--below-bm25", action="store_true",
+                        help="with --by-type: list the questions the first value ranks below plain BM25")
     parser.add_argument("--large-path", type=int, metavar="N", default=0,
                         help="rank as a large memory does, with a budget of N matches")
     parser.add_argument("--common-terms", action="store_true",
@@ -57,21 +71,65 @@ def main() -> None:
     args = parser.parse_args()
     if args.large_path:
         take_the_large_path(args.large_path, args.common_terms)
-    if args.dataset == "locomo":
-        sets = retrieval.locomo_sets(args.bench_dir / "locomo" / "locomo_dev.json")
-    else:
-        sets = retrieval.memdaily_sets(args.bench_dir / "memdaily" / "memdaily_dev.json")
-    units = retrieval_cv.build_units(sets, args.dataset, retrieval_cv.FOLD_OF[args.dataset], args.workdir, None)
+    retrieval_cv.K = args.k
+    family = retrieval.FAMILIES[args.dataset]
+    sets = family.load(args.bench_dir)
+    units = retrieval_cv.build_units(sets, args.dataset, retrieval_cv.FOLD_OF[args.dataset], args.workdir,
+                                     retrieval.import_memory if args.build else None)
     scores = retrieval_cv.Scores(units)
     base = Ranking()._replace(**args.settings)
     path = f", the large-memory path (budget {args.large_path}{', common terms as at millions' * args.common_terms})" \
         if args.large_path else ""
-    print(f"{args.dataset}{path}, R@10 at the defaults {json.dumps(args.settings) if args.settings else ''} "
+    print(f"{args.dataset}{path}, R@{args.k} at the defaults {json.dumps(args.settings) if args.settings else ''} "
           f"with {args.rule} =")
-    for value in (float(v) for v in args.values.split(",")):
-        ranking = base._replace(**{args.rule: value})
+    rankings = [base._replace(**{args.rule: float(v)}) for v in args.values.split(",")]
+    for ranking in rankings:
         folds = " ".join(f"{fold} {scores.fold_value(ranking, fold):.3f}" for fold in scores.folds)
-        print(f"  {value:g}: {folds}  pooled {scores.pooled([(f, ranking) for f in scores.folds]):.4f}", flush=True)
+        print(f"  {getattr(ranking, args.rule):g}: {folds}  pooled {scores.pooled([(f, ranking) for f in scores.folds]):.4f}",
+              flush=True)
+    if args.by_type:
+        report_types(scores, units, sets, family, rankings, args.rule, args.below_bm25)
+
+
+def per_question(scores, units, ranking) -> list[tuple[str, str, float]]:
+    """(fold, question type, R@10) of every question, in the units' order."""
+    recalls = {fold: iter(values) for fold, values in scores.recalls(ranking).items()}
+    return [(unit.fold, q["category"], next(recalls[unit.fold])) for unit in units for q in unit.questions]
+
+
+def report_types(scores, units, sets, family, rankings, rule: str, below_bm25: bool = False) -> None:
+    """R@k per question type of each value beside plain BM25, and where each value falls against
+    the first by more than noise (per fold, per type, the family pooled); `below_bm25`: the
+    questions the first value ranks below BM25."""
+    baseline = {}
+    for _, docs, questions in sets:
+        ranked = retrieval.run_baseline(docs, questions, family.analyzer, retrieval_cv.K)
+        baseline.update({q["qid"]: retrieval.recall(ranked[q["qid"]], q["relevant"], retrieval_cv.K) for q in questions})
+    bm25 = [(unit.fold, q["category"], baseline[q["qid"]]) for unit in units for q in unit.questions]
+    rows = {family.baseline: bm25, **{f"{rule}={getattr(r, rule):g}": per_question(scores, units, r) for r in rankings}}
+    types = list(dict.fromkeys(t for _, t, _ in bm25))
+    print(f"\n{'R@' + str(retrieval_cv.K):<28}" + "".join(f"{t[:18]:>20}" for t in ["overall", *types]))
+    print(f"{'questions':<28}" + "".join(f"{n:>20}" for n in [len(bm25), *(sum(1 for _, t, _ in bm25 if t == x) for x in types)]))
+    for name, values in rows.items():
+        cells = [mean([v for *_, v in values]), *(mean([v for _, t, v in values if t == x]) for x in types)]
+        print(f"{name:<28}" + "".join(f"{c:>20.3f}" for c in cells))
+    reference = rows[f"{rule}={getattr(rankings[0], rule):g}"]
+    for name, values in list(rows.items())[2:]:
+        groups = {"pooled": lambda f, t: True, **{f"fold {x}": (lambda f, t, x=x: f == x) for x in scores.folds},
+                  **{f"type {x}": (lambda f, t, x=x: t == x) for x in types}}
+        falls = [label for label, member in groups.items()
+                 if retrieval_cv.significant_fall([v for f, t, v in values if member(f, t)],
+                                                  [v for f, t, v in reference if member(f, t)])]
+        print(f"  {name} against {list(rows)[1]}: falls beyond noise: {', '.join(falls) or 'none'}")
+    if below_bm25:
+        questions = [q for unit in units for q in unit.questions]
+        for q, (_, kind, mine), (*_, base) in zip(questions, reference, bm25):
+            if mine < base:
+                print(f"  below BM25 ({mine:.2f} < {base:.2f}), {kind}: {q['query'][:160]}")
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ from ranking_helpers import import_items, others, own_sessions, ranked_ids
      "对了，我真正想问的是：我上司在哪工作？", "今天天气真好。 下次要不要试试看呢？"),
     ("我上司在哪工作？谢谢。", "我上司在哪工作？", "谢谢。"),  # context after the question too
     ("Where is v1.2 deployed? It moved last week.", "Where is v1.2 deployed?", "It moved last week."),
-    ("What did she say?!\nI forgot.", "What did she say?!", "I forgot."),
-    ("notes\n\nwhere is it?", "where is it?", "notes"),
+    ("What did she say about Rome?!\nI forgot.", "What did she say about Rome?!", "I forgot."),
+    ("notes\n\nwhere is the key kept?", "where is the key kept?", "notes"),
 ])
 def test_the_last_sentence_that_asks_is_the_question(query, question, asides):
     assert question_focus(query) == Focus(question, asides)
@@ -35,13 +35,17 @@ def test_the_last_sentence_that_asks_is_the_question(query, question, asides):
     "他说“为什么？”然后走了。",
     "v1.2 or v1.3? ",
     "",
+    # a question naming fewer than two things points back at its context (LongMemEval's style)
+    "I mentioned cooking something for my friend a couple of days ago. What was it?",
+    "I'm planning a trip to Denver soon. Any suggestions on what to do there?",
+    "今天天气好。他是谁？",
 ])
 def test_a_query_without_a_question_among_other_sentences_has_no_focus(query):
     assert question_focus(query) is None
 
 
 def test_the_asides_are_the_terms_the_question_does_not_hold():
-    focus = question_focus("The key moved to vault. Where is the key?")
+    focus = question_focus("The key moved to vault. Where is the key kept?")
     assert aside_terms(focus, lambda text: text.lower().replace("?", "").replace(".", "").split()) == \
         frozenset({"moved", "to", "vault"})
     assert aside_terms(None, str.split) == frozenset()
@@ -77,6 +81,17 @@ def test_the_question_outranks_the_chatter_before_it_only_with_the_rule_on(run, 
     before = ranked_ids(run, root, "where does my boss work?")
     (root / "memctl.toml").write_text(plain % 1.0)
     assert ranked_ids(run, root, "where does my boss work?") == before
+
+
+def test_a_question_that_names_nothing_of_its_own_is_searched_with_its_context(run, root):
+    """`Any suggestions on what to do there?` asks about the trip the sentence before names: with
+    the split, `suggestions` alone counted fully and the essay's item came first (issue #33)."""
+    import_items(run, root, own_sessions(denver="Booked the Denver trip for May, flights and a hotel downtown.",
+                                         essay="Thanks for the suggestions on my essay draft.")
+                 + others("Melanie painted a sunrise", "John plays chess", "The budget review moved"))
+    (root / "memctl.toml").write_text("[ranking]\naside_weight = 0.1\n")
+    query = "I'm planning a trip to Denver soon. Any suggestions on what to do there?"
+    assert ranked_ids(run, root, query)[0] == "denver"
 
 
 def test_the_answer_type_is_read_from_the_question_not_the_asides(run, root, monkeypatch):

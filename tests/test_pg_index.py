@@ -128,7 +128,7 @@ def test_one_search_answers_its_repeated_lookups_from_few_statements(twin_memori
             near = sorted({r for _, c in centres for r in range(c - 4, c + 5)})
             assert list(remote.item_bodies(near).items()) == list(lite.item_bodies(near).items())
         for query in QUERIES:
-            typos = searchers["files"][0].plan(query, 80).fuzzy  # each costs a walk of the vocabulary, and a check
+            typos = searchers["files"][0].plan(query, 80).fallbacks  # each costs a walk of the vocabulary, and a check
             for layers in (None, "L4", "L2,L5"):
                 hits = {}
                 for name, (searcher, settings) in searchers.items():

@@ -115,9 +115,11 @@ def compose(settings: Settings, query: str, budget: int, scrub: Callable[[str], 
     scrub = scrub or redactor_for(settings)
     query = " ".join(query.split())
     dropped: dict[str, int] = {}
-    fixed, recents, hits = gather(settings, query, scrub, dropped)
+    readings: list[str] = []  # the search's "showing results for …", when it read a word as another
+    fixed, recents, hits = gather(settings, query, scrub, dropped, readings)
     candidates = fixed + recents[:1] + hits + recents[1:]
-    result = assemble(scrub(_clip(query, QUERY_CHARS)), candidates, max(0, budget), dropped)
+    shown = scrub(_clip(query, QUERY_CHARS)) + "".join(f" — {scrub(note)}" for note in readings)
+    result = assemble(shown, candidates, max(0, budget), dropped)
     _record_references(settings, result.pieces)
     return result
 
@@ -145,8 +147,8 @@ def _server_recorder(settings: Settings):
     return record
 
 
-def gather(settings: Settings, query: str, scrub: Callable[[str], str],
-           dropped: dict[str, int]) -> tuple[list[Piece], list[Piece], list[Piece]]:
+def gather(settings: Settings, query: str, scrub: Callable[[str], str], dropped: dict[str, int],
+           readings: list[str] | None = None) -> tuple[list[Piece], list[Piece], list[Piece]]:
     layout = settings.layout
     fixed: list[Piece] = []
     if layout.insight.is_file():
@@ -159,7 +161,7 @@ def gather(settings: Settings, query: str, scrub: Callable[[str], str],
         fixed.append(Piece("task", f"task:{task.id}", _defuse(scrub(_clip(state, CLIPS["task"]))),
                            heading=f"## Active task: {task.id} (saved {task.updated})"))
     fixed += _pinned_pieces(settings, scrub)
-    return fixed, _recent_pieces(settings, scrub), _hit_pieces(settings, query, scrub, dropped)
+    return fixed, _recent_pieces(settings, scrub), _hit_pieces(settings, query, scrub, dropped, readings)
 
 
 def _pinned_pieces(settings: Settings, scrub: Callable[[str], str]) -> list[Piece]:
@@ -202,12 +204,15 @@ def _recent_pieces(settings: Settings, scrub: Callable[[str], str]) -> list[Piec
     return pieces
 
 
-def _hit_pieces(settings: Settings, query: str, scrub: Callable[[str], str], dropped: dict[str, int]) -> list[Piece]:
+def _hit_pieces(settings: Settings, query: str, scrub: Callable[[str], str], dropped: dict[str, int],
+                readings: list[str] | None = None) -> list[Piece]:
     if not query:
         return []
     hits = _search(settings, query)
     if not hits:
         return []
+    if readings is not None and hits.note():
+        readings.append(hits.note())
     floor = RELEVANCE_FLOOR * max(h.score for h in hits)
     pieces = []
     for hit in hits:
@@ -219,9 +224,10 @@ def _hit_pieces(settings: Settings, query: str, scrub: Callable[[str], str], dro
     return pieces
 
 
-def _search(settings: Settings, query: str) -> list:
+def _search(settings: Settings, query: str):
     import sqlite3
 
+    from memctl.recall.hits import Hits
     from memctl.recall.index import IndexOptions
     from memctl.recall.search import Searcher, SearchRequest
 
@@ -233,11 +239,11 @@ def _search(settings: Settings, query: str) -> list:
         # or a forked helper (memctl.recall.semantic_helper), while the index opens
         searcher = Searcher(settings.layout, options, query=query)
     except sqlite3.DatabaseError:
-        return []  # no usable index: the block is still useful without hits
+        return Hits()  # no usable index: the block is still useful without hits
     try:
         return searcher.search(request)
     except sqlite3.OperationalError:
-        return []
+        return Hits()
     finally:
         searcher.close()
 

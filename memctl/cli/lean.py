@@ -122,9 +122,12 @@ def _search(root, options: dict) -> int:
     finally:
         if semantic is not None:
             semantic.close()  # the helper reaped, even when the request was refused
+    if hits.note() and not options["json"]:  # above the table; --json says it on every hit line
+        sys.stderr.write(render.redacted(hits.note()) + "\n")
+        sys.stderr.flush()
     try:
         if options["json"]:
-            render.lines(render.json_text(hit.to_json()) for hit in hits)
+            render.lines(render.json_text(hits.hit_json(hit)) for hit in hits)
         elif sys.stdout.isatty():
             _terminal_table(hits, options)
         else:

@@ -112,7 +112,7 @@ def jsonable(value: Any) -> Any:
 
             return {"bytes": base64.b64encode(value.encode("utf-8", "surrogateescape")).decode("ascii")}
     if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
+        return {redacted(str(k)): jsonable(v) for k, v in value.items()}  # a key may be a query's word
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
     return value

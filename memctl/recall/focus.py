@@ -7,7 +7,10 @@ terms found only in its other sentences, the asides, count `aside_weight` each (
 memctl.recall.ranking.Ranking.term_weights), so that the question, not the talk around it,
 decides the ranking. This is verbose-query reduction (Bendersky & Croft 2008; Kumaran &
 Carvalho 2009) in its plainest form: by position and punctuation, no model. A query of one
-sentence, or one that asks nothing, is left as it is: every term counts alike.
+sentence, or one that asks nothing, is left as it is: every term counts alike. So is a query
+whose question names fewer than MIN_QUESTION_WORDS things of its own ("I cooked something for
+my friend a couple of days ago. What was it?", "I'm going to Denver soon. Any suggestions on
+what to do there?"): such a question points back at its context, which says what it asks about.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ BOUNDARY = r"(?<=[。！？；])(?![”’」』）)】\"'])|(?<=\n)|(?<=[.!?;])
 _WORDY = re.compile(r"\w")
 _CLOSERS = " \t\r\n\"'”’」』)）]】!！"  # what may follow the question mark of an asking sentence
 _ASKS = ("?", "？")
+_LATIN_WORD = re.compile(r"\w+(?:[-.]\w+)*")  # memctl.recall.text's word, as the tokenizer reads it
+MIN_QUESTION_WORDS = 2
 
 
 class Focus(namedtuple("Focus", "question asides")):
@@ -33,8 +38,9 @@ class Focus(namedtuple("Focus", "question asides")):
 
 
 def question_focus(query: str) -> Focus | None:
-    """The query's last asking sentence and the rest; None for a query of one sentence or one
-    with no question mark (nothing tells its question from its context)."""
+    """The query's last asking sentence and the rest; None for a query of one sentence, one
+    with no question mark (nothing tells its question from its context) or one whose question
+    names too little of its own (`names_things`)."""
     if "?" not in query and "？" not in query:
         return None
     # compiled on first need (~0.5 ms, which every search process would pay at import); re caches it
@@ -45,7 +51,25 @@ def question_focus(query: str) -> Focus | None:
     if not asking:  # the question mark was inside a sentence (a quoted "?"), not ending one
         return None
     at = asking[-1]
+    if not names_things(sentences[at]):
+        return None
     return Focus(sentences[at], " ".join(sentences[:at] + sentences[at + 1:]))
+
+
+def names_things(question: str) -> bool:
+    """Whether a question holds MIN_QUESTION_WORDS words that are not stop words (a Chinese
+    one: as many characters that are not stop characters, twice over)."""
+    from memctl.recall.text import _CHINESE_STOP_CHARS, CJK_RUN, latin_tokens
+
+    count = 0
+    for number, part in enumerate(CJK_RUN.split(question)):
+        if number % 2:  # a CJK run: its characters that are not stop characters, two a word
+            count += sum(char not in _CHINESE_STOP_CHARS for char in part) / 2
+        else:
+            count += sum(bool(latin_tokens(word)) for word in _LATIN_WORD.findall(part))
+        if count >= MIN_QUESTION_WORDS:
+            return True
+    return False
 
 
 def searched_focus(query: str, aside_weight: float) -> Focus | None:

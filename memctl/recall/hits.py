@@ -42,6 +42,32 @@ class Hit:
 
 
 
+class Hits(list):
+    """One search's hits, best first, and how it read the words the memory does not hold:
+    `corrected`, a typed word -> the written word searched instead (a typo); `completed`, a
+    typed word -> the written words it begins or is inside (nothing else matched)."""
+
+    def __init__(self, hits=(), corrected: dict[str, str] | None = None,
+                 completed: dict[str, list[str]] | None = None):
+        super().__init__(hits)
+        self.corrected = corrected or {}
+        self.completed = completed or {}
+
+    def readings(self) -> dict:
+        """The JSON fields a hit line carries beside its own: only those that say something."""
+        return {name: value for name, value in (("corrected", self.corrected), ("completed", self.completed))
+                if value}
+
+    def hit_json(self, hit: Hit) -> dict:
+        return {**hit.to_json(), **self.readings()}
+
+    def note(self) -> str:
+        """`showing results for …` when a word was read as another, else ''."""
+        read = [f"{shown} (for {typed})" for typed, shown in self.corrected.items()]
+        read += [f"{' / '.join(shown)} (for {typed})" for typed, shown in self.completed.items()]
+        return f"showing results for {', '.join(read)}" if read and self else ""
+
+
 def hydrate(store: SQLiteStore, rows: Sequence[tuple[int, float]], context_only: bool = False) -> list[Hit]:
     """Hits for (rowid, rank) rows, scored -rank, without their texts (loaded for the hits shown
     only); with context_only, only the items that are part of a session's context document."""

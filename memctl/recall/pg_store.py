@@ -268,6 +268,10 @@ class PostgresIndexStore:
         return self._rows("SELECT word, term FROM {s}.index_surface WHERE word >= %s AND word < %s "
                           "ORDER BY word LIMIT 300000", (letter, chr(ord(letter) + 1)))
 
+    def surface_words_containing(self, piece: str, limit: int) -> list[tuple[str, str]]:
+        return self._rows("SELECT word, term FROM {s}.index_surface WHERE strpos(word, %s) > 0 LIMIT %s",
+                          (piece, limit))
+
     # -- items
 
     def ranked_item_scores(self, terms: Sequence[str], layers: Sequence[str], limit: int) -> list[tuple[int, float]]:

@@ -2,8 +2,12 @@
 
 A query is tokenized like the documents, except that CJK runs are cut against the index's own
 vocabulary (memctl.recall.vocab), so a Chinese query never loads jieba's 0.7 s dictionary.
-Terms missing from the index are replaced by their closest index terms (memctl.recall.fuzzy),
-which is how a typo still finds its item.
+A word missing from the index is replaced by its closest written word (memctl.recall.fuzzy),
+which is how a typo still finds its item; when no word of the query matches, a word is taken
+as the start or a piece of the written words that hold it (`cert`, `SignatureDoes`). An
+identifier the index does not hold whole (`bk-03`, `v2.1`, `ERR_42`) is not searched by its
+parts, which would find a different identifier (`bk-02`). The hits say how words were read
+(memctl.recall.hits.Hits).
 
 `Searcher.search` runs the stages, each in its own module and reading the index only through
 the store (memctl.recall.store.SQLiteStore):
@@ -49,9 +53,10 @@ from memctl.recall.context import blend, session_scores, with_neighbours, with_s
 from memctl.recall.dated import favour_dated, named_period
 from memctl.recall.filters import Filters, parse_when
 from memctl.recall.focus import aside_terms, searched_focus
-from memctl.recall.fuzzy import closest_term
-from memctl.recall.hits import Hit, hydrate
+from memctl.recall.fuzzy import COMPLETED_WORDS, Fallback, fall_back, unheld_identifier_parts
+from memctl.recall.hits import Hit, Hits, hydrate
 from memctl.recall.index import IndexOptions, RefreshReport, SearchIndex
+from memctl.recall.layer_order import by_layer_priority
 from memctl.recall.query_terms import by_priority, stop_word_pieces
 from memctl.recall.ranking import Ranking
 from memctl.recall.rescoring import weigh_terms
@@ -109,15 +114,24 @@ NOTHING_ASKED = Asked(None, None, frozenset(), frozenset())
 
 
 class QueryPlan:
-    """The terms a query is searched with, the typos replaced; at scale, which of them are too
-    common to gather candidates by (they still score the candidates the others gather)."""
+    """The terms a query is searched with, with what the words the index does not hold were read
+    as (`fallbacks`); at scale, which of them are too common to gather candidates by (they still
+    score the candidates the others gather)."""
 
-    __slots__ = ("terms", "fuzzy", "common")
+    __slots__ = ("terms", "fallbacks", "common")
 
     def __init__(self, terms: list[str]):
         self.terms = terms
-        self.fuzzy: dict[str, str] = {}  # typed term -> index term used instead
+        self.fallbacks: dict[str, Fallback] = {}  # typed word -> what it was searched as
         self.common: frozenset[str] = frozenset()
+
+    def fallback_terms(self) -> list[str]:
+        return [term for fallback in self.fallbacks.values() for term in fallback.terms]
+
+    def hits(self, found: list[Hit]) -> Hits:
+        """The hits, with how the words the index does not hold were read."""
+        return Hits(found, corrected={w: f.shown[0] for w, f in self.fallbacks.items() if f.typo},
+                    completed={w: f.shown for w, f in self.fallbacks.items() if not f.typo})
 
 
 # ---------------------------------------------------------------- query side of the tokenizer
@@ -197,42 +211,55 @@ class Searcher:
 
     def plan(self, query: str, fuzzy_threshold: float, asides: frozenset[str] = frozenset()) -> QueryPlan:
         """The query's terms the index holds (aliases expanded; not the characters of its
-        Chinese stop words), a typo's closest index term for a word it holds none of, and at
+        Chinese stop words; not the parts of an identifier it does not hold whole), what a word
+        it holds none of is read as (`_fall_back`), and at
         scale which terms are too common to gather candidates by. `asides`: the terms only in the sentences
         around the query's question (memctl.recall.focus), the last a long query keeps."""
         groups = list(self.tokenizer.token_groups(query))
         all_terms = expand_aliases([t for _, terms in groups for t in terms], self.aliases)
         dfs = self.store.document_frequencies(all_terms)
-        present = [t for t in all_terms if dfs.get(t)]
+        parts = unheld_identifier_parts(groups, dfs)
+        present = [t for t in all_terms if dfs.get(t) and t not in parts]
         pieces = stop_word_pieces(query, present)
         present = [t for t in present if t not in pieces] or present  # a query of stop words alone keeps them
         if len(present) > tuning.MAX_QUERY_TERMS:  # a long query keeps its most telling terms
             kept = set(by_priority(present, dfs, asides)[:tuning.MAX_QUERY_TERMS])
             present = [t for t in present if t in kept]
         plan = QueryPlan(terms=present)
-        for surface, terms in groups:
-            if terms and not any(dfs.get(t) for t in terms):
-                replacement = closest_term(self.store, surface.lower(), fuzzy_threshold)
-                if replacement:
-                    plan.fuzzy[surface] = replacement
-                    plan.terms.append(replacement)
+        self._fall_back(plan, [surface for surface, terms in groups if terms and not any(dfs.get(t) for t in terms)],
+                        fuzzy_threshold)
         plan.terms = list(dict.fromkeys(plan.terms))
         if self.store.item_count() >= tuning.COMMON_TERM_MIN_ITEMS and len(plan.terms) > 1:
-            dfs.update(self.store.document_frequencies(list(plan.fuzzy.values())))
+            dfs.update(self.store.document_frequencies(plan.fallback_terms()))
             limit = self.store.item_count() * tuning.COMMON_TERM_SHARE
             common = frozenset(t for t in plan.terms if dfs.get(t, 0) > limit)
             if len(common) < len(plan.terms):  # a query of common terms alone gathers by them
                 plan.common = common
         return plan
 
+    def _fall_back(self, plan: QueryPlan, missing: list[str], fuzzy_threshold: float) -> None:
+        """The words the index does not hold (`missing`, as typed) read as a typo's closest
+        written word; when that leaves the query matching nothing, as the written words they
+        begin or are inside (memctl.recall.fuzzy). Their terms join the plan's."""
+        for surface in missing:
+            fallback = fall_back(self.store, surface, fuzzy_threshold, completions=False)
+            if fallback is not None:
+                plan.fallbacks[surface] = fallback
+        if not plan.terms and not plan.fallbacks:
+            for surface in missing[:COMPLETED_WORDS]:
+                fallback = fall_back(self.store, surface, fuzzy_threshold, completions=True)
+                if fallback is not None:
+                    plan.fallbacks[surface] = fallback
+        plan.terms.extend(plan.fallback_terms())
+
     # -- running
 
-    def search(self, request: SearchRequest) -> list[Hit]:
+    def search(self, request: SearchRequest) -> Hits:
         layers, k = resolve_layers(request)
         with self.store.search_scope():
             return self._search(request, layers, k)
 
-    def _search(self, request: SearchRequest, layers: tuple[str, ...], k: int) -> list[Hit]:
+    def _search(self, request: SearchRequest, layers: tuple[str, ...], k: int) -> Hits:
         focus = searched_focus(request.query, self.ranking.aside_weight)
         asides = aside_terms(focus, self.tokenizer.tokens)
         plan = self.plan(request.query, request.fuzzy_threshold, asides)
@@ -250,7 +277,10 @@ class Searcher:
                 fused = with_neighbours(self.store, fused, filters,
                                         self.ranking._replace(neighbour_weight=self.ranking.fused_neighbour_weight))
             found = fused
-        hits = _best_per_ref(found)[:k]
+        ranked = _best_per_ref(found)
+        if request.mode:  # the mode's layer order is a priority among hits that match alike
+            ranked = by_layer_priority(self.store, ranked, plan.terms, layers, k)
+        hits = plan.hits(ranked[:k])
         self._load_texts(hits)
         for hit in hits:
             hit.snippet = make_snippet(hit.text, request.query, plan.terms)
@@ -347,7 +377,7 @@ def record_references(layout: Layout, hits: Iterable[Hit], store=None) -> None:
 
 def search_once(layout: Layout, request: SearchRequest, options: IndexOptions | None = None,
                 refresh: bool = True, on_warning=None, ranking: Ranking | None = None,
-                semantic: SemanticSignal | None = None) -> list[Hit]:
+                semantic: SemanticSignal | None = None) -> Hits:
     """One search with the index opened and closed around it; L5 hits are recorded as references.
     `on_warning(text)` hears each of `Searcher.warnings`; `ranking` and `semantic` (its helper
     started for this request's query: SemanticSignal.started_for) when the caller has them."""

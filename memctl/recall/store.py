@@ -66,6 +66,7 @@ class SQLiteStore:
       opening: open (checked), at, create, close, transaction, search_scope (one search's
         lookups: a server's store answers the repeated ones from what it fetched);
       ranking: item_count, present_layers, document_frequencies, surface_words_from,
+        surface_words_containing,
         ranked_item_scores, matching_item_ids, newest_matching_item_ids, item_rows, item_texts,
         item_bodies, item_totals, context_item_ids_near(_each), session_document_count, session_keys,
         best_session_scores, session_bodies, session_totals;
@@ -233,6 +234,11 @@ class SQLiteStore:
         upper = chr(ord(letter) + 1)
         return self.db.execute("SELECT word, term FROM surface WHERE word >= ? AND word < ? LIMIT 300000",
                                (letter, upper)).fetchall()
+
+    def surface_words_containing(self, piece: str, limit: int) -> list[tuple[str, str]]:
+        """(surface word, index term) of up to `limit` words as written that hold `piece` (a scan)."""
+        return self.db.execute("SELECT word, term FROM surface WHERE instr(word, ?) > 0 LIMIT ?",
+                               (piece, limit)).fetchall()
 
     # -- items
 

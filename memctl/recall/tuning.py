@@ -8,7 +8,7 @@ stages as the search's memctl.recall.ranking.Ranking.
 
 The stages: candidates (memctl.recall.candidates), weighted BM25 (memctl.recall.rescoring),
 session context, session feedback and neighbouring turns (memctl.recall.context), the typo
-fallback (memctl.recall.fuzzy)."""
+fallbacks for a word the index does not hold (memctl.recall.fuzzy)."""
 
 LAYER_PRIORITY_STEP = 0.05  # a mode's first layer wins ties over its second, and so on
 MIN_CANDIDATES = 200

@@ -17,6 +17,7 @@ from memctl.core.errors import EXIT_NO_MATCH, EXIT_OK, MemctlError, UsageError
 
 if TYPE_CHECKING:  # the modules themselves load when a command runs: `memctl --help` stays fast
     from memctl.recall.index import IndexOptions
+    from memctl.recall.hits import Hits
     from memctl.recall.search import Hit, Searcher
 
 index_app = typer.Typer(help="The derived search index in .memctl/index.sqlite.", no_args_is_help=True,
@@ -55,6 +56,12 @@ def search(
     Output: a table on a terminal (one line a hit, the ref whole; "no matches" on stderr when
     nothing matched); piped, one hit a line `ref<TAB>layer<TAB>score<TAB>snippet`;
     --json, one JSON object a line.
+
+    A word the memory does not hold is read as the closest written word (a typo), and when no
+    word matches, as the start or a piece of written words (`cert`, `SignatureDoes`); stderr
+    then says "showing results for …" and each --json line carries `corrected` or `completed`.
+    An identifier (`bk-03`, `v2.1`, `ERR_42`) is never read as another one. With --mode, the
+    mode's layer order comes first among hits that hold the query's words alike.
     """
     query = " ".join(words) if words else None
     if (query is None) == (queries is None):
@@ -73,6 +80,8 @@ def search(
             hits = _search(searcher, base)
             record_references(settings.layout, hits, searcher.store)
             found = bool(hits)
+            if hits.note() and not json_out:  # above the table; --json says it on every hit line
+                render.message(hits.note())
             _print_hits(hits, base.query, json_out, wide)
     finally:
         for warning in searcher.warnings():
@@ -90,12 +99,14 @@ def _open_searcher(settings: Settings, refresh: bool) -> "Searcher":
         raise MemctlError(f"the search index cannot be used ({exc}); run `memctl index rebuild`") from None
 
 
-def _search(searcher: "Searcher", request) -> "list[Hit]":
+def _search(searcher: "Searcher", request) -> "Hits":
+    from memctl.recall.hits import Hits
+
     try:
         return searcher.search(request)
     except sqlite3.OperationalError as exc:
         if "fts5" in str(exc).lower() or "syntax" in str(exc).lower():
-            return []
+            return Hits()
         raise MemctlError(f"search failed: {exc}") from None
 
 
@@ -119,16 +130,16 @@ def _run_batch(searcher: "Searcher", base, path: Path, settings: Settings) -> bo
         record_references(settings.layout, hits, searcher.store)
         found = found or bool(hits)
         for rank, hit in enumerate(hits, start=1):
-            render.json_line({"qid": qid, "rank": rank, **hit.to_json()})
+            render.json_line({"qid": qid, "rank": rank, **hits.hit_json(hit)})
     return found
 
 
-def _print_hits(hits: "list[Hit]", query: str, json_out: bool, wide: bool = False) -> None:
+def _print_hits(hits: "Hits", query: str, json_out: bool, wide: bool = False) -> None:
     from memctl.cli.tsv import tsv_line
 
     if json_out:
         for hit in hits:
-            render.json_line(hit.to_json())
+            render.json_line(hits.hit_json(hit))
     elif render.stdout_is_terminal():
         if hits:
             _print_table(hits, query, wide)
