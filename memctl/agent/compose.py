@@ -114,14 +114,16 @@ class _Item:
 # ---------------------------------------------------------------- gathering
 
 
-def compose(settings: Settings, query: str, budget: int, scrub: Callable[[str], str] | None = None) -> Composition:
+def compose(settings: Settings, query: str, budget: int, scrub: Callable[[str], str] | None = None,
+            leave_out: frozenset[str] = frozenset()) -> Composition:
+    """`leave_out`: sections the agent has already (GenericAgent puts L1 in its system prompt: {"l1"})."""
     from memctl.core.redact import redactor_for
 
     scrub = scrub or redactor_for(settings)
     query = " ".join(query.split())
     dropped: dict[str, int] = {}
     fixed, recents, hits = gather(settings, query, scrub, dropped)
-    candidates = fixed + recents[:1] + hits + recents[1:]
+    candidates = [p for p in fixed + recents[:1] + hits + recents[1:] if p.section not in leave_out]
     result = assemble(scrub(_clip(query, QUERY_CHARS)), candidates, max(0, budget), dropped)
     _record_references(settings, result.pieces)
     return result
