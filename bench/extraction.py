@@ -6,7 +6,8 @@ the questions' evidence when searching the learned entries alone, bytes kept, ti
         [--extractor rules|scripted-model] [--no-search]
 
 LoCoMo (English): every session's turns go through `memctl.learn.extract.extract_candidates`
-one turn at a time (id = dia_id, speaker, time = the session's date), as a session layer calling
+one turn at a time (id = dia_id, speaker, time = the session's date; a shared image as
+"[image: caption]", as bench/retrieval.py indexes it), as a session layer calling
 it after each turn would. A gold observation is covered when its evidence turn is the source of
 at least one candidate. R@10: the candidates are imported into a scratch memory (`memctl import`,
 id `<sample>|<turn>#<n>`, so an entry counts for the turn it came from) and every QA question
@@ -76,7 +77,7 @@ def locomo_conversations(path: Path):
                 continue
             when = iso_time(talk.get(f"{key}_date_time", ""))
             sessions.append([Message(f"{sample}/D{match[1]}", _turn_id(turn["dia_id"]), position, "user",
-                                     turn["text"], when, turn["speaker"])
+                                     _with_image(turn), when, turn["speaker"])
                              for position, turn in enumerate(talk[key])])
         gold = []
         for facts_by_speaker in conv["observation"].values():
@@ -86,6 +87,11 @@ def locomo_conversations(path: Path):
                     gold.append({f"{sample}|{turn}" for turn in turns})
         docs, questions = raw[sample]
         yield sample, sessions, gold, docs, questions
+
+
+def _with_image(turn: dict) -> str:
+    """The turn's text with the image it shares described, as bench/retrieval.py indexes it."""
+    return turn["text"] + (f" [image: {turn['blip_caption']}]" if turn.get("blip_caption") else "")
 
 
 def _turn_id(dia_id: str) -> str:
