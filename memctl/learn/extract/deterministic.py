@@ -1,0 +1,153 @@
+"""The default extractor: rules over each message's sentences, English and Chinese, no model.
+
+A message is bounded (its first `SCAN_CHARS` characters, `MAX_SENTENCES` sentences), cleaned
+(lone surrogates and control characters out), and cut into sentences. A sentence that names
+a credential or that the redaction rules would change is dropped before anything is made of
+it; questions and chit-chat give nothing. The rest go to the language's rules
+(`english`/`chinese`), which say what kind of memory the sentence is; the sentence is then
+written in the third person and its relative dates made absolute against the message's time.
+A user's message gives every kind; an assistant's only its decisions, lessons and corrections
+(what it says about the user is the user's to say); a tool's nothing.
+"""
+
+from __future__ import annotations
+
+import re
+
+from memctl.core.secret_gate import may_hold_secret
+from memctl.learn.candidates import Candidate, Message
+from memctl.learn.extract import chinese, dates, english
+from memctl.learn.extract.statement import Statement
+
+SCAN_CHARS = 65536  # a message past this is read no further: extraction stays milliseconds
+MAX_SENTENCES = 400
+MAX_SENTENCE_CHARS = 600  # a longer "sentence" is a paste (a log, a table), not a statement
+ASSISTANT_TYPES = frozenset(("decision", "lesson"))
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])|\s*\n+\s*")
+_IMAGE = re.compile(r"\[(?:image|photo|picture|img|图片|照片)\s*[:：]\s*([^\]\n]{3,300})\]", re.IGNORECASE)
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
+_QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
+# a sentence naming a credential is not kept even when its value has no shape the rules know
+# ("my password is hunter2", 我的密码是…)
+_CREDENTIAL = re.compile(r"\b(?:pass(?:word|wd|phrase|code)|pin(?: code| number)?|api[ _-]?key|secret[ _-]?key|"
+                         r"access[ _-]?key|private[ _-]?key|token|credentials?|social security|ssn|credit card|"
+                         r"card number|cvv|otp|one-time code|recovery code|seed phrase)\b|密码|口令|密钥|私钥|"
+                         r"验证码|令牌|身份证号|银行卡号|卡号|安全码", re.IGNORECASE)
+
+
+class Secrets:
+    """Whether a text would hold a secret: the credential words, then the redaction rules
+    (always on here, with the root's extra patterns, whatever [redaction] enabled says)."""
+
+    __slots__ = ("extra",)
+
+    def __init__(self, settings) -> None:
+        self.extra = tuple(settings.get("redaction", "extra_patterns") or ())
+
+    def found_in(self, text: str) -> bool:
+        if _CREDENTIAL.search(text):
+            return True
+        if not self.extra and not may_hold_secret(text):
+            return False
+        from memctl.core.redact import find_secrets
+
+        return bool(find_secrets(text, self.extra))
+
+
+def extract(settings, messages: list[Message]) -> list[Candidate]:
+    """The candidates of every message, in message order, each text once."""
+    wanted = frozenset(settings.types)
+    secrets = Secrets(settings)
+    candidates: list[Candidate] = []
+    seen: set[tuple[str, str]] = set()
+    for message in messages:
+        for candidate in message_candidates(message, wanted, secrets):
+            key = (candidate.type, candidate.text)
+            if key not in seen:
+                seen.add(key)
+                candidates.append(candidate)
+    return candidates
+
+
+def message_candidates(message: Message, wanted: frozenset[str], secrets: Secrets) -> list[Candidate]:
+    if message.role not in ("user", "assistant") or not isinstance(message.content, str):
+        return []
+    said = dates.message_day(message.time)
+    content, images = _images(message.content[:SCAN_CHARS])
+    found = [_shared_image(caption, message) for caption in images] if "event" in wanted and message.role == "user" else []
+    for sentence in sentences(content):
+        if secrets.found_in(sentence):
+            continue
+        candidate = _candidate(sentence, message, said, wanted)
+        if candidate is not None:
+            found.append(candidate)
+    return [candidate for candidate in found if not any(secrets.found_in(value) for value in _texts(candidate))]
+
+
+def _images(content: str) -> tuple[str, list[str]]:
+    """The content without the images it describes ("[image: a photo of a dog]"), and their captions."""
+    if "[" not in content:
+        return content, []
+    captions = [" ".join(clean(caption).split()) for caption in _IMAGE.findall(content)]
+    return _IMAGE.sub(" ", content), [caption for caption in captions if caption][:10]
+
+
+def _shared_image(caption: str, message: Message) -> Candidate:
+    """An image the speaker shared, as its description says: what they show is what they talk of."""
+    in_chinese = chinese.has_chinese(caption)
+    subject = _subject(message, in_chinese)
+    text = f"{subject}分享了图片：{caption}" if in_chinese else f"{subject} shared an image: {caption}"
+    return Candidate("event", text, "", 3.0, [message.source()], message.speaker, message.time, {"kind": "image"})
+
+
+def sentences(content: str) -> list[str]:
+    """The message's sentences, bounded and cleaned."""
+    text = clean(content[:SCAN_CHARS])
+    parts = (part.strip() for part in _SENTENCE_END.split(text, maxsplit=MAX_SENTENCES))
+    return [part for part in parts if 2 <= len(part) <= MAX_SENTENCE_CHARS][:MAX_SENTENCES]
+
+
+def clean(text: str) -> str:
+    """Lone surrogates and control characters out, curly quotes straight."""
+    text = text.encode("utf-8", "replace").decode("utf-8", "replace")
+    return _CONTROL.sub(" ", text).translate(_QUOTES)
+
+
+def _candidate(sentence: str, message: Message, said, wanted: frozenset[str]) -> Candidate | None:
+    in_chinese = chinese.has_chinese(sentence)
+    language = chinese if in_chinese else english
+    if not in_chinese:
+        sentence = english.with_subject(english.strip_filler(sentence))
+    if not sentence or language.is_question(sentence):
+        return None
+    statement = language.classify(sentence)
+    if statement is None or statement.type not in wanted:
+        return None
+    if message.role == "assistant" and statement.type not in ASSISTANT_TYPES and not statement.corrects:
+        return None
+    subject = _subject(message, in_chinese)
+    written = f"{subject}: {sentence}" if statement.attributed else language.rewrite(sentence, subject)
+    resolved = dates.resolve(written, said)
+    return _built(statement, resolved, message)
+
+
+def _subject(message: Message, in_chinese: bool) -> str:
+    if message.speaker.strip():
+        return " ".join(clean(message.speaker).split())[:60]
+    if in_chinese:
+        return "用户" if message.role == "user" else "助手"
+    return "the user" if message.role == "user" else "the assistant"
+
+
+def _built(statement: Statement, resolved: dates.Resolved, message: Message) -> Candidate:
+    fields = dict(statement.fields)
+    if resolved.day and statement.type == "event":
+        fields["date"] = resolved.day
+    text = resolved.text.rstrip()
+    return Candidate(statement.type, text, statement.topic, float(statement.confidence), [message.source()],
+                     message.speaker, message.time, fields, statement.corrects)
+
+
+def _texts(candidate: Candidate) -> list[str]:
+    return [candidate.text, candidate.topic, *candidate.fields.values()]
