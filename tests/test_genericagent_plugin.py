@@ -56,9 +56,15 @@ def test_a_task_through_genericagents_loop_is_counted_by_memctl_tools(tmp_path, 
     assert (tools["web_fetch"]["calls"], tools["web_fetch"]["failures"]) == (3, 3)
     assert (tools["file_read"]["calls"], tools["file_read"]["failures"]) == (1, 0)
     assert "no_tool" not in tools
-    lessons = [json.loads(line) for line in (checkout.memory / "long_term.jsonl").read_text().splitlines()]
-    assert [(e["type"], e["topic"]) for e in lessons if e["type"] == "tool"] == [("tool", "web_fetch")]
-    assert "file too large: <n> bytes at <url>" in lessons[0]["text"]
+    assert b"[memctl_recall]" not in done.stderr  # every queued call ran, none failed
+    l5 = [json.loads(line) for line in (checkout.memory / "long_term.jsonl").read_text().splitlines()]
+    [lesson] = [e for e in l5 if e["type"] == "tool"]
+    assert lesson["topic"] == "web_fetch" and "file too large: <n> bytes at <url>" in lesson["text"]
+    # what the user said about themselves, learned through turn_after -> `memctl turn`, agent_after -> dispose
+    [about_user] = [e for e in l5 if "vegetarian" in e["text"]]
+    assert "Ana" in about_user["text"] and about_user["sources"][0]["session"].startswith("ga-")
+    short_term = run("recent", "--json", root=checkout.memory)
+    assert about_user["sources"][0]["session"].encode() in short_term.stdout, short_term.stderr
 
     again, _ = _run_task(checkout, MEMCTL_RECALL_TIMEOUT="30", MEMCTL_HOOK_TIMEOUT="60")  # the same call ids
     tools = {row["tool"]: row for row in map(json.loads, run("tools", "--json", root=checkout.memory).stdout.splitlines())}

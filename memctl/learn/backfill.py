@@ -1,0 +1,159 @@
+"""`memctl learn`: the write link run over archived sessions, resumably (design.md §9a).
+
+Each archived session (`learn.backfill_sessions`) not learned before is read back, its history
+turned into `Message`s, its candidates extracted (`learn.extract.extract_candidates`) and
+routed into L5 (`learn.route.route`, whose entry ids are derived from the candidate and its
+messages), and its tool calls folded into the collector (`learn.tools_lessons.record_events`,
+a call counted once whether the plugin or the log reported it). Only then is the session
+checkpointed: one line in `.memctl/learned_sessions.jsonl` (sha256, name, counts), appended and
+fsynced under the writer lock. A run killed anywhere repeats at most the session it was in,
+and repeating it writes nothing twice (the same entry ids are found done, the same call ids
+counted already); a second run skips every checkpointed session. No session buffer is kept:
+archived sessions are already on disk, whole.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import time
+from pathlib import Path
+from typing import Callable
+
+from memctl.core import faults
+from memctl.core.config import Layout, Settings
+from memctl.core.errors import MemctlError
+from memctl.learn.backfill_sessions import ArchivedSession, archived_sessions, session_entries, session_messages
+
+CHECKPOINT_FILE = "learned_sessions.jsonl"
+
+
+def checkpoint_path(layout: Layout) -> Path:
+    return Path(layout.state_dir) / CHECKPOINT_FILE
+
+
+class LearnReport:
+    """What a run did; `to_dict` is the `--json` summary."""
+
+    def __init__(self) -> None:
+        self.sessions = self.learned_before = self.learned = self.messages = 0
+        self.candidates = self.entries_written = self.tool_events = self.lessons = 0
+        self.errors: list[str] = []
+        self.notes: list[str] = []
+        self.seconds = 0.0
+        self.pending: list[str] = []  # a dry run: the sessions a run would learn
+
+    def to_dict(self) -> dict:
+        data = {name: getattr(self, name) for name in ("sessions", "learned_before", "learned", "messages", "candidates",
+                                                      "entries_written", "tool_events", "lessons", "errors", "notes")}
+        data["seconds"] = round(self.seconds, 3)
+        data["sessions_per_second"] = round(self.learned / self.seconds, 2) if self.seconds and self.learned else 0.0
+        return data
+
+
+def learned_sessions(layout: Layout) -> set[str]:
+    """The sha256 of every session checkpointed (a torn or foreign line is not a checkpoint)."""
+    try:
+        data = checkpoint_path(layout).read_bytes()
+    except FileNotFoundError:
+        return set()
+    done = set()
+    for raw in data.split(b"\n")[:-1]:
+        try:
+            done.add(str(json.loads(raw)["sha256"]))
+        except (ValueError, KeyError, TypeError, RecursionError):
+            continue
+    return done
+
+
+def learn_archived(settings: Settings, now: str, limit: int | None = None, wait: float = 30.0,
+                   dry_run: bool = False, progress: Callable[[int, int], None] | None = None) -> LearnReport:
+    layout = settings.layout
+    started = time.monotonic()
+    report = LearnReport()
+    sessions = archived_sessions(layout)
+    done = learned_sessions(layout)
+    todo = [s for s in sessions if s.sha256 not in done]
+    report.sessions, report.learned_before = len(sessions), len(sessions) - len(todo)
+    todo = todo[:limit] if limit is not None else todo
+    if dry_run:
+        report.pending = [s.name for s in todo]
+        return report
+    seen_by_plugin = _plugin_times(layout)
+    for number, session in enumerate(todo, 1):
+        try:
+            _learn_one(settings, session, now, wait, seen_by_plugin, report)
+        except MemctlError as exc:
+            report.errors.append(f"{session.name}: {exc}")
+        if progress is not None:
+            progress(number, len(todo))
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _learn_one(settings: Settings, session: ArchivedSession, now: str, wait: float, seen_by_plugin: list[str],
+               report: LearnReport) -> None:
+    from memctl.core.redact import redactor_for
+    from memctl.learn.extract import extract_candidates
+    from memctl.learn.route import DONE, SKIPPED, route
+    from memctl.learn.session import _with_sources  # the write link's own rule for a candidate's provenance
+    from memctl.learn.tools_lessons import record_events
+    from memctl.learn.tools_logs import tool_events
+
+    layout = settings.layout
+    entries = session_entries(layout, session)
+    messages = session_messages(layout, session, entries)
+    candidates, notes = extract_candidates(settings, messages) if messages else ([], [])
+    candidates = [_with_sources(candidate, messages) for candidate in candidates]
+    routed = route(settings, candidates, now, wait)
+    faults.checkpoint("learn: session routed")
+    events = tool_events(entries, session.name, redactor_for(settings))
+    if _plugin_saw(seen_by_plugin, session):  # calls without the agent's id: the plugin counted them live
+        events = [e for e in events if not e.call.startswith(f"{session.name}#")]
+    tools = record_events(settings, events, now, wait) if events else {"recorded": 0, "lessons": []}
+    faults.checkpoint("learn: session tools")
+    _checkpoint(layout, session, len(messages), len(routed), wait)
+    report.learned += 1
+    report.messages += len(messages)
+    report.candidates += len(candidates)
+    report.entries_written += sum(1 for r in routed if r.action not in (SKIPPED, DONE))
+    report.tool_events += tools["recorded"]
+    report.lessons += sum(1 for lesson in tools["lessons"] if lesson.get("action") in ("added", "superseded"))
+    report.notes += [f"{session.name}: {note}" for note in notes + [r.note for r in routed if r.note]][:20]
+
+
+def _checkpoint(layout: Layout, session: ArchivedSession, messages: int, candidates: int, wait: float) -> None:
+    from memctl.core import clock
+    from memctl.core.jsonl import append_lines, torn_dir
+    from memctl.longterm.recovery import writing
+
+    line = json.dumps({"sha256": session.sha256, "name": session.name, "messages": messages,
+                       "candidates": candidates, "at": clock.iso()}, ensure_ascii=False) + "\n"
+    with writing(layout, wait):
+        append_lines(checkpoint_path(layout), line.encode("utf-8"), torn_dir(Path(layout.state_dir)))
+
+
+def _plugin_times(layout: Layout) -> list[str]:
+    """The times of the tool calls the plugin reported, sorted (to tell which sessions it saw)."""
+    from memctl.learn.tools_store import usage_path
+
+    times = []
+    try:
+        with open(usage_path(layout), "rb") as handle:
+            for raw in handle:
+                if b'"source": "plugin"' in raw:
+                    try:
+                        times.append(str(json.loads(raw).get("time", "")))
+                    except (ValueError, AttributeError, RecursionError):
+                        continue
+    except FileNotFoundError:
+        return []
+    return sorted(times)
+
+
+def _plugin_saw(times: list[str], session: ArchivedSession) -> bool:
+    if not times or not session.start:
+        return False
+    end = session.end or session.start
+    at = bisect.bisect_left(times, session.start[:19])
+    return at < len(times) and times[at] <= end[:19] + "~"
