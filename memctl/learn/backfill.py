@@ -37,7 +37,8 @@ class LearnReport:
 
     def __init__(self) -> None:
         self.sessions = self.learned_before = self.learned = self.messages = 0
-        self.candidates = self.entries_written = self.tool_events = self.lessons = 0
+        self.candidates = self.tool_events = self.lessons = 0
+        self.actions: dict[str, int] = {}  # what routing did: added, superseded, seen, conflict, done, skipped
         self.errors: list[str] = []
         self.notes: list[str] = []
         self.seconds = 0.0
@@ -45,7 +46,7 @@ class LearnReport:
 
     def to_dict(self) -> dict:
         data = {name: getattr(self, name) for name in ("sessions", "learned_before", "learned", "messages", "candidates",
-                                                      "entries_written", "tool_events", "lessons", "errors", "notes")}
+                                                      "actions", "tool_events", "lessons", "errors", "notes")}
         data["seconds"] = round(self.seconds, 3)
         data["sessions_per_second"] = round(self.learned / self.seconds, 2) if self.seconds and self.learned else 0.0
         return data
@@ -79,58 +80,87 @@ def learn_archived(settings: Settings, now: str, limit: int | None = None, wait:
     if dry_run:
         report.pending = [s.name for s in todo]
         return report
-    seen_by_plugin = _plugin_times(layout)
-    for number, session in enumerate(todo, 1):
-        try:
-            _learn_one(settings, session, now, wait, seen_by_plugin, report)
-        except MemctlError as exc:
-            report.errors.append(f"{session.name}: {exc}")
-        if progress is not None:
-            progress(number, len(todo))
+    run = _Run(settings, now, wait, _plugin_times(layout), report)
+    try:
+        for number, session in enumerate(todo, 1):
+            try:
+                run.learn(session)
+            except MemctlError as exc:
+                report.errors.append(f"{session.name}: {exc}")
+            if progress is not None:
+                progress(number, len(todo))
+    finally:
+        run.save_tool_summary()
     report.seconds = time.monotonic() - started
     return report
 
 
-def _learn_one(settings: Settings, session: ArchivedSession, now: str, wait: float, seen_by_plugin: list[str],
-               report: LearnReport) -> None:
-    from memctl.core.redact import redactor_for
-    from memctl.learn.extract import extract_candidates
-    from memctl.learn.route import DONE, SKIPPED, route
-    from memctl.learn.session import _with_sources  # the write link's own rule for a candidate's provenance
-    from memctl.learn.tools_lessons import record_events
-    from memctl.learn.tools_logs import tool_events
+class _Run:
+    """One `learn` run: its options, and the tool summary it keeps up to date between sessions
+    (saved once, at the end: it is derived, and a killed run's next reader sums the file again)."""
 
-    layout = settings.layout
-    entries = session_entries(layout, session)
-    messages = session_messages(layout, session, entries)
-    candidates, notes = extract_candidates(settings, messages) if messages else ([], [])
-    candidates = [_with_sources(candidate, messages) for candidate in candidates]
-    routed = route(settings, candidates, now, wait)
-    faults.checkpoint("learn: session routed")
-    events = tool_events(entries, session.name, redactor_for(settings))
-    if _plugin_saw(seen_by_plugin, session):  # calls without the agent's id: the plugin counted them live
-        events = [e for e in events if not e.call.startswith(f"{session.name}#")]
-    tools = record_events(settings, events, now, wait) if events else {"recorded": 0, "lessons": []}
-    faults.checkpoint("learn: session tools")
-    _checkpoint(layout, session, len(messages), len(routed), wait)
-    report.learned += 1
-    report.messages += len(messages)
-    report.candidates += len(candidates)
-    report.entries_written += sum(1 for r in routed if r.action not in (SKIPPED, DONE))
-    report.tool_events += tools["recorded"]
-    report.lessons += sum(1 for lesson in tools["lessons"] if lesson.get("action") in ("added", "superseded"))
-    report.notes += [f"{session.name}: {note}" for note in notes + [r.note for r in routed if r.note]][:20]
+    def __init__(self, settings: Settings, now: str, wait: float, plugin_times: list[str], report: LearnReport) -> None:
+        from memctl.core.redact import redactor_for
+
+        self.settings, self.now, self.wait, self.plugin_times, self.report = settings, now, wait, plugin_times, report
+        self.scrub = redactor_for(settings)
+        self.summary = None
+
+    def learn(self, session: ArchivedSession) -> None:
+        """Extract and route, then (one hold of the writer lock) count the tool calls and checkpoint."""
+        from memctl.learn.extract import extract_candidates
+        from memctl.learn.route import route
+        from memctl.learn.session import _with_sources  # the write link's own rule for a candidate's provenance
+        from memctl.learn.tools_lessons import record_locked
+        from memctl.learn.tools_logs import tool_events
+        from memctl.learn.tools_store import read_summary
+        from memctl.longterm.recovery import writing
+
+        layout = self.settings.layout
+        entries = session_entries(layout, session)
+        messages = session_messages(layout, session, entries)
+        candidates, notes = extract_candidates(self.settings, messages) if messages else ([], [])
+        candidates = [_with_sources(candidate, messages) for candidate in candidates]
+        routed = route(self.settings, candidates, self.now, self.wait)
+        faults.checkpoint("learn: session routed")
+        events = tool_events(entries, session.name, self.scrub)
+        if _plugin_saw(self.plugin_times, session):  # calls without the agent's id: the plugin counted them live
+            events = [e for e in events if not e.call.startswith(f"{session.name}#")]
+        with writing(layout, self.wait):
+            self.summary = read_summary(layout, self.summary)
+            tools = record_locked(self.settings, self.summary, events, self.now)
+            faults.checkpoint("learn: session tools")
+            _checkpoint(layout, session, len(messages), len(routed))
+        self._count(len(messages), candidates, routed, notes, tools)
+        self.report.learned += 1
+
+    def _count(self, messages: int, candidates: list, routed: list, notes: list[str], tools: dict) -> None:
+        report = self.report
+        report.messages += messages
+        report.candidates += len(candidates)
+        for routed_one in routed:
+            report.actions[routed_one.action] = report.actions.get(routed_one.action, 0) + 1
+        report.tool_events += tools["recorded"]
+        report.lessons += sum(1 for lesson in tools["lessons"] if lesson.get("action") in ("added", "superseded"))
+        report.notes = (report.notes + notes + [r.note for r in routed if r.note])[:20]
+
+    def save_tool_summary(self) -> None:
+        from memctl.learn.tools_store import save_summary
+        from memctl.longterm.recovery import writing
+
+        if self.summary is not None:
+            with writing(self.settings.layout, self.wait):
+                save_summary(self.settings.layout, self.summary)
 
 
-def _checkpoint(layout: Layout, session: ArchivedSession, messages: int, candidates: int, wait: float) -> None:
+def _checkpoint(layout: Layout, session: ArchivedSession, messages: int, candidates: int) -> None:
+    """The session's line in the checkpoint file (the writer lock held)."""
     from memctl.core import clock
     from memctl.core.jsonl import append_lines, torn_dir
-    from memctl.longterm.recovery import writing
 
     line = json.dumps({"sha256": session.sha256, "name": session.name, "messages": messages,
                        "candidates": candidates, "at": clock.iso()}, ensure_ascii=False) + "\n"
-    with writing(layout, wait):
-        append_lines(checkpoint_path(layout), line.encode("utf-8"), torn_dir(Path(layout.state_dir)))
+    append_lines(checkpoint_path(layout), line.encode("utf-8"), torn_dir(Path(layout.state_dir)))
 
 
 def _plugin_times(layout: Layout) -> list[str]:

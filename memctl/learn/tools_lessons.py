@@ -103,7 +103,14 @@ def record_events(settings: Settings, events: Iterable[ToolEvent], now: str, wai
     layout = settings.layout
     with writing(layout, wait):
         summary = read_summary(layout)
-        fresh = append_events(layout, summary, events)
-        lessons = write_lessons(settings, summary, now)
+        report = record_locked(settings, summary, events, now)
         save_summary(layout, summary)
+    return report
+
+
+def record_locked(settings: Settings, summary: Summary, events: list[ToolEvent], now: str) -> dict:
+    """`record_events`' steps, the writer lock held and `summary` caught up (`read_summary`);
+    saving the summary is left to the caller (`memctl learn` saves it once, at the end)."""
+    fresh = append_events(settings.layout, summary, events)
+    lessons = write_lessons(settings, summary, now)
     return {"recorded": len(fresh), "duplicates": len(events) - len(fresh), "lessons": lessons}

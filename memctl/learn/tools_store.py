@@ -146,9 +146,10 @@ def _tail_digest(handle, size: int) -> str:
     return hashlib.sha256(handle.read(size - start)).hexdigest()
 
 
-def read_summary(layout: Layout) -> Summary:
-    """The summary of the whole file as it is now: the saved one caught up, or summed anew."""
-    summary = _saved_summary(layout)
+def read_summary(layout: Layout, summary: Summary | None = None) -> Summary:
+    """The summary of the whole file as it is now: `summary` (else the saved one) caught up, or
+    summed anew when the file is not the one it summed."""
+    summary = summary if summary is not None else _saved_summary(layout)
     path = usage_path(layout)
     try:
         handle = open(path, "rb")

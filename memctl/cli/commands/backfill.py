@@ -45,8 +45,8 @@ def learn(
         render.json_line(report.to_dict())
     else:
         render.line(f"learned {report.learned} sessions ({report.learned_before} before, {report.sessions} archived): "
-                    f"{report.messages} messages, {report.candidates} candidates, {report.entries_written} entries "
-                    f"written, {report.tool_events} tool calls, {report.lessons} tool lessons in {report.seconds:.1f} s")
+                    f"{report.messages} messages, {report.candidates} candidates ({_actions(report.actions)}), "
+                    f"{report.tool_events} tool calls, {report.lessons} tool lessons in {report.seconds:.1f} s")
         for error in report.errors:
             render.error(error)
     if report.errors:
@@ -58,3 +58,7 @@ def _progress_line(done: int, total: int) -> None:
 
     sys.stderr.write(f"\rlearn: {done}/{total} sessions")
     sys.stderr.flush()
+
+
+def _actions(actions: dict[str, int]) -> str:
+    return ", ".join(f"{count} {action}" for action, count in sorted(actions.items())) or "none written"
