@@ -16,6 +16,7 @@ import json
 import re
 from typing import Any, Callable, Iterable
 
+from memctl.l4.history import block_json
 from memctl.l4.logs import USER_SECTION, RawEntry
 from memctl.learn.tools import ToolEvent, failure_of, make_event
 
@@ -108,12 +109,8 @@ def _json_result(raw_line: bytes) -> dict | None:
     line = raw_line.strip()
     if not line.startswith(_RESULT_A_START) or len(line) > _LINE_LIMIT:
         return None
-    if line.endswith(b"]}"):
-        line = line[:-2]
-    elif line.endswith(b","):
-        line = line[:-1]
     try:
-        block = json.loads(line)
+        block = json.loads(block_json(line))
     except (ValueError, RecursionError):
         return None
     return block if isinstance(block, dict) else None
