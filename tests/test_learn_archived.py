@@ -135,3 +135,23 @@ def test_learn_reads_genericagents_adopted_archive(tmp_path, run):
     assert report["learned"] == report["sessions"] >= 2 and report["messages"] > 0
     sessions = {s["session"] for e in _lines(checkout.memory / "long_term.jsonl") for s in e.get("sources", [])}
     assert {"0403_2013-0403_2028", "0405_0902-0405_0908"} & sessions
+
+
+def test_a_damaged_session_is_reported_and_the_others_are_learned(archived, run):
+    import zipfile
+
+    manifest = _lines(archived / "L4_raw_sessions" / "manifest.jsonl")
+    victim = manifest[0]
+    zip_path = archived / "L4_raw_sessions" / victim["zip"]
+    with zipfile.ZipFile(zip_path) as archive:
+        members = {info.filename: archive.read(info) for info in archive.infolist()}
+    members[victim["member"]] = members[victim["member"]][:200]  # cut: it no longer decodes to its sha256
+    with zipfile.ZipFile(zip_path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    result = run("learn", "--json", root=archived, env=ENV)
+    assert result.returncode == 3, result.stderr
+    report = json.loads(result.stdout)
+    assert report["learned"] == 9 and len(report["errors"]) == 1 and report["errors"][0].startswith(victim["name"])
+    assert b"Traceback" not in result.stderr
+    assert json.loads(_learn(run, archived).stdout)["learned"] == 0  # only the damaged one is left, and fails again

@@ -17,15 +17,18 @@ from __future__ import annotations
 import bisect
 import json
 import time
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Callable
 
 from memctl.core import faults
 from memctl.core.config import Layout, Settings
-from memctl.core.errors import MemctlError
+from memctl.core.errors import LockBusy, MemctlError, WriteFailed
 from memctl.learn.backfill_sessions import ArchivedSession, archived_sessions, session_entries, session_messages
 
 CHECKPOINT_FILE = "learned_sessions.jsonl"
+UNREADABLE = (MemctlError, OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error)
 
 
 def checkpoint_path(layout: Layout) -> Path:
@@ -85,8 +88,10 @@ def learn_archived(settings: Settings, now: str, limit: int | None = None, wait:
         for number, session in enumerate(todo, 1):
             try:
                 run.learn(session)
-            except MemctlError as exc:
-                report.errors.append(f"{session.name}: {exc}")
+            except (LockBusy, WriteFailed):
+                raise  # every later session would meet it too; the ones checkpointed stay learned
+            except UNREADABLE as exc:  # this session's bytes: the others are still learned
+                report.errors.append(f"{session.name}: {_one_line(exc)}")
             if progress is not None:
                 progress(number, len(todo))
     finally:
@@ -187,3 +192,8 @@ def _plugin_saw(times: list[str], session: ArchivedSession) -> bool:
     end = session.end or session.start
     at = bisect.bisect_left(times, session.start[:19])
     return at < len(times) and times[at] <= end[:19] + "~"
+
+
+def _one_line(exc: Exception) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if isinstance(exc, MemctlError) else f"{type(exc).__name__}: {text}"
