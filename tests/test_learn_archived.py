@@ -155,3 +155,37 @@ def test_a_damaged_session_is_reported_and_the_others_are_learned(archived, run)
     assert report["learned"] == 9 and len(report["errors"]) == 1 and report["errors"][0].startswith(victim["name"])
     assert b"Traceback" not in result.stderr
     assert json.loads(_learn(run, archived).stdout)["learned"] == 0  # only the damaged one is left, and fails again
+
+
+def test_a_progress_line_on_a_terminal_and_none_when_piped(archived, memctl_bin):
+    import os
+    import pty
+    import subprocess
+
+    from conftest import clean_env
+
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run([memctl_bin, "--root", str(archived), "learn"], stdout=subprocess.PIPE,
+                              stderr=follower, env=clean_env(**ENV), timeout=120)
+        os.close(follower)
+        follower = -1
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal's other end is closed: all read
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+    assert done.returncode == 0
+    assert b"\rlearn: 1/10 sessions" in shown and b"\rlearn: 10/10 sessions" in shown
+    assert done.stdout.startswith(b"learned 10 sessions") and b"learn:" not in done.stdout
+    again = subprocess.run([memctl_bin, "--root", str(archived), "learn"], capture_output=True, env=clean_env(**ENV),
+                           timeout=120)
+    assert b"\r" not in again.stderr
