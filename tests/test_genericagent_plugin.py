@@ -86,6 +86,9 @@ def test_a_memctl_that_hangs_never_hangs_the_loop(tmp_path, run):
     err = done.stderr.decode()
     assert "memctl compose took longer than 1.5s" in err
     assert "memctl tools took longer than 1.0s" in err  # the background calls were killed, and said so
+    assert "queued memctl calls left undone at exit" in err
+    hung = subprocess.run(["pgrep", "-f", "--", f"--root {checkout.memory} "], capture_output=True)
+    assert hung.stdout == b"", "a hung memctl outlived the agent"
 
 
 def test_the_request_goes_on_stdin_and_l1_is_left_out(tmp_path, run):

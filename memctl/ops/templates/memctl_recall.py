@@ -42,6 +42,7 @@ TEXT_LIMIT = 16000  # characters of one message sent to `memctl turn`
 RESULT_LIMIT = 2000  # characters of one tool result (or argument) sent along
 _sessions = {}  # id(handler) -> the task's session id, the user's words, what was sent
 _numbers = itertools.count(1)
+_running = set()  # memctl processes not yet finished (stopped at exit, never left behind)
 
 
 def _seconds(name, default):
@@ -103,11 +104,14 @@ def _run(arguments, data, limit):
     command = MEMCTL + ["--root", MEMORY_ROOT] + arguments
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                start_new_session=True)
+    _running.add(process)
     try:
         out, err = process.communicate(data, timeout=limit)
     except subprocess.TimeoutExpired:
         _stop(process)
         raise RuntimeError(f"memctl {arguments[0]} took longer than {limit}s") from None
+    finally:
+        _running.discard(process)
     if process.returncode != 0:
         lines = err.decode("utf-8", "replace").strip().splitlines() or ["no output"]
         raise RuntimeError(f"memctl {arguments[0]} exited {process.returncode}: {lines[-1]}")
@@ -167,7 +171,11 @@ _worker = _Worker()
 
 @atexit.register
 def _finish_queued_calls():
-    _worker.flush(2 * _seconds("MEMCTL_HOOK_TIMEOUT", DEFAULT_HOOK_TIME_LIMIT))
+    """Give the queued calls twice one call's limit, then stop what still runs."""
+    if not _worker.flush(2 * _seconds("MEMCTL_HOOK_TIMEOUT", DEFAULT_HOOK_TIME_LIMIT)):
+        _log(f"{_worker.pending} queued memctl calls left undone at exit")
+    for process in list(_running):
+        _stop(process)
 
 
 def _learning():
