@@ -155,3 +155,15 @@ def test_a_run_killed_at_any_step_loses_no_acknowledged_event_and_writes_no_less
     assert [e["call"] for e in _usage(root)] == ["toolu_0001", "toolu_0002", "toolu_0003"]
     assert len(_l5(root)) == 1 and _table(run, root)["web_fetch"]["failures"] == 3
     assert list((root / ".memctl" / "torn").iterdir())  # the torn half-line was set aside, not glued on
+
+
+def test_a_symlinked_usage_file_is_refused_and_nothing_outside_the_root_is_read_or_written(run, root, tmp_path):
+    init_root(root)
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text('{"tool": "secret-tool", "ok": true}\n')
+    (root / "tool_usage.jsonl").symlink_to(outside)
+    for args, data in ((("tools", "record"), _event(1)), (("tools",), None)):
+        result = run(*args, root=root, input=data)
+        assert result.returncode == 2 and b"symlink" in result.stderr and result.stderr.count(b"\n") == 1, result.stderr
+        assert b"secret-tool" not in result.stdout
+    assert outside.read_text() == '{"tool": "secret-tool", "ok": true}\n'

@@ -172,9 +172,13 @@ def _plugin_times(layout: Layout) -> list[str]:
     """The times of the tool calls the plugin reported, sorted (to tell which sessions it saw)."""
     from memctl.learn.tools_store import usage_path
 
+    import os
+
+    from memctl.core.fsutil import open_nofollow
+
     times = []
     try:
-        with open(usage_path(layout), "rb") as handle:
+        with os.fdopen(open_nofollow(usage_path(layout), os.O_RDONLY), "rb") as handle:
             for raw in handle:
                 if b'"source": "plugin"' in raw:
                     try:

@@ -150,9 +150,11 @@ def read_summary(layout: Layout, summary: Summary | None = None) -> Summary:
     """The summary of the whole file as it is now: `summary` (else the saved one) caught up, or
     summed anew when the file is not the one it summed."""
     summary = summary if summary is not None else _saved_summary(layout)
+    from memctl.core.fsutil import open_nofollow
+
     path = usage_path(layout)
     try:
-        handle = open(path, "rb")
+        handle = os.fdopen(open_nofollow(path, os.O_RDONLY), "rb")  # a symlink there is refused, never followed
     except FileNotFoundError:
         return Summary() if summary.size else summary
     with handle:
