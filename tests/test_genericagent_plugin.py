@@ -6,6 +6,7 @@ ever waiting on memctl longer than the recall's limit."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -116,3 +117,32 @@ def test_the_request_goes_on_stdin_and_l1_is_left_out(tmp_path, run):
     assert l1.encode() in with_l1.stdout
     refused = run("compose", "-", root=checkout.memory, input=b"\xff\xfe")
     assert refused.returncode == 2 and refused.stderr.count(b"\n") == 1 and b"not UTF-8" in refused.stderr
+
+
+def test_learn_leaves_a_session_the_plugin_fed_live_to_it(tmp_path, run):
+    import random
+    from datetime import datetime, timedelta
+
+    from memctl.l4 import loggen
+
+    checkout = _installed(tmp_path, run)
+    _run_task(checkout, MEMCTL_RECALL_TIMEOUT="30", MEMCTL_HOOK_TIMEOUT="60")
+    # GenericAgent's own log of that task (its llmcore writes it; the scripted model has none)
+    log = loggen.format_a(datetime.now() - timedelta(minutes=1), 2, random.Random(1), 200, chinese=False,
+                          request=REQUEST)
+    (checkout.raw_dir / "model_responses_424242.txt").write_text(log, encoding="utf-8")
+    assert run("archive", "--min-age", "0s", "--keep-newest", "0", root=checkout.memory).returncode == 0
+    elsewhere = tmp_path / "elsewhere"  # the same archive without the plugin's buffers: learned from the log
+    shutil.copytree(checkout.memory, elsewhere, ignore=shutil.ignore_patterns("sessions"))
+
+    report = json.loads(run("learn", "--json", root=checkout.memory).stdout)
+    assert report["learned"] == report["learned_live"] == 1 and report["candidates"] == 0
+    [about_user] = [json.loads(line) for line in (checkout.memory / "long_term.jsonl").read_text().splitlines()
+                    if "vegetarian" in line]
+    assert about_user.get("seen", 1) == 1
+
+    control = json.loads(run("learn", "--json", root=elsewhere).stdout)
+    assert control["learned_live"] == 0 and control["candidates"] > 0
+    [seen_twice] = [json.loads(line) for line in (elsewhere / "long_term.jsonl").read_text().splitlines()
+                    if "vegetarian" in line]
+    assert seen_twice["seen"] == 2

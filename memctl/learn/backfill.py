@@ -3,18 +3,21 @@
 Each archived session (`learn.backfill_sessions`) not learned before is read back, its history
 turned into `Message`s, its candidates extracted (`learn.extract.extract_candidates`) and
 routed into L5 (`learn.route.route`, whose entry ids are derived from the candidate and its
-messages), and its tool calls folded into the collector (`learn.tools_lessons.record_events`,
+messages), and its tool calls folded into the collector (`learn.tools_lessons.record_locked`,
 a call counted once whether the plugin or the log reported it). Only then is the session
 checkpointed: one line in `.memctl/learned_sessions.jsonl` (sha256, name, counts), appended and
 fsynced under the writer lock. A run killed anywhere repeats at most the session it was in,
 and repeating it writes nothing twice (the same entry ids are found done, the same call ids
 counted already); a second run skips every checkpointed session. No session buffer is kept:
 archived sessions are already on disk, whole.
+
+A session the GenericAgent plugin fed to the write link as it ran is not extracted again (its
+facts' `seen` would count twice); of its tool calls, those without the agent's id (which the
+plugin could not name either) are left out, the others count once by their ids.
 """
 
 from __future__ import annotations
 
-import bisect
 import json
 import time
 import zipfile
@@ -25,7 +28,8 @@ from typing import Callable
 from memctl.core import faults
 from memctl.core.config import Layout, Settings
 from memctl.core.errors import LockBusy, MemctlError, WriteFailed
-from memctl.learn.backfill_sessions import ArchivedSession, archived_sessions, session_entries, session_messages
+from memctl.learn.backfill_sessions import (ArchivedSession, archived_sessions, learned_live, live_spans,
+                                            session_entries, session_messages)
 
 CHECKPOINT_FILE = "learned_sessions.jsonl"
 UNREADABLE = (MemctlError, OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error)
@@ -39,7 +43,7 @@ class LearnReport:
     """What a run did; `to_dict` is the `--json` summary."""
 
     def __init__(self) -> None:
-        self.sessions = self.learned_before = self.learned = self.messages = 0
+        self.sessions = self.learned_before = self.learned = self.learned_live = self.messages = 0
         self.candidates = self.tool_events = self.lessons = 0
         self.actions: dict[str, int] = {}  # what routing did: added, superseded, seen, conflict, done, skipped
         self.errors: list[str] = []
@@ -48,7 +52,7 @@ class LearnReport:
         self.pending: list[str] = []  # a dry run: the sessions a run would learn
 
     def to_dict(self) -> dict:
-        data = {name: getattr(self, name) for name in ("sessions", "learned_before", "learned", "messages", "candidates",
+        data = {name: getattr(self, name) for name in ("sessions", "learned_before", "learned", "learned_live", "messages", "candidates",
                                                       "actions", "tool_events", "lessons", "errors", "notes")}
         data["seconds"] = round(self.seconds, 3)
         data["sessions_per_second"] = round(self.learned / self.seconds, 2) if self.seconds and self.learned else 0.0
@@ -83,7 +87,7 @@ def learn_archived(settings: Settings, now: str, limit: int | None = None, wait:
     if dry_run:
         report.pending = [s.name for s in todo]
         return report
-    run = _Run(settings, now, wait, _plugin_times(layout), report)
+    run = _Run(settings, now, wait, live_spans(layout), report)
     try:
         for number, session in enumerate(todo, 1):
             try:
@@ -104,10 +108,10 @@ class _Run:
     """One `learn` run: its options, and the tool summary it keeps up to date between sessions
     (saved once, at the end: it is derived, and a killed run's next reader sums the file again)."""
 
-    def __init__(self, settings: Settings, now: str, wait: float, plugin_times: list[str], report: LearnReport) -> None:
+    def __init__(self, settings: Settings, now: str, wait: float, live: list[tuple[str, str]], report: LearnReport) -> None:
         from memctl.core.redact import redactor_for
 
-        self.settings, self.now, self.wait, self.plugin_times, self.report = settings, now, wait, plugin_times, report
+        self.settings, self.now, self.wait, self.live, self.report = settings, now, wait, live, report
         self.scrub = redactor_for(settings)
         self.summary = None
 
@@ -124,13 +128,15 @@ class _Run:
         layout = self.settings.layout
         entries = session_entries(layout, session)
         messages = session_messages(layout, session, entries)
+        events = tool_events(entries, session.name, self.scrub)
+        if learned_live(self.live, session):  # the plugin fed its turns and tool calls as it ran
+            self.report.learned_live += 1
+            messages = []
+            events = [e for e in events if not e.call.startswith(f"{session.name}#")]  # the id-less ones
         candidates, notes = extract_candidates(self.settings, messages) if messages else ([], [])
         candidates = [_with_sources(candidate, messages) for candidate in candidates]
         routed = route(self.settings, candidates, self.now, self.wait)
         faults.checkpoint("learn: session routed")
-        events = tool_events(entries, session.name, self.scrub)
-        if _plugin_saw(self.plugin_times, session):  # calls without the agent's id: the plugin counted them live
-            events = [e for e in events if not e.call.startswith(f"{session.name}#")]
         with writing(layout, self.wait):
             self.summary = read_summary(layout, self.summary)
             tools = record_locked(self.settings, self.summary, events, self.now)
@@ -166,36 +172,6 @@ def _checkpoint(layout: Layout, session: ArchivedSession, messages: int, candida
     line = json.dumps({"sha256": session.sha256, "name": session.name, "messages": messages,
                        "candidates": candidates, "at": clock.iso()}, ensure_ascii=False) + "\n"
     append_lines(checkpoint_path(layout), line.encode("utf-8"), torn_dir(Path(layout.state_dir)))
-
-
-def _plugin_times(layout: Layout) -> list[str]:
-    """The times of the tool calls the plugin reported, sorted (to tell which sessions it saw)."""
-    from memctl.learn.tools_store import usage_path
-
-    import os
-
-    from memctl.core.fsutil import open_nofollow
-
-    times = []
-    try:
-        with os.fdopen(open_nofollow(usage_path(layout), os.O_RDONLY), "rb") as handle:
-            for raw in handle:
-                if b'"source": "plugin"' in raw:
-                    try:
-                        times.append(str(json.loads(raw).get("time", "")))
-                    except (ValueError, AttributeError, RecursionError):
-                        continue
-    except FileNotFoundError:
-        return []
-    return sorted(times)
-
-
-def _plugin_saw(times: list[str], session: ArchivedSession) -> bool:
-    if not times or not session.start:
-        return False
-    end = session.end or session.start
-    at = bisect.bisect_left(times, session.start[:19])
-    return at < len(times) and times[at] <= end[:19] + "~"
 
 
 def _one_line(exc: Exception) -> str:

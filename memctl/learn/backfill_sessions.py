@@ -7,6 +7,10 @@ files `memctl compress` wrote that no archive run has packed yet. A session is i
 its sha256, never its name. Its messages: each Prompt's user request (tool results and the
 working-memory anchor left out), each Response's prose or, without prose, its `<summary>`;
 for a history-only session its `[USER]:` and `[Agent]` lines.
+
+A session the GenericAgent plugin already fed to the write link as it ran (its `turn` buffers,
+`sessions/ga-*.jsonl`, hold messages inside the session's start and end) was learned live:
+`live_spans` gives those buffers' first and last message times.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from memctl.l4.logs import RawEntry, iter_log
 from memctl.learn.candidates import Message
 
 MESSAGE_CHARS = 65536  # a longer message is cut (a pasted log is not a memory)
+PLUGIN_SESSION_PREFIX = "ga-"  # the session ids the GenericAgent plugin (ops/templates/memctl_recall.py) gives
 
 
 class ArchivedSession:
@@ -117,3 +122,34 @@ def _history_messages(layout: Layout, session: ArchivedSession) -> list[Message]
             continue
         messages.append(Message(session.name, f"h{number}", len(messages), role, text, session.start))
     return messages
+
+
+def live_spans(layout: Layout) -> list[tuple[str, str]]:
+    """(first, last) message time, to the minute, of every session the plugin fed live."""
+    import json
+    from pathlib import Path
+
+    from memctl.learn.buffer import sessions_dir
+
+    spans = []
+    for path in sorted(Path(sessions_dir(layout)).glob(f"{PLUGIN_SESSION_PREFIX}*.jsonl")):
+        if path.is_symlink():
+            continue
+        times = []
+        for raw in path.read_bytes().split(b"\n"):
+            try:
+                times.append(str(json.loads(raw).get("time", ""))[:16])
+            except (ValueError, AttributeError, RecursionError):
+                continue
+        times = [t for t in times if t]
+        if times:
+            spans.append((min(times), max(times)))
+    return spans
+
+
+def learned_live(spans: list[tuple[str, str]], session: ArchivedSession) -> bool:
+    """Whether a live span falls inside the session's start and end (to the minute)."""
+    if not session.start:
+        return False
+    start, end = session.start[:16], (session.end or session.start)[:16]
+    return any(first <= end and last >= start for first, last in spans)
