@@ -216,7 +216,7 @@ def inject_recalled_memory(ctx):
         if message is None:
             return
         request = ctx.get("user_input") if isinstance(ctx.get("user_input"), str) else _text_of(message.get("content"))
-        if _learning():
+        if _learning():  # `memctl learn` knows a session fed live by this prefix (learn/backfill_sessions.py)
             session = f"ga-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{next(_numbers)}"
             _sessions[id(ctx.get("handler"))] = {"id": session, "request": request, "request sent": False,
                                                  "last turn": 0}
