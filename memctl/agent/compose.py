@@ -109,7 +109,9 @@ class _Item:
 # ---------------------------------------------------------------- gathering
 
 
-def compose(settings: Settings, query: str, budget: int, scrub: Callable[[str], str] | None = None) -> Composition:
+def compose(settings: Settings, query: str, budget: int, scrub: Callable[[str], str] | None = None,
+            leave_out: frozenset[str] = frozenset()) -> Composition:
+    """`leave_out`: sections the agent has already (GenericAgent puts L1 in its system prompt: {"l1"})."""
     from memctl.core.redact import redactor_for
 
     scrub = scrub or redactor_for(settings)
@@ -117,7 +119,7 @@ def compose(settings: Settings, query: str, budget: int, scrub: Callable[[str], 
     dropped: dict[str, int] = {}
     readings: list[str] = []  # the search's "showing results for …", when it read a word as another
     fixed, recents, hits = gather(settings, query, scrub, dropped, readings)
-    candidates = fixed + recents[:1] + hits + recents[1:]
+    candidates = [p for p in fixed + recents[:1] + hits + recents[1:] if p.section not in leave_out]
     shown = scrub(_clip(query, QUERY_CHARS)) + "".join(f" — {scrub(note)}" for note in readings)
     result = assemble(shown, candidates, max(0, budget), dropped)
     _record_references(settings, result.pieces)

@@ -52,9 +52,9 @@ def _main(
 
 
 def _register_commands() -> None:
-    from memctl.cli.commands import health, l4, learn, longterm, operator, search, serve, setup, team
+    from memctl.cli.commands import backfill, health, l4, learn, longterm, operator, search, serve, setup, team, tools
 
-    for module in (setup, l4, search, longterm, learn, operator, health, team, serve):
+    for module in (setup, l4, search, longterm, learn, backfill, operator, health, team, serve, tools):
         module.register(app)
 
 

@@ -60,3 +60,19 @@ def apply_team_purges(settings: Settings) -> None:
 
     for line in settle_here(settings):
         render.warning(line)
+
+
+def read_stdin(limit: int, usage: str) -> bytes:
+    """This invocation's stdin, at most `limit` bytes (a longer input is refused, not cut), or
+    `usage` as the error when stdin is a terminal."""
+    import sys
+
+    from memctl.core.errors import UsageError
+
+    if sys.stdin is None or sys.stdin.isatty():
+        raise UsageError(usage)
+    stream = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else None
+    data = stream.read(limit + 1) if stream is not None else sys.stdin.read(limit + 1).encode("utf-8", "surrogateescape")
+    if len(data) > limit:
+        raise UsageError(f"stdin holds more than {limit} bytes; send less")
+    return data

@@ -154,6 +154,12 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_lines": 30,
         "max_bytes": 1024,
     },
+    # the tool-usage collector (memctl.learn.tools): a failure shape seen `lesson_after` times becomes
+    # a `tool` entry in L5 (rewritten when its count doubles); `max_event_bytes` bounds one event
+    "tools": {
+        "lesson_after": 3,
+        "max_event_bytes": 65536,
+    },
     # where L5, L6, the dream log and the index live (memctl.core.pg, issue #14): "files" (the
     # folder + .memctl/index.sqlite) or "postgres" (one schema per memory on the server named by
     # $MEMCTL_PG_DSN, which memctl never writes to a file)
@@ -204,6 +210,7 @@ BOUNDS = {
     "dream.forget_min_refs": (0, 1_000_000_000), "dream.merge_min_confidence": (0, 10),
     "dream.max_remove_share": (0, 1), "dream.auto_trigger_entries": (0, 1_000_000_000),
     "insight.max_lines": (1, 10_000), "insight.max_bytes": (1, 10_000_000),
+    "tools.lesson_after": (1, 1_000_000), "tools.max_event_bytes": (256, 1 << 24),
     "ranking.aside_weight": (0, 1),  # an aside counting more than the question is a typo
     "ranking.date_weight": (0, 100),
     "learn.turns": (1, 1_000_000), "learn.bytes": (1, 1 << 30), "learn.max_message_bytes": (1, 1 << 30),

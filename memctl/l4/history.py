@@ -94,6 +94,14 @@ _TOOL_RESULT_BYTES_RE = re.compile(rb"<tool_result>.*?(?:</tool_result>|\Z)", re
 _TEXT_BLOCK_START = (b'{"type": "text"', b'{"type":"text"')
 
 
+def block_json(line: bytes) -> bytes:
+    """A stripped line of a format A prompt as the one JSON block it holds: the `,` joining it
+    to the next, or the `]}` closing the message, cut off."""
+    if line.endswith(b"]}"):
+        return line[:-2]
+    return line[:-1] if line.endswith(b",") else line
+
+
 def _json_prompt_texts(body: bytes) -> list[str]:
     """Text blocks of a format A prompt: one JSON block a line, so only text lines are parsed
     (tool results, often megabytes, are skipped unread); whole-body JSON as a fallback."""
@@ -102,12 +110,8 @@ def _json_prompt_texts(body: bytes) -> list[str]:
         line = raw_line.strip()
         if not line.startswith(_TEXT_BLOCK_START):
             continue
-        if line.endswith(b"]}"):
-            line = line[:-2]
-        elif line.endswith(b","):
-            line = line[:-1]
         try:
-            block = json.loads(line)
+            block = json.loads(block_json(line))
         except ValueError:
             return _whole_json_texts(body)
         if isinstance(block, dict) and isinstance(block.get("text"), str):

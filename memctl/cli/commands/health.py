@@ -137,12 +137,19 @@ def recent(
             render.raw_bytes(session.text.encode("utf-8", "surrogateescape"))
 
 
+COMPOSE_STDIN_LIMIT = 1 << 20
+
+
 def compose(
     ctx: typer.Context,
-    query: list[str] = typer.Argument(..., metavar="QUERY", help="What the next turn is about."),
+    query: list[str] = typer.Argument(..., metavar="QUERY",
+                                      help="What the next turn is about; `-` reads it from stdin (a long "
+                                           "request, or one other users must not see in `ps`)."),
     budget: Optional[int] = typer.Option(None, "--budget",
                                          help="Token budget of the whole block (estimated; see README); "
                                               "default [compose] budget, 1500."),
+    no_l1: bool = typer.Option(False, "--no-l1", help="Leave out L1, for an agent whose prompt holds it already "
+                                                      "(GenericAgent's system prompt does)."),
     json_out: bool = typer.Option(False, "--json", help="JSON Lines: one line per item used, then a summary with the text."),
 ) -> None:
     """The memory block an agent injects before a turn: L1, the active task, recent sessions,
@@ -154,11 +161,26 @@ def compose(
     _require_root(settings.layout.root)
     if budget is None:
         budget = int(settings.get("compose", "budget"))
+    text = " ".join(query)
+    if query == ["-"]:
+        text = _query_from_stdin()
     apply_team_purges(settings)
-    result = run_compose(settings, " ".join(query), budget)
+    result = run_compose(settings, text, budget, leave_out=frozenset({"l1"} if no_l1 else ()))
     if json_out:
         for item in result.items:
             render.json_line(item.to_json())
         render.json_line(result.summary())
     else:
         render.raw_bytes(result.text.encode("utf-8", "surrogateescape"))
+
+
+def _query_from_stdin() -> str:
+    from memctl.cli.state import read_stdin
+    from memctl.core.errors import UsageError
+
+    data = read_stdin(COMPOSE_STDIN_LIMIT, "`compose -` reads the query from stdin; pipe it, e.g. "
+                                           "echo 'what port?' | memctl compose -")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError("the query on stdin is not UTF-8 text") from None

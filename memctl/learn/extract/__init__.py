@@ -15,4 +15,11 @@ from memctl.learn.extract import deterministic
 
 def extract_candidates(settings, messages: list[Message]) -> tuple[list[Candidate], list[str]]:
     """The candidates of `messages` and one-line notes (a model that failed, and why)."""
+    if settings.get("extract", "command") or settings.get("extract", "endpoint"):
+        from memctl.learn.extract import model
+
+        try:
+            return model.extract(settings, messages)
+        except model.ModelFailed as failure:
+            return deterministic.extract(settings, messages), [f"{failure}: used the deterministic extractor"]
     return deterministic.extract(settings, messages), []

@@ -25,6 +25,7 @@ MAX_SENTENCE_CHARS = 600  # a longer "sentence" is a paste (a log, a table), not
 ASSISTANT_TYPES = frozenset(("decision", "lesson"))
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])|\s*\n+\s*")
+_IMAGE = re.compile(r"\[(?:image|photo|picture|img|图片|照片)\s*[:：]\s*([^\]\n]{3,300})\]", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
 # a sentence naming a credential is not kept even when its value has no shape the rules know
@@ -73,14 +74,31 @@ def message_candidates(message: Message, wanted: frozenset[str], secrets: Secret
     if message.role not in ("user", "assistant") or not isinstance(message.content, str):
         return []
     said = dates.message_day(message.time)
-    found = []
-    for sentence in sentences(message.content):
+    content, images = _images(message.content[:SCAN_CHARS])
+    found = [_shared_image(caption, message) for caption in images] if "event" in wanted and message.role == "user" else []
+    for sentence in sentences(content):
         if secrets.found_in(sentence):
             continue
         candidate = _candidate(sentence, message, said, wanted)
-        if candidate is not None and not any(secrets.found_in(value) for value in _texts(candidate)):
+        if candidate is not None:
             found.append(candidate)
-    return found
+    return [candidate for candidate in found if not any(secrets.found_in(value) for value in _texts(candidate))]
+
+
+def _images(content: str) -> tuple[str, list[str]]:
+    """The content without the images it describes ("[image: a photo of a dog]"), and their captions."""
+    if "[" not in content:
+        return content, []
+    captions = [" ".join(clean(caption).split()) for caption in _IMAGE.findall(content)]
+    return _IMAGE.sub(" ", content), [caption for caption in captions if caption][:10]
+
+
+def _shared_image(caption: str, message: Message) -> Candidate:
+    """An image the speaker shared, as its description says: what they show is what they talk of."""
+    in_chinese = chinese.has_chinese(caption)
+    subject = _subject(message, in_chinese)
+    text = f"{subject}分享了图片：{caption}" if in_chinese else f"{subject} shared an image: {caption}"
+    return Candidate("event", text, "", 3.0, [message.source()], message.speaker, message.time, {"kind": "image"})
 
 
 def sentences(content: str) -> list[str]:
@@ -100,7 +118,7 @@ def _candidate(sentence: str, message: Message, said, wanted: frozenset[str]) ->
     in_chinese = chinese.has_chinese(sentence)
     language = chinese if in_chinese else english
     if not in_chinese:
-        sentence = english.strip_filler(sentence)
+        sentence = english.with_subject(english.strip_filler(sentence))
     if not sentence or language.is_question(sentence):
         return None
     statement = language.classify(sentence)
@@ -109,7 +127,8 @@ def _candidate(sentence: str, message: Message, said, wanted: frozenset[str]) ->
     if message.role == "assistant" and statement.type not in ASSISTANT_TYPES and not statement.corrects:
         return None
     subject = _subject(message, in_chinese)
-    resolved = dates.resolve(language.rewrite(sentence, subject), said)
+    written = f"{subject}: {sentence}" if statement.attributed else language.rewrite(sentence, subject)
+    resolved = dates.resolve(written, said)
     return _built(statement, resolved, message)
 
 

@@ -19,19 +19,37 @@ _FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're
 _LEAD_FILLER = re.compile(
     r"^(?:(?:wow|whoa|oh|ooh|ah|aw+|yeah|yes|yep|yup|hey|hi|hello|haha+|lol|omg|well|so|um+|uh+|okay|ok|sure|"
     r"thanks|thank you|totally|absolutely|definitely|nice|cool|great|awesome|right|true|exactly|honestly|"
-    r"btw|by the way|anyway|also|and|but|plus|haha|hmm+|ya|yea)\b[\s,!.:;-]*)+", re.IGNORECASE)
+    r"btw|by the way|anyway|also|and|but|plus|haha|hmm+|ya|yea|you know(?: what)?|ya know|guess what|fyi|tbh|"
+    r"to be honest|in fact|funny enough|oh man|man|dude|gosh|yay|woo+|phew)\b[\s,!.:;-]*)+", re.IGNORECASE)
+# a sentence whose subject is left out, as people write: "Just got some new shoes!" (I just got),
+# "Researching adoption agencies" (I'm researching), "Gonna continue my edu" (I'm gonna)
+_IMPLIED_PAST = re.compile(r"^(?:just|finally|recently|also|then|already)?\s*(?:[a-z]+ed|went|got|had|made|took|saw|met|"
+                           r"ran|won|lost|bought|found|gave|began|did|wrote|read|built|drew|painted|sang|taught|felt|"
+                           r"left|came|spent|flew|drove|rode|swam|ate|sold|kept|heard|caught|brought|became|grew|"
+                           r"chose|wore|sent|been)\b", re.IGNORECASE)
+_IMPLIED_STATE = re.compile(r"^(?:so |really |super |pretty |totally )?(?:excited|stoked|thrilled|psyched|pumped|tired|"
+                            r"exhausted|bored|stressed|worried|scared|obsessed|interested|amazed|overwhelmed|swamped|"
+                            r"blessed|grateful|thankful|lucky|busy|proud|nervous|determined)\b", re.IGNORECASE)
+_IMPLIED_ING = re.compile(r"^(?:just |still |currently |finally |also )?(?!(?:nothing|something|everything|anything|"
+                          r"thing|morning|evening|being|king|ring|spring|string|sibling|darling|wedding|building|"
+                          r"painting|feeling|meeting|seeing|saying)\b)[a-z]{3,}ing\b|^(?:gonna|going to|planning to|"
+                          r"hoping to|about to|off to)\b", re.IGNORECASE)
 _QUESTION_START = re.compile(
     r"^(?:what|who|whom|whose|where|when|why|how|which|do|does|did|are|is|was|were|can|could|will|would|"
     r"should|have|has|had|shall|may|might|isn't|aren't|don't|doesn't|didn't|won't|wouldn't|any)\b", re.IGNORECASE)
 _HEDGES = re.compile(r"\b(?:maybe|perhaps|probably|might|i think|i guess|i suppose|not sure|kind of|kinda|sort of|"
                      r"possibly|i believe|i feel like|seems|hopefully|i hope)\b", re.IGNORECASE)
-_LISTENER = re.compile(r"\b(?:you|your|you're|you've|you'll|yours|yourself)\b", re.IGNORECASE)
+_LISTENER = re.compile(r"\b(?:you|your|you're|you've|you'll|you'd|yours|yourself|ya)\b", re.IGNORECASE)
+# what a listener-directed sentence may still tell of its speaker
+_ABOUT_SPEAKER_EVEN_TO_LISTENER = frozenset(("profile", "entity", "preference", "decision", "lesson"))
 # sentences that are only about the conversation itself: "I agree", "I'm so happy for you", "I can't wait"
 _SMALL_TALK = re.compile(
     r"^(?:i|we)(?:'m| am|'re| are)?\s+(?:so |really |totally |very |just |also |too )*"
     r"(?:agree|know|see|understand|bet|hope so|think so|guess so|glad|happy for|proud of|sorry|appreciate|"
     r"can't wait|cannot wait|miss|feel you|hear you|get it|mean it|love that|love it|love this|like that|"
-    r"like it|am here|'m here|here for|fine|good|okay|ok|great|doing (?:good|well|great|fine|ok))\b",
+    r"like it|am here|'m here|here for|fine|good|okay|ok|great|doing (?:good|well|great|fine|ok)|"
+    r"(?:will|'ll) (?:keep (?:you|ya) posted|talk to you|catch (?:you|ya)|let you know|see you)|"
+    r"(?:gotta|have to|must) (?:go|run))\b",
     re.IGNORECASE)
 _RELATIONS = (r"sister|brother|mother|mom|mum|father|dad|wife|husband|partner|son|daughter|boss|manager|friend|"
               r"best friend|cousin|aunt|uncle|grandma|grandmother|grandpa|grandfather|girlfriend|boyfriend|"
@@ -92,6 +110,7 @@ _DETERMINER = re.compile(r"^(?:the|a|an|my|our|some|this|that|these|those|to|all
 _TRAILING = re.compile(r"\s+(?:a lot|so much|very much|too|as well|now|lately|these days|anymore|again)$",
                        re.IGNORECASE)
 
+_NAMED_THING = re.compile(r"(?<![.!?:]\s)(?<![.!?:])\b[A-Z][a-z]+|\d|\"[^\"]{2,}\"")
 _CONTENT_WORD = re.compile(r"[A-Za-z]{3,}|\d")
 _CONTENT_STOP = frozenset("""the and but for with that this have has had was were are you your just really
 very so too not all can can't will would could should been being they them then than there their what when
@@ -108,6 +127,16 @@ def strip_filler(sentence: str) -> str:
     return _LEAD_FILLER.sub("", sentence.strip()).strip()
 
 
+def with_subject(sentence: str) -> str:
+    """A sentence that leaves its subject out given its "I" back ("Just got new shoes" -> "I just
+    got new shoes", "Researching agencies" -> "I'm researching agencies"); others unchanged."""
+    if _IMPLIED_STATE.match(sentence) or _IMPLIED_ING.match(sentence):
+        return "I'm " + sentence[:1].lower() + sentence[1:]
+    if _IMPLIED_PAST.match(sentence):
+        return "I " + sentence[:1].lower() + sentence[1:]
+    return sentence
+
+
 def classify(sentence: str) -> Statement | None:
     """The kind of memory a (filler-stripped, non-question) sentence holds, or None."""
     if _SMALL_TALK.match(sentence):
@@ -119,9 +148,12 @@ def classify(sentence: str) -> Statement | None:
     corrects = _CORRECTION.search(sentence) is not None
     if _FIRST_PERSON.search(sentence):
         statement = _profile(sentence) or _preference(sentence) or _kind(sentence)
-    else:  # about no one in particular: kept only as a decision or a lesson ("the deploy failed because …")
+        if _LISTENER.search(sentence) and statement.type not in _ABOUT_SPEAKER_EVEN_TO_LISTENER:
+            return None  # "I'm so stoked that art is helping you": about the listener, theirs to say
+    else:  # about no one in particular: a decision, a lesson, or the speaker's words about a named thing
         statement = _kind(sentence)
-        statement = statement if statement.type in ("decision", "lesson") else None
+        if statement.type not in ("decision", "lesson"):
+            statement = _mention(sentence, content)
     if statement is None:
         return None
     confidence = statement.confidence - (2 if hedged else 0)
@@ -134,7 +166,7 @@ def _profile(sentence: str) -> Statement | None:
         return Statement("profile", "name", {"name": match[1]}, 8)
     match = _HAS_NAMED.search(sentence) or _RELATION_NAME.search(sentence)
     if match and match[2].lower() not in ("i", "and"):
-        relation = _singular(match[1].lower().strip())
+        relation = _singular_noun(match[1].lower().strip())
         return Statement("entity", f"{relation}'s name", {f"{relation}'s name": match[2]}, 7)
     for pattern, topic in ((_ORIGIN, "hometown"), (_HOME, "home city")):
         match = pattern.search(sentence)
@@ -189,7 +221,15 @@ def _kind(sentence: str) -> Statement | None:
     return Statement("event", "", {}, 5)
 
 
-def _singular(word: str) -> str:
+def _mention(sentence: str, content: list[str]) -> Statement | None:
+    """A sentence naming something (a name, a title, a number) that is not the listener's business:
+    "It's a map of Middle-earth from LOTR", "Cindy wrote it"."""
+    if len(content) < 3 or _LISTENER.search(sentence) or not _NAMED_THING.search(sentence, 1):
+        return None
+    return Statement("event", "", {}, 4, attributed=True)
+
+
+def _singular_noun(word: str) -> str:
     return word[:-1] if word.endswith("s") and not word.endswith("ss") else word
 
 
@@ -204,37 +244,62 @@ _IRREGULAR_PAST = frozenset("""went got had made took saw met ran won lost bough
 read built drew painted sang taught felt left came tried visited joined spent flew drove rode swam ate drank sold
 kept told heard caught brought thought held became grew fell broke chose wore threw sent was were said knew paid
 put set let hit cut quit""".split())
-_PRESENT = {"am": "is", "'m": "is", "have": "has", "'ve": "has", "do": "does", "don't": "doesn't", "go": "goes",
-            "haven't": "hasn't", "'d": "would", "'ll": "will", "are": "are"}
-_SUBJECT = re.compile(r"\b(I|i)(?:('m|'ve|'d|'ll)\b|\s+((?:(?:" + "|".join(sorted(_ADVERBS)) + r")\s+)*)([A-Za-z']+)\b)")
-_OBJECTS = [(re.compile(p, re.IGNORECASE), r) for p, r in (
-    (r"\bwe're\b", "{s} and others are"), (r"\bwe've\b", "{s} and others have"), (r"\bwe'll\b", "{s} and others will"),
-    (r"\bwe'd\b", "{s} and others would"), (r"\bwe\b", "{s} and others"), (r"\bus\b", "{s} and others"),
-    (r"\bours\b", "{p}"), (r"\bour\b", "{p}"), (r"\bmyself\b", "themself"), (r"\bmine\b", "{p}"),
-    (r"\bmy\b", "{p}"), (r"\bme\b", "{s}"))]
+_SINGULAR = {"am": "is", "'m": "is", "have": "has", "'ve": "has", "do": "does", "don't": "doesn't", "go": "goes",
+             "haven't": "hasn't", "'d": "would", "'ll": "will", "are": "are"}
+_PLURAL = {"am": "are", "was": "were", "wasn't": "weren't"}
+_SPELLED = {"'re": "are", "'ve": "have", "'ll": "will", "'d": "would"}
+_FIRST_PERSON_WORD = re.compile(
+    r"\b(?:(?P<i>[Ii])(?:(?P<contraction>'m|'ve|'d|'ll)\b|\s+(?P<adverbs>(?:(?:" + "|".join(sorted(_ADVERBS))
+    + r")\s+)*)(?P<verb>[A-Za-z']+)\b)|(?P<we>[Ww]e)(?P<we_contraction>'re|'ve|'ll|'d)?\b"
+    r"|(?P<word>[Mm]e|[Mm]y|[Mm]ine|[Mm]yself|[Uu]s|[Oo]ur|[Oo]urs)\b)")
+# (first mention, later mentions): the name once, then the pronoun, which reads as well and keeps an
+# entry short (every "I" a name would grow it by the name's length)
+_WORDS = {"me": ("{s}", "them"), "my": ("{p}", "their"), "mine": ("{p}", "theirs"), "myself": ("themself", "themself"),
+          "us": ("{s} and others", "them"), "our": ("{p}", "their"), "ours": ("{p}", "theirs")}
 
 
 def rewrite(sentence: str, subject: str) -> str:
-    """`sentence` with its first person rewritten to `subject` ("Caroline", "the user")."""
+    """`sentence` with its first person rewritten: the first mention `subject` ("Caroline", "the
+    user"), later ones "they" ("I love my dog" -> "Caroline loves their dog")."""
     possessive = subject + "'" if subject.endswith("s") else subject + "'s"
-    text = _SUBJECT.sub(lambda match: _third_person(match, subject), sentence)
-    for pattern, replacement in _OBJECTS:
-        if pattern.search(text):
-            text = pattern.sub(replacement.format(s=subject, p=possessive), text)
+    named = []
+
+    def third_person(match: re.Match) -> str:
+        first = not named
+        named.append(True)
+        if match["i"]:
+            return _named_subject(match, subject) if first else _plural_subject(match, "they")
+        if match["we"]:
+            return _plural_subject(match, f"{subject} and others" if first else "they")
+        word = _WORDS[match["word"].lower()][0 if first else 1]
+        return word.format(s=subject, p=possessive)
+
+    text = _FIRST_PERSON_WORD.sub(third_person, sentence)
     return text[:1].upper() + text[1:] if text[:1].islower() else text
 
 
-def _third_person(match: re.Match, subject: str) -> str:
-    contraction, between, verb = match[2], match[3] or "", match[4]
+def _named_subject(match: re.Match, subject: str) -> str:
+    if match["contraction"]:
+        return f"{subject} {_SINGULAR[match['contraction']]}"
+    return f"{subject} {match['adverbs']}{_agree(match['verb'])}"
+
+
+def _plural_subject(match: re.Match, subject: str) -> str:
+    contraction = match["contraction"] or match["we_contraction"]
+    if contraction and subject == "they":
+        return "they're" if contraction == "'m" else f"they{contraction}"
     if contraction:
-        return f"{subject} {_PRESENT[contraction]}"
-    return f"{subject} {between}{_agree(verb)}"
+        return f"{subject} {_SPELLED[contraction]}"
+    if match["verb"] is None:
+        return subject
+    verb = match["verb"]
+    return f"{subject} {match['adverbs']}{_PLURAL.get(verb.lower(), verb)}"
 
 
 def _agree(verb: str) -> str:
     lower = verb.lower()
-    if lower in _PRESENT:
-        return _PRESENT[lower]
+    if lower in _SINGULAR:
+        return _SINGULAR[lower]
     if lower in _MODALS or lower in _IRREGULAR_PAST or lower.endswith("ed") or "'" in lower:
         return verb
     if lower.endswith(("s", "sh", "ch", "x", "z", "o")):
