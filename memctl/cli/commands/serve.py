@@ -13,6 +13,7 @@ import typer
 
 from memctl.cli import render
 from memctl.cli.state import state
+from memctl.core.extras import install_hint
 from memctl.core.errors import UsageError
 
 keys_app = typer.Typer(help="Per-agent keys for `memctl serve --http`: scope read|write|admin, optional namespace.",
@@ -48,7 +49,7 @@ def serve_cmd(
         from memctl.serve.http_app import serve_http
         from memctl.serve.mcp_app import serve_stdio
     except ImportError as exc:
-        raise UsageError(f"memctl serve needs its extra: pip install 'memctl[serve]' ({exc.name} is missing)") from None
+        raise UsageError(f"memctl serve needs its extra: {install_hint('serve')}; {exc.name} is missing") from None
     from memctl.serve.service import Service
 
     service = Service(settings).start()
