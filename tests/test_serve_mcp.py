@@ -230,5 +230,5 @@ def test_serve_without_its_extra_says_how_to_get_it(run, root, tmp_path):
     (blocker / "mcp").mkdir(parents=True)
     (blocker / "mcp" / "__init__.py").write_text("raise ImportError('hidden by the test', name='mcp')\n")
     done = run("serve", root=root, env={"PYTHONPATH": str(blocker)}, timeout=60)
-    assert done.returncode == 2 and b"pip install mcp" in done.stderr
+    assert done.returncode == 2 and b"pip install 'mcp>=2.3" in done.stderr
     assert b"Traceback" not in done.stderr and done.stdout == b""
