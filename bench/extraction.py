@@ -153,8 +153,10 @@ def run_extractor(settings, sessions: list[list[Message]], dataset: str, per_ses
 
 
 def learned_docs(extracted: Extracted, raw_docs: list[dict]) -> list[dict]:
-    dates = {doc["id"]: doc["date"] for doc in raw_docs}
-    return [{"id": f"{turn}#{n}", "text": text, "date": dates.get(turn, "")}
+    """The entries as import items, with the date and session of the turn they came from (as an
+    entry's provenance gives them), so search treats them as it treats the raw turns."""
+    raw = {doc["id"]: doc for doc in raw_docs}
+    return [{"id": f"{turn}#{n}", "text": text, "date": raw[turn]["date"], "session": raw[turn]["session"]}
             for turn, texts in extracted.by_turn.items() for n, text in enumerate(texts)]
 
 

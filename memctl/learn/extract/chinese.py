@@ -166,8 +166,9 @@ def _opinion(sentence: str) -> Statement | None:
 _REWRITES = (("我们", "{s}等人"), ("咱们", "{s}等人"), ("我", "{s}"), ("咱", "{s}"))
 
 
-def rewrite(sentence: str, subject: str) -> str:
-    """`sentence` with 我 / 我们 made `subject` ("小王", "用户")."""
+def rewrite(sentence: str, subject: str, named_before: bool = False) -> str:
+    """`sentence` with 我 / 我们 made `subject` ("小王", "用户"); a name is short in Chinese, so
+    it stays even after a sentence that named the speaker (`named_before`)."""
     for first_person, replacement in _REWRITES:
         if first_person in sentence:
             sentence = sentence.replace(first_person, replacement.format(s=subject))

@@ -26,6 +26,8 @@ ASSISTANT_TYPES = frozenset(("decision", "lesson"))
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])|\s*\n+\s*")
 _IMAGE = re.compile(r"\[(?:image|photo|picture|img|图片|照片)\s*[:：]\s*([^\]\n]{3,300})\]", re.IGNORECASE)
+_PHOTO_OF = re.compile(r"^(?:a |an )?(?:photo|photograph|photography|picture|image|close up|closeup|screenshot)s? of\s+"
+                       r"(?:an? |the )?", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
 # a sentence naming a credential is not kept even when its value has no shape the rules know
@@ -75,30 +77,69 @@ def message_candidates(message: Message, wanted: frozenset[str], secrets: Secret
         return []
     said = dates.message_day(message.time)
     content, images = _images(message.content[:SCAN_CHARS])
-    found = [_shared_image(caption, message) for caption in images] if "event" in wanted and message.role == "user" else []
+    found = []
+    named = False  # an event sentence named the speaker: the next ones of the message say "they"
     for sentence in sentences(content):
         if secrets.found_in(sentence):
             continue
-        candidate = _candidate(sentence, message, said, wanted)
+        candidate = _candidate(sentence, message, said, wanted, named)
         if candidate is not None:
             found.append(candidate)
-    return [candidate for candidate in found if not any(secrets.found_in(value) for value in _texts(candidate))]
+            named = named or (candidate.type == "event" and not candidate.corrects)
+    found = [candidate for candidate in found if not any(secrets.found_in(value) for value in _texts(candidate))]
+    shown = [caption for caption in images if not secrets.found_in(caption)]
+    if shown and "event" in wanted and message.role == "user":
+        found.append(_shared_images(shown, message))
+    return _one_event(found)
 
 
 def _images(content: str) -> tuple[str, list[str]]:
-    """The content without the images it describes ("[image: a photo of a dog]"), and their captions."""
+    """The content without the images it describes ("[image: a photo of a dog]"), and their
+    captions ("a dog")."""
     if "[" not in content:
         return content, []
-    captions = [" ".join(clean(caption).split()) for caption in _IMAGE.findall(content)]
+    captions = [_PHOTO_OF.sub("", " ".join(clean(caption).split())) for caption in _IMAGE.findall(content)]
     return _IMAGE.sub(" ", content), [caption for caption in captions if caption][:10]
 
 
-def _shared_image(caption: str, message: Message) -> Candidate:
-    """An image the speaker shared, as its description says: what they show is what they talk of."""
-    in_chinese = chinese.has_chinese(caption)
+def _shared_images(captions: list[str], message: Message) -> Candidate:
+    """The images the speaker shared, as their descriptions say: what one shows is what one talks
+    of ("Caroline's photo: a painting of a sunset"; closing the message's event, "(photo: …)")."""
+    shown = "; ".join(captions)
+    in_chinese = chinese.has_chinese(shown)
     subject = _subject(message, in_chinese)
-    text = f"{subject}分享了图片：{caption}" if in_chinese else f"{subject} shared an image: {caption}"
-    return Candidate("event", text, "", 3.0, [message.source()], message.speaker, message.time, {"kind": "image"})
+    text = f"{subject}分享的图片：{shown}" if in_chinese else f"{_possessive(subject)} photo: {shown}"
+    return Candidate("event", text, "", 3.0, [message.source()], message.speaker, message.time,
+                     {"kind": "image", "photo": shown})
+
+
+def _one_event(found: list[Candidate]) -> list[Candidate]:
+    """A message's events as one entry: what one turn tells happened reads (and is found) together;
+    its images close it."""
+    events = [candidate for candidate in found if candidate.type == "event" and not candidate.corrects]
+    if len(events) < 2:
+        return found
+    first = events[0]
+    fields: dict[str, str] = {}
+    for event in reversed(events):
+        fields.update(event.fields)
+    if fields.get("kind") == "image":
+        del fields["kind"]
+    texts = [_joined_text(event) for event in events]
+    joined = Candidate("event", ("" if chinese.has_chinese(texts[0]) else " ").join(texts), "",
+                       max(event.confidence for event in events), first.sources, first.speaker, first.time, fields)
+    return [candidate for candidate in found if candidate not in events] + [joined]
+
+
+def _joined_text(event: Candidate) -> str:
+    if event.fields.get("kind") == "image":
+        photo = event.fields["photo"]
+        return f"（图片：{photo}）" if chinese.has_chinese(photo) else f"(photo: {photo})"
+    return event.text if event.text[-1:] in ".!?。！？" else event.text + "."
+
+
+def _possessive(subject: str) -> str:
+    return subject + "'" if subject.endswith("s") else subject + "'s"
 
 
 def sentences(content: str) -> list[str]:
@@ -114,7 +155,7 @@ def clean(text: str) -> str:
     return _CONTROL.sub(" ", text).translate(_QUOTES)
 
 
-def _candidate(sentence: str, message: Message, said, wanted: frozenset[str]) -> Candidate | None:
+def _candidate(sentence: str, message: Message, said, wanted: frozenset[str], named: bool) -> Candidate | None:
     in_chinese = chinese.has_chinese(sentence)
     language = chinese if in_chinese else english
     if not in_chinese:
@@ -127,7 +168,12 @@ def _candidate(sentence: str, message: Message, said, wanted: frozenset[str]) ->
     if message.role == "assistant" and statement.type not in ASSISTANT_TYPES and not statement.corrects:
         return None
     subject = _subject(message, in_chinese)
-    written = f"{subject}: {sentence}" if statement.attributed else language.rewrite(sentence, subject)
+    if not in_chinese and not statement.corrects:
+        sentence = english.tighten(sentence)
+    if statement.attributed:  # after an event that named the speaker it joins, it needs no name
+        written = sentence if named and statement.type == "event" else f"{subject}: {sentence}"
+    else:
+        written = language.rewrite(sentence, subject, named and statement.type == "event")
     resolved = dates.resolve(written, said)
     return _built(statement, resolved, message)
 

@@ -40,8 +40,6 @@ _QUESTION_START = re.compile(
 _HEDGES = re.compile(r"\b(?:maybe|perhaps|probably|might|i think|i guess|i suppose|not sure|kind of|kinda|sort of|"
                      r"possibly|i believe|i feel like|seems|hopefully|i hope)\b", re.IGNORECASE)
 _LISTENER = re.compile(r"\b(?:you|your|you're|you've|you'll|you'd|yours|yourself|ya)\b", re.IGNORECASE)
-# what a listener-directed sentence may still tell of its speaker
-_ABOUT_SPEAKER_EVEN_TO_LISTENER = frozenset(("profile", "entity", "preference", "decision", "lesson"))
 # sentences that are only about the conversation itself: "I agree", "I'm so happy for you", "I can't wait"
 _SMALL_TALK = re.compile(
     r"^(?:i|we)(?:'m| am|'re| are)?\s+(?:so |really |totally |very |just |also |too )*"
@@ -111,10 +109,19 @@ _TRAILING = re.compile(r"\s+(?:a lot|so much|very much|too|as well|now|lately|th
                        re.IGNORECASE)
 
 _NAMED_THING = re.compile(r"(?<![.!?:]\s)(?<![.!?:])\b[A-Z][a-z]+|\d|\"[^\"]{2,}\"")
+_INTENSIFIERS = re.compile(r"\b(?:really|super|totally|definitely|absolutely|literally|honestly|truly|kinda|sorta|"
+                           r"pretty much|very|so(?= (?:\w+(?:ful|ing|ed|ive|ous|y|ic|al|le)\b))|just)\s+",
+                           re.IGNORECASE)
+_TAIL_TAGS = re.compile(r"(?:[,\s]+(?:you know|haha+|lol|lmao|hehe+|right|huh|too|as well)|\s*[:;][-']?[()DPp]|"
+                        r"\s*<3)+(?=[.!?]*$)", re.IGNORECASE)
 _CONTENT_WORD = re.compile(r"[A-Za-z]{3,}|\d")
 _CONTENT_STOP = frozenset("""the and but for with that this have has had was were are you your just really
 very so too not all can can't will would could should been being they them then than there their what when
-also about some much like yeah know think get got its it's i'm i've i'd i'll we're we've our ours mine myself""".split())
+also about some much like yeah know think get got its it's i'm i've i'd i'll we're we've our ours mine myself
+from into out over then now well way lot lots thing things stuff something everything anything one ones
+amazing awesome great good nice cool fun happy glad excited love loved loving proud special inspiring
+powerful wonderful fantastic beautiful incredible sweet cute glad thanks thank sure totally""".split())
+MIN_CONTENT_WORDS = 3
 
 
 def is_question(sentence: str) -> bool:
@@ -125,6 +132,14 @@ def is_question(sentence: str) -> bool:
 def strip_filler(sentence: str) -> str:
     """The sentence without the interjections that open it ("Wow, yeah, I went …" -> "I went …")."""
     return _LEAD_FILLER.sub("", sentence.strip()).strip()
+
+
+def tighten(sentence: str) -> str:
+    """The sentence without the intensifiers and tags that add bytes and no fact ("really so
+    happy, haha!" -> "happy.")."""
+    sentence = _INTENSIFIERS.sub("", sentence)
+    sentence = _TAIL_TAGS.sub("", sentence).strip()
+    return re.sub(r"[!.]{2,}|!", ".", sentence) if sentence else sentence
 
 
 def with_subject(sentence: str) -> str:
@@ -142,18 +157,18 @@ def classify(sentence: str) -> Statement | None:
     if _SMALL_TALK.match(sentence):
         return None
     content = [w for w in _CONTENT_WORD.findall(sentence) if w.lower() not in _CONTENT_STOP]
-    if len(content) < 2:
-        return None
     hedged = _HEDGES.search(sentence) is not None
     corrects = _CORRECTION.search(sentence) is not None
     if _FIRST_PERSON.search(sentence):
-        statement = _profile(sentence) or _preference(sentence) or _kind(sentence)
-        if _LISTENER.search(sentence) and statement.type not in _ABOUT_SPEAKER_EVEN_TO_LISTENER:
-            return None  # "I'm so stoked that art is helping you": about the listener, theirs to say
-    else:  # about no one in particular: a decision, a lesson, or the speaker's words about a named thing
-        statement = _kind(sentence)
+        statement = _profile(sentence) or _preference(sentence)
+        if statement is None and len(content) >= MIN_CONTENT_WORDS and not _LISTENER.search(sentence):
+            statement = _kind(sentence)  # not "I'm so stoked that art is helping you": the listener's to say
+    elif len(content) >= MIN_CONTENT_WORDS:  # about no one in particular: a decision, a lesson, or
+        statement = _kind(sentence)  # the speaker's words about a named thing
         if statement.type not in ("decision", "lesson"):
             statement = _mention(sentence, content)
+    else:
+        return None
     if statement is None:
         return None
     confidence = statement.confidence - (2 if hedged else 0)
@@ -251,18 +266,19 @@ _SPELLED = {"'re": "are", "'ve": "have", "'ll": "will", "'d": "would"}
 _FIRST_PERSON_WORD = re.compile(
     r"\b(?:(?P<i>[Ii])(?:(?P<contraction>'m|'ve|'d|'ll)\b|\s+(?P<adverbs>(?:(?:" + "|".join(sorted(_ADVERBS))
     + r")\s+)*)(?P<verb>[A-Za-z']+)\b)|(?P<we>[Ww]e)(?P<we_contraction>'re|'ve|'ll|'d)?\b"
-    r"|(?P<word>[Mm]e|[Mm]y|[Mm]ine|[Mm]yself|[Uu]s|[Oo]ur|[Oo]urs)\b)")
+    r"|(?P<word>[Mm]e|[Mm]y|[Mm]ine|[Mm]yself|[Oo]urselves|[Uu]s|[Oo]ur|[Oo]urs)\b)")
 # (first mention, later mentions): the name once, then the pronoun, which reads as well and keeps an
 # entry short (every "I" a name would grow it by the name's length)
-_WORDS = {"me": ("{s}", "them"), "my": ("{p}", "their"), "mine": ("{p}", "theirs"), "myself": ("themself", "themself"),
+_WORDS = {"me": ("{s}", "them"), "my": ("{p}", "their"), "mine": ("{p}", "theirs"), "myself": ("themself", "themself"), "ourselves": ("themselves", "themselves"),
           "us": ("{s} and others", "them"), "our": ("{p}", "their"), "ours": ("{p}", "theirs")}
 
 
-def rewrite(sentence: str, subject: str) -> str:
+def rewrite(sentence: str, subject: str, named_before: bool = False) -> str:
     """`sentence` with its first person rewritten: the first mention `subject` ("Caroline", "the
-    user"), later ones "they" ("I love my dog" -> "Caroline loves their dog")."""
+    user"), later ones "they" ("I love my dog" -> "Caroline loves their dog"); every mention
+    "they" when the sentence follows one that named the speaker (`named_before`)."""
     possessive = subject + "'" if subject.endswith("s") else subject + "'s"
-    named = []
+    named = [True] if named_before else []
 
     def third_person(match: re.Match) -> str:
         first = not named
