@@ -22,9 +22,11 @@ from memctl.learn.extract.statement import Statement
 SCAN_CHARS = 65536  # a message past this is read no further: extraction stays milliseconds
 MAX_SENTENCES = 400
 MAX_SENTENCE_CHARS = 600  # a longer "sentence" is a paste (a log, a table), not a statement
+MAX_EVENT_CHARS = 2000  # a message's events joined: past this the rest of a long message is left out
 ASSISTANT_TYPES = frozenset(("decision", "lesson"))
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])|\s*\n+\s*")
+_SENTENCE_END = re.compile(r"(?<=[.!?]) |(?<=[。！？；])|\n")  # over text whose spaces are runs of one
+_SPACES = re.compile(r"\s+")
 _IMAGE = re.compile(r"\[(?:image|photo|picture|img|图片|照片)\s*[:：]\s*([^\]\n]{3,300})\]", re.IGNORECASE)
 _PHOTO_OF = re.compile(r"^(?:a |an )?(?:photo|photograph|photography|picture|image|close up|closeup|screenshot)s? of\s+"
                        r"(?:an? |the )?", re.IGNORECASE)
@@ -125,7 +127,12 @@ def _one_event(found: list[Candidate]) -> list[Candidate]:
         fields.update(event.fields)
     if fields.get("kind") == "image":
         del fields["kind"]
-    texts = [_joined_text(event) for event in events]
+    texts, size = [], 0
+    for text in dict.fromkeys(_joined_text(event) for event in events):  # a sentence said twice, once
+        size += len(text) + 1
+        if size > MAX_EVENT_CHARS:
+            break
+        texts.append(text)
     joined = Candidate("event", ("" if chinese.has_chinese(texts[0]) else " ").join(texts), "",
                        max(event.confidence for event in events), first.sources, first.speaker, first.time, fields)
     return [candidate for candidate in found if candidate not in events] + [joined]
@@ -144,9 +151,13 @@ def _possessive(subject: str) -> str:
 
 def sentences(content: str) -> list[str]:
     """The message's sentences, bounded and cleaned."""
-    text = clean(content[:SCAN_CHARS])
+    text = _SPACES.sub(_one_space, clean(content[:SCAN_CHARS]))  # no pattern backtracks over a long run
     parts = (part.strip() for part in _SENTENCE_END.split(text, maxsplit=MAX_SENTENCES))
     return [part for part in parts if 2 <= len(part) <= MAX_SENTENCE_CHARS][:MAX_SENTENCES]
+
+
+def _one_space(run: re.Match) -> str:
+    return "\n" if "\n" in run.group() else " "
 
 
 def clean(text: str) -> str:
