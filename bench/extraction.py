@@ -200,7 +200,8 @@ class Figures:
                 rows.append((f"R@{K} searching the {system} {'entries' if system == 'learned' else 'turns'}",
                              f"{statistics.fmean(self.recall[system]):.3f} ({len(self.recall[system])} questions)"))
         if self.recall["learned"] and self.recall["raw"]:
-            rows.append(("learned R@10 / raw R@10", f"{statistics.fmean(self.recall['learned']) / max(statistics.fmean(self.recall['raw']), 1e-9):.3f}"))
+            ratio = statistics.fmean(self.recall["learned"]) / max(statistics.fmean(self.recall["raw"]), 1e-9)
+            rows.append(("learned R@10 / raw R@10", f"{ratio:.3f}"))
         rows.extend((f"note ({count}x)", note) for note, count in self.notes.items())
         return rows
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from memctl.learn.extract.statement import Statement
+from memctl.learn.extract.statement import Cues, Statement
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _FIRST_PERSON = re.compile(r"[我咱]")
@@ -46,6 +46,7 @@ _DECISION = re.compile(r"决定|定下来|定了|选定|拍板|最终选|最后�
 _LESSON = re.compile(r"教训|下次|下回|以后要|以后别|以后一定|记住|原因是|是因为|失败|搞砸|早知道|应该先|吸取|经验是")
 _PLAN = re.compile(r"打算|计划|准备|要去|想去|将要|明天|后天|下周|下个月|约了|安排|预约|报名")
 _PAST = re.compile(r"了|过|昨天|前天|上周|上个月|去年")
+_CUES = Cues(_DECISION, _LESSON, _PLAN, _PAST)
 _CORRECTION = re.compile(r"不是[^，。]{0,20}[，,]?而是|更正|说错了|纠正一下|其实是|我是说|准确地说|搞错了|记错了")
 _CORRECTED = re.compile(r"不是[^，。,]{0,20}?[，,]?\s*而是")
 _HEDGES = re.compile(r"可能|也许|大概|好像|应该是|估计|或许|不确定|似乎|说不定")
@@ -82,7 +83,7 @@ def classify(sentence: str) -> Statement | None:
     corrects = _CORRECTION.search(sentence) is not None
     sentence = _CORRECTED.sub("是", sentence)  # 不是小红，而是小丽 -> 是小丽: the rules read what is meant
     if _FIRST_PERSON.search(sentence):
-        statement = _profile(sentence) or _preference(sentence) or _kind(sentence)
+        statement = _profile(sentence) or _preference(sentence) or _CUES.kind(sentence)
     else:
         statement = _opinion(sentence)
     if statement is None:
@@ -143,21 +144,10 @@ def _preference(sentence: str) -> Statement | None:
     return Statement("preference", thing, {"不喜欢" if negative else "喜欢": thing}, 7)
 
 
-def _kind(sentence: str) -> Statement | None:
-    if _DECISION.search(sentence):
-        return Statement("decision", "", {}, 7)
-    if _LESSON.search(sentence):
-        return Statement("lesson", "", {}, 6)
-    if _PLAN.search(sentence):
-        return Statement("event", "", {"kind": "plan"}, 6)
-    if _PAST.search(sentence):
-        return Statement("event", "", {}, 6)
-    return Statement("event", "", {}, 5)
-
-
 def _opinion(sentence: str) -> Statement | None:
     if not _OPINION.search(sentence):
-        return _kind(sentence)._replace(confidence=4) if _DECISION.search(sentence) or _LESSON.search(sentence) else None
+        kind = _CUES.kind(sentence)
+        return kind._replace(confidence=4) if kind.type in ("decision", "lesson") else None
     match = _OPINION_SUBJECT.match(sentence.strip())
     topic = match[1] if match else ""
     return Statement("preference", topic, {"评价": topic} if topic else {}, 4)

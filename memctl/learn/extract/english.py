@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from memctl.learn.extract.statement import Statement
+from memctl.learn.extract.statement import Cues, Statement
 
 _FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|we'll|we'd|us|our|ours)\b",
                            re.IGNORECASE)
@@ -100,6 +100,7 @@ _PAST = re.compile(r"\b(?:i|we)\s+(?:just |recently |finally |also |even |actual
                    r"flew|drove|rode|swam|ate|drank|sold|kept|told|heard|caught|brought|thought|held|became|"
                    r"grew|fell|broke|chose|wore|threw|sent|was|were)\b|\bi've\b|\bwe've\b|\bi have been\b",
                    re.IGNORECASE)
+_CUES = Cues(_DECISION, _LESSON, _PLAN, _PAST)
 _CORRECTION = re.compile(r"\bactually\b[^.]*\bnot\b|\bi meant\b|\bi mean,|\bcorrection\b|\bi misspoke\b|"
                          r"\bi was wrong\b|\bto correct myself\b|\bscratch that\b|\bnot\s+[\w' -]{1,40},\s*but\b|"
                          r"\b(?:it's|it is)\s+actually\b|\bsorry,\s+(?:it's|it is|i meant)\b", re.IGNORECASE)
@@ -162,9 +163,9 @@ def classify(sentence: str) -> Statement | None:
     if _FIRST_PERSON.search(sentence):
         statement = _profile(sentence) or _preference(sentence)
         if statement is None and len(content) >= MIN_CONTENT_WORDS and not _LISTENER.search(sentence):
-            statement = _kind(sentence)  # not "I'm so stoked that art is helping you": the listener's to say
+            statement = _CUES.kind(sentence)  # not "I'm so stoked that art is helping you": the listener's to say
     elif len(content) >= MIN_CONTENT_WORDS:  # about no one in particular: a decision, a lesson, or
-        statement = _kind(sentence)  # the speaker's words about a named thing
+        statement = _CUES.kind(sentence)  # the speaker's words about a named thing
         if statement.type not in ("decision", "lesson"):
             statement = _mention(sentence, content)
     else:
@@ -224,18 +225,6 @@ def _thing(phrase: str) -> str:
     return " ".join(phrase.split()[:5])
 
 
-def _kind(sentence: str) -> Statement | None:
-    if _DECISION.search(sentence):
-        return Statement("decision", "", {}, 7)
-    if _LESSON.search(sentence):
-        return Statement("lesson", "", {}, 6)
-    if _PLAN.search(sentence):
-        return Statement("event", "", {"kind": "plan"}, 6)
-    if _PAST.search(sentence):
-        return Statement("event", "", {}, 6)
-    return Statement("event", "", {}, 5)
-
-
 def _mention(sentence: str, content: list[str]) -> Statement | None:
     """A sentence naming something (a name, a title, a number) that is not the listener's business:
     "It's a map of Middle-earth from LOTR", "Cindy wrote it"."""
@@ -269,8 +258,9 @@ _FIRST_PERSON_WORD = re.compile(
     r"|(?P<word>[Mm]e|[Mm]y|[Mm]ine|[Mm]yself|[Oo]urselves|[Uu]s|[Oo]ur|[Oo]urs)\b)")
 # (first mention, later mentions): the name once, then the pronoun, which reads as well and keeps an
 # entry short (every "I" a name would grow it by the name's length)
-_WORDS = {"me": ("{s}", "them"), "my": ("{p}", "their"), "mine": ("{p}", "theirs"), "myself": ("themself", "themself"), "ourselves": ("themselves", "themselves"),
-          "us": ("{s} and others", "them"), "our": ("{p}", "their"), "ours": ("{p}", "theirs")}
+_WORDS = {"me": ("{s}", "them"), "my": ("{p}", "their"), "mine": ("{p}", "theirs"), "myself": ("themself", "themself"),
+          "ourselves": ("themselves", "themselves"), "us": ("{s} and others", "them"), "our": ("{p}", "their"),
+          "ours": ("{p}", "theirs")}
 
 
 def rewrite(sentence: str, subject: str, named_before: bool = False) -> str:
