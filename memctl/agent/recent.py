@@ -1,7 +1,10 @@
-"""`recent`: the last N archived sessions, newest first (SharpAgent's short-term layer).
+"""`recent`: the last sessions, newest first (SharpAgent's short-term layer).
 
-What a fresh agent needs to know "what was I doing": for each session its first request, its
-final answer and its key lines, at most `MAX_SUMMARY_BYTES` each. The manifest gives names
+First the L2 short-term window (`learn.short_term`: the sessions the write link disposed, each
+with its summary and tags, within `[learn] short_term_days`), then the last archived L4
+sessions up to N. What a fresh agent needs to know "what was I doing": for an L4 session its
+first request, its final answer and its key lines, at most `MAX_SUMMARY_BYTES` each, and the
+words it was about as tags. The manifest gives names
 and times, `all_histories.txt` the request and key lines, and the session itself (decoded
 from its zip) the final answer: the prose of its last Response, which the history keeps only
 as a summary line.
@@ -13,7 +16,8 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Callable
 
-from memctl.core.config import Layout
+from memctl.core.config import Layout, Settings
+from memctl.learn.summary import distinctive_words
 from memctl.l4.history import last_history_blocks, response_parts
 from memctl.l4.logs import RawEntry, iter_log
 from memctl.l4.manifest import ManifestRecord, iter_manifest
@@ -34,11 +38,13 @@ class RecentSession:
     answer: str
     key_lines: list[str] = field(default_factory=list)
     text: str = ""  # the rendered summary, <= MAX_SUMMARY_BYTES in UTF-8
+    tags: list[str] = field(default_factory=list)
+    layer: str = "L4"  # L4: an archived session; L2: a disposed session of the short-term window
 
     def to_json(self) -> dict:
-        return {"name": self.name, "start": self.start, "end": self.end, "request": self.request,
-                "answer": self.answer, "key_lines": self.key_lines, "text": self.text,
-                "bytes": len(self.text.encode("utf-8", "surrogateescape"))}
+        return {"name": self.name, "layer": self.layer, "start": self.start, "end": self.end,
+                "request": self.request, "answer": self.answer, "key_lines": self.key_lines, "tags": self.tags,
+                "text": self.text, "bytes": len(self.text.encode("utf-8", "surrogateescape"))}
 
 
 def latest_records(layout: Layout, n: int) -> list[ManifestRecord]:
@@ -51,11 +57,30 @@ def latest_records(layout: Layout, n: int) -> list[ManifestRecord]:
 
 
 def recent(layout: Layout, n: int = 5, scrub: Callable[[str], str] = redact,
-           max_bytes: int = MAX_SUMMARY_BYTES) -> list[RecentSession]:
-    records = latest_records(layout, n)
+           max_bytes: int = MAX_SUMMARY_BYTES, settings: Settings | None = None) -> list[RecentSession]:
+    """The short-term window first (with `settings`: its bounds), then archived sessions, n in all."""
+    window = short_term_sessions(settings, scrub)[:max(0, n)] if settings is not None else []
+    records = latest_records(layout, n - len(window))
     wanted = {r.name for r in records}
     histories = last_history_blocks(layout.histories, wanted)
-    return [summarize(layout, record, histories.get(record.name, []), scrub, max_bytes) for record in records]
+    return window + [summarize(layout, record, histories.get(record.name, []), scrub, max_bytes) for record in records]
+
+
+def short_term_sessions(settings: Settings, scrub: Callable[[str], str] = redact) -> list[RecentSession]:
+    """The L2 short-term window, newest first, as sessions."""
+    from memctl.core import clock
+    from memctl.learn.short_term import read_window
+
+    sessions = []
+    for record in read_window(settings, clock.now()):
+        tags = [str(tag) for tag in record.get("tags") or [] if isinstance(tag, str)]
+        session = RecentSession(str(record["session"]), str(record.get("start", "")), str(record.get("end", "")),
+                                "", "", tags=tags, layer="L2")
+        when = _when(session.start or str(record.get("closed", "")), session.end)
+        heading = f"## {session.name} ({when})" + (f" [{', '.join(tags)}]" if tags else "")
+        session.text = f"{heading}\n{scrub(str(record.get('summary', ''))).rstrip()}\n"
+        sessions.append(session)
+    return sessions
 
 
 def summarize(layout: Layout, record: ManifestRecord, history: list[str],
@@ -68,6 +93,7 @@ def summarize(layout: Layout, record: ManifestRecord, history: list[str],
     first_user = users[0] if users else None
     key_lines = [scrub(_clip(ln, KEY_LINE_CHARS)) for ln in history if ln is not first_user]
     session = RecentSession(record.name, record.start, record.end, request, answer)
+    session.tags = distinctive_words([request] * 2 + [answer] + key_lines)
     session.key_lines, session.text = _fit(session, key_lines, max_bytes)
     return session
 
@@ -98,10 +124,15 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
+def _when(start: str, end: str) -> str:
+    start, end = start.replace("T", " ")[:16], end.replace("T", " ")[:16]
+    return f"{start} – {end[11:] if end[:10] == start[:10] else end}"
+
+
 def _render(session: RecentSession, key_lines: list[str]) -> str:
-    start, end = session.start.replace("T", " ")[:16], session.end.replace("T", " ")[:16]
-    when = f"{start} – {end[11:] if end[:10] == start[:10] else end}"
-    out = [f"## {session.name} ({when})", f"request: {session.request or '-'}", f"answer: {session.answer or '-'}"]
+    tags = f" [{', '.join(session.tags)}]" if session.tags else ""
+    out = [f"## {session.name} ({_when(session.start, session.end)}){tags}", f"request: {session.request or '-'}",
+           f"answer: {session.answer or '-'}"]
     if key_lines:
         out.append("key lines:")
         out += [f"  {line}" for line in key_lines]

@@ -371,8 +371,9 @@ def _merge_types(types: dict, origins: dict, table: dict, path: Path) -> None:
             raise ConfigError(f'{path}: [types.{type_name}] must be a table like policy = "merge"')
         policy = spec.get("policy", types.get(type_name, {}).get("policy", "append"))
         lifespan = spec.get("lifespan", types.get(type_name, {}).get("lifespan", "long"))
-        if policy not in ("merge", "append"):
-            raise ConfigError(f'{path}: types.{type_name}.policy must be "merge" or "append", got {policy!r}')
+        if policy not in ("merge", "append", "aggregate"):
+            raise ConfigError(f'{path}: types.{type_name}.policy must be "merge", "append" or "aggregate", '
+                              f'got {policy!r}')
         if lifespan not in ("long", "contextual"):
             raise ConfigError(f'{path}: types.{type_name}.lifespan must be "long" or "contextual", got {lifespan!r}')
         types[type_name] = {"policy": policy, "lifespan": lifespan}

@@ -161,6 +161,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "turns": 20,
         "bytes": 16384,
         "max_message_bytes": 65536,  # one message's content; a longer one is refused with one line
+        "max_session_bytes": 8388608,  # one session's buffer (sessions/<id>.jsonl); a turn past it is refused
         "short_term_sessions": 5,  # L2 short-term: the last sessions' summaries kept in the window
         "short_term_bytes": 2048,
         "short_term_days": 7,
@@ -179,7 +180,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "serve": {
         "max_body_bytes": 1048576,
         "rate_per_minute": 600,
-        "request_timeout": 30,
+        "request_timeout": 30,  # seconds: a call's answer, a connection's request head
+        "max_connections": 256,  # open at once; past it uvicorn answers 503
     },
     "types": plain_copy(DEFAULT_TYPES),
 }
@@ -198,8 +200,9 @@ BOUNDS = {
     "ranking.aside_weight": (0, 1),  # an aside counting more than the question is a typo
     "ranking.date_weight": (0, 100),
     "learn.turns": (1, 1_000_000), "learn.bytes": (1, 1 << 30), "learn.max_message_bytes": (1, 1 << 30),
+    "learn.max_session_bytes": (1024, 1 << 40),
     "learn.short_term_sessions": (0, 1000), "learn.short_term_bytes": (64, 1 << 20),
     "learn.short_term_days": (0, 36_500), "extract.timeout": (0.1, 3600),
     "serve.max_body_bytes": (1024, 1 << 30), "serve.rate_per_minute": (1, 1_000_000),
-    "serve.request_timeout": (0.1, 3600),
+    "serve.request_timeout": (0.1, 3600), "serve.max_connections": (1, 100_000),
 }

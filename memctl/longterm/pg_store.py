@@ -102,6 +102,10 @@ class ServerPart:
             if row.entry is not None:
                 yield row.entry
 
+    def of_types(self, type_names: Iterable[str]) -> list[Entry]:
+        wanted = set(type_names)
+        return [entry for entry in self.iter() if entry.type in wanted]
+
     def bad_lines(self, quick: bool = False) -> list[tuple[str, int, str]]:
         """As the file backend says them: the exported file's name and line number. `quick`:
         none, without reading the part, when no row lacks an id (a line that is not an entry)."""

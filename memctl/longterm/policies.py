@@ -2,7 +2,8 @@
 
 Types come from `[types]` in memctl.toml (defaults in config.DEFAULT_TYPES): a user adds a
 type there and it works without code. `merge` types are keyed by (type, topic) and a new
-entry supersedes the active one with the same key; `append` types always add, except that a
+entry supersedes the active one with the same key; `aggregate` types keep one entry per key that
+accumulates dated facts (`remember.add_fact`); `append` types always add, except that a
 near-duplicate raises `seen` of the existing entry. One similarity function is shared by
 `remember`, the forgotten-fact check and the dream's consolidation, so they agree.
 """
@@ -19,6 +20,7 @@ from memctl.core.errors import UsageError
 
 MERGE = "merge"
 APPEND = "append"
+AGGREGATE = "aggregate"  # one entry per (type, topic) accumulating dated facts: an entity's history
 # A text whose key is longer than this is matched to an identical one only: an edit-distance
 # score costs the product of the two lengths (a 3 MB fact against its 3 MB near-duplicate: hours
 # in Python, tens of seconds in rapidfuzz), and no agent's fact is a page long.
@@ -44,6 +46,15 @@ class TypePolicy(namedtuple("TypePolicy", "name policy lifespan")):
     @property
     def merges(self) -> bool:
         return self.policy == MERGE
+
+    @property
+    def aggregates(self) -> bool:
+        return self.policy == AGGREGATE
+
+    @property
+    def keyed(self) -> bool:
+        """Whether entries of the type are one per (type, topic): merge and aggregate."""
+        return self.policy in (MERGE, AGGREGATE)
 
     @property
     def contextual(self) -> bool:

@@ -100,6 +100,14 @@ class EntryFile:
     def iter(self) -> Iterator[Entry]:
         return iter_entries(self._path)
 
+    def of_types(self, type_names: Iterable[str]) -> list[Entry]:
+        """The entries of these types, only their lines parsed (compose's profile and
+        preferences: a few hundred lines of a large L5)."""
+        from memctl.longterm.entries import entries_with, field_bytes
+
+        data = split_torn(self._data())[0]
+        return [e for t in type_names for e in entries_with(data, field_bytes("type", t)) if e.type == t]
+
     def bad_lines(self, quick: bool = False) -> list[tuple[str, int, str]]:
         """(file name, line number, problem) of each line that is not an entry (skipped, kept).
         `quick` (a write command's warning, no lock needed): none, without reading the file,

@@ -117,15 +117,17 @@ def recent(
     n: int = typer.Option(5, "-n", help="How many sessions, newest first."),
     json_out: bool = typer.Option(False, "--json", help="JSON Lines: one session a line."),
 ) -> None:
-    """The last N archived sessions, newest first: first request, final answer and key lines
-    (at most 2 KB each) - what a fresh agent needs to pick up where it left off."""
+    """The last N sessions, newest first: the short-term window (sessions `memctl dispose` closed
+    within [learn] short_term_days: summary and tags), then archived sessions (first request,
+    final answer, key lines, tags; at most 2 KB each) - what a fresh agent needs to pick up
+    where it left off."""
     from memctl.agent.recent import recent as run_recent
     from memctl.core.redact import redactor_for
 
     settings = state(ctx).settings
     _require_root(settings.layout.root)
     apply_team_purges(settings)
-    sessions = run_recent(settings.layout, max(0, n), scrub=redactor_for(settings))
+    sessions = run_recent(settings.layout, max(0, n), scrub=redactor_for(settings), settings=settings)
     for number, session in enumerate(sessions):
         if json_out:
             render.json_line(session.to_json())

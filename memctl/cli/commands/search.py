@@ -273,6 +273,8 @@ def show(
     ref: str = typer.Argument(..., help="A ref from search (L2:SECTION, L3:path, L4:session, L5:id, L6:id), "
                                         "an entry id, or a session name / sha256 prefix / raw file name."),
     raw: bool = typer.Option(False, "--raw", help="L4 sessions: print the original raw log, byte for byte."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON object: an L5/L6 entry as stored (with its "
+                                  "sources, conflicts, facts), else {ref, layer, text}."),
 ) -> None:
     """Print the whole item a ref names: an L5/L6 entry as JSON, an L2 section, an L3 file, an
     L4 history line, or an archived session (from its zip if need be)."""
@@ -285,11 +287,16 @@ def show(
     if item is None:
         item = _find_unprefixed(layout, ref)
     if item is None or item.layer == "L4-session":
+        if json_out:
+            raise UsageError("--json is for entries and lines; an archived session prints as its text")
         session = item.key if item is not None else ref
         l4.show(ctx, session, raw)
         return
     if raw:
         raise UsageError("--raw is only for L4 sessions")
+    if json_out and item.layer not in ("L5", "L6"):
+        render.json_line({"ref": f"{item.layer}:{item.key}", "layer": item.layer, "text": item.text})
+        return
     render.line(item.text.rstrip("\n"))
 
 

@@ -1,0 +1,113 @@
+"""The limits every HTTP request meets, so that one hostile client cannot starve the others.
+
+- rate: each key's calls per minute (`[serve] rate_per_minute`), a token bucket; past it, 429
+  with Retry-After;
+- size: a body past `[serve] max_body_bytes` is refused with 413 as soon as it is known to be
+  (its Content-Length, or the bytes read so far);
+- time: a connection that has not sent a whole request head within `[serve] request_timeout`
+  (a slowloris dribbling its headers) is closed; a body not whole by then is answered 408, a
+  call still running then 504;
+- connections: past `[serve] max_connections` at once, uvicorn answers 503.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from memctl.core.errors import MemctlError
+
+
+class RateLimited(MemctlError):
+    http_status = 429
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class BodyTooLarge(MemctlError):
+    http_status = 413
+
+
+class RateLimiter:
+    """A bucket per key of `per_minute` calls, refilled continuously."""
+
+    def __init__(self, per_minute: int, clock=time.monotonic) -> None:
+        self.capacity = float(per_minute)
+        self.per_second = per_minute / 60.0
+        self.clock = clock
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, name: str) -> None:
+        now = self.clock()
+        with self._lock:
+            tokens, then = self._buckets.get(name, (self.capacity, now))
+            tokens = min(self.capacity, tokens + (now - then) * self.per_second)
+            if tokens < 1.0:
+                self._buckets[name] = (tokens, now)
+                wait = (1.0 - tokens) / self.per_second
+                raise RateLimited(f"key {name!r} is over [serve] rate_per_minute ({self.capacity:g}); "
+                                  f"retry in {wait:.1f} s", wait)
+            self._buckets[name] = (tokens - 1.0, now)
+
+
+def check_declared_size(headers, limit: int) -> None:
+    length = headers.get("content-length")
+    if length is not None and (not length.strip().isdigit() or int(length) > limit):
+        raise BodyTooLarge(f"the body is over [serve] max_body_bytes ({limit} bytes)")
+
+
+async def read_body(request, limit: int) -> bytes:
+    check_declared_size(request.headers, limit)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(f"the body is over [serve] max_body_bytes ({limit} bytes)")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 connection, closed when a request head takes longer than `head_timeout`
+    (uvicorn itself waits for a head forever, and any byte resets its keep-alive timer)."""
+
+    head_timeout = 30.0
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self._arm()
+
+    def _arm(self) -> None:
+        self._cycle_before = self.cycle
+        self._deadline = self.loop.call_later(self.head_timeout, self._too_slow)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._deadline is not None and self.cycle is not self._cycle_before:
+            self._deadline.cancel()  # a whole head arrived: the request is the app's now
+            self._deadline = None
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and self._deadline is None:
+            self._arm()
+
+    def connection_lost(self, exc) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        super().connection_lost(exc)
+
+    def _too_slow(self) -> None:
+        self._deadline = None
+        if (self.cycle is None or self.cycle.response_complete) and not self.transport.is_closing():
+            self.transport.close()
+
+
+def guarded_protocol(head_timeout: float) -> type[GuardedH11Protocol]:
+    return type("GuardedH11Protocol", (GuardedH11Protocol,), {"head_timeout": head_timeout})

@@ -1,0 +1,148 @@
+"""One memory served: its settings, keys, writer thread, audit log and the reads' shared state.
+
+`Service.call(name, arguments, caller)` is what MCP and the HTTP API both run; it bounds the
+wait (`[serve] request_timeout`) and returns a JSON-able dict or raises a MemctlError whose
+`http_status` (or the mapping in `status_of`) says how it is answered.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from memctl.core import jsoncodec
+from memctl.core.errors import LockBusy, MemctlError, NotFound, WriteFailed
+from memctl.core.jsonl import append_lines
+from memctl.core.redact import redactor_for
+from memctl.serve import keys as keyfile
+from memctl.serve.batcher import Job, WriteBatcher
+from memctl.longterm.remember import ForgottenFact
+from memctl.serve.namespaces import EntryNamespaces
+from memctl.serve.operations import Caller, call
+
+AUDIT_NAME = "audit.jsonl"
+FETCH_FACTOR = 4  # a namespace search asks the index for this many times k, then keeps its own
+
+
+class TimedOut(MemctlError):
+    http_status = 504
+
+
+class AuditLog:
+    """`.serve/audit.jsonl`: one line per write — when, which key, what, which ids; no text."""
+
+    def __init__(self, root) -> None:
+        self.folder = keyfile.folder(root)
+        self.path = os.path.join(self.folder, AUDIT_NAME)
+
+    def append(self, records: list[dict]) -> None:
+        if not records:
+            return
+        from memctl.core.fsutil import ensure_private_dir
+
+        ensure_private_dir(self.folder)
+        payload = "".join(jsoncodec.dumps(record) + "\n" for record in records).encode("utf-8")
+        append_lines(self.path, payload, os.path.join(self.folder, "torn"))
+
+
+class Service:
+    def __init__(self, settings) -> None:
+        self.settings = settings
+        self.root = settings.layout.root
+        self.keys = keyfile.KeyRing(self.root)
+        self.audit = AuditLog(self.root)
+        self.namespaces = EntryNamespaces(settings.layout)
+        self.batcher = WriteBatcher(settings, self.audit)
+        self.scrub = redactor_for(settings)
+        self.timeout = float(settings.get("serve", "request_timeout"))
+        self.lock_wait = min(self.timeout, 10.0)
+        self._refreshing = threading.Lock()
+
+    def start(self) -> Service:
+        self.batcher.start()
+        return self
+
+    def stop(self) -> None:
+        self.batcher.stop()
+
+    def call(self, name: str, arguments, caller: Caller) -> dict:
+        return call(self, name, arguments, caller)
+
+    # --- writes
+
+    def write_remember(self, request, caller: Caller, namespace: str):
+        audit = {"key": caller.name, "op": "remember", "namespace": namespace}
+        return self._submit(Job(request, audit))
+
+    def write_alone(self, work, op: str, caller: Caller):
+        return self._submit(Job(None, {"key": caller.name, "op": op}, work))
+
+    def _submit(self, job: Job):
+        try:
+            return self.batcher.submit(job, self.timeout)
+        except TimeoutError:
+            raise TimedOut(f"the write took longer than [serve] request_timeout ({self.timeout:g} s); "
+                           "it may still be done: search before retrying") from None
+
+    # --- reads
+
+    def search(self, query: str, k: int, layers: tuple[str, ...], namespace: str) -> list:
+        from memctl.recall.search import MAX_K, request_from_settings, search_once
+
+        self.refresh_index()
+        if not namespace:
+            request = request_from_settings(self.settings, query, k=k, layers=",".join(layers))
+            return search_once(self.settings.layout, request, self._index_options(), refresh=False)
+        fetch = k * FETCH_FACTOR
+        while True:
+            request = request_from_settings(self.settings, query, k=min(fetch, MAX_K), layers=",".join(layers))
+            hits = search_once(self.settings.layout, request, self._index_options(), refresh=False)
+            kept = [hit for hit in hits if self.namespaces.namespace_of(hit.item_id) == namespace]
+            if len(kept) >= k or len(hits) < fetch or fetch >= MAX_K:
+                return kept[:k]
+            fetch *= FETCH_FACTOR
+
+    def refresh_index(self) -> None:
+        """The index brought up to date with the files, one thread at a time (each search of the
+        command line does this itself; here many threads share one process)."""
+        from memctl.recall.index import SearchIndex
+
+        with self._refreshing:
+            SearchIndex(self.settings.layout, self._index_options()).ensure_fresh()
+
+    def _index_options(self):
+        from memctl.recall.index import IndexOptions
+
+        return IndexOptions.from_settings(self.settings)
+
+    def compose_namespace(self, query: str, budget: int, namespace: str):
+        """compose over one namespace's entries alone (L1, sessions and notes belong to none)."""
+        from memctl.agent.compose import Piece, assemble
+
+        hits = self.search(query, 10, ("L5",), namespace)
+        pieces = [Piece("l5", hit.ref, self.scrub(hit.text), hit.score) for hit in hits]
+        return assemble(self.scrub(query), pieces, max(0, budget), {})
+
+    def scrubbed_hit(self, hit: dict) -> dict:
+        return {**hit, "text": self.scrub(hit.get("text") or "")}
+
+    def scrubbed_entry(self, entry: dict) -> dict:
+        return {key: self.scrub(value) if isinstance(value, str) else value for key, value in entry.items()}
+
+
+def status_of(error: BaseException) -> int:
+    """The HTTP status an error is answered with."""
+    status = getattr(error, "http_status", None)
+    if status:
+        return status
+    if isinstance(error, NotFound):
+        return 404
+    if isinstance(error, LockBusy):
+        return 503
+    if isinstance(error, WriteFailed):
+        return 507
+    if isinstance(error, ForgottenFact):
+        return 409
+    if isinstance(error, MemctlError):
+        return 400
+    return 500
