@@ -44,27 +44,34 @@ def test_name_job_home_are_profile_facts_with_their_topic(settings):
     assert (job.type, job.topic, job.fields["job"]) == ("profile", "job", "a software engineer")
     home = one(settings, "I live in Berlin.", speaker="Jordan")
     assert (home.type, home.topic, home.fields, home.text) == \
-        ("profile", "home city", {"home city": "Berlin"}, "Jordan lives in Berlin.")
+        ("profile", "Jordan's home city", {"home city": "Berlin"}, "Jordan lives in Berlin.")
     age = one(settings, "I'm 34 years old.")
     assert (age.topic, age.fields) == ("age", {"age": "34"})
 
 
 def test_family_and_possessions_are_entities_keyed_by_relation(settings):
     sister = one(settings, "My sister's name is Ana.", speaker="Caroline")
-    assert (sister.type, sister.topic, sister.fields) == ("entity", "sister's name", {"sister's name": "Ana"})
+    assert (sister.type, sister.topic, sister.fields) == ("entity", "Caroline's sister's name", {"sister's name": "Ana"})
     assert sister.text == "Caroline's sister's name is Ana."
     dog = one(settings, "We have a dog named Max.")
     assert (dog.type, dog.topic, dog.fields) == ("entity", "dog's name", {"dog's name": "Max"})
 
 
 def test_likes_and_dislikes_are_preferences_keyed_by_the_thing(settings):
-    found = said(settings, "I really love hiking in the Alps. I can't stand cilantro.", speaker="Mia")
+    found = said(settings, "I really love hiking in the Alps. I can't stand cilantro.")
     assert [(c.type, c.topic, c.fields) for c in found] == [
         ("preference", "hiking in the alps", {"likes": "hiking in the Alps"}),
         ("preference", "cilantro", {"dislikes": "cilantro"})]
-    assert found[0].text == "Mia loves hiking in the Alps."
+    assert found[0].text == "The user loves hiking in the Alps."
     favourite = one(settings, "My favorite band is Radiohead.")
     assert (favourite.topic, favourite.fields) == ("favorite band", {"favorite band": "Radiohead"})
+
+
+def test_a_named_speakers_topics_are_theirs(settings):
+    """Two people of one conversation each have a home city: neither supersedes the other."""
+    ana, ben = one(settings, "I live in Lisbon.", speaker="Ana"), one(settings, "I live in Oslo.", speaker="Ben")
+    assert (ana.topic, ben.topic) == ("Ana's home city", "Ben's home city")
+    assert one(settings, "我住在上海。", speaker="小王", time=SAID_ZH).topic == "小王的住处"
 
 
 def test_decisions_and_lessons(settings):

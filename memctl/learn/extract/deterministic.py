@@ -186,7 +186,7 @@ def _candidate(sentence: str, message: Message, said, wanted: frozenset[str], na
     else:
         written = language.rewrite(sentence, subject, named and statement.type == "event")
     resolved = dates.resolve(written, said)
-    return _built(statement, resolved, message)
+    return _built(statement, resolved, message, subject)
 
 
 def _subject(message: Message, in_chinese: bool) -> str:
@@ -197,13 +197,21 @@ def _subject(message: Message, in_chinese: bool) -> str:
     return "the user" if message.role == "user" else "the assistant"
 
 
-def _built(statement: Statement, resolved: dates.Resolved, message: Message) -> Candidate:
+def _built(statement: Statement, resolved: dates.Resolved, message: Message, subject: str) -> Candidate:
     fields = dict(statement.fields)
     if resolved.day and statement.type == "event":
         fields["date"] = resolved.day
     text = resolved.text.rstrip()
-    return Candidate(statement.type, text, statement.topic, float(statement.confidence), [message.source()],
-                     message.speaker, message.time, fields, statement.corrects)
+    return Candidate(statement.type, text, _topic(statement.topic, message, subject), float(statement.confidence),
+                     [message.source()], message.speaker, message.time, fields, statement.corrects)
+
+
+def _topic(topic: str, message: Message, subject: str) -> str:
+    """A named speaker's topic is theirs ("Caroline's home city"): in a conversation of several
+    people one's home city must not supersede another's. The user's stays plain ("home city")."""
+    if not topic or not message.speaker.strip():
+        return topic
+    return f"{subject}的{topic}" if chinese.has_chinese(topic) else f"{_possessive(subject)} {topic}"
 
 
 def _texts(candidate: Candidate) -> list[str]:
