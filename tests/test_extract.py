@@ -252,8 +252,11 @@ def test_huge_binary_and_invalid_content_is_bounded_and_raises_nothing(settings)
 
 
 def test_wrong_types_give_nothing(settings):
-    candidates, notes = extract_candidates(settings, [Message("s", "m", 0, "user", None),  # type: ignore[arg-type]
-                                                      Message("s", "n", 1, "robot", "I moved to Kyoto last year.")])
+    candidates, notes = extract_candidates(settings, [
+        Message("s", "m", 0, "user", None),  # type: ignore[arg-type]
+        Message("s", "n", 1, "robot", "I moved to Kyoto last year."),
+        Message("s", "o", 2, "user", "I moved to Kyoto last year.", speaker=["Al"]),  # type: ignore[arg-type]
+        Message("s", "p", 3, "user", "I moved to Kyoto last year.", time=20230508)])  # type: ignore[arg-type]
     assert (candidates, notes) == ([], [])
     assert extract_candidates(settings, []) == ([], [])
 

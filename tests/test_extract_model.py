@@ -98,6 +98,13 @@ def test_a_failing_command_falls_back_with_one_note(tmp_path, monkeypatch, body,
     assert KEY not in notes[0]
 
 
+def test_messages_of_wrong_types_never_reach_the_model(tmp_path):
+    settings = command_settings(tmp_path, "print(json.dumps({'candidates': []}))")
+    hand_built = Message("s1", "m9", 0, "user", b"bytes", "", None)  # type: ignore[arg-type]
+    assert extract_candidates(settings, [hand_built]) == ([], [])
+    assert not (tmp_path / "stdin.json").exists()  # nothing was asked
+
+
 def test_an_absent_program_falls_back(tmp_path):
     settings = settings_with(tmp_path, f'command = "{tmp_path}/no-such-program --flag"')
     candidates, notes = extract_candidates(settings, MESSAGES)

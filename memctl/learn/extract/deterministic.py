@@ -7,7 +7,9 @@ it; questions and chit-chat give nothing. The rest go to the language's rules
 (`english`/`chinese`), which say what kind of memory the sentence is; the sentence is then
 written in the third person and its relative dates made absolute against the message's time.
 A user's message gives every kind; an assistant's only its decisions, lessons and corrections
-(what it says about the user is the user's to say); a tool's nothing.
+(what it says about the user is the user's to say); a tool's nothing. A message's events are one
+entry (what one turn tells reads, and is found, together), closed by the images it describes
+("[image: …]" -> "(photo: …)"). A named speaker's merge topics are theirs ("Caroline's home city").
 """
 
 from __future__ import annotations
@@ -74,8 +76,14 @@ def extract(settings, messages: list[Message]) -> list[Candidate]:
     return candidates
 
 
+def readable(message: Message) -> bool:
+    """A message whose fields are the strings `Message` promises (a caller may build one by hand)."""
+    return all(isinstance(value, str) for value in (message.session, message.id, message.role, message.content,
+                                                     message.time, message.speaker))
+
+
 def message_candidates(message: Message, wanted: frozenset[str], secrets: Secrets) -> list[Candidate]:
-    if message.role not in ("user", "assistant") or not isinstance(message.content, str):
+    if not readable(message) or message.role not in ("user", "assistant"):
         return []
     said = dates.message_day(message.time)
     content, images = _images(message.content[:SCAN_CHARS])
