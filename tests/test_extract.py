@@ -49,6 +49,16 @@ def test_name_job_home_are_profile_facts_with_their_topic(settings):
     assert (age.topic, age.fields) == ("age", {"age": "34"})
 
 
+@pytest.mark.parametrize("content", ["I moved to a new apartment last week.", "I live in the moment these days."])
+def test_a_place_is_capitalised(settings, content):
+    assert one(settings, content).type == "event"  # not a home city called "a new apartment"
+
+
+def test_contracted_likes(settings):
+    assert one(settings, "I'm a big fan of the Lakers.").fields == {"likes": "Lakers"}
+    assert one(settings, "I'm allergic to peanuts.").fields == {"dislikes": "peanuts"}
+
+
 def test_family_and_possessions_are_entities_keyed_by_relation(settings):
     sister = one(settings, "My sister's name is Ana.", speaker="Caroline")
     assert (sister.type, sister.topic, sister.fields) == ("entity", "Caroline's sister's name", {"sister's name": "Ana"})

@@ -5,7 +5,7 @@ memory it is: a name, a job, a home, an age, a relative or a thing the speaker h
 (profile/entity, with a topic and the field it sets), a like or dislike (preference, topic the
 thing), a decision, a lesson, a plan or a happening (event), or another statement the speaker
 makes about themself (event, lower confidence). `rewrite` turns "I"/"my"/"we" into the speaker
-("I love my dog" said by Caroline: "Caroline loves Caroline's dog"), the verb agreeing.
+("I love my dog" said by Caroline: "Caroline loves their dog"), the verb agreeing.
 """
 
 from __future__ import annotations
@@ -67,17 +67,16 @@ _JOB = re.compile(r"\b(?:i work as|i'm working as|i am working as|i'm an?|i am a
                   r"((?:[\w-]+\s+){0,2}?" + _JOB_NOUN + r")\b(?!\s+(?:of|at heart|fan))", re.IGNORECASE)
 _WORKPLACE = re.compile(r"\bi (?:work|am working|'m working|intern|volunteer)\s+(?:at|for|in)\s+([\w' &.-]+?)"
                         r"(?=[,.;!]| as | and | now| since| because|$)", re.IGNORECASE)
-_HOME = re.compile(r"\b(?:i live|i'm living|i am living|we live|i moved|we moved|i've moved|we've moved|"
-                   r"i relocated|i'm based|i am based|my home is|my house is)\s+(?:in|to|at|near)\s+"
-                   r"((?:the\s+)?[A-Z][\w'-]*(?:[\s,]+[A-Z][\w'-]*)*)", re.IGNORECASE)
-_ORIGIN = re.compile(r"\b(?:i'm from|i am from|i come from|i grew up in|i was born in|my hometown is)\s+"
-                     r"((?:the\s+)?[A-Z][\w'-]*(?:[\s,]+[A-Z][\w'-]*)*)", re.IGNORECASE)
+_PLACE = r"((?:the\s+)?[A-Z][\w'-]*(?:(?:\s+|,\s*)[A-Z][\w'-]*)*)"  # capitalised: "in the moment" is no place
+_HOME = re.compile(r"\b(?i:i live|i'm living|i am living|we live|i moved|we moved|i've moved|we've moved|"
+                   r"i relocated|i'm based|i am based|my home is|my house is)\s+(?i:in|to|at|near)\s+" + _PLACE)
+_ORIGIN = re.compile(r"\b(?i:i'm from|i am from|i come from|i grew up in|i was born in|my hometown is)\s+" + _PLACE)
 _AGE = re.compile(r"\b(?:i'm|i am|i just turned|i turned|i'll be|i will be)\s+(\d{1,3})(?:\s+years?\s+old)?\b"
                   r"(?!\s*(?:%|percent|minutes|hours|days|weeks|months|km|miles|dollars))", re.IGNORECASE)
 _FAVOURITE = re.compile(r"\bmy (?:all-time |absolute )?fav(?:ou?rite)?\s+([\w\s'-]{2,40}?)\s+(?:is|are|was|has to be)\s+"
                         r"([^,.;!?]{2,60})", re.IGNORECASE)
-_LIKE = re.compile(r"\b(?:i|we)\s+(?:really |absolutely |just |also |totally |truly |still |kinda |do )*"
-                   r"(love|loves|like|likes|enjoy|enjoys|adore|prefer|am into|'m into|am a fan of|'m a fan of|"
+_LIKE = re.compile(r"\b(?:i|we)(?:\s+|(?='))(?:really |absolutely |just |also |totally |truly |still |kinda |do )*"
+                   r"(love|loves|like|likes|enjoy|enjoys|adore|prefer|am into|'m into|(?:am|'m) a (?:big |huge )?fan of|"
                    r"am passionate about|'m passionate about|hate|dislike|detest|can't stand|cannot stand|"
                    r"don't like|do not like|don't enjoy|can't bear|am allergic to|'m allergic to)\s+"
                    r"([^,.;!?]{2,80})", re.IGNORECASE)
