@@ -220,6 +220,12 @@ def test_chit_chat_and_questions_give_nothing(settings, content):
     assert said(settings, content, time=SAID_ZH) == []
 
 
+def test_requests_and_pasted_code_give_nothing(settings):
+    assert said(settings, "Please fix the failing test in tests/test_api.py; it fails with KeyError: 'user_id'.") == []
+    assert said(settings, "Write a Python function that reverses a string.") == []
+    assert said(settings, "```\nTraceback (most recent call last):\n  File \"x.py\", line 1\nValueError: bad\n```") == []
+
+
 # ---------------------------------------------------------------- secrets
 
 @pytest.mark.parametrize("content, secret", [

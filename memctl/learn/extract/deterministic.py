@@ -29,6 +29,7 @@ ASSISTANT_TYPES = frozenset(("decision", "lesson"))
 
 _SENTENCE_END = re.compile(r"(?<=[.!?]) |(?<=[。！？；])|\n")  # over text whose spaces are runs of one
 _SPACES = re.compile(r"\s+")
+_CODE_BLOCK = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _IMAGE = re.compile(r"\[(?:image|photo|picture|img|图片|照片)\s*[:：]\s*([^\]\n]{3,300})\]", re.IGNORECASE)
 _PHOTO_OF = re.compile(r"^(?:a |an )?(?:photo|photograph|photography|picture|image|close up|closeup|screenshot)s? of\s+"
                        r"(?:an? |the )?", re.IGNORECASE)
@@ -153,13 +154,18 @@ def _joined_text(event: Candidate) -> str:
     return event.text if event.text[-1:] in ".!?。！？" else event.text + "."
 
 
+def _capitalised(subject: str) -> str:
+    return subject[:1].upper() + subject[1:]
+
+
 def _possessive(subject: str) -> str:
     return subject + "'" if subject.endswith("s") else subject + "'s"
 
 
 def sentences(content: str) -> list[str]:
     """The message's sentences, bounded and cleaned."""
-    text = _SPACES.sub(_one_space, clean(content[:SCAN_CHARS]))  # no pattern backtracks over a long run
+    text = _CODE_BLOCK.sub("\n", clean(content[:SCAN_CHARS]))  # a pasted program or log states nothing of anyone
+    text = _SPACES.sub(_one_space, text)  # no pattern backtracks over a long run
     parts = (part.strip() for part in _SENTENCE_END.split(text, maxsplit=MAX_SENTENCES))
     return [part for part in parts if 2 <= len(part) <= MAX_SENTENCE_CHARS][:MAX_SENTENCES]
 
@@ -190,7 +196,7 @@ def _candidate(sentence: str, message: Message, said, wanted: frozenset[str], na
     if not in_chinese and not statement.corrects:
         sentence = english.tighten(sentence)
     if statement.attributed:  # after an event that named the speaker it joins, it needs no name
-        written = sentence if named and statement.type == "event" else f"{subject}: {sentence}"
+        written = sentence if named and statement.type == "event" else f"{_capitalised(subject)}: {sentence}"
     else:
         written = language.rewrite(sentence, subject, named and statement.type == "event")
     resolved = dates.resolve(written, said)

@@ -37,6 +37,9 @@ _IMPLIED_ING = re.compile(r"^(?:just |still |currently |finally |also )?(?!(?:no
 _QUESTION_START = re.compile(
     r"^(?:what|who|whom|whose|where|when|why|how|which|do|does|did|are|is|was|were|can|could|will|would|"
     r"should|have|has|had|shall|may|might|isn't|aren't|don't|doesn't|didn't|won't|wouldn't|any)\b", re.IGNORECASE)
+_REQUEST = re.compile(r"^(?:please|pls|can you|could you|would you|will you|help me|show me|tell me|give me|"
+                      r"write|fix|explain|create|generate|implement|refactor|summari[sz]e|translate)\b",
+                      re.IGNORECASE)
 _HEDGES = re.compile(r"\b(?:maybe|perhaps|probably|might|i think|i guess|i suppose|not sure|kind of|kinda|sort of|"
                      r"possibly|i believe|i feel like|seems|hopefully|i hope)\b", re.IGNORECASE)
 _LISTENER = re.compile(r"\b(?:you|your|you're|you've|you'll|you'd|yours|yourself|ya)\b", re.IGNORECASE)
@@ -125,8 +128,12 @@ MIN_CONTENT_WORDS = 3
 
 
 def is_question(sentence: str) -> bool:
+    """A question, or a request to the listener ("Please fix …", "Can you write …"): neither is a
+    fact about anyone."""
     stripped = sentence.rstrip()
-    return stripped.endswith("?") or (_QUESTION_START.match(stripped) is not None and not stripped.endswith("."))
+    if stripped.endswith("?") or _REQUEST.match(stripped):
+        return True
+    return _QUESTION_START.match(stripped) is not None and not stripped.endswith(".")
 
 
 def strip_filler(sentence: str) -> str:
