@@ -61,10 +61,21 @@ def test_contracted_likes(settings):
 
 def test_family_and_possessions_are_entities_keyed_by_relation(settings):
     sister = one(settings, "My sister's name is Ana.", speaker="Caroline")
-    assert (sister.type, sister.topic, sister.fields) == ("entity", "Caroline's sister's name", {"sister's name": "Ana"})
+    assert (sister.type, sister.topic, sister.fields) == ("entity", "Ana", {"sister's name": "Ana"})
     assert sister.text == "Caroline's sister's name is Ana."
     dog = one(settings, "We have a dog named Max.")
-    assert (dog.type, dog.topic, dog.fields) == ("entity", "dog's name", {"dog's name": "Max"})
+    assert (dog.type, dog.topic, dog.fields) == ("entity", "Max", {"dog's name": "Max"})
+    boss = one(settings, "My boss is called Dana.")
+    assert (boss.topic, boss.fields) == ("boss's name", {"boss's name": "Dana"})
+
+
+def test_one_has_many_friends_but_one_mother(settings):
+    """A relation one has several of is keyed by the person: the second friend supersedes no one."""
+    first, second = one(settings, "My friend Tom plays chess."), one(settings, "My friend Ana plays golf.")
+    assert (first.topic, second.topic) == ("Tom", "Ana")
+    found = said(settings, "陈梦婷是我的同事。孙志宏是我的同事。我妈妈叫李兰。", time=SAID_ZH)
+    assert [(c.topic, c.fields) for c in found] == [("陈梦婷", {"同事": "陈梦婷"}), ("孙志宏", {"同事": "孙志宏"}),
+                                                    ("妈妈", {"妈妈": "李兰"})]
 
 
 def test_likes_and_dislikes_are_preferences_keyed_by_the_thing(settings):

@@ -18,10 +18,13 @@ from memctl.learn.extract.statement import Cues, Statement
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _FIRST_PERSON = re.compile(r"[我咱]")
 _END = r"(?=[，。,.！!；;、？?\s]|$)"
-_RELATIONS = ("上司|老板|领导|经理|主管|同事|朋友|好朋友|好友|闺蜜|兄弟|哥哥|弟弟|姐姐|妹妹|表哥|表弟|表姐|表妹|堂哥|"
+_RELATIONS = ("上司|老板|领导|经理|主管|下属|同事|舅妈|婶婶|伯伯|伯父|伯母|姨妈|姨父|姑父|嫂子|姐夫|妹夫|弟媳|岳父|岳母|公公|婆婆|"
+              "侄子|侄女|外甥女|外甥|孙子|孙女|师傅|徒弟|队友|班主任|朋友|好朋友|好友|闺蜜|兄弟|哥哥|弟弟|姐姐|妹妹|表哥|表弟|表姐|表妹|堂哥|"
               "堂弟|堂姐|堂妹|爸爸|父亲|妈妈|母亲|老公|丈夫|老婆|妻子|爱人|儿子|女儿|孩子|爷爷|奶奶|外公|外婆|姥姥|"
               "姥爷|叔叔|阿姨|舅舅|姑姑|邻居|室友|同学|老师|导师|学生|男朋友|女朋友|对象|宠物|小狗|小猫|狗|猫|客户|合伙人")
 _NAME = re.compile(r"(?:我(?:的名字)?叫|我的名字是|大家(?:都)?叫我|叫我)([\u4e00-\u9fffA-Za-z·]{1,8}?)" + _END)
+_ONE_OF = frozenset("上司 老板 领导 爸爸 父亲 妈妈 母亲 老公 丈夫 老婆 妻子 爱人 男朋友 女朋友 对象 爷爷 奶奶 外公 外婆 姥姥 姥爷 "
+                    "岳父 岳母 公公 婆婆 导师 班主任".split())
 _RELATION_IS = re.compile(r"([\u4e00-\u9fffA-Za-z·]{2,8}?)是我(?:的)?(" + _RELATIONS + r")")
 _MY_RELATION = re.compile(r"我(?:的)?(" + _RELATIONS + r")(?:的名字)?(?:是叫|叫做|名叫|叫|是)([\u4e00-\u9fffA-Za-z·]{2,8}?)"
                           + _END)
@@ -97,10 +100,10 @@ def _profile(sentence: str) -> Statement | None:
         return Statement("profile", "名字", {"名字": match[1]}, 8)
     match = _RELATION_IS.search(sentence)
     if match:
-        return Statement("entity", match[2], {match[2]: _tail_name(match[1])}, 7)
+        return _relative(match[2], _tail_name(match[1]))
     match = _MY_RELATION.search(sentence)
     if match:
-        return Statement("entity", match[1], {match[1]: match[2]}, 7)
+        return _relative(match[1], match[2])
     match = _AGE.search(sentence)
     if match and 1 <= int(match[1]) <= 120:
         return Statement("profile", "年龄", {"年龄": match[1]}, 7)
@@ -121,6 +124,12 @@ def _profile(sentence: str) -> Statement | None:
     if match:
         return Statement("entity", match[1], {match[1]: match[2]}, 7)
     return None
+
+
+def _relative(relation: str, name: str) -> Statement:
+    """One has one 妈妈 (keyed by the relation, a correction replaces the name) but many 同事 (keyed
+    by the person, or the second would supersede the first)."""
+    return Statement("entity", relation if relation in _ONE_OF else name, {relation: name}, 7)
 
 
 def _tail_name(text: str) -> str:

@@ -216,14 +216,16 @@ def _built(statement: Statement, resolved: dates.Resolved, message: Message, sub
     if resolved.day and statement.type == "event":
         fields["date"] = resolved.day
     text = resolved.text.rstrip()
-    return Candidate(statement.type, text, _topic(statement.topic, message, subject), float(statement.confidence),
+    return Candidate(statement.type, text, _topic(statement, message, subject), float(statement.confidence),
                      [message.source()], message.speaker, message.time, fields, statement.corrects)
 
 
-def _topic(topic: str, message: Message, subject: str) -> str:
+def _topic(statement: Statement, message: Message, subject: str) -> str:
     """A named speaker's topic is theirs ("Caroline's home city"): in a conversation of several
-    people one's home city must not supersede another's. The user's stays plain ("home city")."""
-    if not topic or not message.speaker.strip():
+    people one's home city must not supersede another's. The user's stays plain ("home city"), and
+    so does an entity keyed by its own name ("Ana")."""
+    topic = statement.topic
+    if not topic or not message.speaker.strip() or topic in statement.fields.values():
         return topic
     return f"{subject}的{topic}" if chinese.has_chinese(topic) else f"{_possessive(subject)} {topic}"
 

@@ -56,6 +56,8 @@ _RELATIONS = (r"sister|brother|mother|mom|mum|father|dad|wife|husband|partner|so
               r"best friend|cousin|aunt|uncle|grandma|grandmother|grandpa|grandfather|girlfriend|boyfriend|"
               r"fiancee?|roommate|neighbou?r|colleague|coworker|co-worker|niece|nephew|kid|child|baby|"
               r"dog|cat|puppy|kitten|pet|horse|bird|parrot|hamster|rabbit|fish|turtle|snake")
+_ONE_OF = frozenset("mother mom mum father dad wife husband partner boss manager girlfriend boyfriend fiance "
+                    "fiancee".split())
 _CAPITALIZED = r"([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)"
 _NAME = re.compile(r"\b(?i:my name is|my name's|i'm called|i am called|call me|people call me)\s+" + _CAPITALIZED)
 _RELATION_NAME = re.compile(r"\b(?i:my\s+((?:little |older |younger |big |new |best )?(?:" + _RELATIONS + r"))"
@@ -189,7 +191,10 @@ def _profile(sentence: str) -> Statement | None:
     match = _HAS_NAMED.search(sentence) or _RELATION_NAME.search(sentence)
     if match and match[2].lower() not in ("i", "and"):
         relation = _singular_noun(match[1].lower().strip())
-        return Statement("entity", f"{relation}'s name", {f"{relation}'s name": match[2]}, 7)
+        # one has one mother (keyed by the relation: a correction replaces the name) but many
+        # friends (keyed by the person, or the second would supersede the first)
+        topic = f"{relation}'s name" if relation.split()[-1] in _ONE_OF else match[2]
+        return Statement("entity", topic, {f"{relation}'s name": match[2]}, 7)
     for pattern, topic in ((_ORIGIN, "hometown"), (_HOME, "home city")):
         match = pattern.search(sentence)
         if match:
