@@ -3,7 +3,7 @@
 the questions' evidence when searching the learned entries alone, bytes kept, time per turn.
 
     .venv/bin/python bench/extraction.py [--only locomo|memdaily] [--bench-dir ../shared/bench]
-        [--extractor rules|scripted-model] [--no-search]
+        [--extractor rules|scripted-model] [--via-turn] [--no-search]
 
 LoCoMo (English): every session's turns go through `memctl.learn.extract.extract_candidates`
 one turn at a time (id = dia_id, speaker, time = the session's date; a shared image as
@@ -16,7 +16,9 @@ searched there (`memctl search --queries`, lexical) beside the same search over 
 MemDaily (Chinese): the same per pooled qa_type x scenario, its `target_step_id` messages as
 the evidence. `--extractor scripted-model` runs the model path against a local endpoint that
 answers one event per message naming its id, and one candidate naming an invented id: it shows
-the wiring (the ids validated, the invented one dropped), not a quality figure.
+the wiring (the ids validated, the invented one dropped), not a quality figure. `--via-turn`
+feeds every session through the installed `memctl turn` and `memctl dispose` instead (one memory
+per conversation or pool) and measures what L5 holds at the end, the policy router included.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import json
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -37,7 +40,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from retrieval import DEFAULT_BENCH, import_memory, locomo_sets, memdaily_sets, search_memory  # noqa: E402
+from retrieval import (DEFAULT_BENCH, import_memory, locomo_sets, memctl_command, memdaily_sets,  # noqa: E402
+                       search_memory)
 
 from memctl.core.config import init_root, load_settings  # noqa: E402
 from memctl.learn.candidates import Message  # noqa: E402
@@ -153,9 +157,53 @@ def run_extractor(settings, sessions: list[list[Message]], dataset: str, per_ses
 
 
 def learned_docs(extracted: Extracted, raw_docs: list[dict]) -> list[dict]:
-    dates = {doc["id"]: doc["date"] for doc in raw_docs}
-    return [{"id": f"{turn}#{n}", "text": text, "date": dates.get(turn, "")}
+    """The entries as import items, with the date and session of the turn they came from (as an
+    entry's provenance gives them), so search treats them as it treats the raw turns."""
+    raw = {doc["id"]: doc for doc in raw_docs}
+    return [{"id": f"{turn}#{n}", "text": text, "date": raw[turn]["date"], "session": raw[turn]["session"]}
             for turn, texts in extracted.by_turn.items() for n, text in enumerate(texts)]
+
+
+def run_memctl_turn(sessions: list[list[Message]], dataset: str, config: str) -> Extracted:
+    """Every session through the installed command line, as an agent would: `memctl turn --session
+    S --file F` with its messages as JSON Lines, then `memctl dispose --session S`; what was
+    learned is what L5 holds at the end (a merge type's entry superseded by a later one counts for
+    the later one only), each entry for the turns its `sources` name."""
+    from memctl.core.config import Layout
+    from memctl.longterm.store import open_store
+
+    out = Extracted()
+    workdir = Path(tempfile.mkdtemp(prefix="memctl-extract-turn-"))
+    try:
+        root, cmd = workdir / "memory", memctl_command()
+        subprocess.run([*cmd, "--root", str(root), "init"], check=True, capture_output=True)
+        if config:
+            (root / "memctl.toml").write_text(config, encoding="utf-8")
+        turn_of = {}
+        for number, session in enumerate(sessions):
+            batch = workdir / f"session-{number}.jsonl"
+            batch.write_text("".join(json.dumps({"id": m.id, "role": m.role, "content": m.content, "time": m.time,
+                                                 "speaker": m.speaker}, ensure_ascii=False) + "\n"
+                                     for m in session), encoding="utf-8")
+            started = time.perf_counter()
+            for args in (["turn", "--session", session[0].session, "--file", str(batch)],
+                         ["dispose", "--session", session[0].session]):
+                done = subprocess.run([*cmd, "--root", str(root), *args, "--json"], capture_output=True, timeout=600)
+                if done.returncode != 0:
+                    sys.exit(f"memctl {args[0]} failed: {done.stderr.decode()}")
+                for note in json.loads(done.stdout).get("notes", []):
+                    out.notes[note] = out.notes.get(note, 0) + 1
+            out.millis.extend([1000 * (time.perf_counter() - started) / len(session)] * len(session))
+            out.turns += len(session)
+            turn_of.update({(m.session, m.id): _doc_id(m, dataset) for m in session})
+        for entry in open_store(Layout(root)).active.iter():
+            for source in entry.extra.get("sources") or []:
+                turn = turn_of.get((source.get("session"), source.get("message")))
+                if turn is not None:
+                    out.by_turn.setdefault(turn, []).append(entry.text)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return out
 
 
 # ---------------------------------------------------------------- figures
@@ -198,16 +246,22 @@ class Figures:
                 rows.append((f"R@{K} searching the {system} {'entries' if system == 'learned' else 'turns'}",
                              f"{statistics.fmean(self.recall[system]):.3f} ({len(self.recall[system])} questions)"))
         if self.recall["learned"] and self.recall["raw"]:
-            rows.append(("learned R@10 / raw R@10", f"{statistics.fmean(self.recall['learned']) / max(statistics.fmean(self.recall['raw']), 1e-9):.3f}"))
+            ratio = statistics.fmean(self.recall["learned"]) / max(statistics.fmean(self.recall["raw"]), 1e-9)
+            rows.append(("learned R@10 / raw R@10", f"{ratio:.3f}"))
         rows.extend((f"note ({count}x)", note) for note, count in self.notes.items())
         return rows
 
 
-def evaluate(name: str, sets, settings, dataset: str, search: bool, per_session: bool) -> Figures:
+def evaluate(name: str, sets, settings, dataset: str, search: bool, per_session: bool, via_turn: str | None) -> Figures:
+    """`via_turn`: None to call the extractor in this process, else the memctl.toml text of the
+    memories `memctl turn` learns into."""
     figures = Figures()
     started = time.monotonic()
     for set_name, sessions, gold, raw_docs, questions in sets:
-        extracted = run_extractor(settings, sessions, dataset, per_session)
+        if via_turn is None:
+            extracted = run_extractor(settings, sessions, dataset, per_session)
+        else:
+            extracted = run_memctl_turn(sessions, dataset, via_turn)
         figures.add(extracted, gold, raw_docs)
         if search:
             for system, docs in (("learned", learned_docs(extracted, raw_docs)), ("raw", raw_docs)):
@@ -265,6 +319,9 @@ def main() -> None:
     parser.add_argument("--only", choices=("locomo", "memdaily"))
     parser.add_argument("--extractor", choices=("rules", "scripted-model"), default="rules")
     parser.add_argument("--no-search", action="store_true", help="coverage, bytes and time only (no R@10)")
+    parser.add_argument("--via-turn", action="store_true",
+                        help="feed the sessions through the installed `memctl turn` and `dispose` and read what L5 "
+                             "holds (ms per turn then includes two process starts per session)")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="memctl-extract-settings-"))
     server = None
@@ -277,14 +334,16 @@ def main() -> None:
                 encoding="utf-8")
         settings = load_settings(scratch)
         per_session = args.extractor != "rules"
+        via_turn = (scratch / "memctl.toml").read_text(encoding="utf-8") if args.via_turn else None
+        label = f"{args.extractor}{' via memctl turn' if args.via_turn else ''}"
         if args.only in (None, "locomo"):
             sets = locomo_conversations(args.bench_dir / "locomo" / "locomo_dev.json")
-            print_table(f"LoCoMo dev, extractor {args.extractor}",
-                        evaluate("LoCoMo", sets, settings, "locomo", not args.no_search, per_session))
+            print_table(f"LoCoMo dev, extractor {label}",
+                        evaluate("LoCoMo", sets, settings, "locomo", not args.no_search, per_session, via_turn))
         if args.only in (None, "memdaily"):
             sets = memdaily_pools(args.bench_dir / "memdaily" / "memdaily_dev.json")
-            print_table(f"MemDaily dev (pooled), extractor {args.extractor}",
-                        evaluate("MemDaily", sets, settings, "memdaily", not args.no_search, per_session))
+            print_table(f"MemDaily dev (pooled), extractor {label}",
+                        evaluate("MemDaily", sets, settings, "memdaily", not args.no_search, per_session, via_turn))
     finally:
         if server is not None:
             server.shutdown()

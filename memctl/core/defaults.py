@@ -186,7 +186,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "endpoint": "",
         "model": "",
         "key_env": "MEMCTL_EXTRACT_KEY",
-        "timeout": 20,
+        "timeout": 20.0,  # seconds; a float, so that 0.5 is a valid value
     },
     # memctl serve (memctl.serve): limits every request meets
     "serve": {

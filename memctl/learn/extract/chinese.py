@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import re
 
-from memctl.learn.extract.statement import Statement
+from memctl.learn.extract.statement import Cues, Statement
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _FIRST_PERSON = re.compile(r"[我咱]")
 _END = r"(?=[，。,.！!；;、？?\s]|$)"
-_RELATIONS = ("上司|老板|领导|经理|主管|同事|朋友|好朋友|好友|闺蜜|兄弟|哥哥|弟弟|姐姐|妹妹|表哥|表弟|表姐|表妹|堂哥|"
+_RELATIONS = ("上司|老板|领导|经理|主管|下属|同事|舅妈|婶婶|伯伯|伯父|伯母|姨妈|姨父|姑父|嫂子|姐夫|妹夫|弟媳|岳父|岳母|公公|婆婆|"
+              "侄子|侄女|外甥女|外甥|孙子|孙女|师傅|徒弟|队友|班主任|朋友|好朋友|好友|闺蜜|兄弟|哥哥|弟弟|姐姐|妹妹|表哥|表弟|表姐|表妹|堂哥|"
               "堂弟|堂姐|堂妹|爸爸|父亲|妈妈|母亲|老公|丈夫|老婆|妻子|爱人|儿子|女儿|孩子|爷爷|奶奶|外公|外婆|姥姥|"
               "姥爷|叔叔|阿姨|舅舅|姑姑|邻居|室友|同学|老师|导师|学生|男朋友|女朋友|对象|宠物|小狗|小猫|狗|猫|客户|合伙人")
 _NAME = re.compile(r"(?:我(?:的名字)?叫|我的名字是|大家(?:都)?叫我|叫我)([\u4e00-\u9fffA-Za-z·]{1,8}?)" + _END)
+_ONE_OF = frozenset("上司 老板 领导 爸爸 父亲 妈妈 母亲 老公 丈夫 老婆 妻子 爱人 男朋友 女朋友 对象 爷爷 奶奶 外公 外婆 姥姥 姥爷 "
+                    "岳父 岳母 公公 婆婆 导师 班主任".split())
 _RELATION_IS = re.compile(r"([\u4e00-\u9fffA-Za-z·]{2,8}?)是我(?:的)?(" + _RELATIONS + r")")
 _MY_RELATION = re.compile(r"我(?:的)?(" + _RELATIONS + r")(?:的名字)?(?:是叫|叫做|名叫|叫|是)([\u4e00-\u9fffA-Za-z·]{2,8}?)"
                           + _END)
@@ -46,6 +49,7 @@ _DECISION = re.compile(r"决定|定下来|定了|选定|拍板|最终选|最后�
 _LESSON = re.compile(r"教训|下次|下回|以后要|以后别|以后一定|记住|原因是|是因为|失败|搞砸|早知道|应该先|吸取|经验是")
 _PLAN = re.compile(r"打算|计划|准备|要去|想去|将要|明天|后天|下周|下个月|约了|安排|预约|报名")
 _PAST = re.compile(r"了|过|昨天|前天|上周|上个月|去年")
+_CUES = Cues(_DECISION, _LESSON, _PLAN, _PAST)
 _CORRECTION = re.compile(r"不是[^，。]{0,20}[，,]?而是|更正|说错了|纠正一下|其实是|我是说|准确地说|搞错了|记错了")
 _CORRECTED = re.compile(r"不是[^，。,]{0,20}?[，,]?\s*而是")
 _HEDGES = re.compile(r"可能|也许|大概|好像|应该是|估计|或许|不确定|似乎|说不定")
@@ -82,7 +86,7 @@ def classify(sentence: str) -> Statement | None:
     corrects = _CORRECTION.search(sentence) is not None
     sentence = _CORRECTED.sub("是", sentence)  # 不是小红，而是小丽 -> 是小丽: the rules read what is meant
     if _FIRST_PERSON.search(sentence):
-        statement = _profile(sentence) or _preference(sentence) or _kind(sentence)
+        statement = _profile(sentence) or _preference(sentence) or _CUES.kind(sentence)
     else:
         statement = _opinion(sentence)
     if statement is None:
@@ -96,10 +100,10 @@ def _profile(sentence: str) -> Statement | None:
         return Statement("profile", "名字", {"名字": match[1]}, 8)
     match = _RELATION_IS.search(sentence)
     if match:
-        return Statement("entity", match[2], {match[2]: _tail_name(match[1])}, 7)
+        return _relative(match[2], _tail_name(match[1]))
     match = _MY_RELATION.search(sentence)
     if match:
-        return Statement("entity", match[1], {match[1]: match[2]}, 7)
+        return _relative(match[1], match[2])
     match = _AGE.search(sentence)
     if match and 1 <= int(match[1]) <= 120:
         return Statement("profile", "年龄", {"年龄": match[1]}, 7)
@@ -120,6 +124,12 @@ def _profile(sentence: str) -> Statement | None:
     if match:
         return Statement("entity", match[1], {match[1]: match[2]}, 7)
     return None
+
+
+def _relative(relation: str, name: str) -> Statement:
+    """One has one 妈妈 (keyed by the relation, a correction replaces the name) but many 同事 (keyed
+    by the person, or the second would supersede the first)."""
+    return Statement("entity", relation if relation in _ONE_OF else name, {relation: name}, 7)
 
 
 def _tail_name(text: str) -> str:
@@ -143,21 +153,10 @@ def _preference(sentence: str) -> Statement | None:
     return Statement("preference", thing, {"不喜欢" if negative else "喜欢": thing}, 7)
 
 
-def _kind(sentence: str) -> Statement | None:
-    if _DECISION.search(sentence):
-        return Statement("decision", "", {}, 7)
-    if _LESSON.search(sentence):
-        return Statement("lesson", "", {}, 6)
-    if _PLAN.search(sentence):
-        return Statement("event", "", {"kind": "plan"}, 6)
-    if _PAST.search(sentence):
-        return Statement("event", "", {}, 6)
-    return Statement("event", "", {}, 5)
-
-
 def _opinion(sentence: str) -> Statement | None:
     if not _OPINION.search(sentence):
-        return _kind(sentence)._replace(confidence=4) if _DECISION.search(sentence) or _LESSON.search(sentence) else None
+        kind = _CUES.kind(sentence)
+        return kind._replace(confidence=4) if kind.type in ("decision", "lesson") else None
     match = _OPINION_SUBJECT.match(sentence.strip())
     topic = match[1] if match else ""
     return Statement("preference", topic, {"评价": topic} if topic else {}, 4)
@@ -166,8 +165,9 @@ def _opinion(sentence: str) -> Statement | None:
 _REWRITES = (("我们", "{s}等人"), ("咱们", "{s}等人"), ("我", "{s}"), ("咱", "{s}"))
 
 
-def rewrite(sentence: str, subject: str) -> str:
-    """`sentence` with 我 / 我们 made `subject` ("小王", "用户")."""
+def rewrite(sentence: str, subject: str, named_before: bool = False) -> str:
+    """`sentence` with 我 / 我们 made `subject` ("小王", "用户"); a name is short in Chinese, so
+    it stays even after a sentence that named the speaker (`named_before`)."""
     for first_person, replacement in _REWRITES:
         if first_person in sentence:
             sentence = sentence.replace(first_person, replacement.format(s=subject))

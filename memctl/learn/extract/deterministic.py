@@ -7,7 +7,9 @@ it; questions and chit-chat give nothing. The rest go to the language's rules
 (`english`/`chinese`), which say what kind of memory the sentence is; the sentence is then
 written in the third person and its relative dates made absolute against the message's time.
 A user's message gives every kind; an assistant's only its decisions, lessons and corrections
-(what it says about the user is the user's to say); a tool's nothing.
+(what it says about the user is the user's to say); a tool's nothing. A message's events are one
+entry (what one turn tells reads, and is found, together), closed by the images it describes
+("[image: …]" -> "(photo: …)"). A named speaker's merge topics are theirs ("Caroline's home city").
 """
 
 from __future__ import annotations
@@ -22,10 +24,15 @@ from memctl.learn.extract.statement import Statement
 SCAN_CHARS = 65536  # a message past this is read no further: extraction stays milliseconds
 MAX_SENTENCES = 400
 MAX_SENTENCE_CHARS = 600  # a longer "sentence" is a paste (a log, a table), not a statement
+MAX_EVENT_CHARS = 2000  # a message's events joined: past this the rest of a long message is left out
 ASSISTANT_TYPES = frozenset(("decision", "lesson"))
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])|\s*\n+\s*")
+_SENTENCE_END = re.compile(r"(?<=[.!?]) |(?<=[。！？；])|\n")  # over text whose spaces are runs of one
+_SPACES = re.compile(r"\s+")
+_CODE_BLOCK = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _IMAGE = re.compile(r"\[(?:image|photo|picture|img|图片|照片)\s*[:：]\s*([^\]\n]{3,300})\]", re.IGNORECASE)
+_PHOTO_OF = re.compile(r"^(?:a |an )?(?:photo|photograph|photography|picture|image|close up|closeup|screenshot)s? of\s+"
+                       r"(?:an? |the )?", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
 # a sentence naming a credential is not kept even when its value has no shape the rules know
@@ -70,42 +77,101 @@ def extract(settings, messages: list[Message]) -> list[Candidate]:
     return candidates
 
 
+def readable(message: Message) -> bool:
+    """A message whose fields are the strings `Message` promises (a caller may build one by hand)."""
+    return all(isinstance(value, str) for value in (message.session, message.id, message.role, message.content,
+                                                     message.time, message.speaker))
+
+
 def message_candidates(message: Message, wanted: frozenset[str], secrets: Secrets) -> list[Candidate]:
-    if message.role not in ("user", "assistant") or not isinstance(message.content, str):
+    if not readable(message) or message.role not in ("user", "assistant"):
         return []
     said = dates.message_day(message.time)
     content, images = _images(message.content[:SCAN_CHARS])
-    found = [_shared_image(caption, message) for caption in images] if "event" in wanted and message.role == "user" else []
+    found = []
+    named = False  # an event sentence named the speaker: the next ones of the message say "they"
     for sentence in sentences(content):
         if secrets.found_in(sentence):
             continue
-        candidate = _candidate(sentence, message, said, wanted)
+        candidate = _candidate(sentence, message, said, wanted, named)
         if candidate is not None:
             found.append(candidate)
-    return [candidate for candidate in found if not any(secrets.found_in(value) for value in _texts(candidate))]
+            named = named or (candidate.type == "event" and not candidate.corrects)
+    found = [candidate for candidate in found if not any(secrets.found_in(value) for value in _texts(candidate))]
+    shown = [caption for caption in images if not secrets.found_in(caption)]
+    if shown and "event" in wanted and message.role == "user":
+        found.append(_shared_images(shown, message))
+    return _one_event(found)
 
 
 def _images(content: str) -> tuple[str, list[str]]:
-    """The content without the images it describes ("[image: a photo of a dog]"), and their captions."""
+    """The content without the images it describes ("[image: a photo of a dog]"), and their
+    captions ("a dog")."""
     if "[" not in content:
         return content, []
-    captions = [" ".join(clean(caption).split()) for caption in _IMAGE.findall(content)]
+    captions = [_PHOTO_OF.sub("", " ".join(clean(caption).split())) for caption in _IMAGE.findall(content)]
     return _IMAGE.sub(" ", content), [caption for caption in captions if caption][:10]
 
 
-def _shared_image(caption: str, message: Message) -> Candidate:
-    """An image the speaker shared, as its description says: what they show is what they talk of."""
-    in_chinese = chinese.has_chinese(caption)
+def _shared_images(captions: list[str], message: Message) -> Candidate:
+    """The images the speaker shared, as their descriptions say: what one shows is what one talks
+    of ("Caroline's photo: a painting of a sunset"; closing the message's event, "(photo: …)")."""
+    shown = "; ".join(captions)
+    in_chinese = chinese.has_chinese(shown)
     subject = _subject(message, in_chinese)
-    text = f"{subject}分享了图片：{caption}" if in_chinese else f"{subject} shared an image: {caption}"
-    return Candidate("event", text, "", 3.0, [message.source()], message.speaker, message.time, {"kind": "image"})
+    text = f"{subject}分享的图片：{shown}" if in_chinese else f"{_possessive(subject)} photo: {shown}"
+    return Candidate("event", text, "", 3.0, [message.source()], message.speaker, message.time,
+                     {"kind": "image", "photo": shown})
+
+
+def _one_event(found: list[Candidate]) -> list[Candidate]:
+    """A message's events as one entry: what one turn tells happened reads (and is found) together;
+    its images close it."""
+    events = [candidate for candidate in found if candidate.type == "event" and not candidate.corrects]
+    if len(events) < 2:
+        return found
+    first = events[0]
+    fields: dict[str, str] = {}
+    for event in reversed(events):
+        fields.update(event.fields)
+    if fields.get("kind") == "image":
+        del fields["kind"]
+    texts, size = [], 0
+    for text in dict.fromkeys(_joined_text(event) for event in events):  # a sentence said twice, once
+        size += len(text) + 1
+        if size > MAX_EVENT_CHARS:
+            break
+        texts.append(text)
+    joined = Candidate("event", ("" if chinese.has_chinese(texts[0]) else " ").join(texts), "",
+                       max(event.confidence for event in events), first.sources, first.speaker, first.time, fields)
+    return [candidate for candidate in found if candidate not in events] + [joined]
+
+
+def _joined_text(event: Candidate) -> str:
+    if event.fields.get("kind") == "image":
+        photo = event.fields["photo"]
+        return f"（图片：{photo}）" if chinese.has_chinese(photo) else f"(photo: {photo})"
+    return event.text if event.text[-1:] in ".!?。！？" else event.text + "."
+
+
+def _capitalised(subject: str) -> str:
+    return subject[:1].upper() + subject[1:]
+
+
+def _possessive(subject: str) -> str:
+    return subject + "'" if subject.endswith("s") else subject + "'s"
 
 
 def sentences(content: str) -> list[str]:
     """The message's sentences, bounded and cleaned."""
-    text = clean(content[:SCAN_CHARS])
+    text = _CODE_BLOCK.sub("\n", clean(content[:SCAN_CHARS]))  # a pasted program or log states nothing of anyone
+    text = _SPACES.sub(_one_space, text)  # no pattern backtracks over a long run
     parts = (part.strip() for part in _SENTENCE_END.split(text, maxsplit=MAX_SENTENCES))
     return [part for part in parts if 2 <= len(part) <= MAX_SENTENCE_CHARS][:MAX_SENTENCES]
+
+
+def _one_space(run: re.Match) -> str:
+    return "\n" if "\n" in run.group() else " "
 
 
 def clean(text: str) -> str:
@@ -114,7 +180,7 @@ def clean(text: str) -> str:
     return _CONTROL.sub(" ", text).translate(_QUOTES)
 
 
-def _candidate(sentence: str, message: Message, said, wanted: frozenset[str]) -> Candidate | None:
+def _candidate(sentence: str, message: Message, said, wanted: frozenset[str], named: bool) -> Candidate | None:
     in_chinese = chinese.has_chinese(sentence)
     language = chinese if in_chinese else english
     if not in_chinese:
@@ -127,9 +193,14 @@ def _candidate(sentence: str, message: Message, said, wanted: frozenset[str]) ->
     if message.role == "assistant" and statement.type not in ASSISTANT_TYPES and not statement.corrects:
         return None
     subject = _subject(message, in_chinese)
-    written = f"{subject}: {sentence}" if statement.attributed else language.rewrite(sentence, subject)
+    if not in_chinese and not statement.corrects:
+        sentence = english.tighten(sentence)
+    if statement.attributed:  # after an event that named the speaker it joins, it needs no name
+        written = sentence if named and statement.type == "event" else f"{_capitalised(subject)}: {sentence}"
+    else:
+        written = language.rewrite(sentence, subject, named and statement.type == "event")
     resolved = dates.resolve(written, said)
-    return _built(statement, resolved, message)
+    return _built(statement, resolved, message, subject)
 
 
 def _subject(message: Message, in_chinese: bool) -> str:
@@ -140,13 +211,23 @@ def _subject(message: Message, in_chinese: bool) -> str:
     return "the user" if message.role == "user" else "the assistant"
 
 
-def _built(statement: Statement, resolved: dates.Resolved, message: Message) -> Candidate:
+def _built(statement: Statement, resolved: dates.Resolved, message: Message, subject: str) -> Candidate:
     fields = dict(statement.fields)
     if resolved.day and statement.type == "event":
         fields["date"] = resolved.day
     text = resolved.text.rstrip()
-    return Candidate(statement.type, text, statement.topic, float(statement.confidence), [message.source()],
-                     message.speaker, message.time, fields, statement.corrects)
+    return Candidate(statement.type, text, _topic(statement, message, subject), float(statement.confidence),
+                     [message.source()], message.speaker, message.time, fields, statement.corrects)
+
+
+def _topic(statement: Statement, message: Message, subject: str) -> str:
+    """A named speaker's topic is theirs ("Caroline's home city"): in a conversation of several
+    people one's home city must not supersede another's. The user's stays plain ("home city"), and
+    so does an entity keyed by its own name ("Ana")."""
+    topic = statement.topic
+    if not topic or not message.speaker.strip() or topic in statement.fields.values():
+        return topic
+    return f"{subject}的{topic}" if chinese.has_chinese(topic) else f"{_possessive(subject)} {topic}"
 
 
 def _texts(candidate: Candidate) -> list[str]:

@@ -5,14 +5,14 @@ memory it is: a name, a job, a home, an age, a relative or a thing the speaker h
 (profile/entity, with a topic and the field it sets), a like or dislike (preference, topic the
 thing), a decision, a lesson, a plan or a happening (event), or another statement the speaker
 makes about themself (event, lower confidence). `rewrite` turns "I"/"my"/"we" into the speaker
-("I love my dog" said by Caroline: "Caroline loves Caroline's dog"), the verb agreeing.
+("I love my dog" said by Caroline: "Caroline loves their dog"), the verb agreeing.
 """
 
 from __future__ import annotations
 
 import re
 
-from memctl.learn.extract.statement import Statement
+from memctl.learn.extract.statement import Cues, Statement
 
 _FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|we'll|we'd|us|our|ours)\b",
                            re.IGNORECASE)
@@ -37,11 +37,12 @@ _IMPLIED_ING = re.compile(r"^(?:just |still |currently |finally |also )?(?!(?:no
 _QUESTION_START = re.compile(
     r"^(?:what|who|whom|whose|where|when|why|how|which|do|does|did|are|is|was|were|can|could|will|would|"
     r"should|have|has|had|shall|may|might|isn't|aren't|don't|doesn't|didn't|won't|wouldn't|any)\b", re.IGNORECASE)
+_REQUEST = re.compile(r"^(?:please|pls|can you|could you|would you|will you|help me|show me|tell me|give me|"
+                      r"write|fix|explain|create|generate|implement|refactor|summari[sz]e|translate)\b",
+                      re.IGNORECASE)
 _HEDGES = re.compile(r"\b(?:maybe|perhaps|probably|might|i think|i guess|i suppose|not sure|kind of|kinda|sort of|"
                      r"possibly|i believe|i feel like|seems|hopefully|i hope)\b", re.IGNORECASE)
 _LISTENER = re.compile(r"\b(?:you|your|you're|you've|you'll|you'd|yours|yourself|ya)\b", re.IGNORECASE)
-# what a listener-directed sentence may still tell of its speaker
-_ABOUT_SPEAKER_EVEN_TO_LISTENER = frozenset(("profile", "entity", "preference", "decision", "lesson"))
 # sentences that are only about the conversation itself: "I agree", "I'm so happy for you", "I can't wait"
 _SMALL_TALK = re.compile(
     r"^(?:i|we)(?:'m| am|'re| are)?\s+(?:so |really |totally |very |just |also |too )*"
@@ -55,6 +56,8 @@ _RELATIONS = (r"sister|brother|mother|mom|mum|father|dad|wife|husband|partner|so
               r"best friend|cousin|aunt|uncle|grandma|grandmother|grandpa|grandfather|girlfriend|boyfriend|"
               r"fiancee?|roommate|neighbou?r|colleague|coworker|co-worker|niece|nephew|kid|child|baby|"
               r"dog|cat|puppy|kitten|pet|horse|bird|parrot|hamster|rabbit|fish|turtle|snake")
+_ONE_OF = frozenset("mother mom mum father dad wife husband partner boss manager girlfriend boyfriend fiance "
+                    "fiancee".split())
 _CAPITALIZED = r"([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)"
 _NAME = re.compile(r"\b(?i:my name is|my name's|i'm called|i am called|call me|people call me)\s+" + _CAPITALIZED)
 _RELATION_NAME = re.compile(r"\b(?i:my\s+((?:little |older |younger |big |new |best )?(?:" + _RELATIONS + r"))"
@@ -69,17 +72,16 @@ _JOB = re.compile(r"\b(?:i work as|i'm working as|i am working as|i'm an?|i am a
                   r"((?:[\w-]+\s+){0,2}?" + _JOB_NOUN + r")\b(?!\s+(?:of|at heart|fan))", re.IGNORECASE)
 _WORKPLACE = re.compile(r"\bi (?:work|am working|'m working|intern|volunteer)\s+(?:at|for|in)\s+([\w' &.-]+?)"
                         r"(?=[,.;!]| as | and | now| since| because|$)", re.IGNORECASE)
-_HOME = re.compile(r"\b(?:i live|i'm living|i am living|we live|i moved|we moved|i've moved|we've moved|"
-                   r"i relocated|i'm based|i am based|my home is|my house is)\s+(?:in|to|at|near)\s+"
-                   r"((?:the\s+)?[A-Z][\w'-]*(?:[\s,]+[A-Z][\w'-]*)*)", re.IGNORECASE)
-_ORIGIN = re.compile(r"\b(?:i'm from|i am from|i come from|i grew up in|i was born in|my hometown is)\s+"
-                     r"((?:the\s+)?[A-Z][\w'-]*(?:[\s,]+[A-Z][\w'-]*)*)", re.IGNORECASE)
+_PLACE = r"((?:the\s+)?[A-Z][\w'-]*(?:(?:\s+|,\s*)[A-Z][\w'-]*)*)"  # capitalised: "in the moment" is no place
+_HOME = re.compile(r"\b(?i:i live|i'm living|i am living|we live|i moved|we moved|i've moved|we've moved|"
+                   r"i relocated|i'm based|i am based|my home is|my house is)\s+(?i:in|to|at|near)\s+" + _PLACE)
+_ORIGIN = re.compile(r"\b(?i:i'm from|i am from|i come from|i grew up in|i was born in|my hometown is)\s+" + _PLACE)
 _AGE = re.compile(r"\b(?:i'm|i am|i just turned|i turned|i'll be|i will be)\s+(\d{1,3})(?:\s+years?\s+old)?\b"
                   r"(?!\s*(?:%|percent|minutes|hours|days|weeks|months|km|miles|dollars))", re.IGNORECASE)
 _FAVOURITE = re.compile(r"\bmy (?:all-time |absolute )?fav(?:ou?rite)?\s+([\w\s'-]{2,40}?)\s+(?:is|are|was|has to be)\s+"
                         r"([^,.;!?]{2,60})", re.IGNORECASE)
-_LIKE = re.compile(r"\b(?:i|we)\s+(?:really |absolutely |just |also |totally |truly |still |kinda |do )*"
-                   r"(love|loves|like|likes|enjoy|enjoys|adore|prefer|am into|'m into|am a fan of|'m a fan of|"
+_LIKE = re.compile(r"\b(?:i|we)(?:\s+|(?='))(?:really |absolutely |just |also |totally |truly |still |kinda |do )*"
+                   r"(love|loves|like|likes|enjoy|enjoys|adore|prefer|am into|'m into|(?:am|'m) a (?:big |huge )?fan of|"
                    r"am passionate about|'m passionate about|hate|dislike|detest|can't stand|cannot stand|"
                    r"don't like|do not like|don't enjoy|can't bear|am allergic to|'m allergic to)\s+"
                    r"([^,.;!?]{2,80})", re.IGNORECASE)
@@ -102,6 +104,7 @@ _PAST = re.compile(r"\b(?:i|we)\s+(?:just |recently |finally |also |even |actual
                    r"flew|drove|rode|swam|ate|drank|sold|kept|told|heard|caught|brought|thought|held|became|"
                    r"grew|fell|broke|chose|wore|threw|sent|was|were)\b|\bi've\b|\bwe've\b|\bi have been\b",
                    re.IGNORECASE)
+_CUES = Cues(_DECISION, _LESSON, _PLAN, _PAST)
 _CORRECTION = re.compile(r"\bactually\b[^.]*\bnot\b|\bi meant\b|\bi mean,|\bcorrection\b|\bi misspoke\b|"
                          r"\bi was wrong\b|\bto correct myself\b|\bscratch that\b|\bnot\s+[\w' -]{1,40},\s*but\b|"
                          r"\b(?:it's|it is)\s+actually\b|\bsorry,\s+(?:it's|it is|i meant)\b", re.IGNORECASE)
@@ -111,20 +114,41 @@ _TRAILING = re.compile(r"\s+(?:a lot|so much|very much|too|as well|now|lately|th
                        re.IGNORECASE)
 
 _NAMED_THING = re.compile(r"(?<![.!?:]\s)(?<![.!?:])\b[A-Z][a-z]+|\d|\"[^\"]{2,}\"")
+_INTENSIFIERS = re.compile(r"\b(?:really|super|totally|definitely|absolutely|literally|honestly|truly|kinda|sorta|"
+                           r"pretty much|very|so(?= (?:\w+(?:ful|ing|ed|ive|ous|y|ic|al|le)\b))|just)\s+",
+                           re.IGNORECASE)
+_TAIL_TAGS = re.compile(r"(?:[,\s]+(?:you know|haha+|lol|lmao|hehe+|right|huh|too|as well)|\s*[:;][-']?[()DPp]|"
+                        r"\s*<3)+(?=[.!?]*$)", re.IGNORECASE)
 _CONTENT_WORD = re.compile(r"[A-Za-z]{3,}|\d")
 _CONTENT_STOP = frozenset("""the and but for with that this have has had was were are you your just really
 very so too not all can can't will would could should been being they them then than there their what when
-also about some much like yeah know think get got its it's i'm i've i'd i'll we're we've our ours mine myself""".split())
+also about some much like yeah know think get got its it's i'm i've i'd i'll we're we've our ours mine myself
+from into out over then now well way lot lots thing things stuff something everything anything one ones
+amazing awesome great good nice cool fun happy glad excited love loved loving proud special inspiring
+powerful wonderful fantastic beautiful incredible sweet cute glad thanks thank sure totally""".split())
+MIN_CONTENT_WORDS = 3
 
 
 def is_question(sentence: str) -> bool:
+    """A question, or a request to the listener ("Please fix …", "Can you write …"): neither is a
+    fact about anyone."""
     stripped = sentence.rstrip()
-    return stripped.endswith("?") or (_QUESTION_START.match(stripped) is not None and not stripped.endswith("."))
+    if stripped.endswith("?") or _REQUEST.match(stripped):
+        return True
+    return _QUESTION_START.match(stripped) is not None and not stripped.endswith(".")
 
 
 def strip_filler(sentence: str) -> str:
     """The sentence without the interjections that open it ("Wow, yeah, I went …" -> "I went …")."""
     return _LEAD_FILLER.sub("", sentence.strip()).strip()
+
+
+def tighten(sentence: str) -> str:
+    """The sentence without the intensifiers and tags that add bytes and no fact ("really so
+    happy, haha!" -> "happy.")."""
+    sentence = _INTENSIFIERS.sub("", sentence)
+    sentence = _TAIL_TAGS.sub("", sentence).strip()
+    return re.sub(r"[!.]{2,}|!", ".", sentence) if sentence else sentence
 
 
 def with_subject(sentence: str) -> str:
@@ -142,18 +166,18 @@ def classify(sentence: str) -> Statement | None:
     if _SMALL_TALK.match(sentence):
         return None
     content = [w for w in _CONTENT_WORD.findall(sentence) if w.lower() not in _CONTENT_STOP]
-    if len(content) < 2:
-        return None
     hedged = _HEDGES.search(sentence) is not None
     corrects = _CORRECTION.search(sentence) is not None
     if _FIRST_PERSON.search(sentence):
-        statement = _profile(sentence) or _preference(sentence) or _kind(sentence)
-        if _LISTENER.search(sentence) and statement.type not in _ABOUT_SPEAKER_EVEN_TO_LISTENER:
-            return None  # "I'm so stoked that art is helping you": about the listener, theirs to say
-    else:  # about no one in particular: a decision, a lesson, or the speaker's words about a named thing
-        statement = _kind(sentence)
+        statement = _profile(sentence) or _preference(sentence)
+        if statement is None and len(content) >= MIN_CONTENT_WORDS and not _LISTENER.search(sentence):
+            statement = _CUES.kind(sentence)  # not "I'm so stoked that art is helping you": the listener's to say
+    elif len(content) >= MIN_CONTENT_WORDS:  # about no one in particular: a decision, a lesson, or
+        statement = _CUES.kind(sentence)  # the speaker's words about a named thing
         if statement.type not in ("decision", "lesson"):
             statement = _mention(sentence, content)
+    else:
+        return None
     if statement is None:
         return None
     confidence = statement.confidence - (2 if hedged else 0)
@@ -167,7 +191,10 @@ def _profile(sentence: str) -> Statement | None:
     match = _HAS_NAMED.search(sentence) or _RELATION_NAME.search(sentence)
     if match and match[2].lower() not in ("i", "and"):
         relation = _singular_noun(match[1].lower().strip())
-        return Statement("entity", f"{relation}'s name", {f"{relation}'s name": match[2]}, 7)
+        # one has one mother (keyed by the relation: a correction replaces the name) but many
+        # friends (keyed by the person, or the second would supersede the first)
+        topic = f"{relation}'s name" if relation.split()[-1] in _ONE_OF else match[2]
+        return Statement("entity", topic, {f"{relation}'s name": match[2]}, 7)
     for pattern, topic in ((_ORIGIN, "hometown"), (_HOME, "home city")):
         match = pattern.search(sentence)
         if match:
@@ -209,18 +236,6 @@ def _thing(phrase: str) -> str:
     return " ".join(phrase.split()[:5])
 
 
-def _kind(sentence: str) -> Statement | None:
-    if _DECISION.search(sentence):
-        return Statement("decision", "", {}, 7)
-    if _LESSON.search(sentence):
-        return Statement("lesson", "", {}, 6)
-    if _PLAN.search(sentence):
-        return Statement("event", "", {"kind": "plan"}, 6)
-    if _PAST.search(sentence):
-        return Statement("event", "", {}, 6)
-    return Statement("event", "", {}, 5)
-
-
 def _mention(sentence: str, content: list[str]) -> Statement | None:
     """A sentence naming something (a name, a title, a number) that is not the listener's business:
     "It's a map of Middle-earth from LOTR", "Cindy wrote it"."""
@@ -251,18 +266,20 @@ _SPELLED = {"'re": "are", "'ve": "have", "'ll": "will", "'d": "would"}
 _FIRST_PERSON_WORD = re.compile(
     r"\b(?:(?P<i>[Ii])(?:(?P<contraction>'m|'ve|'d|'ll)\b|\s+(?P<adverbs>(?:(?:" + "|".join(sorted(_ADVERBS))
     + r")\s+)*)(?P<verb>[A-Za-z']+)\b)|(?P<we>[Ww]e)(?P<we_contraction>'re|'ve|'ll|'d)?\b"
-    r"|(?P<word>[Mm]e|[Mm]y|[Mm]ine|[Mm]yself|[Uu]s|[Oo]ur|[Oo]urs)\b)")
+    r"|(?P<word>[Mm]e|[Mm]y|[Mm]ine|[Mm]yself|[Oo]urselves|[Uu]s|[Oo]ur|[Oo]urs)\b)")
 # (first mention, later mentions): the name once, then the pronoun, which reads as well and keeps an
 # entry short (every "I" a name would grow it by the name's length)
 _WORDS = {"me": ("{s}", "them"), "my": ("{p}", "their"), "mine": ("{p}", "theirs"), "myself": ("themself", "themself"),
-          "us": ("{s} and others", "them"), "our": ("{p}", "their"), "ours": ("{p}", "theirs")}
+          "ourselves": ("themselves", "themselves"), "us": ("{s} and others", "them"), "our": ("{p}", "their"),
+          "ours": ("{p}", "theirs")}
 
 
-def rewrite(sentence: str, subject: str) -> str:
+def rewrite(sentence: str, subject: str, named_before: bool = False) -> str:
     """`sentence` with its first person rewritten: the first mention `subject` ("Caroline", "the
-    user"), later ones "they" ("I love my dog" -> "Caroline loves their dog")."""
+    user"), later ones "they" ("I love my dog" -> "Caroline loves their dog"); every mention
+    "they" when the sentence follows one that named the speaker (`named_before`)."""
     possessive = subject + "'" if subject.endswith("s") else subject + "'s"
-    named = []
+    named = [True] if named_before else []
 
     def third_person(match: re.Match) -> str:
         first = not named

@@ -24,7 +24,7 @@ import time
 
 from memctl.core.errors import MemctlError
 from memctl.learn.candidates import Candidate, Message
-from memctl.learn.extract.deterministic import SCAN_CHARS, Secrets, clean, sentences
+from memctl.learn.extract.deterministic import SCAN_CHARS, Secrets, clean, readable, sentences
 
 MAX_ANSWER_BYTES = 4 << 20
 MAX_TEXT_CHARS = 2000
@@ -46,6 +46,7 @@ class ModelFailed(MemctlError):
 
 def extract(settings, messages: list[Message]) -> tuple[list[Candidate], list[str]]:
     """The model's candidates of `messages`, validated, and notes on what was dropped."""
+    messages = [message for message in messages if readable(message)]
     if not messages:
         return [], []
     secrets = Secrets(settings)
