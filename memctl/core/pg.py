@@ -68,15 +68,78 @@ def machine_key(root) -> str:
     return f"{socket.gethostname()}:{os.path.realpath(root)}/"
 
 
-def connect(dsn: str, autocommit: bool = False):
-    """A psycopg connection, or one line naming the server (never the password)."""
-    psycopg = _psycopg()
+TIMEOUT_VARIABLE = "MEMCTL_PG_TIMEOUT"
+DEFAULT_TIMEOUT = 30.0
+
+
+def statement_bound() -> float:
+    """Seconds any one wait on the server may last ($MEMCTL_PG_TIMEOUT, default 30)."""
     try:
-        return psycopg.connect(dsn, autocommit=autocommit, connect_timeout=10,
-                               application_name="memctl")
+        value = float(os.environ.get(TIMEOUT_VARIABLE, "") or DEFAULT_TIMEOUT)
+    except ValueError:
+        raise ConfigError(f"${TIMEOUT_VARIABLE} must be a number of seconds") from None
+    if not 1 <= value <= 86400:
+        raise ConfigError(f"${TIMEOUT_VARIABLE} must be between 1 and 86400 seconds")
+    return value
+
+
+def bounded_parameters(bound: float) -> dict[str, Any]:
+    """libpq's own bounds (issue #30): the connect, TCP keepalives and unacknowledged sends
+    (tcp_user_timeout) end a dead peer's connection; statement_timeout and lock_timeout end a
+    slow statement on a live server; an idle transaction left open is ended by the server."""
+    millis = int(bound * 1000)
+    return {
+        "connect_timeout": max(2, int(bound)),
+        "keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3,
+        "tcp_user_timeout": millis,
+        "options": f"-c statement_timeout={millis} -c lock_timeout={millis} "
+                   f"-c idle_in_transaction_session_timeout={millis * 2}",
+    }
+
+
+def connect(dsn: str, autocommit: bool = False):
+    """A psycopg connection whose every wait is bounded, or one line naming the server (never
+    the password)."""
+    psycopg = _psycopg()
+    bound = statement_bound()
+    try:
+        conn = _bounded_class(psycopg).connect(dsn, autocommit=autocommit, application_name="memctl",
+                                               **bounded_parameters(bound))
     except psycopg.Error as exc:
         reason = _first_line(str(exc))
         raise ServerUnavailable(f"PostgreSQL at {where(dsn)} is not reachable: {reason}") from None
+    conn.bound = bound
+    return conn
+
+
+_BOUNDED: list = []
+
+
+def _bounded_class(psycopg):
+    """psycopg's Connection with the client-side bound libpq lacks: a frozen server (SIGSTOP,
+    a hung host whose kernel still acknowledges) answers nothing, and neither statement_timeout
+    nor keepalives end the wait. Every wait on the socket is given `bound` seconds (psycopg's
+    own wait timeout); past it the connection is closed and the wait is an OperationalError,
+    which the callers report as the server unavailable (exit 2)."""
+    if _BOUNDED:
+        return _BOUNDED[0]
+    timed_out = getattr(psycopg.errors, "_WaitTimeout", None)
+
+    class BoundedConnection(psycopg.Connection):
+        bound: float | None = None
+
+        def wait(self, gen, interval=0.1, timeout=None):
+            if timed_out is None or self.bound is None:
+                return super().wait(gen, interval=interval, timeout=timeout)
+            try:
+                return super().wait(gen, interval=interval, timeout=timeout or self.bound)
+            except timed_out:
+                self.pgconn.finish()
+                raise psycopg.OperationalError(f"the server did not answer within {self.bound:g} s "
+                                               f"(${TIMEOUT_VARIABLE})") from None
+
+    _BOUNDED.append(BoundedConnection)
+    return BoundedConnection
 
 
 def _psycopg():

@@ -55,3 +55,24 @@ def describe(settings: Settings) -> tuple[str, str]:
     if not on_server(settings):
         return "files", str(settings.layout.root)
     return "postgres", f"{pg.schema_for(str(settings.get('store', 'memory')))} at {pg.where(pg.dsn_from_env())}"
+
+
+def index_state(settings: Settings) -> dict:
+    """`status`'s index line for a team memory: the shared index lives in the schema, not in
+    .memctl/index.sqlite, so it exists when its tables are at this memctl's version; its items
+    are counted there. Freshness is per machine and settled by the next search's refresh."""
+    from memctl.longterm.pg_store import translated
+    from memctl.recall import pg_schema as index_schema
+
+    dsn = pg.dsn_from_env()
+    schema = pg.schema_for(str(settings.get("store", "memory")))
+    conn = pg.connect(dsn, autocommit=True)
+    try:
+        with translated(pg.where(dsn)):
+            version = pg.schema_version(conn, schema, index_schema.COMPONENT)
+            usable = version == len(index_schema.STEPS)
+            items = conn.execute(f"SELECT count(*) FROM {schema}.index_items").fetchone()[0] if usable else 0
+    finally:
+        conn.close()
+    return {"path": f"{schema} at {pg.where(dsn)}", "on_server": True, "exists": version > 0, "usable": usable,
+            "fresh": usable, "items": int(items), "built": "", "newest_layer_file": ""}

@@ -204,8 +204,11 @@ def index_freshness(settings: Settings) -> dict:
     and is at least as new as every layer file it reads.
 
     A stale index is not an error: the next `search` refreshes it from the changed files."""
+    from memctl.ops import server
     from memctl.recall.index import IndexOptions, SearchIndex, scan_sources
 
+    if server.on_server(settings):
+        return server.index_state(settings)
     layout = settings.layout
     options = IndexOptions.from_settings(settings)
     newest = max((s.mtime_ns for s in scan_sources(layout, options)), default=0)

@@ -36,6 +36,8 @@ def ensure_fresh(index, wait: bool) -> RefreshReport:
     settings). Another refresher at work: the index is used as it is, unless `wait`."""
     store = _connect(index, create=True)
     try:
+        if store.read_only:  # a replica or a read-only role: the index is searched as the writers left it
+            return RefreshReport()
         with translated(store.where):  # the server gone mid-refresh: one line naming it, exit 2
             pending = _apply_purge_orders(index, store)
             usable = store.meta("config") == index.config_signature()

@@ -92,8 +92,19 @@ class PostgresIndexStore:
     def close(self) -> None:
         self.db.close()
 
+    @property
+    def read_only(self) -> bool:
+        """A read-only session (a hot standby, or a role with default_transaction_read_only on):
+        searches there write nothing, neither the refresh nor the references. Both settings are
+        reported by the server at connect (PostgreSQL 14+), so asking costs no round trip."""
+        status = self.db.info.parameter_status
+        return "on" in (status("default_transaction_read_only"), status("in_hot_standby"))
+
     def record_refs(self, ids: Sequence[str], when: str) -> None:
-        """The L5 hits of a search, as rows of the memory's `refs` (memctl.longterm.pg_shared)."""
+        """The L5 hits of a search, as rows of the memory's `refs` (memctl.longterm.pg_shared);
+        on a read-only session none (a dream counts the references the writable searches made)."""
+        if self.read_only:
+            return
         with translated(self.where):
             record_refs(self.db, self.schema, list(ids), when)
 

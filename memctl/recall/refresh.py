@@ -76,7 +76,17 @@ class Refresh:
             current = self._scan()
         tokenizer = self._refresh_tokenizer(current)
         with self.store.transaction():
+            if getattr(self.store, "on_server", False):
+                current = self._read_again_under_lock(current)
             return self.update(rebuilt=False, tokenizer=tokenizer, current=(l4_signature, current))
+
+    def _read_again_under_lock(self, current: list[Source]) -> list[Source]:
+        """On a server, another machine may have indexed the shared rows between this refresh's
+        first look and its lock (issue #30: two imports at once indexed the same seqs twice): what
+        is indexed, and how far the rows go, are read again now that no other refresher runs."""
+        self._known_rows = None
+        fresh = {source.key: source for source in self.store.row_sources(self.options.include_l6) or []}
+        return [fresh.get(source.key, source) if source.kind == "rows" else source for source in current]
 
     def _scan(self) -> list[Source]:
         """The sources to index: the layers' files, and on a server holding the entries its L5

@@ -108,6 +108,10 @@ def status(
     dream = result.last_dream
     render.line(f"last dream\t{dream.get('at', 'never')}\t{dream.get('run', '')}\t{dream.get('op', '')}".rstrip())
     index = result.index
+    if index.get("on_server"):
+        shared = "on server" if index["usable"] else ("missing" if not index["exists"] else "older: run `memctl init`")
+        render.line(f"index\t{shared}\t{index['items']} items\t{index['path']}")
+        return
     freshness = "missing" if not index["exists"] else ("fresh" if index["fresh"] else "stale")
     render.line(f"index\t{freshness}\tbuilt {index['built'] or '-'}\tnewest layer file {index['newest_layer_file'] or '-'}")
 
