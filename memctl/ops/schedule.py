@@ -398,3 +398,126 @@ def contrib_files() -> dict[str, str]:
     files = {f"systemd/{u.name}": u.text for u in contrib_systemd_units()}
     files["cron/memctl"] = contrib_cron_text()
     return files
+
+
+# ---------------------------------------------------------------- the serve unit (opt-in)
+
+SERVE_NAME = "serve"
+SERVE_HOST = "127.0.0.1"
+
+
+def serve_args(port: int) -> tuple[str, ...]:
+    """Loopback only: a unit never exposes the memory to the network by itself."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise UsageError(f"--serve {port!r}: a port is a whole number from 1 to 65535")
+    return ("serve", "--http", f"{SERVE_HOST}:{port}")
+
+
+def render_serve_service(port: int, exec_words: Sequence[str], memctl_home: str) -> str:
+    """A long-running service (not a timer): restarted when it fails, health at GET /health."""
+    exec_start = " ".join([*exec_words, *serve_args(port)])
+    return f"""\
+# {MANAGED_MARK}: {SERVE_NAME}. Written by `memctl schedule install --systemd --serve`; a reinstall replaces it.
+# Health: curl -fsS http://{SERVE_HOST}:{port}/health
+[Unit]
+Description=memctl serve: the memory's HTTP JSON API and MCP on {SERVE_HOST}:{port}
+
+[Service]
+Type=exec
+Environment="MEMCTL_HOME={memctl_home}" LANG=C.UTF-8 PYTHONUTF8=1
+ExecStart={exec_start}
+Restart=on-failure
+RestartSec=5s
+SyslogIdentifier=memctl-{SERVE_NAME}
+UMask=0077
+NoNewPrivileges=yes
+LockPersonality=yes
+RestrictRealtime=yes
+RestrictSUIDSGID=yes
+RestrictNamespaces=yes
+SystemCallArchitectures=native
+SystemCallFilter=@system-service
+SystemCallErrorNumber=EPERM
+RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6
+
+[Install]
+WantedBy=default.target
+"""
+
+
+def serve_systemd_unit_for(port: int, memctl_cmd: Sequence[str], root: Path) -> UnitFile:
+    words = [systemd_escape_word(str(w)) for w in memctl_cmd]
+    return UnitFile(f"memctl-{SERVE_NAME}.service", render_serve_service(port, words, systemd_escape_env(str(root))))
+
+
+def serve_health_hint(port: int) -> str:
+    return f"curl -fsS http://{SERVE_HOST}:{port}/health   # the health endpoint: 200 while it serves"
+
+
+def serve_enable_commands(port: int) -> list[str]:
+    return [f"systemctl --user enable --now memctl-{SERVE_NAME}.service", serve_health_hint(port)]
+
+
+def serve_launchd_plist(port: int, memctl_cmd: Sequence[str], root: Path, home: Path | None = None) -> UnitFile:
+    """A LaunchAgent kept alive while it fails (KeepAlive SuccessfulExit=false: on-failure)."""
+    import plistlib
+
+    logs = str((home or Path.home()) / "Library" / "Logs")
+    spec = {
+        "Label": f"{LAUNCHD_PREFIX}.{SERVE_NAME}",
+        "ProgramArguments": [*map(str, memctl_cmd), *serve_args(port)],
+        "EnvironmentVariables": {"MEMCTL_HOME": str(root), "LANG": "en_US.UTF-8", "PYTHONUTF8": "1"},
+        "RunAtLoad": True,
+        "KeepAlive": {"SuccessfulExit": False},
+        "ThrottleInterval": 5,
+        "StandardOutPath": f"{logs}/memctl-{SERVE_NAME}.log",
+        "StandardErrorPath": f"{logs}/memctl-{SERVE_NAME}.log",
+        "Umask": 0o077,
+    }
+    text = plistlib.dumps(spec, sort_keys=False).decode("utf-8")
+    mark = (f"<!-- {MANAGED_MARK}: {SERVE_NAME}. written by memctl schedule install (serve PORT); "
+            f"health: GET http://{SERVE_HOST}:{port}/health -->\n")
+    head, _, body = text.partition("<plist")
+    return UnitFile(f"{LAUNCHD_PREFIX}.{SERVE_NAME}.plist", head + mark + "<plist" + body)
+
+
+def serve_task_xml(port: int, memctl_cmd: Sequence[str], root: Path) -> UnitFile:
+    """A Task Scheduler task started at logon, restarted on failure, with no time limit."""
+    import subprocess
+    from xml.sax.saxutils import escape
+
+    command, *lead = [str(word) for word in memctl_cmd]
+    arguments = subprocess.list2cmdline([*lead, "--root", str(root), *serve_args(port)])
+    text = f"""<?xml version="1.0" encoding="UTF-8"?>
+<!-- {MANAGED_MARK}: {SERVE_NAME}. written by memctl schedule install (serve PORT); health: GET http://{SERVE_HOST}:{port}/health -->
+<Task version="1.2" xmlns="{TASK_NS}">
+  <RegistrationInfo>
+    <Description>memctl serve on {SERVE_HOST}:{port}</Description>
+    <URI>\\{TASK_FOLDER}\\{SERVE_NAME}</URI>
+  </RegistrationInfo>
+  <Triggers>
+    <LogonTrigger><Enabled>true</Enabled></LogonTrigger>
+  </Triggers>
+  <Principals>
+    <Principal id="Author">
+      <LogonType>InteractiveToken</LogonType>
+      <RunLevel>LeastPrivilege</RunLevel>
+    </Principal>
+  </Principals>
+  <Settings>
+    <MultipleInstancesPolicy>IgnoreNew</MultipleInstancesPolicy>
+    <DisallowStartIfOnBatteries>false</DisallowStartIfOnBatteries>
+    <StopIfGoingOnBatteries>false</StopIfGoingOnBatteries>
+    <ExecutionTimeLimit>PT0S</ExecutionTimeLimit>
+    <RestartOnFailure><Interval>PT1M</Interval><Count>999</Count></RestartOnFailure>
+    <Enabled>true</Enabled>
+  </Settings>
+  <Actions Context="Author">
+    <Exec>
+      <Command>{escape(command)}</Command>
+      <Arguments>{escape(arguments)}</Arguments>
+    </Exec>
+  </Actions>
+</Task>
+"""
+    return UnitFile(f"memctl-{SERVE_NAME}.xml", text)
