@@ -95,6 +95,19 @@ def systemd_escape_env(value: str) -> str:
     return value.replace("%", "%%").replace("\\", "\\\\").replace('"', '\\"')
 
 
+# hardening every unit shares (RestrictAddressFamilies= is each unit's own)
+_HARDENING = """\
+NoNewPrivileges=yes
+LockPersonality=yes
+RestrictRealtime=yes
+RestrictSUIDSGID=yes
+RestrictNamespaces=yes
+SystemCallArchitectures=native
+SystemCallFilter=@system-service
+SystemCallErrorNumber=EPERM
+"""
+
+
 def render_service(job: Job, exec_words: Sequence[str], memctl_home: str) -> str:
     """`exec_words` and `memctl_home` are already in unit-file syntax (escaped or specifiers)."""
     exec_start = " ".join([*exec_words, *job.args])
@@ -119,15 +132,7 @@ IOSchedulingClass=idle
 UMask=0077
 # hardening that works in a user manager (namespace options such as ProtectSystem= need
 # PrivateUsers= there and are left to system units)
-NoNewPrivileges=yes
-LockPersonality=yes
-RestrictRealtime=yes
-RestrictSUIDSGID=yes
-RestrictNamespaces=yes
-SystemCallArchitectures=native
-SystemCallFilter=@system-service
-SystemCallErrorNumber=EPERM
-RestrictAddressFamilies={job.address_families}
+{_HARDENING}RestrictAddressFamilies={job.address_families}
 """
 
 
@@ -328,11 +333,6 @@ def _iso_duration(timeout: str) -> str:
 def task_xml(job: Job, memctl_cmd: Sequence[str], root: str) -> str:
     """A Task Scheduler 1.2 task: one daily CalendarTrigger per time, StartWhenAvailable so a
     run missed while the machine was off happens at the next chance (like Persistent=)."""
-    import subprocess
-    from xml.sax.saxutils import escape
-
-    command, *lead = [str(word) for word in memctl_cmd]
-    arguments = subprocess.list2cmdline([*lead, "--root", root, *job.args])
     triggers = "".join(
         f"""
     <CalendarTrigger>
@@ -340,12 +340,29 @@ def task_xml(job: Job, memctl_cmd: Sequence[str], root: str) -> str:
       <RandomDelay>PT10M</RandomDelay>
       <ScheduleByDay><DaysInterval>1</DaysInterval></ScheduleByDay>
     </CalendarTrigger>""" for hour, minute in job.times)
+    settings = f"""
+    <StartWhenAvailable>true</StartWhenAvailable>
+    <ExecutionTimeLimit>{_iso_duration(job.timeout)}</ExecutionTimeLimit>
+    <Priority>7</Priority>"""
+    mark = f"{job.name}. written by memctl schedule install; a reinstall replaces it"
+    return _task_document(job.name, mark, f"memctl {job.description}", triggers, settings,
+                          memctl_cmd, ("--root", root), job.args)
+
+
+def _task_document(name: str, mark: str, description: str, triggers: str, settings: str,
+                   memctl_cmd: Sequence[str], root_args: Sequence[str], args: Sequence[str]) -> str:
+    """The XML every memctl task shares around its own triggers and settings."""
+    import subprocess
+    from xml.sax.saxutils import escape
+
+    command, *lead = [str(word) for word in memctl_cmd]
+    arguments = subprocess.list2cmdline([*lead, *root_args, *args])
     return f"""<?xml version="1.0" encoding="UTF-8"?>
-<!-- {MANAGED_MARK}: {job.name}. written by memctl schedule install; a reinstall replaces it -->
+<!-- {MANAGED_MARK}: {mark} -->
 <Task version="1.2" xmlns="{TASK_NS}">
   <RegistrationInfo>
-    <Description>memctl {escape(job.description)}</Description>
-    <URI>\\{TASK_FOLDER}\\{job.name}</URI>
+    <Description>{escape(description)}</Description>
+    <URI>\\{TASK_FOLDER}\\{name}</URI>
   </RegistrationInfo>
   <Triggers>{triggers}
   </Triggers>
@@ -358,10 +375,7 @@ def task_xml(job: Job, memctl_cmd: Sequence[str], root: str) -> str:
   <Settings>
     <MultipleInstancesPolicy>IgnoreNew</MultipleInstancesPolicy>
     <DisallowStartIfOnBatteries>false</DisallowStartIfOnBatteries>
-    <StopIfGoingOnBatteries>false</StopIfGoingOnBatteries>
-    <StartWhenAvailable>true</StartWhenAvailable>
-    <ExecutionTimeLimit>{_iso_duration(job.timeout)}</ExecutionTimeLimit>
-    <Priority>7</Priority>
+    <StopIfGoingOnBatteries>false</StopIfGoingOnBatteries>{settings}
     <Enabled>true</Enabled>
   </Settings>
   <Actions Context="Author">
@@ -430,15 +444,7 @@ Restart=on-failure
 RestartSec=5s
 SyslogIdentifier=memctl-{SERVE_NAME}
 UMask=0077
-NoNewPrivileges=yes
-LockPersonality=yes
-RestrictRealtime=yes
-RestrictSUIDSGID=yes
-RestrictNamespaces=yes
-SystemCallArchitectures=native
-SystemCallFilter=@system-service
-SystemCallErrorNumber=EPERM
-RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6
+{_HARDENING}RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6
 
 [Install]
 WantedBy=default.target
@@ -483,41 +489,12 @@ def serve_launchd_plist(port: int, memctl_cmd: Sequence[str], root: Path, home: 
 
 def serve_task_xml(port: int, memctl_cmd: Sequence[str], root: Path) -> UnitFile:
     """A Task Scheduler task started at logon, restarted on failure, with no time limit."""
-    import subprocess
-    from xml.sax.saxutils import escape
-
-    command, *lead = [str(word) for word in memctl_cmd]
-    arguments = subprocess.list2cmdline([*lead, "--root", str(root), *serve_args(port)])
-    text = f"""<?xml version="1.0" encoding="UTF-8"?>
-<!-- {MANAGED_MARK}: {SERVE_NAME}. written by memctl schedule install (serve PORT); health: GET http://{SERVE_HOST}:{port}/health -->
-<Task version="1.2" xmlns="{TASK_NS}">
-  <RegistrationInfo>
-    <Description>memctl serve on {SERVE_HOST}:{port}</Description>
-    <URI>\\{TASK_FOLDER}\\{SERVE_NAME}</URI>
-  </RegistrationInfo>
-  <Triggers>
-    <LogonTrigger><Enabled>true</Enabled></LogonTrigger>
-  </Triggers>
-  <Principals>
-    <Principal id="Author">
-      <LogonType>InteractiveToken</LogonType>
-      <RunLevel>LeastPrivilege</RunLevel>
-    </Principal>
-  </Principals>
-  <Settings>
-    <MultipleInstancesPolicy>IgnoreNew</MultipleInstancesPolicy>
-    <DisallowStartIfOnBatteries>false</DisallowStartIfOnBatteries>
-    <StopIfGoingOnBatteries>false</StopIfGoingOnBatteries>
+    triggers = """
+    <LogonTrigger><Enabled>true</Enabled></LogonTrigger>"""
+    settings = """
     <ExecutionTimeLimit>PT0S</ExecutionTimeLimit>
-    <RestartOnFailure><Interval>PT1M</Interval><Count>999</Count></RestartOnFailure>
-    <Enabled>true</Enabled>
-  </Settings>
-  <Actions Context="Author">
-    <Exec>
-      <Command>{escape(command)}</Command>
-      <Arguments>{escape(arguments)}</Arguments>
-    </Exec>
-  </Actions>
-</Task>
-"""
+    <RestartOnFailure><Interval>PT1M</Interval><Count>999</Count></RestartOnFailure>"""
+    mark = f"{SERVE_NAME}. written by memctl schedule install (serve PORT); health: GET http://{SERVE_HOST}:{port}/health"
+    text = _task_document(SERVE_NAME, mark, f"memctl serve on {SERVE_HOST}:{port}", triggers, settings,
+                          memctl_cmd, ("--root", str(root)), serve_args(port))
     return UnitFile(f"memctl-{SERVE_NAME}.xml", text)
