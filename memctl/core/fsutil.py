@@ -492,7 +492,14 @@ class WriterLock:
             delay = min(delay * 2, self.poll)
         if fcntl is not None:  # under msvcrt the locked byte cannot hold the pid
             # one fixed-width write, no ftruncate (which costs milliseconds on overlay file systems)
-            os.pwrite(fd, f"{os.getpid()}\n".encode().ljust(PID_WIDTH), 0)
+            try:
+                os.pwrite(fd, f"{os.getpid()}\n".encode().ljust(PID_WIDTH), 0)
+            except OSError as exc:
+                # the pid only names the holder in a busy message: a new lock file on a full
+                # disk must not turn the write it guards into a raw OSError (that write says it)
+                if not is_disk_error(exc):
+                    os.close(fd)
+                    raise
         self._fd = fd
         _held.add(os.path.abspath(self.lock_path))
         return self

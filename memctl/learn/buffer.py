@@ -167,7 +167,18 @@ def _checked(item, number: int, max_message_bytes: int) -> dict:
         if len(jsoncodec.dumps(calls)) > max_message_bytes:
             raise UsageError(f"{where}: its tool_calls are over {max_message_bytes} bytes ([learn] max_message_bytes)")
         message["tool_calls"] = calls
+    _check_unicode(message, where)
     return message
+
+
+def _check_unicode(message: dict, where: str) -> None:
+    """JSON's "\\ud800" decodes to a lone surrogate, which no UTF-8 file can hold: buffered, it
+    would make every later read of the session fail, so the batch is refused here."""
+    try:
+        jsoncodec.dumps(message).encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{where} holds a lone surrogate (such as \"\\ud800\"), which is not text; "
+                         "send valid Unicode") from None
 
 
 def _check_time(value: str, where: str) -> None:

@@ -95,6 +95,19 @@ def systemd_escape_env(value: str) -> str:
     return value.replace("%", "%%").replace("\\", "\\\\").replace('"', '\\"')
 
 
+# hardening every unit shares (RestrictAddressFamilies= is each unit's own)
+_HARDENING = """\
+NoNewPrivileges=yes
+LockPersonality=yes
+RestrictRealtime=yes
+RestrictSUIDSGID=yes
+RestrictNamespaces=yes
+SystemCallArchitectures=native
+SystemCallFilter=@system-service
+SystemCallErrorNumber=EPERM
+"""
+
+
 def render_service(job: Job, exec_words: Sequence[str], memctl_home: str) -> str:
     """`exec_words` and `memctl_home` are already in unit-file syntax (escaped or specifiers)."""
     exec_start = " ".join([*exec_words, *job.args])
@@ -119,15 +132,7 @@ IOSchedulingClass=idle
 UMask=0077
 # hardening that works in a user manager (namespace options such as ProtectSystem= need
 # PrivateUsers= there and are left to system units)
-NoNewPrivileges=yes
-LockPersonality=yes
-RestrictRealtime=yes
-RestrictSUIDSGID=yes
-RestrictNamespaces=yes
-SystemCallArchitectures=native
-SystemCallFilter=@system-service
-SystemCallErrorNumber=EPERM
-RestrictAddressFamilies={job.address_families}
+{_HARDENING}RestrictAddressFamilies={job.address_families}
 """
 
 
@@ -328,11 +333,6 @@ def _iso_duration(timeout: str) -> str:
 def task_xml(job: Job, memctl_cmd: Sequence[str], root: str) -> str:
     """A Task Scheduler 1.2 task: one daily CalendarTrigger per time, StartWhenAvailable so a
     run missed while the machine was off happens at the next chance (like Persistent=)."""
-    import subprocess
-    from xml.sax.saxutils import escape
-
-    command, *lead = [str(word) for word in memctl_cmd]
-    arguments = subprocess.list2cmdline([*lead, "--root", root, *job.args])
     triggers = "".join(
         f"""
     <CalendarTrigger>
@@ -340,12 +340,29 @@ def task_xml(job: Job, memctl_cmd: Sequence[str], root: str) -> str:
       <RandomDelay>PT10M</RandomDelay>
       <ScheduleByDay><DaysInterval>1</DaysInterval></ScheduleByDay>
     </CalendarTrigger>""" for hour, minute in job.times)
+    settings = f"""
+    <StartWhenAvailable>true</StartWhenAvailable>
+    <ExecutionTimeLimit>{_iso_duration(job.timeout)}</ExecutionTimeLimit>
+    <Priority>7</Priority>"""
+    mark = f"{job.name}. written by memctl schedule install; a reinstall replaces it"
+    return _task_document(job.name, mark, f"memctl {job.description}", triggers, settings,
+                          memctl_cmd, ("--root", root), job.args)
+
+
+def _task_document(name: str, mark: str, description: str, triggers: str, settings: str,
+                   memctl_cmd: Sequence[str], root_args: Sequence[str], args: Sequence[str]) -> str:
+    """The XML every memctl task shares around its own triggers and settings."""
+    import subprocess
+    from xml.sax.saxutils import escape
+
+    command, *lead = [str(word) for word in memctl_cmd]
+    arguments = subprocess.list2cmdline([*lead, *root_args, *args])
     return f"""<?xml version="1.0" encoding="UTF-8"?>
-<!-- {MANAGED_MARK}: {job.name}. written by memctl schedule install; a reinstall replaces it -->
+<!-- {MANAGED_MARK}: {mark} -->
 <Task version="1.2" xmlns="{TASK_NS}">
   <RegistrationInfo>
-    <Description>memctl {escape(job.description)}</Description>
-    <URI>\\{TASK_FOLDER}\\{job.name}</URI>
+    <Description>{escape(description)}</Description>
+    <URI>\\{TASK_FOLDER}\\{name}</URI>
   </RegistrationInfo>
   <Triggers>{triggers}
   </Triggers>
@@ -358,10 +375,7 @@ def task_xml(job: Job, memctl_cmd: Sequence[str], root: str) -> str:
   <Settings>
     <MultipleInstancesPolicy>IgnoreNew</MultipleInstancesPolicy>
     <DisallowStartIfOnBatteries>false</DisallowStartIfOnBatteries>
-    <StopIfGoingOnBatteries>false</StopIfGoingOnBatteries>
-    <StartWhenAvailable>true</StartWhenAvailable>
-    <ExecutionTimeLimit>{_iso_duration(job.timeout)}</ExecutionTimeLimit>
-    <Priority>7</Priority>
+    <StopIfGoingOnBatteries>false</StopIfGoingOnBatteries>{settings}
     <Enabled>true</Enabled>
   </Settings>
   <Actions Context="Author">
@@ -398,3 +412,89 @@ def contrib_files() -> dict[str, str]:
     files = {f"systemd/{u.name}": u.text for u in contrib_systemd_units()}
     files["cron/memctl"] = contrib_cron_text()
     return files
+
+
+# ---------------------------------------------------------------- the serve unit (opt-in)
+
+SERVE_NAME = "serve"
+SERVE_HOST = "127.0.0.1"
+
+
+def serve_args(port: int) -> tuple[str, ...]:
+    """Loopback only: a unit never exposes the memory to the network by itself."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise UsageError(f"--serve {port!r}: a port is a whole number from 1 to 65535")
+    return ("serve", "--http", f"{SERVE_HOST}:{port}")
+
+
+def render_serve_service(port: int, exec_words: Sequence[str], memctl_home: str) -> str:
+    """A long-running service (not a timer): restarted when it fails, health at GET /health."""
+    exec_start = " ".join([*exec_words, *serve_args(port)])
+    return f"""\
+# {MANAGED_MARK}: {SERVE_NAME}. Written by `memctl schedule install --systemd --serve`; a reinstall replaces it.
+# Health: curl -fsS http://{SERVE_HOST}:{port}/health
+[Unit]
+Description=memctl serve: the memory's HTTP JSON API and MCP on {SERVE_HOST}:{port}
+
+[Service]
+Type=exec
+Environment="MEMCTL_HOME={memctl_home}" LANG=C.UTF-8 PYTHONUTF8=1
+ExecStart={exec_start}
+Restart=on-failure
+RestartSec=5s
+SyslogIdentifier=memctl-{SERVE_NAME}
+UMask=0077
+{_HARDENING}RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6
+
+[Install]
+WantedBy=default.target
+"""
+
+
+def serve_systemd_unit_for(port: int, memctl_cmd: Sequence[str], root: Path) -> UnitFile:
+    words = [systemd_escape_word(str(w)) for w in memctl_cmd]
+    return UnitFile(f"memctl-{SERVE_NAME}.service", render_serve_service(port, words, systemd_escape_env(str(root))))
+
+
+def serve_health_hint(port: int) -> str:
+    return f"curl -fsS http://{SERVE_HOST}:{port}/health   # the health endpoint: 200 while it serves"
+
+
+def serve_enable_commands(port: int) -> list[str]:
+    return [f"systemctl --user enable --now memctl-{SERVE_NAME}.service", serve_health_hint(port)]
+
+
+def serve_launchd_plist(port: int, memctl_cmd: Sequence[str], root: Path, home: Path | None = None) -> UnitFile:
+    """A LaunchAgent kept alive while it fails (KeepAlive SuccessfulExit=false: on-failure)."""
+    import plistlib
+
+    logs = str((home or Path.home()) / "Library" / "Logs")
+    spec = {
+        "Label": f"{LAUNCHD_PREFIX}.{SERVE_NAME}",
+        "ProgramArguments": [*map(str, memctl_cmd), *serve_args(port)],
+        "EnvironmentVariables": {"MEMCTL_HOME": str(root), "LANG": "en_US.UTF-8", "PYTHONUTF8": "1"},
+        "RunAtLoad": True,
+        "KeepAlive": {"SuccessfulExit": False},
+        "ThrottleInterval": 5,
+        "StandardOutPath": f"{logs}/memctl-{SERVE_NAME}.log",
+        "StandardErrorPath": f"{logs}/memctl-{SERVE_NAME}.log",
+        "Umask": 0o077,
+    }
+    text = plistlib.dumps(spec, sort_keys=False).decode("utf-8")
+    mark = (f"<!-- {MANAGED_MARK}: {SERVE_NAME}. written by memctl schedule install (serve PORT); "
+            f"health: GET http://{SERVE_HOST}:{port}/health -->\n")
+    head, _, body = text.partition("<plist")
+    return UnitFile(f"{LAUNCHD_PREFIX}.{SERVE_NAME}.plist", head + mark + "<plist" + body)
+
+
+def serve_task_xml(port: int, memctl_cmd: Sequence[str], root: Path) -> UnitFile:
+    """A Task Scheduler task started at logon, restarted on failure, with no time limit."""
+    triggers = """
+    <LogonTrigger><Enabled>true</Enabled></LogonTrigger>"""
+    settings = """
+    <ExecutionTimeLimit>PT0S</ExecutionTimeLimit>
+    <RestartOnFailure><Interval>PT1M</Interval><Count>999</Count></RestartOnFailure>"""
+    mark = f"{SERVE_NAME}. written by memctl schedule install (serve PORT); health: GET http://{SERVE_HOST}:{port}/health"
+    text = _task_document(SERVE_NAME, mark, f"memctl serve on {SERVE_HOST}:{port}", triggers, settings,
+                          memctl_cmd, ("--root", str(root)), serve_args(port))
+    return UnitFile(f"memctl-{SERVE_NAME}.xml", text)

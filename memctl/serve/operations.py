@@ -148,7 +148,7 @@ def search(service, args: dict, caller: Caller) -> dict:
     k = args.get("k") or int(service.settings.get("search", "k"))
     layers = tuple(args.get("layers") or ())
     hits = service.search(args["query"], k, _layers_for(layers, namespace), namespace)
-    return {"query": args["query"], "hits": [service.scrubbed_hit(hit.to_json()) for hit in hits]}
+    return {"query": service.scrub(args["query"]), "hits": [service.scrubbed_hit(hit.to_json()) for hit in hits]}
 
 
 def _layers_for(layers: tuple[str, ...], namespace: str) -> tuple[str, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Optional
@@ -64,10 +65,18 @@ def schedule_install(
     unit_dir: Optional[Path] = typer.Option(None, "--unit-dir", help="Where to write the files [the platform's place]."),
     memctl_path: Optional[str] = typer.Option(None, "--memctl", help="memctl executable the timers run [this one]."),
     force: bool = typer.Option(False, "--force", help="Replace files memctl did not write."),
+    serve_port: Optional[int] = typer.Option(None, "--serve", metavar="PORT",
+        help="Also write a service that keeps `memctl serve --http 127.0.0.1:PORT` running, restarted on "
+             "failure (not with --cron); its health endpoint is GET http://127.0.0.1:PORT/health."),
 ) -> None:
-    """Write the archive (00:00 and 12:00) and dream (04:00) schedules with this machine's paths."""
+    """Write the archive (00:00 and 12:00) and dream (04:00) schedules with this machine's paths;
+    with --serve PORT, also a service that keeps `memctl serve` running on 127.0.0.1:PORT."""
     if [systemd, cron, launchd, windows].count(True) != 1:
         raise UsageError("choose one of --systemd, --cron, --launchd or --windows")
+    if cron and serve_port is not None:
+        raise UsageError("--serve writes a service, which cron cannot keep running; use --systemd, --launchd or --windows")
+    if serve_port is not None:
+        schedule.serve_args(serve_port)
     root = state(ctx).root_to_create
     command = _memctl_command(memctl_path)
     if not (root / ".memctl").is_dir():
@@ -88,7 +97,23 @@ def schedule_install(
     else:
         target = unit_dir or schedule.default_unit_dir()
         units, enable = schedule.systemd_units_for(command, root), schedule.enable_commands()
+    if serve_port is not None:
+        unit, serve_enable = _serve_unit(serve_port, command, root, target, launchd, windows)
+        units, enable = [*units, unit], [*enable, *serve_enable]
     _install_and_report(units, target, enable, dry_run, force)
+
+
+def _serve_unit(port: int, command: list[str], root: Path, target: Path, launchd: bool, windows: bool):
+    """The opt-in `memctl serve` service in the chosen format, and how to start it."""
+    health = schedule.serve_health_hint(port)
+    if launchd:
+        unit = schedule.serve_launchd_plist(port, command, root)
+        return unit, [f'launchctl bootstrap gui/"$(id -u)" {shlex.quote(str(target / unit.name))}', health]
+    if windows:
+        unit = schedule.serve_task_xml(port, command, root)
+        return unit, [f'schtasks /Create /TN "{schedule.TASK_FOLDER}\\{schedule.SERVE_NAME}" /XML "{target / unit.name}" /F',
+                      health]
+    return schedule.serve_systemd_unit_for(port, command, root), schedule.serve_enable_commands(port)
 
 
 def _note_when_nothing_to_archive(root: Path) -> None:
