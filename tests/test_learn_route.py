@@ -198,3 +198,15 @@ def test_a_scope_keeps_two_namespaces_keys_apart_and_marks_every_entry(root):
     assert entries["a/briefing"]["namespace"] == "a" and entries["a/briefing"]["key"] == "agent-a"
     assert "7am" in entries["a/briefing"]["text"] and "10am" in entries["b/briefing"]["text"]
     assert [e["text"] for e in l6(root)] == ["Eve wants the briefing at 9am"]
+
+
+def test_a_preference_whose_subject_was_not_named_is_kept_keyed_by_its_words(root):
+    settings = _settings(root)
+    batch = [Candidate("preference", "小王觉得这家餐厅的菜太辣了", "", 6, _src("m1")),
+             Candidate("preference", "小王觉得周末去爬山很好", "", 6, _src("m2"))]
+    routed = route(settings, batch, NOW, 0)
+    assert [r.action for r in routed] == ["added", "added"]
+    assert sorted(e["text"] for e in l5(root)) == sorted(c.text for c in batch)
+    assert all(e["topic"] for e in l5(root))
+    again = route(settings, batch, NOW, 0)
+    assert {r.action for r in again} <= {DONE}

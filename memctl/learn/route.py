@@ -75,6 +75,9 @@ def candidate_id(candidate: Candidate) -> str:
     return "m" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
+TOPIC_FROM_TEXT = 60  # characters of a topicless statement that key it
+
+
 class Scope:
     """Who a session's writes belong to (memctl serve's keys): `entry_fields`, fields every entry
     written carries (the key, the namespace); `topic_prefix`, put before every topic so that the
@@ -109,12 +112,16 @@ class Router:
 
     def route(self, candidate: Candidate) -> Routed:
         cid = candidate_id(candidate)
-        if candidate.topic.strip() and self.topic_prefix:
-            candidate = _with_topic(candidate, self.topic_prefix + candidate.topic.strip())
         try:
             policy = policy_for(self.settings, candidate.type)
         except UsageError as exc:
             return Routed(candidate, cid, SKIPPED, note=str(exc))
+        if policy.merges and not candidate.topic.strip():
+            # a statement whose subject the rules could not name: keyed by its own words, so it is
+            # kept (a merge type refuses an empty topic) and supersedes no other statement
+            candidate = _with_topic(candidate, " ".join(candidate.text.split())[:TOPIC_FROM_TEXT])
+        if candidate.topic.strip() and self.topic_prefix:
+            candidate = _with_topic(candidate, self.topic_prefix + candidate.topic.strip())
         if self.store.active.holds(cid) or self.store.archive.row(cid) is not None:
             return Routed(candidate, cid, DONE, cid)
         try:
