@@ -117,9 +117,8 @@ class _Run:
 
     def learn(self, session: ArchivedSession) -> None:
         """Extract and route, then (one hold of the writer lock) count the tool calls and checkpoint."""
-        from memctl.learn.extract import extract_candidates
         from memctl.learn.route import route
-        from memctl.learn.session import _with_sources  # the write link's own rule for a candidate's provenance
+        from memctl.learn.session import extracted
         from memctl.learn.tools_lessons import record_locked
         from memctl.learn.tools_logs import tool_events
         from memctl.learn.tools_store import read_summary
@@ -133,8 +132,7 @@ class _Run:
             self.report.learned_live += 1
             messages = []
             events = [e for e in events if not e.call.startswith(f"{session.name}#")]  # the id-less ones
-        candidates, notes = extract_candidates(self.settings, messages) if messages else ([], [])
-        candidates = [_with_sources(candidate, messages) for candidate in candidates]
+        candidates, notes = extracted(self.settings, messages)
         routed = route(self.settings, candidates, self.now, self.wait)
         faults.checkpoint("learn: session routed")
         with writing(layout, self.wait):

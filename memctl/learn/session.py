@@ -165,8 +165,7 @@ class _Call:
         pending = messages[state["processed"]:]
         if not pending:
             return
-        candidates, notes = self.extract(self.settings, pending)
-        candidates = [_with_sources(candidate, pending) for candidate in candidates]
+        candidates, notes = extracted(self.settings, pending, self.extract)
         outcome.notes += notes
         faults.checkpoint("learn: extracted")
         outcome.routed = route(self.settings, candidates, clock.iso(), self.lock_wait, self.scope)
@@ -177,6 +176,15 @@ class _Call:
         learned += [item for item in outcome.learned() if item["id"] not in known]
         state["processed"], state["learned"] = len(messages), learned[-LEARNED_KEPT:]
         buffer.write_state(self.files, state)
+
+
+def extracted(settings: Settings, messages: list[Message], extract=None) -> tuple[list[Candidate], list[str]]:
+    """The candidates found in these messages, each with its provenance, and the extractor's
+    notes: the one step a live session and `memctl learn` over an archived one share."""
+    if not messages:
+        return [], []
+    candidates, notes = (extract or _extractor)(settings, messages)
+    return [_with_sources(candidate, messages) for candidate in candidates], notes
 
 
 def _with_sources(candidate: Candidate, pending: list[Message]) -> Candidate:
