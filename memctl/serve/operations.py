@@ -148,7 +148,10 @@ def search(service, args: dict, caller: Caller) -> dict:
     k = args.get("k") or int(service.settings.get("search", "k"))
     layers = tuple(args.get("layers") or ())
     hits = service.search(args["query"], k, _layers_for(layers, namespace), namespace)
-    return {"query": service.scrub(args["query"]), "hits": [service.scrubbed_hit(hit.to_json()) for hit in hits]}
+    # how the search read words the memory does not hold (a typo corrected, a prefix completed),
+    # as `search --json` reports them: an agent must not take bk-02's facts for bk-03's
+    return {"query": service.scrub(args["query"]), **service.scrubbed_value(hits.readings()),
+            "hits": [service.scrubbed_hit(hit.to_json()) for hit in hits]}
 
 
 def _layers_for(layers: tuple[str, ...], namespace: str) -> tuple[str, ...]:

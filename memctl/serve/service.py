@@ -104,7 +104,8 @@ class Service:
 
     # --- reads
 
-    def search(self, query: str, k: int, layers: tuple[str, ...], namespace: str) -> list:
+    def search(self, query: str, k: int, layers: tuple[str, ...], namespace: str):
+        from memctl.recall.hits import Hits
         from memctl.recall.search import MAX_K, request_from_settings, search_once
 
         self.refresh_index()
@@ -117,7 +118,7 @@ class Service:
             hits = search_once(self.settings.layout, request, self._index_options(), refresh=False)
             kept = [hit for hit in hits if self.namespaces.namespace_of(hit.item_id) == namespace]
             if len(kept) >= k or len(hits) < fetch or fetch >= MAX_K:
-                return kept[:k]
+                return Hits(kept[:k], hits.corrected, hits.completed)
             fetch *= FETCH_FACTOR
 
     def refresh_index(self) -> None:
@@ -149,6 +150,15 @@ class Service:
 
     def scrubbed_hit(self, hit: dict) -> dict:
         return {**hit, "text": self.scrub(hit.get("text") or "")}
+
+    def scrubbed_value(self, value):
+        """Every string of a JSON value scrubbed, the keys of its objects too (a search's
+        readings are keyed by the query's words, which may hold a secret)."""
+        if isinstance(value, dict):
+            return {self.scrub(key): self.scrubbed_value(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.scrubbed_value(item) for item in value]
+        return self.scrub(value) if isinstance(value, str) else value
 
     def scrubbed_entry(self, entry: dict) -> dict:
         return {key: self.scrub(value) if isinstance(value, str) else value for key, value in entry.items()}
