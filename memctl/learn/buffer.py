@@ -36,6 +36,7 @@ SESSIONS_DIR = "sessions"
 MAX_ID_BYTES = 256  # a session id, a message id, a speaker
 NAME_CHARS = 64  # the readable part of a long id's file name, before its hash
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
+_DEVICE_NAMES = frozenset(("CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"))
 _OPTIONAL_TEXT = ("id", "time", "speaker")
 BAD_JSON = (ValueError, TypeError, RecursionError)
 
@@ -64,20 +65,31 @@ def _check_label(what: str, value: str) -> None:
 
 
 def encoded_name(session_id: str) -> str:
-    """A file name for any session id that stays inside `sessions/`: letters, digits, `-`, `_` and
-    `.` (not first) kept, every other byte as `%XX`; a long one cut and told apart by its hash."""
+    """A file name for any session id that stays inside `sessions/` on every system: letters,
+    digits, `-`, `_` and `.` (not first, not last) kept, every other byte as `%XX`; a name Windows
+    reserves for a device (`CON`, `nul.txt`, `COM1`) escaped; a long one cut, and one holding a
+    capital letter, told apart by its hash (`Abc` and `abc` are one file on macOS and Windows)."""
+    data = session_id.encode("utf-8")
     out = []
-    for index, byte in enumerate(session_id.encode("utf-8")):
+    for index, byte in enumerate(data):
         char = chr(byte)
-        out.append(char if char in _SAFE and not (index == 0 and char == ".") else f"%{byte:02X}")
+        edge = char == "." and index in (0, len(data) - 1)
+        out.append(char if char in _SAFE and not edge else f"%{byte:02X}")
+    if _is_device_name(session_id):
+        out[0] = f"%{data[0]:02X}"
     name = "".join(out)
-    if len(name) <= NAME_CHARS + 17:
+    if len(name) <= NAME_CHARS + 17 and not any("A" <= char <= "Z" for char in session_id):
         return name
     cut = name[:NAME_CHARS]
     percent = cut.rfind("%", len(cut) - 2)
     if percent >= 0:
         cut = cut[:percent]
-    return f"{cut}~{hashlib.sha256(session_id.encode('utf-8')).hexdigest()[:16]}"
+    return f"{cut}~{hashlib.sha256(data).hexdigest()[:16]}"
+
+
+def _is_device_name(session_id: str) -> bool:
+    stem = session_id.split(".", 1)[0].rstrip(" ").upper()
+    return stem in _DEVICE_NAMES or (len(stem) == 4 and stem[:3] in ("COM", "LPT") and stem[3] in "0123456789")
 
 
 class SessionFiles:
