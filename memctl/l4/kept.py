@@ -95,8 +95,7 @@ def keep_unarchived(layout: Layout, raw_dir: Path) -> KeepReport:
         existing = kept.get((info.st_ino, path.name))
         if existing is not None and _still_current(existing, info):
             continue
-        folder = ensure_private_dir(kept_dir(layout) / str(info.st_ino))
-        how = _keep_one(path, info, folder / path.name)
+        folder, how = _keep_in_folder(layout, path, info)
         (report.linked if how == "linked" else report.copied).append(path.name)
         touched.add(folder)
         faults.checkpoint("raw-kept")
@@ -105,6 +104,22 @@ def keep_unarchived(layout: Layout, raw_dir: Path) -> KeepReport:
     if touched:
         fsync_dir(kept_dir(layout))
     return report
+
+
+def keep_log(layout: Layout, path: Path, info: os.stat_result) -> None:
+    """Keep one raw log under its inode now, durably, unless it is kept there already (a purge
+    that replaced the log by its scrubbed copy: a new inode)."""
+    target = kept_dir(layout) / str(info.st_ino) / path.name
+    if target.is_file() and not target.is_symlink() and _still_current(KeptLog(target, target.stat(), info.st_ino), info):
+        return
+    folder, _ = _keep_in_folder(layout, path, info)
+    fsync_dir(folder)
+    fsync_dir(kept_dir(layout))
+
+
+def _keep_in_folder(layout: Layout, path: Path, info: os.stat_result) -> tuple[Path, str]:
+    folder = ensure_private_dir(kept_dir(layout) / str(info.st_ino))
+    return folder, _keep_one(path, info, folder / path.name)
 
 
 def _still_current(kept: KeptLog, info: os.stat_result) -> bool:
