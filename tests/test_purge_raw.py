@@ -297,3 +297,30 @@ def test_a_full_disk_under_the_raw_logs_is_one_line_and_the_log_stays_whole(tmp_
         assert [p for p in _kept(checkout) if p.name == SECRET_LOG][0].read_bytes() == log.read_bytes()
     finally:
         subprocess.run(["umount", "-l", str(checkout.raw_dir)], capture_output=True)
+
+
+def test_a_log_memctl_may_not_replace_is_pending_and_the_rest_scrubbed(tmp_path, run, monkeypatch):
+    """A log memctl cannot rename over (another user's folder, an immutable file) is one
+    pending line, the log whole; every other file is scrubbed, and no traceback."""
+    from memctl.core.clock import now
+    from memctl.core.config import load_settings
+    from memctl.longterm.forget import purge
+
+    checkout = _checkout(tmp_path, run, secret_in=(SECRET_LOG, "model_responses_652075.txt"))
+    log = checkout.raw_dir / SECRET_LOG
+    original = log.read_bytes()
+    replace = os.replace
+
+    def refused(source, target, *args, **kwargs):
+        if str(target) == str(log):
+            raise PermissionError(1, "Operation not permitted")
+        return replace(source, target, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", refused)
+    result = purge(load_settings(checkout.memory), [], [SECRET], "", now(), 5.0)
+    assert result.pending == [f"{log}: operation not permitted; left as it was"]
+    assert log.read_bytes() == original
+    [kept] = [p for p in _kept(checkout) if p.name == SECRET_LOG]
+    assert os.path.samestat(kept.stat(), log.stat())  # its kept link is the log itself: pending with it
+    assert sorted(leaks(checkout.base)) == sorted([str(log), str(kept)])
+    assert not [p for p in checkout.raw_dir.iterdir() if p.name.startswith(".")]

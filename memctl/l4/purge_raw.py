@@ -26,8 +26,8 @@ from pathlib import Path
 from memctl.core import faults
 from memctl.core.config import Layout
 from memctl.core.errors import MemctlError
-from memctl.core.fsutil import NOFOLLOW, TMP_SUFFIX, fsync_dir, is_disk_error, make_temp, pread, write_all
-from memctl.l4.kept import RAW_PREFIX, drop_kept, keep_log, kept_dir, kept_logs, raw_logs
+from memctl.core.fsutil import NOFOLLOW, TMP_SUFFIX, fsync_dir, make_temp, pread, write_all
+from memctl.l4.kept import RAW_PREFIX, KeptLog, drop_kept, keep_log, kept_dir, kept_logs, raw_logs
 from memctl.l4.purge import _replace_all, _StreamingReplacer
 
 SWAP_ATTEMPTS = 5  # a log that changes under every one of them is left pending
@@ -53,15 +53,17 @@ def purge_raw_logs(layout: Layout, raw_dir: Path, needles: list[bytes], mark: by
     return done + _purge_kept(layout, raw_dir, needles, mark, pending)
 
 
-def _noting_pending(pending: list[str], path: Path, step) -> bool:
+def _noting_pending(pending: list[str], path: Path, step):
+    """Run one file's scrub; what stops it (a full disk, a log GenericAgent keeps changing or
+    does not let memctl rewrite) leaves that file pending and the purge going on."""
     try:
         return step()
+    except FileNotFoundError:  # GenericAgent's own archiver took it meanwhile: its kept copy is scrubbed
+        return False
     except LogKeptChanging as exc:
         pending.append(f"{path}: {exc}")
     except OSError as exc:
-        if not is_disk_error(exc):
-            raise
-        pending.append(f"{path}: {(exc.strerror or 'cannot write').lower()}; left as it was")
+        pending.append(f"{path}: {(exc.strerror or type(exc).__name__).lower()}; left as it was")
     return False
 
 
@@ -72,15 +74,22 @@ def _purge_kept(layout: Layout, raw_dir: Path, needles: list[bytes], mark: bytes
         raw = present.get(kept.path.name)
         if raw is not None and kept.original_inode == raw[1].st_ino:
             continue  # the log itself, or its copy: scrubbed with it (pending with it)
-        if raw is not None and holds_all_of(raw[0], kept.path, needles, mark):
-            keep_log(layout, *raw)
-            drop_kept(layout, kept.original_inode, kept.path.name)
-            fsync_dir(kept_dir(layout))
-            done.append(f"{kept.path}: kept copy replaced by the scrubbed raw log's")
-        elif _noting_pending(pending, kept.path, lambda: scrub_in_place(kept.path, needles, mark)):
-            done.append(f"{kept.path}: kept copy of a raw log, scrubbed")
+        if said := _noting_pending(pending, kept.path, lambda: _settle_kept(layout, kept, raw, needles, mark)):
+            done.append(f"{kept.path}: {said}")
         faults.checkpoint("purge-kept")
     return done
+
+
+def _settle_kept(layout: Layout, kept: KeptLog, raw: tuple[Path, os.stat_result] | None, needles: list[bytes],
+                 mark: bytes) -> str:
+    """A kept copy under an inode its raw log no longer has: dropped when the log (kept under
+    its own inode first) holds all of it, else scrubbed in place. What was done, or ''."""
+    if raw is not None and holds_all_of(raw[0], kept.path, needles, mark):
+        keep_log(layout, *raw)
+        drop_kept(layout, kept.original_inode, kept.path.name)
+        fsync_dir(kept_dir(layout))
+        return "kept copy replaced by the scrubbed raw log's"
+    return "kept copy of a raw log, scrubbed" if scrub_in_place(kept.path, needles, mark) else ""
 
 
 def holds_all_of(raw: Path, kept: Path, needles: list[bytes], mark: bytes) -> bool:
