@@ -327,3 +327,42 @@ def test_a_log_memctl_may_not_replace_is_pending_and_the_rest_scrubbed(tmp_path,
     assert os.path.samestat(kept.stat(), log.stat())  # its kept link is the log itself: pending with it
     assert sorted(leaks(checkout.base)) == sorted([str(log), str(kept)])
     assert not [p for p in checkout.raw_dir.iterdir() if p.name.startswith(".")]
+
+
+_APPENDER = r"""
+import sys, time
+path, count = sys.argv[1], int(sys.argv[2])
+for i in range(count):
+    time.sleep(0.001)  # an agent's turns come apart; this spreads them over the purges
+    with open(path, "a", encoding="utf-8", errors="replace") as log:  # as GenericAgent writes: open, append, close
+        log.write(f"=== Prompt === 2026-02-08 09:00:00\nturn {i:05d}" + (" orchid-7Hq2-vault" if i % 7 == 0 else "") + "\n\n")
+print("done", flush=True)
+"""
+
+
+def test_purges_while_a_process_keeps_appending_lose_none_of_its_turns(tmp_path, run):
+    """A real second process appends 3,000 turns (every 7th with the password) while purges run
+    one after another: afterwards every turn is in the log exactly once, none with the password."""
+    import re
+    import sys
+
+    checkout = _checkout(tmp_path, run)
+    log = checkout.raw_dir / SECRET_LOG
+    count = 3000
+    appender = subprocess.Popen([sys.executable, "-c", _APPENDER, str(log), str(count)], stdout=subprocess.PIPE)
+    purges = 0
+    try:
+        while appender.poll() is None:
+            done = _purge(run, checkout, "--yes")
+            assert done.returncode in (0, 3), done.stderr  # 3: the log kept changing under 5 swaps
+            purges += 1
+        assert appender.communicate(timeout=120)[0] == b"done\n"
+    finally:
+        appender.kill()
+    assert _purge(run, checkout, "--yes").returncode == 0
+    turns = re.findall(rb"turn (\d{5})", log.read_bytes())
+    assert sorted(turns) == [b"%05d" % i for i in range(count)], f"{count - len(set(turns))} turns lost"
+    assert leaks(checkout.base) == []
+    [kept] = [p for p in _kept(checkout) if p.name == SECRET_LOG]
+    assert os.path.samestat(kept.stat(), log.stat())
+    print(f"\n{purges} purges beside a process appending {count} turns: 0 lost, 0 twice")

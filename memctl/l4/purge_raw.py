@@ -6,21 +6,23 @@ newest one at any moment (open, append, close; no lock). So a log is rewritten a
 scrubbed bytes go to a temp file beside it (fsynced, with the log's mode, owner and mtime); the
 rename happens only if the log's inode, size and mtime are still those that were read (else
 the swap is redone, a few times, then left pending); and bytes that reach the old file in the
-instant between that check and the rename are read back through the descriptor still open on
-it and appended, scrubbed.
+instant between that check and the rename (or a moment after, by a writer that had opened it
+before) are read back through the descriptor still open on it and appended, scrubbed.
 
 After the rename the log is a new inode, and its kept hard link still names the old one. The
 kept pass then keeps the scrubbed log under its new inode and drops the old copy, but only
-once the log is seen to hold all of it (the old copy, scrubbed, is how the log begins) — the
-same test settles a run cut off between the rename and the drop, and a copy that holds more
-(an append that missed the swap) stays kept, scrubbed in place. A kept copy whose raw log is
+once the log is seen to hold all of it (every line of the old copy, scrubbed) — the same test
+settles a run cut off between the rename and the drop, and a copy that holds more (an append
+that reached the old file after the swap) stays kept, scrubbed in place. A kept copy whose raw log is
 gone is scrubbed in place. The caller holds the writer lock.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
+import time
 from pathlib import Path
 
 from memctl.core import faults
@@ -31,6 +33,7 @@ from memctl.l4.kept import RAW_PREFIX, KeptLog, drop_kept, keep_log, kept_dir, k
 from memctl.l4.purge import _replace_all, _StreamingReplacer
 
 SWAP_ATTEMPTS = 5  # a log that changes under every one of them is left pending
+LATE_WATCH = (0.0, 0.05, 0.2)  # seconds between looks at the old file after a swap
 _CHUNK = 1 << 20
 
 
@@ -93,19 +96,62 @@ def _settle_kept(layout: Layout, kept: KeptLog, raw: tuple[Path, os.stat_result]
 
 
 def holds_all_of(raw: Path, kept: Path, needles: list[bytes], mark: bytes) -> bool:
-    """Whether the raw log begins with the kept copy's bytes, scrubbed: then it holds all of it."""
-    with open(raw, "rb") as log, open(kept, "rb") as copy:
-        same = [True]
+    """Whether the raw log holds every line of the kept copy, scrubbed (as many times as the
+    copy does). Lines, not a prefix: bytes GenericAgent appended in the instant of a swap were
+    carried over after its next appends, so the log holds them in another order."""
+    counts = _line_counts(raw)
+    lacking = [False]
 
-        def compare(chunk: bytes) -> None:
-            if same[0] and log.read(len(chunk)) != chunk:
-                same[0] = False
+    def take(line: bytes) -> None:
+        key = _line_key(line)
+        if counts.get(key, 0) <= 0:
+            lacking[0] = True
+        counts[key] = counts.get(key, 0) - 1
 
-        replacer = _StreamingReplacer(needles, mark, compare)
-        while same[0] and (chunk := copy.read(_CHUNK)):
+    splitter = _LineSplitter(take)
+    replacer = _StreamingReplacer(needles, mark, splitter.feed)
+    with open(kept, "rb") as copy:
+        while not lacking[0] and (chunk := copy.read(_CHUNK)):
             replacer.feed(chunk)
-        replacer.close()
-        return same[0]
+    replacer.close()
+    splitter.close()
+    return not lacking[0]
+
+
+def _line_key(line: bytes) -> bytes:
+    return hashlib.blake2b(line, digest_size=16).digest()
+
+
+def _line_counts(path: Path) -> dict[bytes, int]:
+    counts: dict[bytes, int] = {}
+
+    def count(line: bytes) -> None:
+        key = _line_key(line)
+        counts[key] = counts.get(key, 0) + 1
+
+    splitter = _LineSplitter(count)
+    with open(path, "rb") as log:
+        while chunk := log.read(_CHUNK):
+            splitter.feed(chunk)
+    splitter.close()
+    return counts
+
+
+class _LineSplitter:
+    """Calls `each` with every line of a byte stream (its newline kept; the last may lack one)."""
+
+    def __init__(self, each) -> None:
+        self.each, self.rest = each, b""
+
+    def feed(self, data: bytes) -> None:
+        *lines, self.rest = (self.rest + data).split(b"\n")
+        for line in lines:
+            self.each(line + b"\n")
+
+    def close(self) -> None:
+        if self.rest:
+            self.each(self.rest)
+            self.rest = b""
 
 
 def scrub_in_place(path: Path, needles: list[bytes], mark: bytes) -> bool:
@@ -198,11 +244,19 @@ def _same_metadata(temp: Path, read: os.stat_result) -> None:
 
 
 def _carry_late_bytes(fd: int, size: int, path: Path, needles: list[bytes], mark: bytes) -> None:
-    """Bytes appended to the old file after the check and before the rename: appended, scrubbed."""
-    late = os.fstat(fd).st_size - size
-    if late <= 0:
-        return
-    data = _replace_all(pread(fd, late, size), needles, mark)
+    """Bytes that reach the old file after the check, by a writer that opened it before the
+    rename: appended to the log, scrubbed. Such a writer is watched for a moment (LATE_WATCH);
+    one slower still leaves its bytes in the old file's kept copy, which then stays kept."""
+    carried = size
+    for pause in LATE_WATCH:
+        time.sleep(pause)
+        grown = os.fstat(fd).st_size
+        if grown > carried:
+            _append(path, _replace_all(pread(fd, grown - carried, carried), needles, mark))
+            carried = grown
+
+
+def _append(path: Path, data: bytes) -> None:
     out = os.open(path, os.O_WRONLY | os.O_APPEND | NOFOLLOW)
     try:
         write_all(out, data)
