@@ -366,3 +366,16 @@ def test_purges_while_a_process_keeps_appending_lose_none_of_its_turns(tmp_path,
     [kept] = [p for p in _kept(checkout) if p.name == SECRET_LOG]
     assert os.path.samestat(kept.stat(), log.stat())
     print(f"\n{purges} purges beside a process appending {count} turns: 0 lost, 0 twice")
+
+
+def test_a_fifo_put_in_a_raw_logs_place_does_not_hang_the_purge(tmp_path):
+    """Listed as a file, then swapped for a FIFO by whoever can write GenericAgent's folder:
+    opening it must not wait for a writer that never comes."""
+    import sys
+
+    fifo = tmp_path / "model_responses_1.txt"
+    os.mkfifo(fifo)
+    code = ("import sys; from pathlib import Path; from memctl.l4.purge_raw import scrub_in_place; "
+            "print(scrub_in_place(Path(sys.argv[1]), [b'orchid-7Hq2-vault'], b'[PURGED]'))")
+    done = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, timeout=60, env=clean_env())
+    assert (done.returncode, done.stdout) == (0, b"False\n"), done.stderr

@@ -15,7 +15,7 @@ from typing import Iterable
 
 from memctl.core.config import Layout
 from memctl.l4.codec import HEADER, decode_stream
-from memctl.l4.kept import kept_dir, kept_logs, raw_logs
+from memctl.l4.kept import kept_dir, kept_logs, open_log, raw_logs
 from memctl.l4.manifest import monthly_zips
 from memctl.l4.purge import _StreamingReplacer
 
@@ -45,8 +45,11 @@ def _raw_logs_holding(layout: Layout, raw_dir: Path, needles: list[bytes]) -> li
 
 
 def _file_holds(path: Path, needles: list[bytes]) -> bool:
-    with open(path, "rb") as handle:
-        return _holds(handle, needles, encoded=False)
+    try:
+        with open_log(path) as handle:
+            return _holds(handle, needles, encoded=False)
+    except OSError:  # gone meanwhile, or no longer a regular file: the purge will not rewrite it
+        return False
 
 
 def _holds(stream, needles: list[bytes], encoded: bool = True) -> bool:

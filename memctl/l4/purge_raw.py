@@ -29,7 +29,7 @@ from memctl.core import faults
 from memctl.core.config import Layout
 from memctl.core.errors import MemctlError
 from memctl.core.fsutil import NOFOLLOW, TMP_SUFFIX, fsync_dir, make_temp, pread, write_all
-from memctl.l4.kept import RAW_PREFIX, KeptLog, drop_kept, keep_log, kept_dir, kept_logs, raw_logs
+from memctl.l4.kept import NONBLOCK, RAW_PREFIX, KeptLog, drop_kept, keep_log, kept_dir, kept_logs, open_log, raw_logs
 from memctl.l4.purge import _replace_all, _StreamingReplacer
 
 SWAP_ATTEMPTS = 5  # a log that changes under every one of them is left pending
@@ -130,7 +130,7 @@ def _line_counts(path: Path) -> dict[bytes, int]:
         counts[key] = counts.get(key, 0) + 1
 
     splitter = _LineSplitter(count)
-    with open(path, "rb") as log:
+    with open_log(path) as log:
         while chunk := log.read(_CHUNK):
             splitter.feed(chunk)
     splitter.close()
@@ -158,7 +158,7 @@ def scrub_in_place(path: Path, needles: list[bytes], mark: bytes) -> bool:
     """Replace the needles in a file another program may be appending to (a swap, above);
     False when it holds none, or is no regular file."""
     for _ in range(SWAP_ATTEMPTS):
-        fd = os.open(path, os.O_RDONLY | NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | NOFOLLOW | NONBLOCK)  # a FIFO put in its place must not hang the purge
         try:
             read = os.fstat(fd)
             if not stat.S_ISREG(read.st_mode) or not _holds(fd, read.st_size, needles):
@@ -257,7 +257,7 @@ def _carry_late_bytes(fd: int, size: int, path: Path, needles: list[bytes], mark
 
 
 def _append(path: Path, data: bytes) -> None:
-    out = os.open(path, os.O_WRONLY | os.O_APPEND | NOFOLLOW)
+    out = os.open(path, os.O_WRONLY | os.O_APPEND | NOFOLLOW | NONBLOCK)
     try:
         write_all(out, data)
         os.fsync(out)
