@@ -189,9 +189,9 @@ def _scrub_other_files(layout: Layout, needles: list[bytes]) -> list[str]:
     """Every other file under the root that still holds a needle (L1, L2, L3, task state,
     logs and torn lines in .memctl/): replaced atomically, permissions kept. L4 was done by
     the L4 module."""
-    done = []
     from memctl.l4.kept import kept_dir
 
+    done = []
     wanted = [n for n in needles if len(n) >= MIN_L4_NEEDLE]
     # the journal goes when the purge is done; raw logs and their kept links are swapped by L4's step
     skip = {journal.journal_dir(layout), kept_dir(layout), _raw_dir(layout)}
