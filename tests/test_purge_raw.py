@@ -381,3 +381,23 @@ def test_a_fifo_put_in_a_raw_logs_place_does_not_hang_the_purge(tmp_path):
             "print(scrub_in_place(Path(sys.argv[1]), [b'orchid-7Hq2-vault'], b'[PURGED]'))")
     done = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, timeout=60, env=clean_env())
     assert (done.returncode, done.stdout) == (0, b"False\n"), done.stderr
+
+
+def test_a_team_purge_scrubs_each_machines_raw_logs_not_archived_yet(run, tmp_path, pg_server, pg_memory_name):
+    """On a team memory (PostgreSQL) the purging machine scrubs its own raw logs, and another
+    machine its own when it applies the purge's order, before its next command shows anything."""
+    from test_pg_purge_orders import machine
+
+    logs = {}
+    for name in ("a", "b"):
+        root = machine(run, tmp_path, name, pg_server, pg_memory_name, secret_in_files=False)
+        log = root.parent / "temp" / "model_responses" / "model_responses_1.txt"
+        log.write_bytes(SECRET_TURN)
+        logs[name] = (root, log)
+    purged = run("forget", "--purge", "--match", SECRET, "--yes", root=logs["a"][0])
+    assert purged.returncode == 0, purged.stderr
+    assert logs["a"][1].read_bytes() == SECRET_TURN.replace(SECRET.encode(), MARK)
+    assert logs["b"][1].read_bytes() == SECRET_TURN  # B has run nothing yet
+    shown = run("search", SECRET, root=logs["b"][0])
+    assert shown.returncode in (0, 1) and SECRET.encode() not in shown.stdout + shown.stderr
+    assert logs["b"][1].read_bytes() == SECRET_TURN.replace(SECRET.encode(), MARK)
