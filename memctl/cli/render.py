@@ -74,23 +74,33 @@ def out_console() -> Console:
     return Console(no_color=_no_color(), highlight=False)
 
 
+def shown(text: str) -> str:
+    """`text` redacted, and on a terminal its control characters (but newline and tab) as `?`:
+    a stored escape sequence (a web page's, in an agent's session) must not retitle, clear or
+    rewrite the user's terminal. Piped, the data stays as it is."""
+    text = redacted(text)
+    if text.isprintable() or not stdout_is_terminal():
+        return text
+    return "".join(c if c.isprintable() or c in "\n\t" else "?" for c in text)
+
+
 def line(text: str = "") -> None:
     """One line of data on stdout, surrogate-escaped bytes written back as they were."""
-    text = redacted(text)
+    text = shown(text)
     data = (text + "\n").encode("utf-8", "surrogateescape")
     sys.stdout.buffer.write(data) if hasattr(sys.stdout, "buffer") else sys.stdout.write(text + "\n")
 
 
 def lines(texts: Iterable[str]) -> None:
     """Many lines of data at once (the search path's hits)."""
-    data = "".join(redacted(text) + "\n" for text in texts).encode("utf-8", "surrogateescape")
+    data = "".join(shown(text) + "\n" for text in texts).encode("utf-8", "surrogateescape")
     sys.stdout.buffer.write(data) if hasattr(sys.stdout, "buffer") else sys.stdout.write(data.decode("utf-8", "surrogateescape"))
 
 
 def raw_bytes(data: bytes, exact: bool = False) -> None:
     """Bytes on stdout: redacted as text, unless `exact` (show --raw's byte-exact contract)."""
     if not exact:
-        data = redacted(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+        data = shown(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
     sys.stdout.flush()
     if hasattr(sys.stdout, "buffer"):
         sys.stdout.buffer.write(data)

@@ -18,16 +18,32 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from memctl.core import faults
 from memctl.core.config import Layout
-from memctl.core.fsutil import atomic_writer, ensure_private_dir, fsync_dir
+from memctl.core.fsutil import NOFOLLOW, atomic_writer, ensure_private_dir, fsync_dir
 from memctl.l4.staging import Candidate, FileSignature
 
+TYPE_CHECKING = False  # typing costs ~7 ms to import, paid by every archive run
+if TYPE_CHECKING:
+    from typing import BinaryIO
+
 RAW_PREFIX, RAW_SUFFIX = "model_responses_", ".txt"
+NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _NO_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EACCES}
+
+
+def open_log(path: Path) -> BinaryIO:
+    """A raw log opened for reading: not through a symlink, and never waiting on a FIFO that
+    whoever writes GenericAgent's folder put in its place (OSError instead)."""
+    fd = os.open(path, os.O_RDONLY | NOFOLLOW | NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return os.fdopen(fd, "rb")
 
 
 def is_raw_log_name(name: str) -> bool:
@@ -95,8 +111,7 @@ def keep_unarchived(layout: Layout, raw_dir: Path) -> KeepReport:
         existing = kept.get((info.st_ino, path.name))
         if existing is not None and _still_current(existing, info):
             continue
-        folder = ensure_private_dir(kept_dir(layout) / str(info.st_ino))
-        how = _keep_one(path, info, folder / path.name)
+        folder, how = _keep_in_folder(layout, path, info)
         (report.linked if how == "linked" else report.copied).append(path.name)
         touched.add(folder)
         faults.checkpoint("raw-kept")
@@ -105,6 +120,22 @@ def keep_unarchived(layout: Layout, raw_dir: Path) -> KeepReport:
     if touched:
         fsync_dir(kept_dir(layout))
     return report
+
+
+def keep_log(layout: Layout, path: Path, info: os.stat_result) -> None:
+    """Keep one raw log under its inode now, durably, unless it is kept there already (a purge
+    that replaced the log by its scrubbed copy: a new inode)."""
+    target = kept_dir(layout) / str(info.st_ino) / path.name
+    if target.is_file() and not target.is_symlink() and _still_current(KeptLog(target, target.stat(), info.st_ino), info):
+        return
+    folder, _ = _keep_in_folder(layout, path, info)
+    fsync_dir(folder)
+    fsync_dir(kept_dir(layout))
+
+
+def _keep_in_folder(layout: Layout, path: Path, info: os.stat_result) -> tuple[Path, str]:
+    folder = ensure_private_dir(kept_dir(layout) / str(info.st_ino))
+    return folder, _keep_one(path, info, folder / path.name)
 
 
 def _still_current(kept: KeptLog, info: os.stat_result) -> bool:
@@ -132,13 +163,13 @@ def _copy(path: Path, target: Path, info: os.stat_result) -> None:
     whole stays kept as it was (its folder gets a second copy beside it, never over it)."""
     if target.exists() and not _is_prefix_of(target, path):
         target = target.with_name(f"{target.stem}.{info.st_mtime_ns}{RAW_SUFFIX}")
-    with open(path, "rb") as source, atomic_writer(target, 0o600) as out:
+    with open_log(path) as source, atomic_writer(target, 0o600) as out:
         shutil.copyfileobj(source, out, 1 << 20)
     os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns), follow_symlinks=False)
 
 
 def _is_prefix_of(kept: Path, path: Path) -> bool:
-    with open(kept, "rb") as old, open(path, "rb") as new:
+    with open(kept, "rb") as old, open_log(path) as new:
         while chunk := old.read(1 << 20):
             if new.read(len(chunk)) != chunk:
                 return False

@@ -230,7 +230,7 @@ def files_a_purge_would_scrub(settings: Settings, ids: list[str], strings: list[
     wanted = set(ids)
     texts = [e.text for part in (store.active, store.archive) for e in part.iter() if e.id in wanted]
     needles = [n for n in purge_steps.needles_of(texts + strings) if len(n) >= purge_steps.MIN_L4_NEEDLE]
-    return files_holding(settings.layout, needles)
+    return files_holding(settings.layout, needles, settings.raw_dir())
 
 
 def _still_pending(layout) -> list[str]:

@@ -161,14 +161,25 @@ def _drop_index(layout: Layout) -> list[str]:
 def _purge_l4(layout: Layout, needles: list[bytes], pending: list[str], resumed: bool) -> list[str]:
     """History, archived sessions (zips rebuilt, verified, renamed; manifest rebuilt), loose
     sessions: memctl.l4.purge, the L4 module's own purge. A resumed purge rebuilds the manifest
-    whatever it finds, in case the cut-off run renamed a zip and died before doing so."""
+    whatever it finds, in case the cut-off run renamed a zip and died before doing so. Then the
+    raw logs not archived yet and their kept copies (memctl.l4.purge_raw): searched where they
+    lie, they are memory too."""
     from memctl.l4.manifest import monthly_zips
     from memctl.l4.purge import MARK, purge_l4, rebuild_manifest
+    from memctl.l4.purge_raw import purge_raw_logs
 
-    done = purge_l4(layout, [n for n in needles if len(n) >= MIN_L4_NEEDLE], MARK, pending)
+    wanted = [n for n in needles if len(n) >= MIN_L4_NEEDLE]
+    done = purge_l4(layout, wanted, MARK, pending)
     if resumed and not pending and monthly_zips(layout):
         rebuild_manifest(layout)
-    return done
+    return done + purge_raw_logs(layout, _raw_dir(layout), wanted, MARK, pending)
+
+
+def _raw_dir(layout: Layout) -> Path:
+    """GenericAgent's raw-log folder as this root's settings name it (a resumed purge has only the root)."""
+    from memctl.core.config import load_settings
+
+    return load_settings(layout.root).raw_dir()
 
 
 _SKIP_SUFFIXES = (".zip", ".sqlite", ".sqlite-wal", ".sqlite-shm", ".tmp")
@@ -177,12 +188,15 @@ _SKIP_SUFFIXES = (".zip", ".sqlite", ".sqlite-wal", ".sqlite-shm", ".tmp")
 def _scrub_other_files(layout: Layout, needles: list[bytes]) -> list[str]:
     """Every other file under the root that still holds a needle (L1, L2, L3, task state,
     logs and torn lines in .memctl/): replaced atomically, permissions kept. L4 was done by
-    the L4 module; the purge's own journal goes when it is done."""
+    the L4 module."""
+    from memctl.l4.kept import kept_dir
+
     done = []
     wanted = [n for n in needles if len(n) >= MIN_L4_NEEDLE]
-    skip = journal.journal_dir(layout)
+    # the journal goes when the purge is done; raw logs and their kept links are swapped by L4's step
+    skip = {journal.journal_dir(layout), kept_dir(layout), _raw_dir(layout)}
     for folder, dirs, names in os.walk(layout.root):
-        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d)) and Path(folder, d) != skip]
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d)) and Path(folder, d) not in skip]
         for name in names:
             path = Path(folder) / name
             if name.endswith(_SKIP_SUFFIXES) or path.is_symlink() or not path.is_file():

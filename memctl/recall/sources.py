@@ -93,8 +93,11 @@ def _scandir(folder: str) -> list[os.DirEntry]:
 
 
 def _raw_files(folder: str) -> list[os.DirEntry]:
+    """Regular raw-log files; not those whose name is not UTF-8 (its undecodable bytes come as
+    lone surrogates, which are not printable): no index key can hold it, and `archive` says
+    to rename it."""
     return [entry for entry in _scandir(folder) if entry.name.startswith(RAW_PREFIX) and entry.name.endswith(RAW_SUFFIX)
-            and entry.is_file(follow_symlinks=False)]
+            and entry.name.isprintable() and entry.is_file(follow_symlinks=False)]
 
 
 def _raw_source(layout: Layout, entry: os.DirEntry) -> Source | None:

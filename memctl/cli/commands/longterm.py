@@ -165,15 +165,16 @@ def _print_purge(result) -> None:
         render.message(note)
     for entry_id in result.ids:
         render.line(entry_id)
-    if result.ids or result.files:
-        render.message(f"purged {len(result.ids)} entries (run {result.run}); rewrote {len(result.files)} files")
-    elif not result.settled:
+    if result.ids or result.files or result.l4:
+        rewrote = len(result.files) + len(result.l4)  # an L4 line is one file: the history, a zip, a raw log
+        render.message(f"purged {len(result.ids)} entries (run {result.run}); rewrote {rewrote} files")
+    elif not result.settled and not result.pending:
         render.message("nothing left to purge: already purged")
     for note in result.l4:
         render.message(note)
     for note in result.pending:
-        render.warning(f"purge pending: {note}; everything else was scrubbed. Repair or remove that file, "
-                       "then rerun the purge (or `memctl verify --repair`) to finish it")
+        render.warning(f"purge pending: {note}; everything else was scrubbed. Free space, repair or remove "
+                       "that file, then rerun the purge (or `memctl verify --repair`) to finish it")
 
 
 def restore_cmd(
