@@ -183,8 +183,7 @@ def clean(text: str) -> str:
 def _candidate(sentence: str, message: Message, said, wanted: frozenset[str], named: bool) -> Candidate | None:
     in_chinese = chinese.has_chinese(sentence)
     language = chinese if in_chinese else english
-    if not in_chinese:
-        sentence = english.with_subject(english.strip_filler(sentence))
+    sentence = chinese.strip_filler(sentence) if in_chinese else english.with_subject(english.strip_filler(sentence))
     if not sentence or language.is_question(sentence):
         return None
     statement = language.classify(sentence)
