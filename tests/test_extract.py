@@ -118,6 +118,32 @@ def test_a_messages_events_are_one_entry(settings):
     assert event.text == "Mel painted a lake sunrise in 2022. They sold it at a fair in Austin."
 
 
+def test_a_sentence_saying_how_it_was_is_left_out_beside_what_happened(settings):
+    event = one(settings, "It's been tough, but I'm finding comfort in the good memories. I joined a grief support "
+                          "group last week.", speaker="Mel")
+    assert event.text == "Mel joined a grief support group in the week of 1 May 2023."  # named in what is kept
+    alone = one(settings, "It was so much fun and reminded me how music brings us together.", speaker="Mel")
+    assert alone.text.startswith("It was so much fun")  # all the message tells: kept
+
+
+def test_shared_images_close_the_message_without_their_articles(settings):
+    liked = one(settings, "Check it out! I love live music. [image: a photo of a band playing on a stage in a park]",
+                speaker="Mel")
+    assert (liked.type, liked.text) == ("preference", "Mel loves live music. (photo: band playing on stage in park)")
+    shown = one(settings, "Look at this! [image: a photo of a dog catching a frisbee]", speaker="Mel")
+    assert shown.text == "Mel's photo: dog catching frisbee"
+
+
+@pytest.mark.parametrize("content, written", [
+    ("Winning first place was amazing for the whole team.", "Mel: Winning first place was amazing for the whole team."),
+    ("Dancing is like second nature to me.", "Dancing is like second nature to Mel."),
+    ("Researching adoption agencies this week.", "Mel is researching adoption agencies in the week of 8 May 2023."),
+    ("Been practicing dance routines lately.", "Mel has been practicing dance routines lately."),
+])
+def test_an_ing_phrase_that_is_the_subject_is_not_the_speaker_doing_it(settings, content, written):
+    assert one(settings, content, speaker="Mel").text == written
+
+
 def test_hedged_statements_have_lower_confidence(settings):
     plain = one(settings, "I moved to Denver.")
     hedged = one(settings, "I think I moved to Denver.")
