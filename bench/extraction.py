@@ -14,7 +14,9 @@ id `<sample>|<turn>#<n>`, so an entry counts for the turn it came from) and ever
 searched there (`memctl search --queries`, lexical) beside the same search over the raw turns
 (bench/retrieval.py's memories). Bytes: the candidates' texts over the raw turns' "speaker: text".
 MemDaily (Chinese): the same per pooled qa_type x scenario, its `target_step_id` messages as
-the evidence. `--extractor scripted-model` runs the model path against a local endpoint that
+the evidence. Precision: the share of learned entries (an entry once per turn it came from) whose
+turn is the evidence turn of at least one gold fact (MemDaily: a target message), beside the share of
+all turns that are, which is what keeping every turn would score. `--extractor scripted-model` runs the model path against a local endpoint that
 answers one event per message naming its id, and one candidate naming an invented id: it shows
 the wiring (the ids validated, the invented one dropped), not a quality figure. `--via-turn`
 feeds every session through the installed `memctl turn` and `memctl dispose` instead (one memory
@@ -211,6 +213,7 @@ def run_memctl_turn(sessions: list[list[Message]], dataset: str, config: str) ->
 class Figures:
     def __init__(self):
         self.gold = self.covered = 0
+        self.precise = self.evidence_turns = self.raw_turns = 0
         self.raw_bytes = self.learned_bytes = 0
         self.millis: list[float] = []
         self.turns = self.entries = 0
@@ -220,6 +223,10 @@ class Figures:
     def add(self, extracted: Extracted, gold: list[set[str]], raw_docs: list[dict]) -> None:
         self.gold += len(gold)
         self.covered += sum(1 for turns in gold if any(turn in extracted.by_turn for turn in turns))
+        evidence = set().union(*gold)
+        self.precise += sum(len(texts) for turn, texts in extracted.by_turn.items() if turn in evidence)
+        self.evidence_turns += sum(1 for doc in raw_docs if doc["id"] in evidence)
+        self.raw_turns += len(raw_docs)
         self.raw_bytes += sum(len(doc["text"].encode("utf-8")) for doc in raw_docs)
         self.learned_bytes += sum(len(t.encode("utf-8")) for texts in extracted.by_turn.values() for t in texts)
         self.millis.extend(extracted.millis)
@@ -238,6 +245,10 @@ class Figures:
         p95 = statistics.quantiles(self.millis, n=20)[-1] if len(self.millis) > 1 else p50
         rows = [("coverage (gold facts whose evidence turn gave an entry)", f"{self.covered / max(self.gold, 1):.3f} "
                  f"({self.covered}/{self.gold})"),
+                ("precision (learned entries whose turn is a gold fact's evidence turn)",
+                 f"{self.precise / max(self.entries, 1):.3f} ({self.precise}/{self.entries})"),
+                ("evidence turns / all turns (the precision of keeping every turn)",
+                 f"{self.evidence_turns / max(self.raw_turns, 1):.3f} ({self.evidence_turns}/{self.raw_turns})"),
                 ("learned bytes / raw bytes", f"{self.learned_bytes / max(self.raw_bytes, 1):.3f}"),
                 ("entries per turn", f"{self.entries / max(self.turns, 1):.3f} ({self.entries}/{self.turns})"),
                 ("ms per turn p50 / p95", f"{p50:.3f} / {p95:.3f}")]

@@ -118,6 +118,32 @@ def test_a_messages_events_are_one_entry(settings):
     assert event.text == "Mel painted a lake sunrise in 2022. They sold it at a fair in Austin."
 
 
+def test_a_sentence_saying_how_it_was_is_left_out_beside_what_happened(settings):
+    event = one(settings, "It's been tough, but I'm finding comfort in the good memories. I joined a grief support "
+                          "group last week.", speaker="Mel")
+    assert event.text == "Mel joined a grief support group in the week of 1 May 2023."  # named in what is kept
+    alone = one(settings, "It was so much fun and reminded me how music brings us together.", speaker="Mel")
+    assert alone.text.startswith("It was so much fun")  # all the message tells: kept
+
+
+def test_shared_images_close_the_message_without_their_articles(settings):
+    liked = one(settings, "Check it out! I love live music. [image: a photo of a band playing on a stage in a park]",
+                speaker="Mel")
+    assert (liked.type, liked.text) == ("preference", "Mel loves live music. (photo: band playing on stage in park)")
+    shown = one(settings, "Look at this! [image: a photo of a dog catching a frisbee]", speaker="Mel")
+    assert shown.text == "Mel's photo: dog catching frisbee"
+
+
+@pytest.mark.parametrize("content, written", [
+    ("Winning first place was amazing for the whole team.", "Mel: Winning first place was amazing for the whole team."),
+    ("Dancing is like second nature to me.", "Dancing is like second nature to Mel."),
+    ("Researching adoption agencies this week.", "Mel is researching adoption agencies in the week of 8 May 2023."),
+    ("Been practicing dance routines lately.", "Mel has been practicing dance routines lately."),
+])
+def test_an_ing_phrase_that_is_the_subject_is_not_the_speaker_doing_it(settings, content, written):
+    assert one(settings, content, speaker="Mel").text == written
+
+
 def test_hedged_statements_have_lower_confidence(settings):
     plain = one(settings, "I moved to Denver.")
     hedged = one(settings, "I think I moved to Denver.")
@@ -162,6 +188,26 @@ def test_chinese_opinion_without_first_person_is_a_lower_confidence_preference(s
     assert (opinion.type, opinion.topic) == ("preference", "绿洲家园") and opinion.confidence < 5
 
 
+def test_chinese_preference_said_with_more_and_an_allergy(settings):
+    prefers = one(settings, "我更喜欢每天晚上用邮件发一份详细的汇总。", speaker="王磊", time=SAID_ZH)
+    assert (prefers.type, prefers.fields) == ("preference", {"喜欢": "每天晚上用邮件发一份详细的汇总"})
+    allergy = one(settings, "另外我对花生过敏，评审会如果订午饭要注意。", speaker="王磊", time=SAID_ZH)
+    assert (allergy.type, allergy.fields) == ("preference", {"过敏": "花生"})
+    assert allergy.text == "王磊对花生过敏，评审会如果订午饭要注意。"  # the opening 另外 says nothing
+
+
+def test_chinese_greetings_and_assents_opening_a_sentence_are_left_out(settings):
+    assert one(settings, "对，我打算下周五在技术评审会上讲方案。", time=SAID_ZH).text == "用户打算2024年4月12日在技术评审会上讲方案。"
+    assert one(settings, "好的，我下午就放进去。", time=SAID_ZH).text.startswith("用户")
+    # the assistant's "记住了" acknowledges; it is no lesson
+    assert said(settings, "记住了，订餐时会避开花生。", role="assistant", time=SAID_ZH) == []
+
+
+def test_our_group_is_the_speakers_group(settings):
+    event = one(settings, "我们组在把订单系统拆成微服务。", speaker="王磊", time=SAID_ZH)
+    assert event.text == "王磊所在的组在把订单系统拆成微服务。"
+
+
 # ---------------------------------------------------------------- dates relative to the message
 
 @pytest.mark.parametrize("phrase, written, day", [
@@ -184,6 +230,8 @@ def test_plans_resolve_forward(settings):
     assert plan.text == "Jo is going to visit their aunt in Ohio on 12 May 2023."
     assert plan.fields == {"kind": "plan", "date": "2023-05-12"}
     assert dates.resolve("we fly out tomorrow", dates.message_day(SAID)).day == "2023-05-09"
+    opening = one(settings, "Next Friday I'm going to present the plan to the board.", speaker="Jo")
+    assert opening.text == "On 12 May 2023 Jo is going to present the plan to the board."
 
 
 @pytest.mark.parametrize("phrase, written", [
@@ -220,6 +268,8 @@ def test_corrections_set_corrects_and_fields(settings):
     chinese = one(settings, "我妹妹不是叫小红，而是叫小丽。", time=SAID_ZH)
     assert chinese.corrects and chinese.fields == {"妹妹": "小丽"}
     assert one(settings, "更正一下，我住在杭州。", time=SAID_ZH).corrects
+    instead = one(settings, "其实我更喜欢每天早上用钉钉发一条简短的汇总，不是晚上的邮件。", time=SAID_ZH)
+    assert instead.corrects and instead.type == "preference"
 
 
 @pytest.mark.parametrize("content", [
@@ -234,6 +284,8 @@ def test_chit_chat_and_questions_give_nothing(settings, content):
 def test_requests_and_pasted_code_give_nothing(settings):
     assert said(settings, "Please fix the failing test in tests/test_api.py; it fails with KeyError: 'user_id'.") == []
     assert said(settings, "Write a Python function that reverses a string.") == []
+    assert said(settings, "要的，先帮我列个提纲。", time=SAID_ZH) == []
+    assert said(settings, "请把评审材料发给我。", time=SAID_ZH) == []
     assert said(settings, "```\nTraceback (most recent call last):\n  File \"x.py\", line 1\nValueError: bad\n```") == []
 
 

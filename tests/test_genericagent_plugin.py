@@ -67,6 +67,10 @@ def test_a_task_through_genericagents_loop_is_counted_by_memctl_tools(tmp_path, 
     short_term = run("recent", "--json", root=checkout.memory)
     assert about_user["sources"][0]["session"].encode() in short_term.stdout, short_term.stderr
 
+    # no hook call kept the loop waiting on memctl longer than its limit (the recall's; the others only queue)
+    assert max(_waits(report, "agent_before")) < 30
+    assert all(seconds < 60 for _event, seconds in report["waits"])
+
     again, _ = _run_task(checkout, MEMCTL_RECALL_TIMEOUT="30", MEMCTL_HOOK_TIMEOUT="60")  # the same call ids
     tools = {row["tool"]: row for row in map(json.loads, run("tools", "--json", root=checkout.memory).stdout.splitlines())}
     assert tools["web_fetch"]["calls"] == 3  # a call id seen before counts once
@@ -90,6 +94,34 @@ def test_a_memctl_that_hangs_never_hangs_the_loop(tmp_path, run):
     assert "queued memctl calls left undone at exit" in err
     hung = subprocess.run(["pgrep", "-f", "--", f"--root {checkout.memory} "], capture_output=True)
     assert hung.stdout == b"", "a hung memctl outlived the agent"
+
+
+SLOW = 3.0  # seconds the stand-in memctl sleeps before it runs the real one: any call waited on takes longer
+RECALL_LIMIT = 0.5
+KILL_GRACE = 1.5  # the recall's stop: SIGKILL to the process group, then at most 0.5 s to reap it
+
+
+def test_a_slow_memctl_bounds_each_hook_call_by_its_limit_and_still_learns(tmp_path, run, memctl_bin):
+    """A memctl that answers only after SLOW seconds (the real one, late): the recall is given up at
+    its limit, every other hook returns without waiting for a call, and what the task taught is
+    learned all the same, off the loop's thread."""
+    checkout = _installed(tmp_path, run)
+    late = ("import os, sys, time\n"
+            f"time.sleep({SLOW})\n"
+            "env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}\n"
+            f"os.execve({memctl_bin!r}, [{memctl_bin!r}, *sys.argv[1:]], env)\n")
+    report, done = _run_task(checkout, MEMCTL_RECALL_TIMEOUT=str(RECALL_LIMIT), MEMCTL_HOOK_TIMEOUT="30",
+                             **_fake_memctl(tmp_path, late))
+    assert report["result"]["result"] == "CURRENT_TASK_DONE"
+    assert f"memctl compose took longer than {RECALL_LIMIT}s" in done.stderr.decode()  # it was slow, and cut off
+    [recall] = _waits(report, "agent_before")
+    assert recall < RECALL_LIMIT + KILL_GRACE < SLOW  # bounded by its limit, not by the slow memctl
+    queued = [seconds for event, seconds in report["waits"] if event != "agent_before"]
+    assert len(queued) >= 7 and max(queued) < SLOW  # tool_after x5, turn_after, agent_after: none waited on a call
+    l5 = [json.loads(line) for line in (checkout.memory / "long_term.jsonl").read_text().splitlines()]
+    assert [e for e in l5 if "vegetarian" in e["text"]]  # learned, though every call came SLOW seconds late
+    tools = {row["tool"]: row for row in map(json.loads, run("tools", "--json", root=checkout.memory).stdout.splitlines())}
+    assert (tools["web_fetch"]["calls"], tools["file_read"]["calls"]) == (3, 1)
 
 
 def test_the_request_goes_on_stdin_and_l1_is_left_out(tmp_path, run):

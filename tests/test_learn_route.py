@@ -90,6 +90,29 @@ def test_a_correction_under_another_topic_finds_the_fact_it_corrects(root):
     assert [e["text"] for e in l6(root)] == ["Dana prefers the morning briefing at 7am"]
 
 
+def test_a_correction_whose_fields_hold_only_the_key_still_supersedes(root):
+    settings = _settings(root)
+    route(settings, [Candidate("preference", "Priya prefers the daily summary as a long email", "daily summary", 7,
+                               _src("m1"), fields={"likes": "daily summary"})], NOW, 0)
+    route(settings, [Candidate("preference", "Actually, Priya prefers the daily summary as a short Slack message, "
+                               "not a long email", "daily summary", 7, _src("m2"), fields={"likes": "daily summary"},
+                               corrects=True)], NOW, 0)
+    [entry] = l5(root)
+    assert "Slack" in entry["text"] and [e["text"] for e in l6(root)] == [
+        "Priya prefers the daily summary as a long email"]
+
+
+def test_a_chinese_correction_under_another_topic_finds_the_fact_it_corrects(root):
+    settings = _settings(root)
+    old = "王磊更喜欢每天晚上用邮件发一份详细的汇总。"
+    route(settings, [Candidate("preference", old, "每天晚上用邮件发一份详细的汇总", 7, _src("m1"))], NOW, 0)
+    route(settings, [Candidate("preference", "其实王磊更喜欢每天早上用钉钉发一条简短的汇总，不是晚上的邮件。",
+                               "每天早上用钉钉发一条简短的汇总", 7, _src("m2"), corrects=True)], NOW, 0)
+    [entry] = l5(root)
+    assert "钉钉" in entry["text"] and entry["topic"] == "每天晚上用邮件发一份详细的汇总"
+    assert [e["text"] for e in l6(root)] == [old]
+
+
 def test_routing_the_same_candidates_again_writes_nothing(root):
     settings = _settings(root)
     batch = [Candidate("profile", "Dana lives in Porto", "home", 8, _src("m1")),

@@ -27,7 +27,7 @@ from memctl.core.config import Settings
 from memctl.core.errors import UsageError
 from memctl.learn.candidates import Candidate
 from memctl.longterm.entries import Entry
-from memctl.longterm.policies import match_key, normalize, policy_for
+from memctl.longterm.policies import STEM, features, match_key, normalize, policy_for
 from memctl.longterm.recovery import writing
 from memctl.longterm.remember import (SOURCES, ForgottenFact, RememberRequest, at_rest, joined, prepared,
                                       remember_locked)
@@ -37,8 +37,9 @@ FIELDS = "fields"
 CONFLICTS = "conflicts"
 CORRECTS = "corrects"
 CORRECTED_SHARE = 0.5
-_CORRECTION_STOP = frozenset("the a an of to in on and or is are was be for with it this that at by as from not "
-                             "actually no sorry meant mean correction".split())
+# words (cut as `policies.features` cuts them) that say a sentence corrects, not what it corrects
+_CORRECTION_STOP = frozenset(word[:STEM] for word in "no sorry meant mean actually correction 其实 不是 而是 实际 说错 "
+                             "纠正 更正".split())
 MAX_CONFLICTS = 20  # the oldest leave first: an entry a chatty session keeps disagreeing with stays readable
 SETTLED_BY = "settled_by"
 CONFLICT = "conflict"  # an action of its own: the candidate was kept on the entry, which did not change
@@ -209,13 +210,15 @@ def _with_topic(candidate: Candidate, topic: str) -> Candidate:
 def corrected_entry(store, candidate: Candidate, topic_prefix: str = "") -> Entry | None:
     """The active entry of the type a correction most likely corrects when none has its topic
     (an extractor may name the key differently the second time: "morning briefing", then
-    "briefing"): the one holding the largest share of its words, at least `CORRECTED_SHARE`,
-    among those whose topic has the scope's prefix."""
+    "briefing"; 每天晚上用邮件发…, then 每天早上用钉钉发…): the one sharing the largest share of the
+    shorter one's words (Chinese: character pairs), at least `CORRECTED_SHARE`, among those whose
+    topic has the scope's prefix. Of the shorter: a correction restates only part of what it
+    corrects, or adds to it ("…, not a long email")."""
     wanted = _words(match_key(candidate.text))
     if not wanted:
         return None
     rows = store.active.candidates(candidate.type, candidate.text, 0.0)
-    shares = [(len(wanted & _words(key)) / len(wanted), index) for index, key in enumerate(rows.keys)]
+    shares = [(_shared(wanted, _words(key)), index) for index, key in enumerate(rows.keys)]
     for share, index in sorted(shares, reverse=True):  # ties to the later entry: the newer statement
         if share < CORRECTED_SHARE:
             break
@@ -226,13 +229,21 @@ def corrected_entry(store, candidate: Candidate, topic_prefix: str = "") -> Entr
 
 
 def _words(key: str) -> set[str]:
-    return {word for word in key.split() if len(word) > 1 and word not in _CORRECTION_STOP}
+    return features(key)[0] - _CORRECTION_STOP
+
+
+def _shared(wanted: set[str], held: set[str]) -> float:
+    return len(wanted & held) / max(1, min(len(wanted), len(held)))
 
 
 def _restates(current: Entry, held: dict, candidate: Candidate) -> bool:
+    """The same statement again. A correction restates only in the same words: its fields may
+    hold no more than the key ("I prefer the daily summary as a short Slack message, not a long
+    email": likes "daily summary", as the statement it corrects)."""
     if normalize(current.text) == normalize(candidate.text):
         return True
-    return bool(candidate.fields) and all(held.get(k) == v for k, v in candidate.fields.items())
+    return (not candidate.corrects and bool(candidate.fields)
+            and all(held.get(k) == v for k, v in candidate.fields.items()))
 
 
 def _clashing(held: dict, fields: dict) -> list[str]:

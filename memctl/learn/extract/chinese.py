@@ -39,9 +39,10 @@ _ORIGIN = re.compile(r"(?:我来自|我是([\u4e00-\u9fff]{2,6})人" + _END + r"
                      r"([^，。,.！!；;]{0,20}?)" + _END)
 _AGE = re.compile(r"我(?:今年|已经|快)?(\d{1,3})岁")
 _FAVOURITE = re.compile(r"我最(?:喜欢|爱)的([^，。,.！!；;是]{1,10})(?:是|就是)([^，。,.！!；;]{1,20})")
-_LIKE = re.compile(r"我(?:们)?(?:也|还|真的|一直|特别|非常|很|最|超|挺|比较|都|向来|从小就)*"
-                   r"(不喜欢|不爱|讨厌|受不了|反感|害怕|怕|喜欢|爱吃|爱喝|爱看|爱玩|爱听|热爱|偏爱|迷上了|爱上了|爱)"
+_LIKE = re.compile(r"我(?:们)?(?:也|还|真的|一直|特别|非常|很|最|超|挺|比较|都|向来|从小就|更|还是|其实|平时|一般)*"
+                   r"(不喜欢|不爱|讨厌|受不了|反感|害怕|怕|喜欢|爱吃|爱喝|爱看|爱玩|爱听|热爱|偏爱|偏好|倾向于|迷上了|爱上了|爱)"
                    r"([^，。,.！!；;了]{1,16})")
+_ALLERGY = re.compile(r"我(?:们)?(?:也|还|一直|从小就)?对([^，。,.！!；;]{1,10}?)过敏")
 _NEGATIVE_LIKES = ("不喜欢", "不爱", "讨厌", "受不了", "反感", "害怕", "怕")
 _POSSESSION = re.compile(r"我(?:的|穿的|用的|开的|买的|养的|戴的|喝的|吃的|玩的|骑的|看的|读的|听的|拿的|背的|种的|最近在用的)"
                          r"([\u4e00-\u9fffA-Za-z]{1,8}?)(?:是|叫|为)([^，。,.！!；;]{1,30})")
@@ -50,8 +51,14 @@ _LESSON = re.compile(r"教训|下次|下回|以后要|以后别|以后一定|记
 _PLAN = re.compile(r"打算|计划|准备|要去|想去|将要|明天|后天|下周|下个月|约了|安排|预约|报名")
 _PAST = re.compile(r"了|过|昨天|前天|上周|上个月|去年")
 _CUES = Cues(_DECISION, _LESSON, _PLAN, _PAST)
-_CORRECTION = re.compile(r"不是[^，。]{0,20}[，,]?而是|更正|说错了|纠正一下|其实是|我是说|准确地说|搞错了|记错了")
+_CORRECTION = re.compile(r"不是[^，。]{0,20}[，,]?而是|更正|说错了|纠正一下|其实是|我是说|准确地说|搞错了|记错了|"
+                         r"其实[^。！!]*[，,]\s*(?:而)?不是")  # 其实我更喜欢…，不是…: "actually …, not …"
 _CORRECTED = re.compile(r"不是[^，。,]{0,20}?[，,]?\s*而是")
+# what opens a sentence and says nothing: a greeting, an assent, an acknowledgement ("好的，我下午就放进去")
+_LEAD_FILLER = re.compile(r"^(?:(?:你好|您好|嗨|哈喽|嘿|哈+|嗯+|哦+|噢|对|对的|是的|好的|好吧|好|行|可以|要的|没错|当然|收到|"
+                          r"明白|明白了|了解|知道了|记住了|谢谢|好嘞)[，,！!~～]\s*|(?:另外|对了|顺便说一下|顺便说一句)[，,]?\s*)+")
+# a request to the listener, not a fact about anyone ("先帮我列个提纲", "请把报告发给我")
+_REQUEST = re.compile(r"^(?:先|再|麻烦你?|请你?|能不能|可不可以|你)?(?:帮我|帮忙|给我|替我|帮着)|^(?:请|麻烦)")
 _HEDGES = re.compile(r"可能|也许|大概|好像|应该是|估计|或许|不确定|似乎|说不定")
 _QUESTION_END = re.compile(r"(?:[吗呢吧么][。.]?|[？?])$")
 _QUESTION_WORDS = re.compile(r"什么|怎么|为什么|谁|哪|几|多少|是否|是不是|有没有|能不能|要不要")
@@ -67,9 +74,15 @@ def has_chinese(text: str) -> bool:
     return _CJK.search(text) is not None
 
 
+def strip_filler(sentence: str) -> str:
+    """The sentence without the greeting or assent that opens it ("对，我打算…" -> "我打算…")."""
+    return _LEAD_FILLER.sub("", sentence.strip()).strip()
+
+
 def is_question(sentence: str) -> bool:
+    """A question, or a request to the listener ("先帮我列个提纲"): neither is a fact about anyone."""
     stripped = sentence.strip()
-    if _QUESTION_END.search(stripped):
+    if _QUESTION_END.search(stripped) or _REQUEST.match(stripped):
         return True
     return stripped[-1:] not in "。！!." and _QUESTION_WORDS.search(stripped) is not None and len(stripped) < 30
 
@@ -143,6 +156,9 @@ def _preference(sentence: str) -> Statement | None:
     if match:
         topic = f"最喜欢的{match[1]}"
         return Statement("preference", topic, {topic: match[2]}, 7)
+    match = _ALLERGY.search(sentence)
+    if match:
+        return Statement("preference", match[1], {"过敏": match[1]}, 7)
     match = _LIKE.search(sentence)
     if not match:
         return None
@@ -163,11 +179,14 @@ def _opinion(sentence: str) -> Statement | None:
 
 
 _REWRITES = (("我们", "{s}等人"), ("咱们", "{s}等人"), ("我", "{s}"), ("咱", "{s}"))
+# 我们组 is the speaker's group, not "the speaker and others' group"
+_OUR_GROUP = re.compile(r"(?:我们|咱们)(?=组|小组|团队|部门|公司|家|班|学校|项目组|科室|单位)")
 
 
 def rewrite(sentence: str, subject: str, named_before: bool = False) -> str:
     """`sentence` with 我 / 我们 made `subject` ("小王", "用户"); a name is short in Chinese, so
     it stays even after a sentence that named the speaker (`named_before`)."""
+    sentence = _OUR_GROUP.sub(f"{subject}所在的", sentence)
     for first_person, replacement in _REWRITES:
         if first_person in sentence:
             sentence = sentence.replace(first_person, replacement.format(s=subject))

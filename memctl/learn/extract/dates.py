@@ -97,9 +97,11 @@ def resolve(text: str, said: date | None) -> Resolved:
     def chinese(match: re.Match) -> str:
         return _written(match, _chinese_span(match, said, future), first, chinese=True)
 
-    text = _ENGLISH.sub(english, text)
-    text = _CHINESE.sub(chinese, text)
-    return Resolved(text, first[0] if first else "")
+    written = _ENGLISH.sub(english, text)
+    if written[:1].islower() and text[:1].isupper():  # "Next Friday I'm …" -> "On 20 November 2026 …"
+        written = written[:1].upper() + written[1:]
+    written = _CHINESE.sub(chinese, written)
+    return Resolved(written, first[0] if first else "")
 
 
 _HINTS = ("day", "tonight", "morning", "afternoon", "evening", "tomorrow", "ago", "week", "month", "year",

@@ -33,6 +33,8 @@ _CODE_BLOCK = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _IMAGE = re.compile(r"\[(?:image|photo|picture|img|图片|照片)\s*[:：]\s*([^\]\n]{3,300})\]", re.IGNORECASE)
 _PHOTO_OF = re.compile(r"^(?:a |an )?(?:photo|photograph|photography|picture|image|close up|closeup|screenshot)s? of\s+"
                        r"(?:an? |the )?", re.IGNORECASE)
+_ARTICLES = re.compile(r"\b(?:a|an|the) (?=\w)", re.IGNORECASE)  # a caption's articles say nothing a search finds
+_EVALUATION = re.compile(r"^(?:It|That|This)(?:'s| is| was| has been| feels| felt| sounds| seems)\b")  # an English event's
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
 # a sentence naming a credential is not kept even when its value has no shape the rules know
@@ -88,20 +90,43 @@ def message_candidates(message: Message, wanted: frozenset[str], secrets: Secret
         return []
     said = dates.message_day(message.time)
     content, images = _images(message.content[:SCAN_CHARS])
+    shown = [caption for caption in images if not secrets.found_in(caption)]
+    shown = shown if "event" in wanted and message.role == "user" else []
+    told = [sentence for sentence in sentences(content) if not secrets.found_in(sentence)]
+    found = _statements(told, message, said, wanted)
+    evaluations = {index for index, candidate in found if _evaluates(candidate)}
+    if evaluations and (shown or any(_is_event(c) and i not in evaluations for i, c in found)):
+        found = _statements(told, message, said, wanted, evaluations)
+    found = [candidate for _index, candidate in found
+             if not any(secrets.found_in(value) for value in _texts(candidate))]
+    if shown:
+        found.append(_shared_images(shown, message))
+    return _one_event(found)
+
+
+def _statements(told: list[str], message: Message, said, wanted: frozenset[str],
+                skipped: frozenset[int] | set[int] = frozenset()) -> list[tuple[int, Candidate]]:
+    """The candidates of the message's sentences but the skipped ones, with their sentence's index."""
     found = []
     named = False  # an event sentence named the speaker: the next ones of the message say "they"
-    for sentence in sentences(content):
-        if secrets.found_in(sentence):
+    for index, sentence in enumerate(told):
+        if index in skipped:
             continue
         candidate = _candidate(sentence, message, said, wanted, named)
         if candidate is not None:
-            found.append(candidate)
-            named = named or (candidate.type == "event" and not candidate.corrects)
-    found = [candidate for candidate in found if not any(secrets.found_in(value) for value in _texts(candidate))]
-    shown = [caption for caption in images if not secrets.found_in(caption)]
-    if shown and "event" in wanted and message.role == "user":
-        found.append(_shared_images(shown, message))
-    return _one_event(found)
+            found.append((index, candidate))
+            named = named or _is_event(candidate)
+    return found
+
+
+def _is_event(candidate: Candidate) -> bool:
+    return candidate.type == "event" and not candidate.corrects
+
+
+def _evaluates(candidate: Candidate) -> bool:
+    """An event that says how something was rather than what happened ("It was tough, but …",
+    "That's what keeps them going"): left out of a message that tells something else."""
+    return _is_event(candidate) and _EVALUATION.match(candidate.text) is not None
 
 
 def _images(content: str) -> tuple[str, list[str]]:
@@ -109,7 +134,8 @@ def _images(content: str) -> tuple[str, list[str]]:
     captions ("a dog")."""
     if "[" not in content:
         return content, []
-    captions = [_PHOTO_OF.sub("", " ".join(clean(caption).split())) for caption in _IMAGE.findall(content)]
+    captions = [_ARTICLES.sub("", _PHOTO_OF.sub("", " ".join(clean(caption).split())))
+                for caption in _IMAGE.findall(content)]
     return _IMAGE.sub(" ", content), [caption for caption in captions if caption][:10]
 
 
@@ -126,8 +152,11 @@ def _shared_images(captions: list[str], message: Message) -> Candidate:
 
 def _one_event(found: list[Candidate]) -> list[Candidate]:
     """A message's events as one entry: what one turn tells happened reads (and is found) together;
-    its images close it."""
-    events = [candidate for candidate in found if candidate.type == "event" and not candidate.corrects]
+    its images close it, or close the message's other statement when it tells no event ("Melanie
+    loves live music. (photo: band playing on stage)": the name once, not again for the photo)."""
+    events = [candidate for candidate in found if _is_event(candidate)]
+    if len(events) == 1 and events[0].fields.get("kind") == "image" and len(found) > 1:
+        return _photo_closing(found, events[0])
     if len(events) < 2:
         return found
     first = events[0]
@@ -145,6 +174,18 @@ def _one_event(found: list[Candidate]) -> list[Candidate]:
     joined = Candidate("event", ("" if chinese.has_chinese(texts[0]) else " ").join(texts), "",
                        max(event.confidence for event in events), first.sources, first.speaker, first.time, fields)
     return [candidate for candidate in found if candidate not in events] + [joined]
+
+
+def _photo_closing(found: list[Candidate], images: Candidate) -> list[Candidate]:
+    """The images closing the message's last statement that corrects nothing."""
+    closed = [candidate for candidate in found if candidate is not images and not candidate.corrects]
+    if not closed:
+        return found
+    last = closed[-1]
+    text = f"{last.text}{'' if chinese.has_chinese(last.text) else ' '}{_joined_text(images)}"
+    joined = Candidate(last.type, text, last.topic, last.confidence, last.sources, last.speaker, last.time,
+                       last.fields, last.corrects)
+    return [joined if candidate is last else candidate for candidate in found if candidate is not images]
 
 
 def _joined_text(event: Candidate) -> str:
@@ -183,8 +224,7 @@ def clean(text: str) -> str:
 def _candidate(sentence: str, message: Message, said, wanted: frozenset[str], named: bool) -> Candidate | None:
     in_chinese = chinese.has_chinese(sentence)
     language = chinese if in_chinese else english
-    if not in_chinese:
-        sentence = english.with_subject(english.strip_filler(sentence))
+    sentence = chinese.strip_filler(sentence) if in_chinese else english.with_subject(english.strip_filler(sentence))
     if not sentence or language.is_question(sentence):
         return None
     statement = language.classify(sentence)

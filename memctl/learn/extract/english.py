@@ -34,6 +34,13 @@ _IMPLIED_ING = re.compile(r"^(?:just |still |currently |finally |also )?(?!(?:no
                           r"thing|morning|evening|being|king|ring|spring|string|sibling|darling|wedding|building|"
                           r"painting|feeling|meeting|seeing|saying)\b)[a-z]{3,}ing\b|^(?:gonna|going to|planning to|"
                           r"hoping to|about to|off to)\b", re.IGNORECASE)
+_IMPLIED_BEEN = re.compile(r"^(?:just |also |really |finally )?been\b", re.IGNORECASE)
+# an -ing phrase that is the subject of the clause's verb: "Learning German has been tough", "Parenting
+# can be tough" (not "Working on a project that is hard": that verb is the relative clause's)
+_GERUND_SUBJECT = re.compile(r"^\w+ing\b(?:(?!\b(?:that|which|who|where|when|because|so|and then)\b)[^,;:.!?–-])*?"
+                             r"\b(?:is|was|isn't|wasn't|has|hasn't|had|must|can|can't|could|will|won't|would|should|"
+                             r"might|may|makes|made|keeps|helps|gives|feels|felt|seems|means|brings|takes|sounds)\b",
+                             re.IGNORECASE)
 _QUESTION_START = re.compile(
     r"^(?:what|who|whom|whose|where|when|why|how|which|do|does|did|are|is|was|were|can|could|will|would|"
     r"should|have|has|had|shall|may|might|isn't|aren't|don't|doesn't|didn't|won't|wouldn't|any)\b", re.IGNORECASE)
@@ -153,9 +160,13 @@ def tighten(sentence: str) -> str:
 
 def with_subject(sentence: str) -> str:
     """A sentence that leaves its subject out given its "I" back ("Just got new shoes" -> "I just
-    got new shoes", "Researching agencies" -> "I'm researching agencies"); others unchanged."""
-    if _IMPLIED_STATE.match(sentence) or _IMPLIED_ING.match(sentence):
+    got new shoes", "Researching agencies" -> "I'm researching agencies", "Been busy" -> "I've
+    been busy"); others unchanged, among them a sentence whose subject is the -ing phrase
+    ("Winning first place is amazing")."""
+    if _IMPLIED_STATE.match(sentence) or (_IMPLIED_ING.match(sentence) and not _GERUND_SUBJECT.match(sentence)):
         return "I'm " + sentence[:1].lower() + sentence[1:]
+    if _IMPLIED_BEEN.match(sentence):
+        return "I've " + sentence[:1].lower() + sentence[1:]
     if _IMPLIED_PAST.match(sentence):
         return "I " + sentence[:1].lower() + sentence[1:]
     return sentence
@@ -238,8 +249,11 @@ def _thing(phrase: str) -> str:
 
 def _mention(sentence: str, content: list[str]) -> Statement | None:
     """A sentence naming something (a name, a title, a number) that is not the listener's business:
-    "It's a map of Middle-earth from LOTR", "Cindy wrote it"."""
-    if len(content) < 3 or _LISTENER.search(sentence) or not _NAMED_THING.search(sentence, 1):
+    "It's a map of Middle-earth from LOTR", "Cindy wrote it"; or one whose subject is what the
+    speaker does ("Fitting into the new team's style of play was a challenge")."""
+    if len(content) < 3 or _LISTENER.search(sentence):
+        return None
+    if not _NAMED_THING.search(sentence, 1) and not _GERUND_SUBJECT.match(sentence):
         return None
     return Statement("event", "", {}, 4, attributed=True)
 
