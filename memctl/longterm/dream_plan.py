@@ -21,8 +21,9 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from memctl.core.clock import iso
 from memctl.core.config import Settings
 from memctl.longterm.dream_refs import Refs, fold, parse_time
+from memctl.longterm.dream_rows import view_of
 from memctl.longterm.dream_similar import similar_groups
-from memctl.longterm.entries import Entry, LeanRow, Row, new_id
+from memctl.longterm.entries import Entry, Row, new_id
 from memctl.longterm.policies import TypePolicy, known_types, lifespan_of, merge_key
 
 OPS = ("consolidate", "archive", "forget", "merge")
@@ -114,30 +115,34 @@ def plan(entries: Sequence[Entry], refs: Refs, settings: Settings, now: datetime
 
 class _Folded:
     """L5's entries by position in its rows, each with its new references folded in. Rows may
-    be lean (`entries.LeanRow`): an entry is parsed when a rule needs it and not kept, so the
-    planner holds only what its rules keep (a dream of a million entries)."""
+    be lean (`dream_rows.LeanRows`: offsets and ids, the lines left in the file): an entry is
+    parsed when a rule needs it and not kept, so the planner holds only what its rules keep
+    (a dream of a million entries)."""
 
     def __init__(self, rows: Sequence[Row], refs: Refs) -> None:
-        self.rows, self.refs = rows, refs
-        self.positions = array("l", (k for k, row in enumerate(rows) if row.entry_id is not None))
+        self.rows, self.refs = view_of(rows), refs
+        self.positions = array("l", (k for k, entry_id in self.rows.ids() if entry_id is not None))
 
     def id_at(self, position: int) -> str:
-        return self.rows[position].entry_id
+        return self.rows.id_at(position)
 
     def at(self, position: int) -> Entry:
-        return fold(self.rows[position].entry, self.refs)
+        return fold(self.rows.entry_at(position), self.refs)
+
+    def entries(self, skip: set[str]) -> Iterator[tuple[int, Entry]]:
+        """(position, entry) of every entry whose id is not in `skip`, in order, the lines read
+        in chunks."""
+        for position, entry_id, raw in self.rows.entry_lines():
+            if entry_id not in skip:
+                yield position, fold(self.rows.parse(position, raw), self.refs)
 
     def linked_at(self, position: int) -> Entry | None:
         """The entry, or None when its line cannot hold a `supersedes`, `contradicts` or
         `topic` key (most lines, left unparsed). A line with a `\\u` escape is parsed: a key
         may be spelled with one."""
-        row = self.rows[position]
-        if isinstance(row, LeanRow) and not any(marker in row.raw for marker in _LINK_MARKERS):
+        if self.rows.lean and not self.rows.may_link(position):
             return None
         return self.at(position)
-
-
-_LINK_MARKERS = (b'"supersedes"', b'"contradicts"', b'"topic"', b"\\u")
 
 
 def plan_rows(rows: Sequence[Row], refs: Refs, settings: Settings, now: datetime,
@@ -152,7 +157,7 @@ def plan_rows(rows: Sequence[Row], refs: Refs, settings: Settings, now: datetime
     types = known_types(settings)
     view = _Folded(rows, refs)
     changes: list[Change] = []
-    updated = [(rows[p].entry, view.at(p)) for p in view.positions if view.id_at(p) in refs.new]
+    updated = [(view.rows.entry_at(p), view.at(p)) for p in view.positions if view.id_at(p) in refs.new]
     if updated:
         changes.append(Change("refs", [b for b, _ in updated], [a for _, a in updated],
                               f"{sum(refs.new[a.id][0] for _, a in updated)} new references"))
@@ -357,10 +362,7 @@ def _plan_consolidate(view: _Folded, taken: set[str], types: dict[str, TypePolic
     appendable = array("l")  # the positions of the texts compared, in order
 
     def texts() -> Iterator[str]:
-        for position in view.positions:
-            if view.id_at(position) in taken:
-                continue
-            entry = view.at(position)
+        for position, entry in view.entries(taken):
             seen(position, entry)
             if not (entry.type in types and types[entry.type].merges):
                 appendable.append(position)

@@ -94,7 +94,12 @@ class EntryFile:
 
     def snapshot(self, previous: Snapshot | None = None, lean: bool = False) -> Snapshot:
         """Every row now; when the store only grew since `previous`, only the new ones are parsed.
-        `lean` (a dream's read of all of L5): rows that keep their lines and ids only."""
+        `lean` (a dream's read of all of L5): each line's offset, length and id only
+        (`memctl.longterm.dream_rows`)."""
+        if lean:
+            from memctl.longterm.dream_rows import read_lean
+
+            return read_lean(self._path, previous)
         return read_snapshot(self._path, previous, lean)
 
     def iter(self) -> Iterator[Entry]:
@@ -324,6 +329,13 @@ class EntryFile:
             return b""
         if now[0] != before[0] or now[1] <= before[1]:
             return None
+        if snapshot.data is None:  # lean: the bytes read are hashed again in chunks, not held
+            from memctl.longterm.dream_rows import prefix_matches
+
+            if not prefix_matches(self._path, snapshot):
+                return None
+            tail = _read_bytes(self._path, before[1])
+            return tail if tail.endswith(b"\n") else None
         data = _read_bytes(self._path)
         if not snapshot.begins(data):  # an edit in place that also grew it (a few ms to tell)
             return None
@@ -333,6 +345,12 @@ class EntryFile:
     def stage_rewrite(self, rows: list[Row]) -> StagedRewrite:
         """The store's next contents written beside it now, put in place later (`commit`)."""
         return StagedRewrite(self._path, rows)
+
+    def stage_lean_rewrite(self, rewrite) -> "StagedRewrite":
+        """`stage_rewrite` of a lean snapshot's rewrite (`dream_rows.Rewrite`), streamed."""
+        from memctl.longterm.dream_rows import StagedLean
+
+        return StagedLean(self._path, rewrite, STAGED_SUFFIX)
 
     def remove_staged(self) -> int:
         """Remove staged rewrites a killed run left (their owner holds the dream lock); how many."""
@@ -519,9 +537,10 @@ def load_files(store, folder: Path) -> dict[str, int]:
     return store.load_rows(snapshots[0].rows, snapshots[1].rows, [raw for _, raw in source.log_lines()])
 
 
-def _read_bytes(path: Path) -> bytes:
+def _read_bytes(path: Path, start: int = 0) -> bytes:
     try:
         with open(path, "rb") as handle:
+            handle.seek(start)
             return handle.read()
     except FileNotFoundError:
         return b""
