@@ -70,7 +70,7 @@ class Plan:
     now: str
     l5_count: int
     changes: list[Change]
-    kept: list[tuple[str, str]]  # (id, the rule that kept it)
+    kept: Sequence[tuple[str, str]]  # (id, the rule that kept it): a list, or `Kept`
     refs: Refs = field(default_factory=Refs)
 
     @property
@@ -136,6 +136,10 @@ class _Folded:
             if entry_id not in skip:
                 yield position, fold(self.rows.parse(position, raw), self.refs)
 
+    def twice(self) -> set[str]:
+        """The ids on two lines or more."""
+        return self.rows.twice()
+
     def linked_at(self, position: int) -> Entry | None:
         """The entry, or None when its line cannot hold a `supersedes`, `contradicts` or
         `topic` key (most lines, left unparsed). A line with a `\\u` escape is parsed: a key
@@ -182,9 +186,7 @@ def plan_rows(rows: Sequence[Row], refs: Refs, settings: Settings, now: datetime
         for change in _plan_merge([view.at(p) for p in mergeable if view.id_at(p) not in taken],
                                   cfg, stamp, summarizer):
             take(change)
-            for e in change.before:
-                kept.pop(e.id, None)
-    return Plan(stamp, len(view.positions), changes, [(i, r) for i, r in kept.items() if i not in taken], refs)
+    return Plan(stamp, len(view.positions), changes, kept.without(taken), refs)
 
 
 class _Ageing:
@@ -225,10 +227,59 @@ class _Ageing:
         return code
 
 
-def _plan_ageing(view: _Folded, taken: set[str], ageing: _Ageing, take) -> tuple[dict[str, str], list[int]]:
+class Kept(Sequence):
+    """(id, the rule that kept it) of each entry a dream leaves in L5, in L5 order — held as
+    positions and rule numbers (a million entries: not a million tuples and ids). An id on
+    two lines is kept once, at its first line, with its last line's rule (what a dict of
+    id -> rule made)."""
+
+    def __init__(self, view: _Folded, rules: list[str]) -> None:
+        self._view, self._rules = view, rules
+        self._positions = array("l")
+        self._codes = array("l")
+        self._twice: dict[str, int] = {}  # an id on two lines of L5 -> its place here
+
+    def add(self, position: int, code: int, twice: bool) -> None:
+        if twice:
+            entry_id = self._view.id_at(position)
+            if entry_id in self._twice:
+                self._codes[self._twice[entry_id]] = code
+                return
+            self._twice[entry_id] = len(self._positions)
+        self._positions.append(position)
+        self._codes.append(code)
+
+    def without(self, ids: set[str]) -> "Kept":
+        other = Kept(self._view, self._rules)
+        for position, code in zip(self._positions, self._codes):
+            if self._view.id_at(position) not in ids:
+                other._positions.append(position)
+                other._codes.append(code)
+        return other
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[k] for k in range(*index.indices(len(self)))]
+        return self._view.id_at(self._positions[index]), self._rules[self._codes[index]]
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return ((self._view.id_at(p), self._rules[c]) for p, c in zip(self._positions, self._codes))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"Kept({list(self)!r})"
+
+
+def _plan_ageing(view: _Folded, taken: set[str], ageing: _Ageing, take) -> tuple[Kept, list[int]]:
     """Archive, then forget, each entry no earlier rule took, in L5 order; the rule that kept
     each other one, and the positions the merge rule may group."""
-    kept: dict[str, str] = {}
+    kept = Kept(view, [rule for rule, _ in ageing.verdicts])
+    twice = view.twice()
     mergeable: list[int] = []
     for position in view.positions:
         if view.id_at(position) in taken:
@@ -239,9 +290,8 @@ def _plan_ageing(view: _Folded, taken: set[str], ageing: _Ageing, take) -> tuple
         if code == ageing.CHANGES:
             take(ageing.change(view.at(position)))
             continue
-        rule, merges = ageing.verdicts[code]
-        kept[view.id_at(position)] = rule
-        if merges:
+        kept.add(position, code, bool(twice) and view.id_at(position) in twice)
+        if ageing.verdicts[code][1]:
             mergeable.append(position)
     return kept, mergeable
 

@@ -13,6 +13,7 @@ snapshot held as a list of rows (the server's, or `plan` over entries) the same 
 from __future__ import annotations
 
 import hashlib
+import heapq
 import os
 from array import array
 from typing import Iterable, Iterator
@@ -106,6 +107,28 @@ class LeanRows:
                 start = starts[position]
                 yield position, ids[start:start + size].decode("utf-8", "surrogatepass")
 
+    def twice(self) -> set[str]:
+        """The ids on two lines or more: their hashes sorted in runs of flat arrays first, so
+        that only the few that hash alike are compared as strings."""
+        runs: list[array] = []
+        for start in range(0, len(self), 1 << 19):
+            hashes = sorted(hash(i) for _, i in _ids_between(self, start, start + (1 << 19)) if i is not None)
+            runs.append(array("q", hashes))
+        alike, last = set(), None
+        for value in heapq.merge(*runs):
+            if value == last:
+                alike.add(value)
+            last = value
+        del runs
+        if not alike:
+            return set()
+        seen: set[str] = set()
+        twice: set[str] = set()
+        for _, entry_id in self.ids():
+            if entry_id is not None and hash(entry_id) in alike:
+                (twice if entry_id in seen else seen).add(entry_id)
+        return twice
+
     def may_link(self, position: int) -> bool:
         return bool(self._links[position])
 
@@ -184,6 +207,14 @@ class ListRows:
     def raw_at(self, position: int) -> bytes:
         return self.rows[position].raw
 
+    def twice(self) -> set[str]:
+        seen: set[str] = set()
+        twice: set[str] = set()
+        for row in self.rows:
+            if row.entry_id is not None:
+                (twice if row.entry_id in seen else seen).add(row.entry_id)
+        return twice
+
     def entry_lines(self) -> Iterator[tuple[int, str, bytes]]:
         return ((k, row.entry_id, row.raw) for k, row in enumerate(self.rows) if row.entry is not None)
 
@@ -195,6 +226,11 @@ class ListRows:
 
     def row_at(self, position: int) -> Row:
         return self.rows[position]
+
+
+def _ids_between(rows: LeanRows, start: int, end: int) -> Iterator[tuple[int, str | None]]:
+    for position in range(start, min(end, len(rows))):
+        yield position, rows.id_at(position)
 
 
 def view_of(rows) -> LeanRows | ListRows:
