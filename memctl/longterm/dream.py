@@ -136,7 +136,7 @@ def run(settings: Settings, now: datetime, options: DreamOptions) -> DreamReport
             steps += len(held)
             longest = max([longest] + held)
             for change in applied:
-                counts[change.op] += len(change.after) if change.op == "refs" else len(change.removed)
+                counts[change.op] += len(change.after_ids) if change.op == "refs" else change.removed_count
             if current_plan is first and read_offset(layout) != refs.offset_after:
                 with writing(layout, wait, STEP_POLL, whole=True):
                     write_offset(layout, refs.offset_after)

@@ -117,7 +117,7 @@ class _Run:
 
     def _prepare(self, batch: list[Change], snapshot: Snapshot) -> tuple[list[Change], int, "_Located"]:
         view = view_of(snapshot.rows)
-        located = _Located(view, {e.id for c in batch for e in c.before + c.after})
+        located = _Located(view, {i for c in batch for i in c.before_ids + c.after_ids})
         good, stale = _still_planned(batch, view, located.position, self.expected, self.plan.refs, located.twice)
         return good, stale, located
 
@@ -226,15 +226,15 @@ def _still_planned(batch: list[Change], view, position: dict[str, int], expected
     change about an id that is on two lines of L5 never applies: it would drop one text."""
     good, skipped = [], 0
     for change in batch:
-        if any(e.id in twice for e in change.before):
+        if any(i in twice for i in change.before_ids):
             skipped += 1
         elif change.op == "refs":
             # additive: fold into whatever the entry is now
-            live = [view.entry_at(position[e.id]) for e in change.before if e.id in position]
+            live = [view.entry_at(position[i]) for i in change.before_ids if i in position]
             if live:
                 good.append(Change("refs", live, [fold(e, refs) for e in live], change.reason))
-        elif any(e.id not in position or line_digest(view.raw_at(position[e.id])) != expected.get(e.id)
-                 for e in change.before):
+        elif any(i not in position or line_digest(view.raw_at(position[i])) != expected.get(i)
+                 for i in change.before_ids):
             skipped += 1
         else:
             good.append(change)
@@ -248,7 +248,7 @@ def line_digest(raw: bytes) -> bytes:
 
 def _planned_digests(plan_: Plan, view) -> dict[str, bytes]:
     """The digest of the line of each entry a change was planned on (the last line of its id)."""
-    wanted = {e.id for c in plan_.changes for e in c.before}
+    wanted = {i for c in plan_.changes for i in c.before_ids}
     position = {entry_id: k for k, entry_id in view.ids() if entry_id in wanted}
     return {entry_id: line_digest(view.raw_at(k)) for entry_id, k in position.items()}
 

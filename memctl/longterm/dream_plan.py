@@ -23,32 +23,67 @@ from memctl.core.config import Settings
 from memctl.longterm.dream_refs import Refs, fold, parse_time
 from memctl.longterm.dream_rows import view_of
 from memctl.longterm.dream_similar import similar_groups
-from memctl.longterm.entries import Entry, Row, new_id
+from memctl.core import jsoncodec
+from memctl.longterm.entries import Entry, Row, entry_line, new_id
 from memctl.longterm.policies import TypePolicy, known_types, lifespan_of, merge_key
 
 OPS = ("consolidate", "archive", "forget", "merge")
 
 
-@dataclass
 class Change:
-    op: str  # consolidate | archive | forget | merge | refs
-    before: list[Entry]  # entries as they are in L5 now (removed, or updated in place)
-    after: list[Entry]  # new entries, or the updated versions (same ids as `before`)
-    reason: str  # why, for people: "superseded by m1234", "3× verified", ...
+    """One change a dream makes, with its reason. Its entries are held as their stored lines
+    and read again on each use (a million-entry plan holds ~200k of them: a parsed entry costs
+    about 1 KB, its line a third of that); `before` and `after` are new lists of new entries
+    on each read."""
+
+    __slots__ = ("op", "reason", "_before", "_after", "_before_ids", "_after_ids")
+
+    def __init__(self, op: str, before: list[Entry], after: list[Entry], reason: str) -> None:
+        self.op = op  # consolidate | archive | forget | merge | refs
+        self.reason = reason  # why, for people: "superseded by m1234", "3× verified", ...
+        # before: entries as they are in L5 now (removed, or updated in place);
+        # after: new entries, or the updated versions (same ids as `before`)
+        self._before, self._before_ids = _packed(before)
+        self._after, self._after_ids = _packed(after)
+
+    before = property(lambda self: _unpacked(self._before))
+    after = property(lambda self: _unpacked(self._after))
+
+    @property
+    def before_ids(self) -> tuple[str, ...]:
+        return self._before_ids
+
+    @property
+    def after_ids(self) -> tuple[str, ...]:
+        return self._after_ids
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.op, self.reason, self._before, self._after) == (other.op, other.reason, other._before, other._after)
+
+    def __repr__(self) -> str:
+        return f"Change(op={self.op!r}, before={self.before!r}, after={self.after!r}, reason={self.reason!r})"
 
     @property
     def removed(self) -> list[Entry]:
-        after = {e.id for e in self.after}
+        after = set(self._after_ids)
         return [e for e in self.before if e.id not in after]
 
     @property
     def added(self) -> list[Entry]:
-        before = {e.id for e in self.before}
+        before = set(self._before_ids)
         return [e for e in self.after if e.id not in before]
 
     @property
+    def removed_count(self) -> int:
+        after = set(self._after_ids)
+        return sum(1 for i in self._before_ids if i not in after)
+
+    @property
     def net_removed(self) -> int:
-        return len(self.removed) - len(self.added)
+        before = set(self._before_ids)
+        return self.removed_count - sum(1 for i in self._after_ids if i not in before)
 
     def describe(self) -> list[str]:
         if self.op == "refs":
@@ -62,7 +97,7 @@ class Change:
     def to_dict(self) -> dict:
         return {"op": self.op, "reason": self.reason, "remove": [e.id for e in self.removed],
                 "add": [e.to_dict() for e in self.added],
-                "update": [e.id for e in self.after if e.id in {b.id for b in self.before}]}
+                "update": [i for i in self._after_ids if i in set(self._before_ids)]}
 
 
 @dataclass
@@ -80,7 +115,7 @@ class Plan:
     def counts(self) -> dict[str, int]:
         counts: Counter = Counter()
         for change in self.changes:
-            counts[change.op] += len(change.removed) if change.op != "refs" else len(change.after)
+            counts[change.op] += change.removed_count if change.op != "refs" else len(change.after_ids)
         return dict(counts)
 
     def totals_text(self) -> str:
@@ -93,6 +128,14 @@ class Plan:
         return {"now": self.now, "l5_entries": self.l5_count, "counts": self.counts(),
                 "net_removed": self.net_removed, "changes": [c.to_dict() for c in self.changes],
                 "kept": len(self.kept)}
+
+
+def _packed(entries: list[Entry]) -> tuple[tuple[bytes, ...], tuple[str, ...]]:
+    return tuple(entry_line(e) for e in entries), tuple(e.id for e in entries)
+
+
+def _unpacked(lines: tuple[bytes, ...]) -> list[Entry]:
+    return [Entry.from_dict(jsoncodec.loads(line)) for line in lines]
 
 
 def last_written(entry: Entry) -> datetime | None:
@@ -171,7 +214,7 @@ def plan_rows(rows: Sequence[Row], refs: Refs, settings: Settings, now: datetime
 
     def take(change: Change) -> None:
         changes.append(change)
-        taken.update(e.id for e in change.before)
+        taken.update(change.before_ids)
 
     if "forget" in ops:
         for change in _plan_superseded(view, types):
