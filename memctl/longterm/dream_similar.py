@@ -23,6 +23,7 @@ MAX_BUCKET = 400
 OVERLAP = 0.6  # token overlap assumed between near-duplicates, for the prefix length
 MAX_PREFIX = 4
 WINDOW = 64  # neighbours compared inside an oversized bucket, by sorted length
+CHUNK_NUMBERS = 1 << 18  # token numbers written or read at a time
 
 
 def similar_groups(texts: Iterable[str], cutoff: float) -> list[list[int]]:
@@ -87,8 +88,8 @@ class _Keys:
 
         self._file = tempfile.TemporaryFile(prefix="memctl-dream-keys-", buffering=0)
         self._offsets = array("q")
-        self._lengths = array("l")  # in characters, for the length sort
-        self._sizes = array("l")  # in bytes
+        self._lengths = array("i")  # in characters, for the length sort
+        self._sizes = array("i")  # in bytes
         self._pending: list[bytes] = []
 
     def __enter__(self) -> "_Keys":
@@ -130,21 +131,22 @@ class _Keys:
 def _keys_and_blocks(texts: Iterable[str], keys: _Keys) -> Iterator[list[int]]:
     """Each text's key (into `keys`), and the buckets of two or more (members in index order)."""
     vocabulary: dict[str, int] = {}  # token -> number
-    tokens = array("l")  # every text's token numbers, one after the other
-    ends = array("q")  # where each text's numbers end
+    df = array("l")  # per token number: how many texts hold it
+    tokens = _Spill()  # every text's token numbers, in a temporary file
     numbers: dict[str, int] = {}  # the words holding digits (sorted, joined), as a number
-    number_of = array("l")
+    number_of = array("i")
     for text in texts:
         norm = normalize(text)
         keys.append(" ".join(sorted(norm.split())))
         found, nums = features(norm)
-        tokens.extend(vocabulary.setdefault(t, len(vocabulary)) for t in found)
-        ends.append(len(tokens))
+        numbered = array("i", (vocabulary.setdefault(t, len(vocabulary)) for t in found))
+        if len(df) < len(vocabulary):
+            df.extend([0] * (len(vocabulary) - len(df)))
+        for t in numbered:
+            df[t] += 1
+        tokens.append(numbered)
         number_of.append(numbers.setdefault("\0".join(sorted(nums)), len(numbers)))
     del numbers
-    df = array("l", bytes(8 * len(vocabulary)))
-    for t in tokens:
-        df[t] += 1
     # a token no other text has cannot find a duplicate; rank the shared ones, rarest first
     spelling = list(vocabulary)  # ties in rarity: the alphabetically first token first
     rank = array("l", [-1]) * len(vocabulary)
@@ -154,20 +156,67 @@ def _keys_and_blocks(texts: Iterable[str], keys: _Keys) -> Iterator[list[int]]:
     width = len(rank) + 1
     runs = _Runs()  # (numbers, token) as one number, then the text: sorted, they are the buckets
     alone: dict[tuple[int, str], list[int]] = {}
-    start = 0
-    for index, end in enumerate(ends):
+    count = len(keys)
+    for index, numbered in enumerate(tokens.read()):
         # prefix filtering: texts sharing >= OVERLAP of their tokens share one of their
         # len - ceil(OVERLAP * len) + 1 rarest tokens; nums in the key: different numbers never meet
-        ranked = sorted(r for r in (rank[t] for t in tokens[start:end]) if r >= 0)
-        start = end
+        ranked = sorted(r for r in (rank[t] for t in numbered) if r >= 0)
         if not ranked:
             alone.setdefault((number_of[index], hash(keys[index])), []).append(index)  # exact text only
             continue
         prefix = min(MAX_PREFIX, len(ranked) - math.ceil(OVERLAP * len(ranked)) + 1)
         for token in ranked[:max(prefix, 1)]:
-            runs.add((number_of[index] * width + token) * len(ends) + index)
-    del tokens, ends, rank
-    return _buckets(runs.merged(), len(keys), _exact(alone, keys))
+            runs.add((number_of[index] * width + token) * count + index)
+    tokens.close()
+    del rank
+    return _buckets(runs.merged(), count, _exact(alone, keys))
+
+
+class _Spill:
+    """Arrays of numbers written one after the other to a temporary file, read back in order."""
+
+    def __init__(self) -> None:
+        import tempfile
+
+        self._file = tempfile.TemporaryFile(prefix="memctl-dream-tokens-", buffering=0)
+        self._sizes = array("i")
+        self._pending = array("i")
+
+    def append(self, numbers: array) -> None:
+        self._sizes.append(len(numbers))
+        self._pending.extend(numbers)
+        if len(self._pending) >= CHUNK_NUMBERS:
+            self._flush()
+
+    def _flush(self) -> None:
+        write_all(self._file.fileno(), self._pending.tobytes())
+        self._pending = array("i")
+
+    def read(self) -> Iterator[array]:
+        self._flush()
+        os.lseek(self._file.fileno(), 0, os.SEEK_SET)
+        block, at = array("i"), 0
+        for size in self._sizes:
+            if at + size > len(block):
+                block, at = block[at:], 0
+                want = max(CHUNK_NUMBERS, size - len(block))
+                block.frombytes(_read_exactly(self._file.fileno(), want * block.itemsize))
+            yield block[at:at + size]
+            at += size
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _read_exactly(fd: int, size: int) -> bytes:
+    """Up to `size` bytes (fewer only at the end of the file), a whole number of 4-byte items."""
+    data = b""
+    while len(data) < size:
+        more = os.read(fd, size - len(data))
+        if not more:
+            break
+        data += more
+    return data[:len(data) - len(data) % 4]
 
 
 def _exact(alone: dict[tuple[int, int], list[int]], keys: _Keys) -> Iterator[list[int]]:
@@ -185,7 +234,7 @@ def _exact(alone: dict[tuple[int, int], list[int]], keys: _Keys) -> Iterator[lis
 class _Runs:
     """Numbers sorted in bounded memory: sorted runs kept as flat arrays, merged when read."""
 
-    RUN = 1 << 19
+    RUN = 1 << 17  # numbers sorted as Python ints at a time (~5 MB)
 
     def __init__(self) -> None:
         self._runs: list[array] = []
