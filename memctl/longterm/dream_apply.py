@@ -133,10 +133,10 @@ class _Run:
         good, stale, located = self._prepare(batch, snapshot)
         if not good:
             return [], stale, snapshot, None
-        contents = _step_contents(self.store, located, good, self.run_id, self.stamp, number)
-        added = {e.id for c in good for e in c.added}
+        contents = _Contents(self.store, located, good, self.run_id, self.stamp, number)
+        added = {i for c in good for i in c.after_ids if i not in set(c.before_ids)}
         step = self._step(batch, number)
-        payloads = step.encoded(contents.to_l6, contents.records)
+        payloads = contents.encoded()
         staged = self.store.active.stage_lean_rewrite(contents.rewrite)
         try:
             with writing(self.layout, self.wait, STEP_POLL, whole=True):
@@ -157,14 +157,15 @@ class _Run:
             good, stale, located = self._prepare(batch, snapshot)
             if not good:
                 return [], stale, snapshot, None
-            contents = _step_contents(self.store, located, good, self.run_id, self.stamp, number)
+            contents = _Contents(self.store, located, good, self.run_id, self.stamp, number)
             step = self._step(batch, number)
             if contents.rewrite is None:  # rows held as a list: a server's
-                written = step.write(contents.new_rows, contents.to_l6, contents.records)
+                written = step.write(contents.new_rows, *contents.lists())
             else:
+                payloads = contents.encoded()
                 staged = self.store.active.stage_lean_rewrite(contents.rewrite)
                 try:
-                    written = step.commit(staged, b"", [], step.encoded(contents.to_l6, contents.records))
+                    written = step.commit(staged, b"", [], payloads)
                 finally:
                     staged.discard()
             return good, stale, written, time.monotonic() - locked_at
@@ -273,11 +274,6 @@ class Step:
         with self._journaled(appends, new_rows=new_rows):
             return self.store.active.rewrite(new_rows)
 
-    def encoded(self, to_l6: list, records: list[dict]) -> tuple[bytes, bytes]:
-        """The L6 copies and the audit records as bytes (thousands of entries encode in tenths
-        of a second: a staged step does it before the lock)."""
-        return self.store.archive.encode(to_l6), self.store.encode_log(records)
-
     def commit(self, staged: StagedRewrite, tail: bytes, tail_rows: list[Row],
                payloads: tuple[bytes, bytes]) -> Snapshot:
         """The same writes, L5 being a staged rewrite plus what was appended since it was read."""
@@ -300,33 +296,58 @@ class Step:
 
 
 class _Contents:
-    """What one step writes: L5's new rows (a lean `Rewrite`, or a list of rows), the L6
-    copies, the audit records."""
+    """What one step writes: L5's new rows (a lean `Rewrite`, or a list of rows), then the L6
+    copies and the audit records, made one change at a time as they are encoded (a step of
+    20,000 changes: their dicts and entries all at once would be hundreds of MB)."""
 
-    def __init__(self, rewrite: Rewrite | None, new_rows: list[Row] | None, to_l6: list, records: list[dict]):
-        self.rewrite, self.new_rows, self.to_l6, self.records = rewrite, new_rows, to_l6, records
+    def __init__(self, store: JsonlEntryStore, located: _Located, good: list[Change], run_id: str, stamp: str,
+                 step: int) -> None:
+        self.store, self.located, self.good = store, located, good
+        self.run_id, self.stamp, self.step = run_id, stamp, step
+        view, position = located.view, located.position
+        removed = {position[i] for c in good for i in c.before_ids if i not in set(c.after_ids)}
+        replaced = {position[e.id]: e for c in good for e in c.after if e.id in position}
+        added = [e for c in good for e in c.added]
+        if view.lean:
+            self.rewrite = Rewrite(view, removed, {k: store.stored_form(e) for k, e in replaced.items()},
+                                   [(e.id, store.stored_form(e)) for e in added])
+            self.new_rows = None
+        else:
+            self.rewrite = None
+            self.new_rows = [store.row_for(replaced[k]) if k in replaced else row
+                             for k, row in enumerate(view.rows) if k not in removed]
+            self.new_rows += [store.row_for(e) for e in added]
 
+    def per_change(self) -> Iterator[tuple[list, dict]]:
+        """(the L6 copies, the audit record) of each change, in order."""
+        view, position, anchor = self.located.view, self.located.position, self.located.anchor
+        for c in self.good:
+            before, after = c.before, c.after
+            kept = set(c.after_ids)
+            removed = [e for e in before if e.id not in kept]
+            added = [e for e in after if e.id not in set(c.before_ids)]
+            copies = [e.replace(left_at=self.stamp, reason=REASONS[c.op], note=c.reason, run=self.run_id,
+                                extra=dict(e.extra)) for e in removed]
+            record = {"run": self.run_id, "at": self.stamp, "op": c.op, "step": self.step,
+                      "ids": [e.id for e in before] + [e.id for e in added],
+                      "before": [self.store.record_of(view.row_at(position[e.id])) for e in before],
+                      "after": [e.to_dict() for e in after], "reason": c.reason,
+                      "anchors": {e.id: anchor.get(e.id) for e in removed}}
+            yield copies, record
 
-def _step_contents(store: JsonlEntryStore, located: _Located, good: list[Change], run_id: str, stamp: str,
-                   step: int) -> _Contents:
-    view, position = located.view, located.position
-    removed = {position[e.id] for c in good for e in c.removed}
-    replaced = {position[e.id]: e for c in good for e in c.after if e.id in position}
-    added = [e for c in good for e in c.added]
-    if view.lean:
-        rewrite = Rewrite(view, removed, {k: store.stored_form(e) for k, e in replaced.items()},
-                          [(e.id, store.stored_form(e)) for e in added])
-        new_rows = None
-    else:
-        rewrite = None
-        new_rows = [store.row_for(replaced[k]) if k in replaced else row
-                    for k, row in enumerate(view.rows) if k not in removed]
-        new_rows += [store.row_for(e) for e in added]
-    to_l6 = [e.replace(left_at=stamp, reason=REASONS[c.op], note=c.reason, run=run_id, extra=dict(e.extra))
-             for c in good for e in c.removed]
-    records = [{"run": run_id, "at": stamp, "op": c.op, "step": step,
-                "ids": [e.id for e in c.before] + [e.id for e in c.added],
-                "before": [store.record_of(view.row_at(position[e.id])) for e in c.before],
-                "after": [e.to_dict() for e in c.after], "reason": c.reason,
-                "anchors": {e.id: located.anchor.get(e.id) for e in c.removed}} for c in good]
-    return _Contents(rewrite, new_rows, to_l6, records)
+    def lists(self) -> tuple[list, list[dict]]:
+        to_l6: list = []
+        records: list[dict] = []
+        for copies, record in self.per_change():
+            to_l6 += copies
+            records.append(record)
+        return to_l6, records
+
+    def encoded(self) -> tuple[bytearray, bytearray]:
+        """The L6 copies and the audit records as bytes, encoded a change at a time (thousands
+        of entries encode in tenths of a second: a staged step does it before the lock)."""
+        to_l6, log = bytearray(), bytearray()
+        for copies, record in self.per_change():
+            to_l6 += self.store.archive.encode(copies)
+            log += self.store.encode_log([record])
+        return to_l6, log
