@@ -24,10 +24,10 @@ from memctl.core.errors import LockBusy, MemctlError
 from memctl.core.fsutil import open_lock_file, try_lock
 from memctl.longterm.dream_plan import OPS, Change, Plan
 from memctl.longterm.dream_refs import Refs, fold
-from memctl.longterm.dream_rows import Rewrite, view_of
+from memctl.longterm.dream_rows import Rewrite, StagedLean, view_of
 from memctl.longterm.entries import Row, Snapshot, parse_rows
 from memctl.longterm.recovery import journaled_rewrite, writing
-from memctl.longterm.store import JsonlEntryStore, StagedRewrite, open_store
+from memctl.longterm.store import JsonlEntryStore, open_store
 
 STEP_CHANGES = 1000  # changes applied per locked step (at least): keeps each lock hold short
 MAX_STEPS = 6
@@ -274,7 +274,7 @@ class Step:
         with self._journaled(appends, new_rows=new_rows):
             return self.store.active.rewrite(new_rows)
 
-    def commit(self, staged: StagedRewrite, tail: bytes, tail_rows: list[Row],
+    def commit(self, staged: StagedLean, tail: bytes, tail_rows: list[Row],
                payloads: tuple[bytes, bytes]) -> Snapshot:
         """The same writes, L5 being a staged rewrite plus what was appended since it was read."""
 

@@ -12,15 +12,16 @@ snapshot held as a list of rows (the server's, or `plan` over entries) the same 
 
 from __future__ import annotations
 
-import hashlib
-import heapq
 import os
 from array import array
-from typing import Iterable, Iterator
 
 from memctl.core import jsoncodec
 from memctl.core.fsutil import StagedFile
-from memctl.longterm.entries import BAD_LINE, Entry, LeanRow, Row, Snapshot, file_stamp, lean_snapshot
+from memctl.longterm.entries import BAD_LINE, Entry, LeanRow, Row, Snapshot, file_stamp, lean_snapshot, rows_bytes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterable, Iterator
 
 CHUNK = 4 << 20  # bytes read or written at a time
 _NOT_ENTRY = -1
@@ -110,6 +111,8 @@ class LeanRows:
     def twice(self) -> set[str]:
         """The ids on two lines or more: their hashes sorted in runs of flat arrays first, so
         that only the few that hash alike are compared as strings."""
+        import heapq
+
         runs: list[array] = []
         for start in range(0, len(self), 1 << 19):
             hashes = sorted(hash(i) for _, i in _ids_between(self, start, start + (1 << 19)) if i is not None)
@@ -297,6 +300,8 @@ def _hash_prefix(fd: int, size: int, digest) -> None:
 
 def read_lean(path, previous: Snapshot | None = None) -> Snapshot:
     """A lean snapshot of the store at `path` (rows: `LeanRows`)."""
+    import hashlib
+
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
     except FileNotFoundError:
@@ -328,6 +333,8 @@ def read_lean(path, previous: Snapshot | None = None) -> Snapshot:
 def prefix_matches(path, snapshot: Snapshot) -> bool:
     """Whether the store at `path` still begins with the bytes `snapshot` was read from
     (hashed in chunks: a lean snapshot keeps no copy of them)."""
+    import hashlib
+
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
     except FileNotFoundError:
@@ -357,10 +364,12 @@ class Rewrite:
 
 
 class StagedLean:
-    """`store.StagedRewrite` for a lean rewrite: the new L5 streamed beside L5 in chunks, its
+    """`StagedRewrite` for a lean rewrite: the new L5 streamed beside L5 in chunks, its
     rows (offsets, ids) recorded on the way, so neither the old nor the new bytes are held."""
 
     def __init__(self, path, rewrite: Rewrite, suffix: str) -> None:
+        import hashlib
+
         self._path = path
         self._rows = LeanRows(None)
         self._hash = hashlib.sha256()
@@ -388,9 +397,11 @@ class StagedLean:
         return block
 
     def present(self) -> bool:
+        """Still on disk (nobody removed it meanwhile)."""
         return self._staged.present()
 
     def digest_with(self, tail: bytes) -> str:
+        """sha256 of the store once committed with `tail` appended."""
         digest = self._hash.copy()
         digest.update(tail)
         return digest.hexdigest()
@@ -407,3 +418,28 @@ class StagedLean:
 
     def discard(self) -> None:
         self._staged.discard()
+
+
+class StagedRewrite(StagedLean):
+    """A rewrite of L5 or L6 prepared outside the writer lock: its bytes are on disk beside the
+    store and hashed, so that under the lock only what was appended meanwhile is added. Its
+    bytes are not kept once written: the snapshot it commits is lean (size and sha256). (A
+    dream's steps stream theirs: `StagedLean`.)"""
+
+    def __init__(self, path, rows: list[Row], suffix: str) -> None:
+        import hashlib
+
+        self.rows = rows
+        data = rows_bytes(rows)
+        self._size = len(data)
+        self._hash = hashlib.sha256(data)
+        # not `.tmp`: every writer sweeps those at its start, and this one outlives a lock hold
+        self._staged = StagedFile(path, data, suffix=suffix)
+        self._path = path
+
+    def commit(self, tail: bytes, tail_rows: list[Row]) -> Snapshot:
+        """Put the staged rows in place with `tail` (its rows: `tail_rows`) appended."""
+        self._staged.put_in_place(tail)
+        # every row's line and the tail end with a newline: the store ends with a whole line
+        return lean_snapshot(self._path, self.rows + tail_rows, file_stamp(self._path), self._size + len(tail),
+                             self.digest_with(tail), True)

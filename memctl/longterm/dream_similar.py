@@ -10,30 +10,28 @@ from __future__ import annotations
 
 import heapq
 import math
-import os
 from array import array
 from typing import Iterable, Iterator
 
 from rapidfuzz import fuzz, process
 
-from memctl.core.fsutil import write_all
+from memctl.longterm.dream_scratch import ScratchKeys, ScratchNumbers
 from memctl.longterm.policies import features, normalize
 
 MAX_BUCKET = 400
 OVERLAP = 0.6  # token overlap assumed between near-duplicates, for the prefix length
 MAX_PREFIX = 4
 WINDOW = 64  # neighbours compared inside an oversized bucket, by sorted length
-CHUNK_NUMBERS = 1 << 18  # token numbers written or read at a time
 
 
 def similar_groups(texts: Iterable[str], cutoff: float) -> list[list[int]]:
     """Groups (index lists, ≥ 2) of texts whose word-sorted edit similarity to the group's
     centre reaches `cutoff`. Candidates come from blocking only: texts with the same numbers
     that share a pair of their rarest shared tokens (prefix filtering). `texts` is read once;
-    what is kept of each is its token numbers in a flat array and its sorted key in a
-    temporary file, read again when a bucket compares it (a million texts: their keys alone
-    would be a few hundred MB)."""
-    with _Keys() as keys:
+    what is kept of each is its sorted key and its token numbers, in temporary files
+    (`dream_scratch`), the key read again when a bucket compares it (a million texts: their
+    keys alone would be a few hundred MB)."""
+    with ScratchKeys() as keys:
         blocks = _keys_and_blocks(texts, keys)
         count = len(keys)
         parent = array("l", range(count))
@@ -80,59 +78,11 @@ def _components(parent: array, find, count: int) -> Iterator[list[int]]:
     return iter(components.values())
 
 
-class _Keys:
-    """Every text's key (its normalized words, sorted) in a temporary file, read by index."""
-
-    def __init__(self) -> None:
-        import tempfile
-
-        self._file = tempfile.TemporaryFile(prefix="memctl-dream-keys-", buffering=0)
-        self._offsets = array("q")
-        self._lengths = array("i")  # in characters, for the length sort
-        self._sizes = array("i")  # in bytes
-        self._pending: list[bytes] = []
-
-    def __enter__(self) -> "_Keys":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._file.close()
-
-    def append(self, key: str) -> None:
-        data = key.encode("utf-8", "surrogatepass")
-        self._offsets.append(self._end())
-        self._lengths.append(len(key))
-        self._sizes.append(len(data))
-        self._pending.append(data)
-        if len(self._pending) >= 4096:
-            self._flush()
-
-    def _end(self) -> int:
-        return self._offsets[-1] + self._sizes[-1] if self._offsets else 0
-
-    def _flush(self) -> None:
-        if self._pending:
-            os.lseek(self._file.fileno(), 0, os.SEEK_END)
-            write_all(self._file.fileno(), b"".join(self._pending))
-            self._pending = []
-
-    def __len__(self) -> int:
-        return len(self._offsets)
-
-    def length(self, index: int) -> int:
-        return self._lengths[index]
-
-    def __getitem__(self, index: int) -> str:
-        self._flush()
-        data = os.pread(self._file.fileno(), self._sizes[index], self._offsets[index])
-        return data.decode("utf-8", "surrogatepass")
-
-
-def _keys_and_blocks(texts: Iterable[str], keys: _Keys) -> Iterator[list[int]]:
+def _keys_and_blocks(texts: Iterable[str], keys: ScratchKeys) -> Iterator[list[int]]:
     """Each text's key (into `keys`), and the buckets of two or more (members in index order)."""
     vocabulary: dict[str, int] = {}  # token -> number
     df = array("l")  # per token number: how many texts hold it
-    tokens = _Spill()  # every text's token numbers, in a temporary file
+    tokens = ScratchNumbers()  # every text's token numbers, in a temporary file
     numbers: dict[str, int] = {}  # the words holding digits (sorted, joined), as a number
     number_of = array("i")
     for text in texts:
@@ -172,54 +122,7 @@ def _keys_and_blocks(texts: Iterable[str], keys: _Keys) -> Iterator[list[int]]:
     return _buckets(runs.merged(), count, _exact(alone, keys))
 
 
-class _Spill:
-    """Arrays of numbers written one after the other to a temporary file, read back in order."""
-
-    def __init__(self) -> None:
-        import tempfile
-
-        self._file = tempfile.TemporaryFile(prefix="memctl-dream-tokens-", buffering=0)
-        self._sizes = array("i")
-        self._pending = array("i")
-
-    def append(self, numbers: array) -> None:
-        self._sizes.append(len(numbers))
-        self._pending.extend(numbers)
-        if len(self._pending) >= CHUNK_NUMBERS:
-            self._flush()
-
-    def _flush(self) -> None:
-        write_all(self._file.fileno(), self._pending.tobytes())
-        self._pending = array("i")
-
-    def read(self) -> Iterator[array]:
-        self._flush()
-        os.lseek(self._file.fileno(), 0, os.SEEK_SET)
-        block, at = array("i"), 0
-        for size in self._sizes:
-            if at + size > len(block):
-                block, at = block[at:], 0
-                want = max(CHUNK_NUMBERS, size - len(block))
-                block.frombytes(_read_exactly(self._file.fileno(), want * block.itemsize))
-            yield block[at:at + size]
-            at += size
-
-    def close(self) -> None:
-        self._file.close()
-
-
-def _read_exactly(fd: int, size: int) -> bytes:
-    """Up to `size` bytes (fewer only at the end of the file), a whole number of 4-byte items."""
-    data = b""
-    while len(data) < size:
-        more = os.read(fd, size - len(data))
-        if not more:
-            break
-        data += more
-    return data[:len(data) - len(data) % 4]
-
-
-def _exact(alone: dict[tuple[int, int], list[int]], keys: _Keys) -> Iterator[list[int]]:
+def _exact(alone: dict[tuple[int, int], list[int]], keys: ScratchKeys) -> Iterator[list[int]]:
     """The texts with nothing shared grouped by numbers and key (the key's hash first, then
     the key itself: texts whose keys only hash alike are not a group)."""
     for members in alone.values():
