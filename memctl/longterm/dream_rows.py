@@ -318,7 +318,7 @@ def read_lean(path, previous: Snapshot | None = None) -> Snapshot:
     if old is not None and previous.stamp is not None and previous.stamp[0] == stamp[0] \
             and previous.ends_whole() and stamp[1] > previous.size:
         _hash_prefix(fd, previous.size, digest)
-        if digest.hexdigest() == previous.digest and not old._odd:
+        if digest.hexdigest() == previous.digest:
             rows = old.copy()
             rows.file = file
             start = previous.size
