@@ -164,7 +164,7 @@ class _Folded:
 
     def __init__(self, rows: Sequence[Row], refs: Refs) -> None:
         self.rows, self.refs = view_of(rows), refs
-        self.positions = array("l", (k for k, entry_id in self.rows.ids() if entry_id is not None))
+        self.positions = array("i", (k for k, entry_id in self.rows.ids() if entry_id is not None))
 
     def id_at(self, position: int) -> str:
         return self.rows.id_at(position)
@@ -245,7 +245,7 @@ class _Ageing:
         self.archive_cut = now - timedelta(days=float(cfg["archive_after_days"]))
         self.forget_cut = now - timedelta(days=float(cfg["forget_after_days"]))
         self.floor = float(cfg["merge_min_confidence"])
-        self.codes = array("l", [self.UNJUDGED]) * rows  # per row: CHANGES, or a kept verdict's number
+        self.codes = array("i", [self.UNJUDGED]) * rows  # per row: CHANGES, or a kept verdict's number
         self.verdicts: list[tuple[str, bool]] = []  # (the rule that keeps it, mergeable) by number
         self._numbers: dict[tuple[str, bool], int] = {}
 
@@ -278,8 +278,8 @@ class Kept(Sequence):
 
     def __init__(self, view: _Folded, rules: list[str]) -> None:
         self._view, self._rules = view, rules
-        self._positions = array("l")
-        self._codes = array("l")
+        self._positions = array("i")
+        self._codes = array("i")
         self._twice: dict[str, int] = {}  # an id on two lines of L5 -> its place here
 
     def add(self, position: int, code: int, twice: bool) -> None:
@@ -452,7 +452,7 @@ def _plan_consolidate(view: _Folded, taken: set[str], types: dict[str, TypePolic
     topic) and the recent history lines, each group of at least `consolidate_min` sightings
     becoming one entry. Each entry read is shown to `seen` (position, entry) too."""
     minimum = int(cfg["consolidate_min"])
-    appendable = array("l")  # the positions of the texts compared, in order
+    appendable = array("i")  # the positions of the texts compared, in order
 
     def texts() -> Iterator[str]:
         for position, entry in view.entries(taken):

@@ -34,7 +34,7 @@ def similar_groups(texts: Iterable[str], cutoff: float) -> list[list[int]]:
     with ScratchKeys() as keys:
         blocks = _keys_and_blocks(texts, keys)
         count = len(keys)
-        parent = array("l", range(count))
+        parent = array("i", range(count))
 
         def find(x: int) -> int:
             while parent[x] != x:
@@ -67,8 +67,8 @@ def similar_groups(texts: Iterable[str], cutoff: float) -> list[list[int]]:
 def _components(parent: array, find, count: int) -> Iterator[list[int]]:
     """The components of two or more, each in index order, in the order of their first index
     (a list for each of them only: most texts are alone)."""
-    roots = array("l", (find(i) for i in range(count)))
-    size = array("l", bytes(8 * count)) if count else array("l")
+    roots = array("i", (find(i) for i in range(count)))
+    size = array("i", bytes(4 * count))
     for root in roots:
         size[root] += 1
     components: dict[int, list[int]] = {}
