@@ -33,8 +33,9 @@ OPS = ("consolidate", "archive", "forget", "merge")
 class Change:
     """One change a dream makes, with its reason. Its entries are held as their stored lines
     and read again on each use (a million-entry plan holds ~200k of them: a parsed entry costs
-    about 1 KB, its line a third of that); `before` and `after` are new lists of new entries
-    on each read."""
+    about 1 KB, its line a third of that), or, for entries of L5 as the planner read it, as
+    their places there (`At`), read again from L5's lines; `before` and `after` are new lists
+    of new entries on each read."""
 
     __slots__ = ("op", "reason", "_before", "_after", "_before_ids", "_after_ids")
 
@@ -43,11 +44,18 @@ class Change:
         self.reason = reason  # why, for people: "superseded by m1234", "3× verified", ...
         # before: entries as they are in L5 now (removed, or updated in place);
         # after: new entries, or the updated versions (same ids as `before`)
-        self._before, self._before_ids = _packed(before)
+        if isinstance(before, At):
+            self._before, self._before_ids = before, before.ids()
+        else:
+            self._before, self._before_ids = _packed(before)
         self._after, self._after_ids = _packed(after)
 
-    before = property(lambda self: _unpacked(self._before))
+    before = property(lambda self: self._before.entries() if isinstance(self._before, At) else _unpacked(self._before))
     after = property(lambda self: _unpacked(self._after))
+
+    def placed(self, view: "_Folded", positions: list[int]) -> "Change":
+        """This change, its `before` held as these places of the planner's view of L5."""
+        return Change(self.op, At(view, positions), self.after, self.reason)
 
     @property
     def before_ids(self) -> tuple[str, ...]:
@@ -60,7 +68,7 @@ class Change:
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (self.op, self.reason, self._before, self._after) == (other.op, other.reason, other._before, other._after)
+        return (self.op, self.reason, self.before, self._after) == (other.op, other.reason, other.before, other._after)
 
     def __repr__(self) -> str:
         return f"Change(op={self.op!r}, before={self.before!r}, after={self.after!r}, reason={self.reason!r})"
@@ -128,6 +136,23 @@ class Plan:
         return {"now": self.now, "l5_entries": self.l5_count, "counts": self.counts(),
                 "net_removed": self.net_removed, "changes": [c.to_dict() for c in self.changes],
                 "kept": len(self.kept)}
+
+
+class At:
+    """Entries of a change by their places in the planner's view of L5 (its rows keep the file
+    as read open: a later step's rename of L5 leaves them readable), each read and folded again
+    on use."""
+
+    __slots__ = ("view", "positions")
+
+    def __init__(self, view: "_Folded", positions: list[int]) -> None:
+        self.view, self.positions = view, tuple(positions)
+
+    def ids(self) -> tuple[str, ...]:
+        return tuple(self.view.id_at(p) for p in self.positions)
+
+    def entries(self) -> list[Entry]:
+        return [self.view.at(p) for p in self.positions]
 
 
 def _packed(entries: list[Entry]) -> tuple[tuple[bytes, ...], tuple[str, ...]]:
@@ -331,7 +356,7 @@ def _plan_ageing(view: _Folded, taken: set[str], ageing: _Ageing, take) -> tuple
         if code == ageing.UNJUDGED:
             code = ageing.judge(position, view.at(position))
         if code == ageing.CHANGES:
-            take(ageing.change(view.at(position)))
+            take(ageing.change(view.at(position)).placed(view, [position]))
             continue
         kept.add(position, code, bool(twice) and view.id_at(position) in twice)
         if ageing.verdicts[code][1]:
@@ -392,7 +417,7 @@ def _plan_superseded(view: _Folded, types: dict[str, TypePolicy]) -> Iterator[Ch
     by_id = {view.id_at(p): p for p in view.positions if view.id_at(p) in targets}  # the last line of an id
     for entry_id, word, target in links:
         if target in by_id and target != entry_id:
-            yield Change("forget", [view.at(by_id[target])], [], f"{word} by {entry_id}")
+            yield Change("forget", At(view, [by_id[target]]), [], f"{word} by {entry_id}")
     for members in groups.values():
         if len(members) < 2:
             continue
@@ -400,7 +425,7 @@ def _plan_superseded(view: _Folded, types: dict[str, TypePolicy]) -> Iterator[Ch
         keep_id = view.id_at(keep_position)
         for order, position, _ in members:
             if order != keep_order:
-                yield Change("forget", [view.at(position)], [], f"superseded by newer {keep_id}")
+                yield Change("forget", At(view, [position]), [], f"superseded by newer {keep_id}")
 
 
 def _plan_merge(entries: Sequence[Entry], cfg: dict, stamp: str, summarizer: str | None) -> Iterator[Change]:
@@ -465,7 +490,10 @@ def _plan_consolidate(view: _Folded, taken: set[str], types: dict[str, TypePolic
     groups = similar_groups(texts(), float(cfg["similarity"]))
     compared = len(appendable)
     for group in groups:
+        place = {}  # each member (by identity) -> its position in L5
         members = [view.at(appendable[i]) for i in group if i < compared]
+        for i, entry in zip((i for i in group if i < compared), members):
+            place[id(entry)] = appendable[i]
         lines = [history[i - compared] for i in group if i >= compared]
         if not members:
             continue
@@ -489,7 +517,7 @@ def _plan_consolidate(view: _Folded, taken: set[str], types: dict[str, TypePolic
         )
         if lines:
             merged.extra["history"] = [s for s, _ in lines]
-        yield Change("consolidate", same, [merged], f"{count}× verified")
+        yield Change("consolidate", At(view, [place[id(e)] for e in same]), [merged], f"{count}× verified")
 
 
 def _short(text: str, limit: int = 70) -> str:
