@@ -3,6 +3,7 @@ precision of consolidation on planted near-duplicates.
 
     .venv/bin/python bench/dream.py                 # 10k and 100k
     .venv/bin/python bench/dream.py --sizes 10000   # one size
+    .venv/bin/python bench/dream.py --baseline ../base/.venv/bin/memctl   # main's dream too
 
 The entries are synthetic but shaped like real ones: mixed Chinese/English sentences with host
 names, paths and numbers; 4% of the facts are planted as groups of 3-4 near-duplicates
@@ -21,7 +22,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -148,28 +148,47 @@ def memctl_bin() -> str:
     return str(here) if here.exists() else (shutil.which("memctl") or "memctl")
 
 
-def measure(n: int) -> dict:
+def measure(n: int, baseline: str | None = None) -> list[dict]:
+    """One dream of n entries by this tree's `memctl`; with `baseline` (another install's
+    `memctl`, e.g. main's), first that one's on a copy of the same memory, in the same run."""
     with tempfile.TemporaryDirectory(prefix="memctl-bench-") as tmp:
         root = Path(tmp) / "memory"
         made = time.perf_counter()
         planted = write_memory(root, n)
         generated = time.perf_counter() - made
-        env = {"MEMCTL_NOW": NOW.isoformat(), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        before, cpu_before = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
+        results = []
+        if baseline:
+            copy = Path(tmp) / "baseline"
+            shutil.copytree(root, copy, symlinks=True)
+            results.append(dict(_dream(baseline, copy, n, planted, generated), memctl=baseline))
+            shutil.rmtree(copy)
+        results.append(dict(_dream(memctl_bin(), root, n, planted, generated), memctl=memctl_bin()))
+    return results
+
+
+def _dream(binary: str, root: Path, n: int, planted: list[list[str]], generated: float) -> dict:
+    """Time, CPU and peak RSS of one `memctl dream` process. Each run is its own child
+    process, reaped before the next, and RUSAGE_CHILDREN's peak is the largest of any child so
+    far: a run whose peak is below an earlier run's would read as that one's, hence os.wait4
+    of this process alone."""
+    env = {"MEMCTL_NOW": NOW.isoformat(), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        done = subprocess.run([memctl_bin(), "--root", str(root), "dream", "--force", "--json"],
-                              capture_output=True, env=env)
+        process = subprocess.Popen([binary, "--root", str(root), "dream", "--force", "--json"],
+                                   stdout=out, stderr=err, env=env)
+        _, status, usage = os.wait4(process.pid, 0)
         seconds = time.perf_counter() - start
-        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        peak_kib, cpu = usage.ru_maxrss, usage.ru_utime + usage.ru_stime - cpu_before
-        if done.returncode != 0:
-            raise SystemExit(done.stderr.decode())
-        report = json.loads(done.stdout)
-        groups = consolidated_groups(root / "dream_log.jsonl")
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if process.returncode != 0:
+            raise SystemExit(err.read().decode())
+        report = json.loads(out.read())
+    groups = consolidated_groups(root / "dream_log.jsonl")
     precision, recall = score(groups, planted)
-    return {"entries": n, "generate_s": round(generated, 1), "seconds": round(seconds, 2), "cpu_s": round(cpu, 1),
-            "peak_rss_mib": round(max(peak_kib, before) / 1024, 1),
+    return {"entries": n, "generate_s": round(generated, 1), "seconds": round(seconds, 2),
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
             "longest_lock_hold_s": report.get("longest_step_s"), "steps": report.get("steps"),
             "load_avg_1m": round(os.getloadavg()[0], 2),
             "counts": report["counts"], "l5_after": report["l5_after"], "planted_groups": len(planted),
@@ -199,9 +218,12 @@ def score(groups: list[list[str]], planted: list[list[str]]) -> tuple[float, flo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--baseline", metavar="MEMCTL",
+                        help="another install's memctl (e.g. main's) to dream first on a copy of each memory")
     args = parser.parse_args()
     for n in (int(x) for x in args.sizes.split(",")):
-        print(json.dumps(measure(n), ensure_ascii=False), flush=True)
+        for result in measure(n, args.baseline):
+            print(json.dumps(result, ensure_ascii=False), flush=True)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from datetime import datetime
 import pytest
 
 from memctl.core.config import init_root, load_settings
-from memctl.longterm import dream, store as store_module
+from memctl.longterm import dream, dream_rows
 from memctl.longterm.entries import Entry, iter_entries, write_entries
 from memctl.longterm.recovery import writing
 from memctl.longterm.store import open_store
@@ -36,16 +36,16 @@ def settings(root):
 
 def _interfere_once(monkeypatch, action):
     """Run `action(store)` right after the dream staged its first rewrite (outside the lock)."""
-    original = store_module.StagedRewrite.__init__
+    original = dream_rows.StagedLean.__init__
     calls = []
 
-    def staged_then_interfere(self, path, rows):
-        original(self, path, rows)
+    def staged_then_interfere(self, path, rewrite, suffix):
+        original(self, path, rewrite, suffix)
         calls.append(path)
         if len(calls) == 1:
             action(open_store_of(path))
 
-    monkeypatch.setattr(store_module.StagedRewrite, "__init__", staged_then_interfere)
+    monkeypatch.setattr(dream_rows.StagedLean, "__init__", staged_then_interfere)
     return calls
 
 

@@ -34,7 +34,7 @@ except ImportError:  # Windows
 TYPE_CHECKING = False  # typing costs ~7 ms to import, paid by every search
 if TYPE_CHECKING:
     from pathlib import Path
-    from typing import Iterator
+    from typing import Iterable, Iterator
 
 TMP_SUFFIX = ".tmp"
 DIR_MODE = 0o700
@@ -183,7 +183,10 @@ class StagedFile:
     Left behind by a kill, it is a stale temp file (with TMP_SUFFIX, `sweep_stale_temp_files`
     removes it; with another suffix, its owner must)."""
 
-    def __init__(self, dest: Path, data: bytes, suffix: str = TMP_SUFFIX, mode: int = FILE_MODE) -> None:
+    def __init__(self, dest: Path, data: bytes | Iterable[bytes], suffix: str = TMP_SUFFIX,
+                 mode: int = FILE_MODE) -> None:
+        """`data`: the bytes, or pieces of them written one after the other (a big file is
+        never held whole)."""
         self.dest = dest if isinstance(dest, str) else _as_path(dest)
         self._mode = mode
         sync_pending()
@@ -193,6 +196,10 @@ class StagedFile:
 
     def present(self) -> bool:
         return os.path.isfile(self._tmp)
+
+    def open_for_reading(self) -> int:
+        """A descriptor reading the staged bytes, valid after they are put in place."""
+        return open_nofollow(self._tmp, os.O_RDONLY)
 
     def put_in_place(self, tail: bytes = b"") -> None:
         if tail:
@@ -212,7 +219,8 @@ class StagedFile:
     def _guarded(self, fd: int, data: bytes) -> None:
         try:
             try:
-                write_all(fd, data)
+                for piece in (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data:
+                    write_all(fd, piece)
                 os.fsync(fd)
             finally:
                 os.close(fd)

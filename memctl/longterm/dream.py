@@ -28,6 +28,7 @@ from memctl.core.errors import UsageError
 from memctl.longterm.dream_apply import STEP_POLL, GuardRail, apply_steps, check_guard, dream_lock
 from memctl.longterm.dream_plan import OPS, Change, Plan, plan, plan_rows
 from memctl.longterm.dream_refs import Refs, fold, load_refs, read_offset, write_offset
+from memctl.longterm.dream_rows import view_of
 from memctl.longterm.dream_similar import similar_groups
 from memctl.longterm.dream_undo import UndoReport, undo
 from memctl.longterm.entries import new_id
@@ -136,7 +137,7 @@ def run(settings: Settings, now: datetime, options: DreamOptions) -> DreamReport
             steps += len(held)
             longest = max([longest] + held)
             for change in applied:
-                counts[change.op] += len(change.after) if change.op == "refs" else len(change.removed)
+                counts[change.op] += len(change.after_ids) if change.op == "refs" else change.removed_count
             if current_plan is first and read_offset(layout) != refs.offset_after:
                 with writing(layout, wait, STEP_POLL, whole=True):
                     write_offset(layout, refs.offset_after)
@@ -154,4 +155,4 @@ def run(settings: Settings, now: datetime, options: DreamOptions) -> DreamReport
             store.append_log([{"run": run_id, "at": iso(now), "op": "end", "counts": dict(counts),
                                "skipped": skipped, "replans": replans}])
     return DreamReport(run_id, dict(counts), skipped, replans, steps, l5_before,
-                       sum(1 for r in final.rows if r.entry_id is not None), longest)
+                       sum(1 for _, entry_id in view_of(final.rows).ids() if entry_id is not None), longest)

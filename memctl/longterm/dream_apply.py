@@ -11,6 +11,7 @@ which is what `memctl.longterm.dream_undo` puts back.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
 import os
 import time
@@ -23,9 +24,10 @@ from memctl.core.errors import LockBusy, MemctlError
 from memctl.core.fsutil import open_lock_file, try_lock
 from memctl.longterm.dream_plan import OPS, Change, Plan
 from memctl.longterm.dream_refs import Refs, fold
+from memctl.longterm.dream_rows import Rewrite, StagedLean, view_of
 from memctl.longterm.entries import Row, Snapshot, parse_rows
 from memctl.longterm.recovery import journaled_rewrite, writing
-from memctl.longterm.store import JsonlEntryStore, StagedRewrite, duplicate_ids, open_store
+from memctl.longterm.store import JsonlEntryStore, open_store
 
 STEP_CHANGES = 1000  # changes applied per locked step (at least): keeps each lock hold short
 MAX_STEPS = 6
@@ -73,8 +75,7 @@ def apply_steps(layout: Layout, plan_: Plan, planned: Snapshot, run_id: str, now
     Returns the changes applied, how many were skipped, L5 as last written, and how long
     each step held the writer lock. `progress(changes done, changes, step)` hears each step."""
     store = open_store(layout)
-    run = _Run(layout, store, plan_, run_id, iso(now), wait,
-               {row.entry_id: row.raw for row in planned.rows if row.entry_id is not None})
+    run = _Run(layout, store, plan_, run_id, iso(now), wait, _planned_digests(plan_, view_of(planned.rows)))
     applied: list[Change] = []
     skipped = 0
     snapshot = planned
@@ -96,7 +97,7 @@ def apply_steps(layout: Layout, plan_: Plan, planned: Snapshot, run_id: str, now
         if hold is not None:
             held.append(hold)
         applied.extend(good)
-        run.expected.update((e.id, store.stored_form(e)) for c in good for e in c.after)
+        run.expected.update((e.id, line_digest(store.stored_form(e))) for c in good for e in c.after)
         done += len(batch)
     if progress:
         progress(done, len(plan_.changes), "")
@@ -112,13 +113,13 @@ class _Run:
     def __init__(self, layout: Layout, store: JsonlEntryStore, plan_: Plan, run_id: str, stamp: str,
                  wait: float, expected: dict[str, bytes]) -> None:
         self.layout, self.store, self.plan, self.run_id = layout, store, plan_, run_id
-        self.stamp, self.wait, self.expected = stamp, wait, expected
+        self.stamp, self.wait, self.expected = stamp, wait, expected  # id -> digest of its planned line
 
-    def _prepare(self, batch: list[Change], snapshot: Snapshot) -> tuple[list[Change], int, dict[str, int]]:
-        position = {row.entry_id: k for k, row in enumerate(snapshot.rows) if row.entry_id is not None}
-        good, stale = _still_planned(batch, snapshot.rows, position, self.expected, self.plan.refs,
-                                     duplicate_ids(snapshot.rows))
-        return good, stale, position
+    def _prepare(self, batch: list[Change], snapshot: Snapshot) -> tuple[list[Change], int, "_Located"]:
+        view = view_of(snapshot.rows)
+        located = _Located(view, {i for c in batch for i in c.before_ids + c.after_ids})
+        good, stale = _still_planned(batch, view, located.position, self.expected, self.plan.refs, located.twice)
+        return good, stale, located
 
     def _step(self, batch: list[Change], number: int) -> Step:
         offset = None
@@ -129,21 +130,20 @@ class _Run:
     def staged_step(self, batch: list[Change], snapshot: Snapshot, number: int):
         """(applied, stale, L5 now, lock hold), or None when L5 changed other than by appends."""
         snapshot = self.store.active.snapshot(previous=snapshot, lean=True)
-        good, stale, position = self._prepare(batch, snapshot)
+        good, stale, located = self._prepare(batch, snapshot)
         if not good:
             return [], stale, snapshot, None
-        new_rows, to_l6, records = _step_contents(self.store, snapshot.rows, position, good, self.run_id,
-                                                  self.stamp, number)
-        known = set(position) | {e.id for c in good for e in c.added}
+        contents = _Contents(self.store, located, good, self.run_id, self.stamp, number)
+        added = {i for c in good for i in c.after_ids if i not in set(c.before_ids)}
         step = self._step(batch, number)
-        payloads = step.encoded(to_l6, records)
-        staged = self.store.active.stage_rewrite(new_rows)
+        payloads = contents.encoded()
+        staged = self.store.active.stage_lean_rewrite(contents.rewrite)
         try:
             with writing(self.layout, self.wait, STEP_POLL, whole=True):
                 locked_at = time.monotonic()
                 tail = self.store.active.appended_since(snapshot)
                 tail_rows = parse_rows(tail) if tail else []
-                if tail is None or not _new_ids_only(tail_rows, known) or not staged.present():
+                if tail is None or not _new_ids_only(tail_rows, located, added) or not staged.present():
                     return None
                 written = step.commit(staged, tail, tail_rows, payloads)
                 return good, stale, written, time.monotonic() - locked_at
@@ -154,18 +154,62 @@ class _Run:
         with writing(self.layout, self.wait, STEP_POLL, whole=True):
             locked_at = time.monotonic()
             snapshot = self.store.active.snapshot(previous=snapshot, lean=True)
-            good, stale, position = self._prepare(batch, snapshot)
+            good, stale, located = self._prepare(batch, snapshot)
             if not good:
                 return [], stale, snapshot, None
-            written = self._step(batch, number).write(snapshot.rows, position, good, self.stamp)
+            contents = _Contents(self.store, located, good, self.run_id, self.stamp, number)
+            step = self._step(batch, number)
+            if contents.rewrite is None:  # rows held as a list: a server's
+                written = step.write(contents.new_rows, *contents.lists())
+            else:
+                payloads = contents.encoded()
+                staged = self.store.active.stage_lean_rewrite(contents.rewrite)
+                try:
+                    written = step.commit(staged, b"", [], payloads)
+                finally:
+                    staged.discard()
             return good, stale, written, time.monotonic() - locked_at
 
 
-def _new_ids_only(rows: list[Row], known: set[str]) -> bool:
+class _Located:
+    """Where the ids a step touches are in L5 now (their last line), which of them are on two
+    lines, the id of the entry before each (its anchor for an undo), and a filter of every id
+    in L5 (what an append made meanwhile must not repeat) — one pass over the ids, none of the
+    rest held."""
+
+    BITS = 1 << 24
+
+    def __init__(self, view, wanted: set[str]) -> None:
+        self.view = view
+        self.position: dict[str, int] = {}
+        self.twice: set[str] = set()
+        self.anchor: dict[str, str | None] = {}
+        self._bits = bytearray(self.BITS // 8)
+        previous = None
+        for position, entry_id in view.ids():
+            if entry_id is None:
+                continue
+            bit = hash(entry_id) % self.BITS
+            self._bits[bit >> 3] |= 1 << (bit & 7)
+            if entry_id in wanted:
+                if entry_id in self.position:
+                    self.twice.add(entry_id)
+                self.position[entry_id] = position
+                self.anchor[entry_id] = previous
+            previous = entry_id
+
+    def holds_any(self, ids: list[str]) -> bool:
+        """Whether L5 as located holds any of `ids` (the filter first, then the ids themselves)."""
+        maybe = {i for i in ids if self._bits[(hash(i) % self.BITS) >> 3] & (1 << (hash(i) % self.BITS & 7))}
+        return bool(maybe) and any(entry_id in maybe for _, entry_id in self.view.ids())
+
+
+def _new_ids_only(rows: list[Row], located: _Located, added: set[str]) -> bool:
     """Whether the lines appended meanwhile are all entries the step does not know (a line
     that does not parse, or an id on two lines, is for the locked path to weigh)."""
     ids = [row.entry.id for row in rows if row.entry is not None]
-    return len(ids) == len(rows) and len(set(ids)) == len(ids) and known.isdisjoint(ids)
+    return len(ids) == len(rows) and len(set(ids)) == len(ids) and added.isdisjoint(ids) \
+        and not located.holds_any(ids)
 
 
 def _batches(plan_: Plan) -> list[list[Change]]:
@@ -177,24 +221,37 @@ def _batches(plan_: Plan) -> list[list[Change]]:
     return ([refs_first] if refs_first else []) + [others[i:i + size] for i in range(0, len(others), size)]
 
 
-def _still_planned(batch: list[Change], rows: list[Row], position: dict[str, int], expected: dict[str, bytes],
+def _still_planned(batch: list[Change], view, position: dict[str, int], expected: dict[str, bytes],
                    refs: Refs, twice: set[str]) -> tuple[list[Change], int]:
     """The changes of a batch that still apply to L5 as it is now, and how many do not. A
     change about an id that is on two lines of L5 never applies: it would drop one text."""
     good, skipped = [], 0
     for change in batch:
-        if any(e.id in twice for e in change.before):
+        if any(i in twice for i in change.before_ids):
             skipped += 1
         elif change.op == "refs":
             # additive: fold into whatever the entry is now
-            live = [rows[position[e.id]].entry for e in change.before if e.id in position]
+            live = [view.entry_at(position[i]) for i in change.before_ids if i in position]
             if live:
                 good.append(Change("refs", live, [fold(e, refs) for e in live], change.reason))
-        elif any(e.id not in position or rows[position[e.id]].raw != expected.get(e.id) for e in change.before):
+        elif any(i not in position or line_digest(view.raw_at(position[i])) != expected.get(i)
+                 for i in change.before_ids):
             skipped += 1
         else:
             good.append(change)
     return good, skipped
+
+
+def line_digest(raw: bytes) -> bytes:
+    """What a change remembers of a line it was planned on: whether it is still that line."""
+    return hashlib.blake2b(raw, digest_size=16).digest()
+
+
+def _planned_digests(plan_: Plan, view) -> dict[str, bytes]:
+    """The digest of the line of each entry a change was planned on (the last line of its id)."""
+    wanted = {i for c in plan_.changes for i in c.before_ids}
+    position = {entry_id: k for k, entry_id in view.ids() if entry_id in wanted}
+    return {entry_id: line_digest(view.raw_at(k)) for entry_id, k in position.items()}
 
 
 class Step:
@@ -206,10 +263,9 @@ class Step:
     def __init__(self, layout: Layout, store: JsonlEntryStore, run_id: str, number: int, offset: int | None):
         self.layout, self.store, self.run_id, self.number, self.offset = layout, store, run_id, number, offset
 
-    def write(self, rows: list[Row], position: dict[str, int], good: list[Change], stamp: str) -> Snapshot:
+    def write(self, new_rows: list[Row], to_l6: list, records: list[dict]) -> Snapshot:
         """The L6 copies and the audit records first, L5 last — a crash leaves duplicates,
-        never a loss — then the offset."""
-        new_rows, to_l6, records = _step_contents(self.store, rows, position, good, self.run_id, stamp, self.number)
+        never a loss — then the offset (rows held as a list: a server's step)."""
 
         def appends() -> None:
             self.store.archive.append(to_l6)
@@ -218,12 +274,7 @@ class Step:
         with self._journaled(appends, new_rows=new_rows):
             return self.store.active.rewrite(new_rows)
 
-    def encoded(self, to_l6: list, records: list[dict]) -> tuple[bytes, bytes]:
-        """The L6 copies and the audit records as bytes (thousands of entries encode in tenths
-        of a second: a staged step does it before the lock)."""
-        return self.store.archive.encode(to_l6), self.store.encode_log(records)
-
-    def commit(self, staged: StagedRewrite, tail: bytes, tail_rows: list[Row],
+    def commit(self, staged: StagedLean, tail: bytes, tail_rows: list[Row],
                payloads: tuple[bytes, bytes]) -> Snapshot:
         """The same writes, L5 being a staged rewrite plus what was appended since it was read."""
 
@@ -244,37 +295,59 @@ class Step:
             yield
 
 
-def _step_contents(store: JsonlEntryStore, rows: list[Row], position: dict[str, int], good: list[Change],
-                   run_id: str, stamp: str, step: int) -> tuple[list[Row], list, list[dict]]:
-    """What one step writes: L5's new rows, the L6 copies, the audit records."""
-    removed_ids = {e.id for c in good for e in c.removed}
-    anchors = _anchors(rows, removed_ids)
-    replacements = {e.id: e for c in good for e in c.after if e.id in position}
-    new_rows: list[Row] = []
-    for row in rows:
-        entry_id = row.entry_id
-        if entry_id in removed_ids:
-            continue
-        new_rows.append(store.row_for(replacements[entry_id]) if entry_id in replacements else row)
-    new_rows += [store.row_for(e) for c in good for e in c.added]
-    to_l6 = [e.replace(left_at=stamp, reason=REASONS[c.op], note=c.reason, run=run_id, extra=dict(e.extra))
-             for c in good for e in c.removed]
-    records = [{"run": run_id, "at": stamp, "op": c.op, "step": step,
-                "ids": [e.id for e in c.before] + [e.id for e in c.added],
-                "before": [store.record_of(rows[position[e.id]]) for e in c.before],
-                "after": [e.to_dict() for e in c.after], "reason": c.reason,
-                "anchors": {e.id: anchors.get(e.id) for e in c.removed}} for c in good]
-    return new_rows, to_l6, records
+class _Contents:
+    """What one step writes: L5's new rows (a lean `Rewrite`, or a list of rows), then the L6
+    copies and the audit records, made one change at a time as they are encoded (a step of
+    20,000 changes: their dicts and entries all at once would be hundreds of MB)."""
 
+    def __init__(self, store: JsonlEntryStore, located: _Located, good: list[Change], run_id: str, stamp: str,
+                 step: int) -> None:
+        self.store, self.located, self.good = store, located, good
+        self.run_id, self.stamp, self.step = run_id, stamp, step
+        view, position = located.view, located.position
+        removed = {position[i] for c in good for i in c.before_ids if i not in set(c.after_ids)}
+        replaced = {position[e.id]: e for c in good for e in c.after if e.id in position}
+        added = [e for c in good for e in c.added]
+        if view.lean:
+            self.rewrite = Rewrite(view, removed, {k: store.stored_form(e) for k, e in replaced.items()},
+                                   [(e.id, store.stored_form(e)) for e in added])
+            self.new_rows = None
+        else:
+            self.rewrite = None
+            self.new_rows = [store.row_for(replaced[k]) if k in replaced else row
+                             for k, row in enumerate(view.rows) if k not in removed]
+            self.new_rows += [store.row_for(e) for e in added]
 
-def _anchors(rows: list[Row], removed: set[str]) -> dict[str, str | None]:
-    """For each removed id, the id of the parsed row before it (None: first)."""
-    anchors: dict[str, str | None] = {}
-    previous = None
-    for row in rows:
-        if row.entry_id is None:
-            continue
-        if row.entry_id in removed:
-            anchors[row.entry_id] = previous
-        previous = row.entry_id
-    return anchors
+    def per_change(self) -> Iterator[tuple[list, dict]]:
+        """(the L6 copies, the audit record) of each change, in order."""
+        view, position, anchor = self.located.view, self.located.position, self.located.anchor
+        for c in self.good:
+            before, after = c.before, c.after
+            kept = set(c.after_ids)
+            removed = [e for e in before if e.id not in kept]
+            added = [e for e in after if e.id not in set(c.before_ids)]
+            copies = [e.replace(left_at=self.stamp, reason=REASONS[c.op], note=c.reason, run=self.run_id,
+                                extra=dict(e.extra)) for e in removed]
+            record = {"run": self.run_id, "at": self.stamp, "op": c.op, "step": self.step,
+                      "ids": [e.id for e in before] + [e.id for e in added],
+                      "before": [self.store.record_of(view.row_at(position[e.id])) for e in before],
+                      "after": [e.to_dict() for e in after], "reason": c.reason,
+                      "anchors": {e.id: anchor.get(e.id) for e in removed}}
+            yield copies, record
+
+    def lists(self) -> tuple[list, list[dict]]:
+        to_l6: list = []
+        records: list[dict] = []
+        for copies, record in self.per_change():
+            to_l6 += copies
+            records.append(record)
+        return to_l6, records
+
+    def encoded(self) -> tuple[bytearray, bytearray]:
+        """The L6 copies and the audit records as bytes, encoded a change at a time (thousands
+        of entries encode in tenths of a second: a staged step does it before the lock)."""
+        to_l6, log = bytearray(), bytearray()
+        for copies, record in self.per_change():
+            to_l6 += self.store.archive.encode(copies)
+            log += self.store.encode_log([record])
+        return to_l6, log

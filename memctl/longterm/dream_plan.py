@@ -21,33 +21,77 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from memctl.core.clock import iso
 from memctl.core.config import Settings
 from memctl.longterm.dream_refs import Refs, fold, parse_time
+from memctl.longterm.dream_rows import view_of
 from memctl.longterm.dream_similar import similar_groups
-from memctl.longterm.entries import Entry, LeanRow, Row, new_id
+from memctl.core import jsoncodec
+from memctl.longterm.entries import Entry, Row, entry_line, new_id
 from memctl.longterm.policies import TypePolicy, known_types, lifespan_of, merge_key
 
 OPS = ("consolidate", "archive", "forget", "merge")
 
 
-@dataclass
 class Change:
-    op: str  # consolidate | archive | forget | merge | refs
-    before: list[Entry]  # entries as they are in L5 now (removed, or updated in place)
-    after: list[Entry]  # new entries, or the updated versions (same ids as `before`)
-    reason: str  # why, for people: "superseded by m1234", "3× verified", ...
+    """One change a dream makes, with its reason. Its entries are held as their stored lines
+    and read again on each use (a million-entry plan holds ~200k of them: a parsed entry costs
+    about 1 KB, its line a third of that), or, for entries of L5 as the planner read it, as
+    their places there (`At`), read again from L5's lines; `before` and `after` are new lists
+    of new entries on each read."""
+
+    __slots__ = ("op", "reason", "_before", "_after", "_before_ids", "_after_ids")
+
+    def __init__(self, op: str, before: list[Entry], after: list[Entry], reason: str) -> None:
+        self.op = op  # consolidate | archive | forget | merge | refs
+        self.reason = reason  # why, for people: "superseded by m1234", "3× verified", ...
+        # before: entries as they are in L5 now (removed, or updated in place);
+        # after: new entries, or the updated versions (same ids as `before`)
+        if isinstance(before, At):
+            self._before, self._before_ids = before, before.ids()
+        else:
+            self._before, self._before_ids = _packed(before)
+        self._after, self._after_ids = _packed(after)
+
+    before = property(lambda self: self._before.entries() if isinstance(self._before, At) else _unpacked(self._before))
+    after = property(lambda self: _unpacked(self._after))
+
+    def placed(self, view: "_Folded", positions: list[int]) -> "Change":
+        """This change, its `before` held as these places of the planner's view of L5."""
+        return Change(self.op, At(view, positions), self.after, self.reason)
+
+    @property
+    def before_ids(self) -> tuple[str, ...]:
+        return self._before_ids
+
+    @property
+    def after_ids(self) -> tuple[str, ...]:
+        return self._after_ids
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.op, self.reason, self.before, self._after) == (other.op, other.reason, other.before, other._after)
+
+    def __repr__(self) -> str:
+        return f"Change(op={self.op!r}, before={self.before!r}, after={self.after!r}, reason={self.reason!r})"
 
     @property
     def removed(self) -> list[Entry]:
-        after = {e.id for e in self.after}
+        after = set(self._after_ids)
         return [e for e in self.before if e.id not in after]
 
     @property
     def added(self) -> list[Entry]:
-        before = {e.id for e in self.before}
+        before = set(self._before_ids)
         return [e for e in self.after if e.id not in before]
 
     @property
+    def removed_count(self) -> int:
+        after = set(self._after_ids)
+        return sum(1 for i in self._before_ids if i not in after)
+
+    @property
     def net_removed(self) -> int:
-        return len(self.removed) - len(self.added)
+        before = set(self._before_ids)
+        return self.removed_count - sum(1 for i in self._after_ids if i not in before)
 
     def describe(self) -> list[str]:
         if self.op == "refs":
@@ -61,7 +105,7 @@ class Change:
     def to_dict(self) -> dict:
         return {"op": self.op, "reason": self.reason, "remove": [e.id for e in self.removed],
                 "add": [e.to_dict() for e in self.added],
-                "update": [e.id for e in self.after if e.id in {b.id for b in self.before}]}
+                "update": [i for i in self._after_ids if i in set(self._before_ids)]}
 
 
 @dataclass
@@ -69,7 +113,7 @@ class Plan:
     now: str
     l5_count: int
     changes: list[Change]
-    kept: list[tuple[str, str]]  # (id, the rule that kept it)
+    kept: Sequence[tuple[str, str]]  # (id, the rule that kept it): a list, or `Kept`
     refs: Refs = field(default_factory=Refs)
 
     @property
@@ -79,7 +123,7 @@ class Plan:
     def counts(self) -> dict[str, int]:
         counts: Counter = Counter()
         for change in self.changes:
-            counts[change.op] += len(change.removed) if change.op != "refs" else len(change.after)
+            counts[change.op] += change.removed_count if change.op != "refs" else len(change.after_ids)
         return dict(counts)
 
     def totals_text(self) -> str:
@@ -92,6 +136,31 @@ class Plan:
         return {"now": self.now, "l5_entries": self.l5_count, "counts": self.counts(),
                 "net_removed": self.net_removed, "changes": [c.to_dict() for c in self.changes],
                 "kept": len(self.kept)}
+
+
+class At:
+    """Entries of a change by their places in the planner's view of L5 (its rows keep the file
+    as read open: a later step's rename of L5 leaves them readable), each read and folded again
+    on use."""
+
+    __slots__ = ("view", "positions")
+
+    def __init__(self, view: "_Folded", positions: list[int]) -> None:
+        self.view, self.positions = view, tuple(positions)
+
+    def ids(self) -> tuple[str, ...]:
+        return tuple(self.view.id_at(p) for p in self.positions)
+
+    def entries(self) -> list[Entry]:
+        return [self.view.at(p) for p in self.positions]
+
+
+def _packed(entries: list[Entry]) -> tuple[tuple[bytes, ...], tuple[str, ...]]:
+    return tuple(entry_line(e) for e in entries), tuple(e.id for e in entries)
+
+
+def _unpacked(lines: tuple[bytes, ...]) -> list[Entry]:
+    return [Entry.from_dict(jsoncodec.loads(line)) for line in lines]
 
 
 def last_written(entry: Entry) -> datetime | None:
@@ -114,30 +183,38 @@ def plan(entries: Sequence[Entry], refs: Refs, settings: Settings, now: datetime
 
 class _Folded:
     """L5's entries by position in its rows, each with its new references folded in. Rows may
-    be lean (`entries.LeanRow`): an entry is parsed when a rule needs it and not kept, so the
-    planner holds only what its rules keep (a dream of a million entries)."""
+    be lean (`dream_rows.LeanRows`: offsets and ids, the lines left in the file): an entry is
+    parsed when a rule needs it and not kept, so the planner holds only what its rules keep
+    (a dream of a million entries)."""
 
     def __init__(self, rows: Sequence[Row], refs: Refs) -> None:
-        self.rows, self.refs = rows, refs
-        self.positions = array("l", (k for k, row in enumerate(rows) if row.entry_id is not None))
+        self.rows, self.refs = view_of(rows), refs
+        self.positions = array("i", (k for k, entry_id in self.rows.ids() if entry_id is not None))
 
     def id_at(self, position: int) -> str:
-        return self.rows[position].entry_id
+        return self.rows.id_at(position)
 
     def at(self, position: int) -> Entry:
-        return fold(self.rows[position].entry, self.refs)
+        return fold(self.rows.entry_at(position), self.refs)
+
+    def entries(self, skip: set[str]) -> Iterator[tuple[int, Entry]]:
+        """(position, entry) of every entry whose id is not in `skip`, in order, the lines read
+        in chunks."""
+        for position, entry_id, raw in self.rows.entry_lines():
+            if entry_id not in skip:
+                yield position, fold(self.rows.parse(position, raw), self.refs)
+
+    def twice(self) -> set[str]:
+        """The ids on two lines or more."""
+        return self.rows.twice()
 
     def linked_at(self, position: int) -> Entry | None:
         """The entry, or None when its line cannot hold a `supersedes`, `contradicts` or
         `topic` key (most lines, left unparsed). A line with a `\\u` escape is parsed: a key
         may be spelled with one."""
-        row = self.rows[position]
-        if isinstance(row, LeanRow) and not any(marker in row.raw for marker in _LINK_MARKERS):
+        if self.rows.lean and not self.rows.may_link(position):
             return None
         return self.at(position)
-
-
-_LINK_MARKERS = (b'"supersedes"', b'"contradicts"', b'"topic"', b"\\u")
 
 
 def plan_rows(rows: Sequence[Row], refs: Refs, settings: Settings, now: datetime,
@@ -152,7 +229,7 @@ def plan_rows(rows: Sequence[Row], refs: Refs, settings: Settings, now: datetime
     types = known_types(settings)
     view = _Folded(rows, refs)
     changes: list[Change] = []
-    updated = [(rows[p].entry, view.at(p)) for p in view.positions if view.id_at(p) in refs.new]
+    updated = [(view.rows.entry_at(p), view.at(p)) for p in view.positions if view.id_at(p) in refs.new]
     if updated:
         changes.append(Change("refs", [b for b, _ in updated], [a for _, a in updated],
                               f"{sum(refs.new[a.id][0] for _, a in updated)} new references"))
@@ -162,7 +239,7 @@ def plan_rows(rows: Sequence[Row], refs: Refs, settings: Settings, now: datetime
 
     def take(change: Change) -> None:
         changes.append(change)
-        taken.update(e.id for e in change.before)
+        taken.update(change.before_ids)
 
     if "forget" in ops:
         for change in _plan_superseded(view, types):
@@ -177,9 +254,7 @@ def plan_rows(rows: Sequence[Row], refs: Refs, settings: Settings, now: datetime
         for change in _plan_merge([view.at(p) for p in mergeable if view.id_at(p) not in taken],
                                   cfg, stamp, summarizer):
             take(change)
-            for e in change.before:
-                kept.pop(e.id, None)
-    return Plan(stamp, len(view.positions), changes, [(i, r) for i, r in kept.items() if i not in taken], refs)
+    return Plan(stamp, len(view.positions), changes, kept.without(taken), refs)
 
 
 class _Ageing:
@@ -195,7 +270,7 @@ class _Ageing:
         self.archive_cut = now - timedelta(days=float(cfg["archive_after_days"]))
         self.forget_cut = now - timedelta(days=float(cfg["forget_after_days"]))
         self.floor = float(cfg["merge_min_confidence"])
-        self.codes = array("l", [self.UNJUDGED]) * rows  # per row: CHANGES, or a kept verdict's number
+        self.codes = array("i", [self.UNJUDGED]) * rows  # per row: CHANGES, or a kept verdict's number
         self.verdicts: list[tuple[str, bool]] = []  # (the rule that keeps it, mergeable) by number
         self._numbers: dict[tuple[str, bool], int] = {}
 
@@ -220,10 +295,59 @@ class _Ageing:
         return code
 
 
-def _plan_ageing(view: _Folded, taken: set[str], ageing: _Ageing, take) -> tuple[dict[str, str], list[int]]:
+class Kept(Sequence):
+    """(id, the rule that kept it) of each entry a dream leaves in L5, in L5 order — held as
+    positions and rule numbers (a million entries: not a million tuples and ids). An id on
+    two lines is kept once, at its first line, with its last line's rule (what a dict of
+    id -> rule made)."""
+
+    def __init__(self, view: _Folded, rules: list[str]) -> None:
+        self._view, self._rules = view, rules
+        self._positions = array("i")
+        self._codes = array("i")
+        self._twice: dict[str, int] = {}  # an id on two lines of L5 -> its place here
+
+    def add(self, position: int, code: int, twice: bool) -> None:
+        if twice:
+            entry_id = self._view.id_at(position)
+            if entry_id in self._twice:
+                self._codes[self._twice[entry_id]] = code
+                return
+            self._twice[entry_id] = len(self._positions)
+        self._positions.append(position)
+        self._codes.append(code)
+
+    def without(self, ids: set[str]) -> "Kept":
+        other = Kept(self._view, self._rules)
+        for position, code in zip(self._positions, self._codes):
+            if self._view.id_at(position) not in ids:
+                other._positions.append(position)
+                other._codes.append(code)
+        return other
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[k] for k in range(*index.indices(len(self)))]
+        return self._view.id_at(self._positions[index]), self._rules[self._codes[index]]
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return ((self._view.id_at(p), self._rules[c]) for p, c in zip(self._positions, self._codes))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"Kept({list(self)!r})"
+
+
+def _plan_ageing(view: _Folded, taken: set[str], ageing: _Ageing, take) -> tuple[Kept, list[int]]:
     """Archive, then forget, each entry no earlier rule took, in L5 order; the rule that kept
     each other one, and the positions the merge rule may group."""
-    kept: dict[str, str] = {}
+    kept = Kept(view, [rule for rule, _ in ageing.verdicts])
+    twice = view.twice()
     mergeable: list[int] = []
     for position in view.positions:
         if view.id_at(position) in taken:
@@ -232,11 +356,10 @@ def _plan_ageing(view: _Folded, taken: set[str], ageing: _Ageing, take) -> tuple
         if code == ageing.UNJUDGED:
             code = ageing.judge(position, view.at(position))
         if code == ageing.CHANGES:
-            take(ageing.change(view.at(position)))
+            take(ageing.change(view.at(position)).placed(view, [position]))
             continue
-        rule, merges = ageing.verdicts[code]
-        kept[view.id_at(position)] = rule
-        if merges:
+        kept.add(position, code, bool(twice) and view.id_at(position) in twice)
+        if ageing.verdicts[code][1]:
             mergeable.append(position)
     return kept, mergeable
 
@@ -294,7 +417,7 @@ def _plan_superseded(view: _Folded, types: dict[str, TypePolicy]) -> Iterator[Ch
     by_id = {view.id_at(p): p for p in view.positions if view.id_at(p) in targets}  # the last line of an id
     for entry_id, word, target in links:
         if target in by_id and target != entry_id:
-            yield Change("forget", [view.at(by_id[target])], [], f"{word} by {entry_id}")
+            yield Change("forget", At(view, [by_id[target]]), [], f"{word} by {entry_id}")
     for members in groups.values():
         if len(members) < 2:
             continue
@@ -302,7 +425,7 @@ def _plan_superseded(view: _Folded, types: dict[str, TypePolicy]) -> Iterator[Ch
         keep_id = view.id_at(keep_position)
         for order, position, _ in members:
             if order != keep_order:
-                yield Change("forget", [view.at(position)], [], f"superseded by newer {keep_id}")
+                yield Change("forget", At(view, [position]), [], f"superseded by newer {keep_id}")
 
 
 def _plan_merge(entries: Sequence[Entry], cfg: dict, stamp: str, summarizer: str | None) -> Iterator[Change]:
@@ -354,13 +477,10 @@ def _plan_consolidate(view: _Folded, taken: set[str], types: dict[str, TypePolic
     topic) and the recent history lines, each group of at least `consolidate_min` sightings
     becoming one entry. Each entry read is shown to `seen` (position, entry) too."""
     minimum = int(cfg["consolidate_min"])
-    appendable = array("l")  # the positions of the texts compared, in order
+    appendable = array("i")  # the positions of the texts compared, in order
 
     def texts() -> Iterator[str]:
-        for position in view.positions:
-            if view.id_at(position) in taken:
-                continue
-            entry = view.at(position)
+        for position, entry in view.entries(taken):
             seen(position, entry)
             if not (entry.type in types and types[entry.type].merges):
                 appendable.append(position)
@@ -370,7 +490,10 @@ def _plan_consolidate(view: _Folded, taken: set[str], types: dict[str, TypePolic
     groups = similar_groups(texts(), float(cfg["similarity"]))
     compared = len(appendable)
     for group in groups:
+        place = {}  # each member (by identity) -> its position in L5
         members = [view.at(appendable[i]) for i in group if i < compared]
+        for i, entry in zip((i for i in group if i < compared), members):
+            place[id(entry)] = appendable[i]
         lines = [history[i - compared] for i in group if i >= compared]
         if not members:
             continue
@@ -394,7 +517,7 @@ def _plan_consolidate(view: _Folded, taken: set[str], types: dict[str, TypePolic
         )
         if lines:
             merged.extra["history"] = [s for s, _ in lines]
-        yield Change("consolidate", same, [merged], f"{count}× verified")
+        yield Change("consolidate", At(view, [place[id(e)] for e in same]), [merged], f"{count}× verified")
 
 
 def _short(text: str, limit: int = 70) -> str:

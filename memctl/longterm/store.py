@@ -30,7 +30,7 @@ import os
 from memctl.core import jsoncodec
 from memctl.core.config import Layout, Settings, load_settings, store_backend
 from memctl.core.errors import UsageError
-from memctl.core.fsutil import StagedFile, atomic_write_bytes, refuse_symlink, sync_file
+from memctl.core.fsutil import atomic_write_bytes, refuse_symlink, sync_file
 from memctl.core.jsonl import append_lines, quarantine_torn_tail, split_torn, torn_dir
 from memctl.core.paths import name
 from memctl.longterm.lookups import Lookups, entry_of, read_line
@@ -46,10 +46,8 @@ from memctl.longterm.entries import (
     entry_problem,
     file_stamp,
     iter_entries,
-    lean_snapshot,
     nonblank_lines,
     read_snapshot,
-    rows_bytes,
     write_rows,
 )
 from memctl.longterm.store_base import (  # noqa: F401  (the names callers import from here)
@@ -64,6 +62,7 @@ TYPE_CHECKING = False  # typing costs ~3 ms of every write process
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import Callable, Iterable, Iterator
+    from memctl.longterm.dream_rows import StagedLean, StagedRewrite
 
 
 STAGED_SUFFIX = ".staged"
@@ -94,7 +93,12 @@ class EntryFile:
 
     def snapshot(self, previous: Snapshot | None = None, lean: bool = False) -> Snapshot:
         """Every row now; when the store only grew since `previous`, only the new ones are parsed.
-        `lean` (a dream's read of all of L5): rows that keep their lines and ids only."""
+        `lean` (a dream's read of all of L5): each line's offset, length and id only
+        (`memctl.longterm.dream_rows`)."""
+        if lean:
+            from memctl.longterm.dream_rows import read_lean
+
+            return read_lean(self._path, previous)
         return read_snapshot(self._path, previous, lean)
 
     def iter(self) -> Iterator[Entry]:
@@ -324,6 +328,13 @@ class EntryFile:
             return b""
         if now[0] != before[0] or now[1] <= before[1]:
             return None
+        if snapshot.data is None:  # lean: the bytes read are hashed again in chunks, not held
+            from memctl.longterm.dream_rows import prefix_matches
+
+            if not prefix_matches(self._path, snapshot):
+                return None
+            tail = _read_bytes(self._path, before[1])
+            return tail if tail.endswith(b"\n") else None
         data = _read_bytes(self._path)
         if not snapshot.begins(data):  # an edit in place that also grew it (a few ms to tell)
             return None
@@ -332,7 +343,15 @@ class EntryFile:
 
     def stage_rewrite(self, rows: list[Row]) -> StagedRewrite:
         """The store's next contents written beside it now, put in place later (`commit`)."""
-        return StagedRewrite(self._path, rows)
+        from memctl.longterm.dream_rows import StagedRewrite
+
+        return StagedRewrite(self._path, rows, STAGED_SUFFIX)
+
+    def stage_lean_rewrite(self, rewrite) -> StagedLean:
+        """`stage_rewrite` of a lean snapshot's rewrite (`dream_rows.Rewrite`), streamed."""
+        from memctl.longterm.dream_rows import StagedLean
+
+        return StagedLean(self._path, rewrite, STAGED_SUFFIX)
 
     def remove_staged(self) -> int:
         """Remove staged rewrites a killed run left (their owner holds the dream lock); how many."""
@@ -344,43 +363,6 @@ class EntryFile:
                 leftover.unlink(missing_ok=True)
                 removed += 1
         return removed
-
-
-class StagedRewrite:
-    """A rewrite of L5 or L6 prepared outside the writer lock: its bytes are on disk beside the
-    store and hashed, so that under the lock only what was appended meanwhile is added. Its
-    bytes are not kept once written: the snapshot it commits is lean (size and sha256)."""
-
-    def __init__(self, path: Path, rows: list[Row]) -> None:
-        import hashlib
-
-        self.rows = rows
-        data = rows_bytes(rows)
-        self._size = len(data)
-        self._hash = hashlib.sha256(data)
-        # not `.tmp`: every writer sweeps those at its start, and this one outlives a lock hold
-        self._staged = StagedFile(path, data, suffix=STAGED_SUFFIX)
-        self._path = path
-
-    def present(self) -> bool:
-        """Still on disk (nobody removed it meanwhile)."""
-        return self._staged.present()
-
-    def digest_with(self, tail: bytes) -> str:
-        """sha256 of the store once committed with `tail` appended."""
-        digest = self._hash.copy()
-        digest.update(tail)
-        return digest.hexdigest()
-
-    def commit(self, tail: bytes, tail_rows: list[Row]) -> Snapshot:
-        """Put the staged rows in place with `tail` (its rows: `tail_rows`) appended."""
-        self._staged.put_in_place(tail)
-        # every row's line and the tail end with a newline: the store ends with a whole line
-        return lean_snapshot(self._path, self.rows + tail_rows, file_stamp(self._path), self._size + len(tail),
-                             self.digest_with(tail), True)
-
-    def discard(self) -> None:
-        self._staged.discard()
 
 
 def entry_store_files(layout: Layout) -> tuple[Path, Path, Path]:
@@ -519,9 +501,10 @@ def load_files(store, folder: Path) -> dict[str, int]:
     return store.load_rows(snapshots[0].rows, snapshots[1].rows, [raw for _, raw in source.log_lines()])
 
 
-def _read_bytes(path: Path) -> bytes:
+def _read_bytes(path: Path, start: int = 0) -> bytes:
     try:
         with open(path, "rb") as handle:
+            handle.seek(start)
             return handle.read()
     except FileNotFoundError:
         return b""

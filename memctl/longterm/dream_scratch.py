@@ -1,0 +1,117 @@
+"""Scratch space on disk for a dream's planning (issue #31, a dream of a million entries in
+bounded memory): what the consolidation's blocking keeps of every text — its key, its token
+numbers — written to temporary files (removed when closed, never under the memory root) and
+read back by index or in order, so that the planner's memory does not grow with them.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from array import array
+
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterator
+
+CHUNK_NUMBERS = 1 << 18  # numbers written or read at a time
+
+
+def _write(fd: int, data: bytes) -> None:
+    """The whole buffer. Not `fsutil.write_all`: scratch is not the memory's data, so it is
+    neither fsynced nor one of the writes fault injection counts."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+class ScratchKeys:
+    """Every text's key (its normalized words, sorted) in a temporary file, read by index."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile(prefix="memctl-dream-keys-", buffering=0)
+        self._offsets = array("q")
+        self._lengths = array("i")  # in characters, for the length sort
+        self._sizes = array("i")  # in bytes
+        self._pending: list[bytes] = []
+
+    def __enter__(self) -> "ScratchKeys":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._file.close()
+
+    def append(self, key: str) -> None:
+        data = key.encode("utf-8", "surrogatepass")
+        self._offsets.append(self._end())
+        self._lengths.append(len(key))
+        self._sizes.append(len(data))
+        self._pending.append(data)
+        if len(self._pending) >= 4096:
+            self._flush()
+
+    def _end(self) -> int:
+        return self._offsets[-1] + self._sizes[-1] if self._offsets else 0
+
+    def _flush(self) -> None:
+        if self._pending:
+            os.lseek(self._file.fileno(), 0, os.SEEK_END)
+            _write(self._file.fileno(), b"".join(self._pending))
+            self._pending = []
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def length(self, index: int) -> int:
+        return self._lengths[index]
+
+    def __getitem__(self, index: int) -> str:
+        self._flush()
+        data = os.pread(self._file.fileno(), self._sizes[index], self._offsets[index])
+        return data.decode("utf-8", "surrogatepass")
+
+
+class ScratchNumbers:
+    """Arrays of numbers written one after the other to a temporary file, read back in order."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile(prefix="memctl-dream-tokens-", buffering=0)
+        self._sizes = array("i")
+        self._pending = array("i")
+
+    def append(self, numbers: array) -> None:
+        self._sizes.append(len(numbers))
+        self._pending.extend(numbers)
+        if len(self._pending) >= CHUNK_NUMBERS:
+            self._flush()
+
+    def _flush(self) -> None:
+        _write(self._file.fileno(), self._pending.tobytes())
+        self._pending = array("i")
+
+    def read(self) -> Iterator[array]:
+        self._flush()
+        os.lseek(self._file.fileno(), 0, os.SEEK_SET)
+        block, at = array("i"), 0
+        for size in self._sizes:
+            if at + size > len(block):
+                block, at = block[at:], 0
+                want = max(CHUNK_NUMBERS, size - len(block))
+                block.frombytes(_read_exactly(self._file.fileno(), want * block.itemsize))
+            yield block[at:at + size]
+            at += size
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _read_exactly(fd: int, size: int) -> bytes:
+    """Up to `size` bytes (fewer only at the end of the file), a whole number of 4-byte items."""
+    data = b""
+    while len(data) < size:
+        more = os.read(fd, size - len(data))
+        if not more:
+            break
+        data += more
+    return data[:len(data) - len(data) % 4]
