@@ -25,7 +25,8 @@ import sys
 import time
 
 from memctl.cli import render, resident
-from memctl.cli.writes import guarded, memory_settings, report_remember, start_background_dream, utf8_only
+from memctl.cli.writes import (guarded, memory_settings, report_remember, start_background_dream,
+                               start_background_index, utf8_only)
 from memctl.core import clock, faults
 from memctl.core.resident_service import ResidentService, reply, run_service
 from memctl.core.config import load_settings
@@ -182,6 +183,8 @@ class Writer(ResidentService):
                 reply(job.connection, [b"ok", str(job.code).encode(), bytes(job.out), bytes(job.err)])
                 faults.checkpoint("writer: replied")
             job.connection.close()
+        if any(job.code == EXIT_OK for job in jobs):
+            start_background_index(self.settings)  # after the replies: no client waits for it
 
     def _prepare(self, job: Job) -> int:
         """What the in-process command does before the lock, after the settings: text, clock, checks."""

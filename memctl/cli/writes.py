@@ -132,9 +132,16 @@ def report_restore(entry, json_out: bool) -> None:
         render.line(entry.id)
 
 
+def after_remember(settings, result) -> None:
+    """What a remember starts once its fact is written: the automatic dream when due, the
+    index's build when the memory has none."""
+    if result.auto_dream_due:
+        start_background_dream(settings.layout.root)
+    start_background_index(settings)
+
+
 def start_background_dream(root) -> None:
     """Detached `memctl dream`, at most once per cooldown; it exits 75 at once if another runs."""
-    import subprocess
     from pathlib import Path
 
     from memctl.core.config import Layout
@@ -151,13 +158,58 @@ def start_background_dream(root) -> None:
         fd = open_nofollow(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.write(fd, f"{os.getpid()}\n".encode())
         os.close(fd)
-        subprocess.Popen(
-            [sys.executable, "-m", "memctl", "--root", str(root), "dream", "--auto"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, close_fds=True,
-        )
+        _start_detached(root, ["dream", "--auto"])
     except (OSError, MemctlError) as exc:  # the fact is remembered either way
         warning(f"could not start the automatic dream: {exc}")
+
+
+def start_background_index(settings) -> None:
+    """After a remember or a turn: a memory with no search index and at least [index]
+    background_build_bytes of layers gets it built by a detached `memctl index refresh`, so
+    that its first search waits (under the index lock) only for the rest of that build instead
+    of making all of it. A build already holding the index lock: none is started."""
+    from memctl.core.fsutil import ensure_private_dir, open_nofollow, try_lock
+
+    layout = settings.layout
+    if os.path.lexists(layout.index) or _layers_bytes(layout) < int(settings.get("index", "background_build_bytes")):
+        return
+    try:
+        ensure_private_dir(layout.state_dir)
+        fd = open_nofollow(os.path.join(layout.state_dir, "index.lock"), os.O_RDWR | os.O_CREAT)
+        try:
+            if not try_lock(fd):
+                return  # a build is running
+        finally:
+            os.close(fd)  # the lock goes with the descriptor: the build takes it
+        _start_detached(layout.root, ["index", "refresh"])
+    except (OSError, MemctlError) as exc:  # the fact is remembered either way; a search builds the index
+        warning(f"could not start building the search index: {exc}")
+
+
+def _layers_bytes(layout) -> int:
+    """The bytes of the layers a build reads most of: L5, L6 and L4's files."""
+    total = 0
+    for path in (layout.long_term, layout.cold_archive):
+        try:
+            total += os.stat(path).st_size
+        except OSError:
+            pass
+    try:
+        with os.scandir(layout.l4_dir) as entries:
+            total += sum(entry.stat(follow_symlinks=False).st_size for entry in entries
+                         if entry.is_file(follow_symlinks=False))
+    except OSError:
+        pass
+    return total
+
+
+def _start_detached(root, arguments: list[str]) -> None:
+    """`memctl --root ROOT ARGUMENTS…` in its own session, its output discarded."""
+    import subprocess
+
+    subprocess.Popen([sys.executable, "-m", "memctl", "--root", str(root), *arguments],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True, close_fds=True)
 
 
 def report_archive(report, json_out: bool, quiet: bool) -> None:
@@ -237,8 +289,7 @@ def _remember(root, options: dict, words: list[str]) -> int:
                               entry_id=resident.retry_id, retry=resident.retry_id is not None)
     result = remember(settings, request, clock.stamp(), options.get("wait", REMEMBER_WAIT))
     report_remember(result, bool(options.get("json")))
-    if result.auto_dream_due:
-        start_background_dream(settings.layout.root)
+    after_remember(settings, result)
     if resident.wants_writer and resident.serves(settings):
         unserved = resident.start_writer(settings.layout.root)
         if unserved:

@@ -52,6 +52,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     },
     "index": {
         "max_member_bytes": 64 * 1024 * 1024,  # a zip member is indexed up to this many inflated bytes
+        # a remember or turn into a memory with no index and at least this many bytes of layers
+        # starts the index's build in the background (a smaller one is built by its first search)
+        "background_build_bytes": 4_000_000,
     },
     "search": {
         "k": 5,
@@ -204,7 +207,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 MAX_FACT_BYTES = 1 << 20  # [writes] max_fact_bytes' upper bound; what a remember reads of stdin at most, plus one
 BOUNDS = {
     "archive.keep_newest": (0, 1_000_000), "archive.zip_level": (0, 9),
-    "index.max_member_bytes": (1024, 1 << 40), "search.k": (1, 10_000), "search.fuzzy_threshold": (0, 100),
+    "index.max_member_bytes": (1024, 1 << 40), "index.background_build_bytes": (0, 1 << 50), "search.k": (1, 10_000), "search.fuzzy_threshold": (0, 100),
     "dream.consolidate_min": (1, 1_000_000), "dream.similarity": (0, 100),
     "dream.archive_after_days": (0, 36_500), "dream.forget_after_days": (0, 36_500),
     "dream.forget_min_refs": (0, 1_000_000_000), "dream.merge_min_confidence": (0, 10),

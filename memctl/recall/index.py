@@ -24,6 +24,7 @@ import os
 import sqlite3
 from pathlib import Path
 
+from memctl.core import faults
 from memctl.core.config import Layout
 from memctl.core.errors import WriteFailed
 from memctl.core.fsutil import (FILE_MODE, ensure_private_dir, open_nofollow, refuse_symlink, set_mode,
@@ -111,8 +112,10 @@ class SearchIndex:
         except sqlite3.DatabaseError:
             return False
 
-    def ensure_fresh(self, wait: bool = False) -> RefreshReport:
-        """Refresh before a search. If another process is refreshing, use the index as it is."""
+    def ensure_fresh(self, wait: bool = False,
+                     progress: Callable[[int, int, str], None] | None = None) -> RefreshReport:
+        """Refresh before a search. If another process is refreshing, use the index as it is.
+        `progress` hears a build, when there is no usable index to refresh."""
         if self.on_server:
             from memctl.recall import pg_index
 
@@ -123,11 +126,11 @@ class SearchIndex:
             if not got:
                 return report
             if not self.is_usable():
-                return self._rebuild_locked()
+                return self._rebuild_locked(progress)
             try:
                 return self._refresh_locked()
             except sqlite3.DatabaseError:
-                return self._rebuild_locked()
+                return self._rebuild_locked(progress)
 
     def rebuild(self, progress: Callable[[int, int, str], None] | None = None) -> RefreshReport:
         """`progress(sources done, sources, the next one)` hears a file index's rebuild."""
@@ -161,6 +164,7 @@ class SearchIndex:
                 with store.transaction():  # one commit, not one per row: ~4x faster inserts
                     report = self._new_pass(store, progress).update(rebuilt=True)
                     store.set_meta("config", self._config_signature())
+                faults.checkpoint("index-build")  # a kill test: the temp file is left, swept by the next build
                 store.optimize()
             finally:
                 store.close()
@@ -193,16 +197,16 @@ class SearchIndex:
         return Refresh(store, self.layout, self.options, lambda: self.tokenizer, progress)
 
 
-def refresh_after_write(settings) -> list[str]:
-    """After a command wrote to the layers (archive, import): index what it wrote now, so the
-    next search is as fast as any other instead of paying for it. Only an index that exists
-    is refreshed (a first build stays the first search's). Never raises: the write itself
-    succeeded, so what goes wrong here comes back as warning lines."""
+def refresh_after_write(settings, progress: Callable[[int, int, str], None] | None = None) -> list[str]:
+    """After a command wrote to the layers (archive, import, learn): index what it wrote now, so
+    the next search is as fast as any other instead of paying for it. A memory with no index
+    yet gets it built here, so that no search builds one after a write (issue #31: the first
+    search after a 150,000-line import was 60x the second); `progress` hears that build.
+    Never raises: the write itself succeeded, so what goes wrong here comes back as warning
+    lines, and the next search refreshes (or builds) again."""
     index = SearchIndex(settings.layout, IndexOptions.from_settings(settings))
-    if not index.is_usable():
-        return []
     try:
-        report = index.ensure_fresh(wait=True)
+        report = index.ensure_fresh(wait=True, progress=progress)
     except Exception as exc:  # noqa: BLE001 - whatever it is, the next search refreshes again
         return [f"the search index was not refreshed ({exc or 'unknown error'}); the next search will refresh it"]
     return [f"index: {error}" for error in report.errors]

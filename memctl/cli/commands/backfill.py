@@ -26,7 +26,8 @@ def learn(
     """Extract typed memories from every archived L4 session not learned before (memctl's
     archive, GenericAgent's adopted one) into L5, and count their tool calls (`memctl tools`).
     Resumable: each session is checkpointed once its entries are written, so a killed run
-    goes on where it stopped and a second run writes nothing twice. A progress line on a terminal."""
+    goes on where it stopped and a second run writes nothing twice. A progress line on a terminal.
+    The search index is brought up to date with what was learned (built, if there was none)."""
     from memctl.core import clock
     from memctl.learn.backfill import learn_archived
 
@@ -35,6 +36,11 @@ def learn(
     report = learn_archived(settings, clock.iso(), limit, wait, dry_run, progress)
     if progress is not None:
         render.message("")
+    if report.learned and not dry_run:  # the next search finds what was learned indexed
+        from memctl.recall.index import refresh_after_write
+
+        for warning in refresh_after_write(settings):
+            render.warning(warning)
     if dry_run:
         for name in report.pending:
             render.line(name)

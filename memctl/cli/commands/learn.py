@@ -42,6 +42,7 @@ def turn_cmd(
     items = buffer.parse_messages(_read_input(file, limit))
     outcome = sessions.turn(settings, session, items, wait)
     _notes(outcome)
+    writes.start_background_index(settings)  # a memory with no index gets it built
     if json_out:
         render.json_line(outcome.to_dict())
         return
@@ -64,6 +65,7 @@ def compact_cmd(
     settings = writes.memory_settings(state(ctx).settings)
     outcome = sessions.compact(settings, session, budget, wait)
     _notes(outcome)
+    writes.start_background_index(settings)  # a memory with no index gets it built
     if json_out:
         render.json_line(outcome.to_dict())
         return
@@ -84,6 +86,7 @@ def dispose_cmd(
     settings = writes.memory_settings(state(ctx).settings)
     outcome = sessions.dispose(settings, session, wait)
     _notes(outcome)
+    writes.start_background_index(settings)  # a memory with no index gets it built
     if json_out:
         render.json_line(outcome.to_dict())
         return

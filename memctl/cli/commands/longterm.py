@@ -46,14 +46,12 @@ def remember_cmd(
     """Write one fact to L5 under its type's write policy and print its id."""
     from memctl.longterm.remember import RememberRequest, remember
 
-    app_state = state(ctx)
     settings = _settings(ctx)
     request = RememberRequest(writes.read_text(text).strip("\n"), type_, topic, confidence, source, force,
                               list(contradicts or []))
     result = remember(settings, request, clock.now(), wait)
     writes.report_remember(result, json_out)
-    if result.auto_dream_due:
-        writes.start_background_dream(app_state.root)
+    writes.after_remember(settings, result)
 
 
 def forget_cmd(

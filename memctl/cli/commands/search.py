@@ -168,6 +168,8 @@ def import_command(
                                                                  "terminal there is otherwise one progress line)."),
 ) -> None:
     """Bulk-load items into L6 (or L5); bad lines are reported with their numbers, good ones kept.
+    The search index is brought up to date with them before it returns (built, if the memory
+    had none), so the next search does not pay for it.
 
     Exit 0 when every line was imported, 3 when some lines were bad, 2 when none could be.
     """
@@ -189,12 +191,14 @@ def import_command(
         render.json_line(report.to_json())
     else:
         render.message(f"imported {report.imported} item(s) into {report.layer}; {len(report.bad)} bad line(s)")
-    if report.imported:  # the next search finds them indexed (a failure here is a warning)
+    if report.imported:  # the next search finds them indexed, the index built if there was none
+        from memctl.cli.progress import rebuild_progress
         from memctl.recall.index import refresh_after_write
-
         from memctl.recall.semantic import embed_in_background  # [semantic] embed_after_writes
 
-        for warning in [*refresh_after_write(settings), embed_in_background(settings)]:
+        with rebuild_progress(verbose) as line:
+            indexed = refresh_after_write(settings, line.hear)
+        for warning in [*indexed, embed_in_background(settings)]:
             if warning:
                 render.warning(warning)
     if report.bad:
