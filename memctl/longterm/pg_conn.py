@@ -19,9 +19,11 @@ from typing import Iterable, Iterator
 from memctl.core import faults, pg
 from memctl.core.errors import LockBusy, MemctlError, UsageError
 from memctl.longterm import pg_schema
+from memctl.longterm.pg_reads import SharedReads
 
 PARTS = ("active", "archive")
 PAUSE_VARIABLE = "MEMCTL_FAULT_PG_PAUSE"
+PROVISIONAL = 1 << 60  # the seqs of a batch's rows not sent yet start past this
 
 _SERVERS: dict[tuple[str, str, int], "Server"] = {}
 
@@ -41,9 +43,14 @@ class Server:
         self.deferred: list[tuple[str, tuple]] = []  # locks sent ahead of the next statement, in order
         self.seen: dict[str, set[int]] = {part: set() for part in PARTS}
         self.locked_types: set[str] = set()  # this transaction's type locks
+        self.current_types: set[str] = set()  # the types of the write being made (the last lock_types)
         self.prefetched: dict[tuple, object] = {}  # this transaction's reads made ahead, until a change
+        self.reads = SharedReads()  # what this transaction's remembers read once (a batch of them)
+        self.pending: list[tuple[object, object]] = []  # (part, row): a batch's appends not sent yet
+        self.provisional: dict[int, object] = {}  # a pending row by the seq it holds until sent
 
     def execute(self, sql: str, params: Iterable = ()):
+        self.flush_pending()
         with translated(self.where):
             if self.deferred or self.parts_lock_pending:  # the locks and this statement: one round trip
                 with self.conn.pipeline():
@@ -58,6 +65,7 @@ class Server:
 
     def send_locks(self) -> None:
         """Before a statement sent other than by `execute`."""
+        self.flush_pending()
         if self.deferred or self.parts_lock_pending:
             with translated(self.where), self.conn.pipeline():
                 self._send_locks()
@@ -73,6 +81,7 @@ class Server:
 
     def pipelined(self, statements: list[tuple[str, tuple]]) -> list[list[tuple]]:
         """The rows of several reads, sent together (after the locks deferred): one round trip."""
+        self.flush_pending()
         with translated(self.where):
             with self.conn.pipeline():
                 self._send_locks()
@@ -86,6 +95,7 @@ class Server:
             self.depth += 1
             try:
                 yield
+                self.flush_pending()  # a batch's appends are in the transaction they were made in
             finally:
                 self.depth -= 1
                 if self.depth == 0:
@@ -93,22 +103,45 @@ class Server:
                     self.deferred.clear()
                     self.locked_types.clear()
                     self.prefetched.clear()
+                    self.reads = SharedReads()
+                    self.pending, self.provisional = [], {}
 
     @contextlib.contextmanager
-    def change(self) -> Iterator[None]:
+    def change(self, keeps_reads: bool = False) -> Iterator[None]:
         """Around a change to L5 or L6: both parts' rows locked first, in one order, so seqs
         become visible in increasing order and two writers never deadlock on them. Inside a
         write's transaction it is part of it (no savepoint: two round trips each, and a failed
-        change fails the whole write, which is what the caller reports)."""
+        change fails the whole write, which is what the caller reports). `keeps_reads`: an
+        append to L5 or a row of it replaced, which the caller tells the shared reads itself."""
         if self.depth == 0:
-            with self.transaction(), self.change():
+            with self.transaction(), self.change(keeps_reads):
                 yield
             return
         self.prefetched.clear()  # what was read ahead may be what this changes
+        if not keeps_reads:
+            self.reads.changed()
         if not self.parts_locked:
             self.parts_lock_pending = True
         yield
         self.send_locks()  # a change that sent nothing still ends holding the lock, as it began
+
+    def defer_rows(self, part, rows: list) -> None:
+        """A batch's appends to `part`, sent together before the next statement or the commit
+        (`flush_pending`): one round trip for the batch instead of one per remember. Until then
+        each row holds a provisional seq, after every row on the server, in order."""
+        self.prefetched.clear()
+        if not self.parts_locked:
+            self.parts_lock_pending = True
+        for row in rows:
+            row.seq = PROVISIONAL + len(self.provisional) + 1
+            self.provisional[row.seq] = row
+            self.pending.append((part, row))
+
+    def flush_pending(self) -> None:
+        if self.pending:
+            part, rows = self.pending[0][0], [row for _, row in self.pending]
+            self.pending = []
+            part.write_pending(rows)
 
     def bump(self, part: str, appended: bool, rewritten: bool) -> None:
         if appended:

@@ -136,7 +136,7 @@ def _entry_id(ref: str, layer: str) -> str:
 
 
 def _check_entry_namespace(service, entry_id: str, caller: Caller) -> None:
-    if caller.namespace and service.namespaces.namespace_of(entry_id) != caller.namespace:
+    if caller.namespace and service.namespace_of(entry_id) != caller.namespace:
         raise ScopeRefused(f"{entry_id} is not an entry of namespace {caller.namespace!r}")
 
 
@@ -203,6 +203,7 @@ def compose(service, args: dict, caller: Caller) -> dict:
         return service.compose_namespace(args["query"], budget, namespace).summary()
     from memctl.agent.compose import compose as run_compose
 
+    service.refresher.wait_fresh()
     result = run_compose(service.settings, args["query"], budget)
     return {**result.summary(), "pieces": [item.to_json() for item in result.items]}
 
