@@ -207,8 +207,9 @@ def share_memory_lock(server: Server, wait: float) -> None:
                            "retry, or pass --wait SECONDS")
         return
     try:  # the timeout set first (a FROM item is evaluated before the select list), one round trip
-        server.conn.execute("SELECT pg_advisory_xact_lock_shared(%s) FROM (SELECT set_config('lock_timeout', %s, "
-                            "true)) AS timeout", (key, f"{int(wait * 1000)}ms"))
+        with pg.waiting_for_lock(server.conn, wait):
+            server.conn.execute("SELECT pg_advisory_xact_lock_shared(%s) FROM (SELECT set_config('lock_timeout', "
+                                "%s, true)) AS timeout", (key, f"{int(wait * 1000)}ms"))
     except psycopg.errors.LockNotAvailable:
         raise LockBusy(f"a dream or purge kept the memory {server.schema} on the server busy for {wait:g} s; "
                        "retry later") from None
