@@ -52,6 +52,28 @@ class AuditLog:
         payload = "".join(jsoncodec.dumps(record) + "\n" for record in records).encode("utf-8")
         append_lines(self.path, payload, os.path.join(self.folder, "torn"))
 
+    def tail(self, size: int) -> list[dict]:
+        """The records of the last `size` bytes, oldest first (a line cut by the start, or that
+        does not parse, left out)."""
+        from memctl.core.fsutil import open_nofollow
+
+        try:
+            with os.fdopen(open_nofollow(self.path, os.O_RDONLY), "rb") as handle:
+                start = max(0, handle.seek(0, os.SEEK_END) - size)
+                handle.seek(start)
+                lines = handle.read().split(b"\n")
+        except FileNotFoundError:
+            return []
+        records = []
+        for line in lines[1 if start else 0:]:
+            try:
+                record = jsoncodec.loads(line.decode("utf-8"))
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+        return records
+
 
 class Service:
     def __init__(self, settings) -> None:
