@@ -155,9 +155,13 @@ def server_for(dsn: str, schema: str) -> Server:
     """This thread's connection to the memory: a Server carries its transaction's state, so the
     threads of one process (memctl serve's writer and readers) each have their own."""
     key = (dsn, schema, threading.get_ident())
-    if key not in _SERVERS:
-        _SERVERS[key] = Server(dsn, schema)
-    return _SERVERS[key]
+    known = _SERVERS.get(key)
+    if known is not None and (known.conn.closed or known.conn.broken) and not known.depth:
+        known.conn.close()  # lost (a server restarted, a bound passed): a long-lived process connects again
+        known = None
+    if known is None:
+        known = _SERVERS[key] = Server(dsn, schema)
+    return known
 
 
 @contextlib.contextmanager

@@ -88,7 +88,7 @@ class Refresher:
         index = SearchIndex(self.settings.layout, IndexOptions.from_settings(self.settings))
         try:
             if index.on_server:
-                self._refresh_on_server(index)
+                _again_if_lost(lambda: self._refresh_on_server(index), self._store is not None, self._close_store)
             else:
                 try:
                     index.ensure_fresh()
@@ -170,6 +170,9 @@ class Reader:
 
     def search(self, request):
         """The hits of one request (its L5 hits recorded as references, as `search` does)."""
+        return _again_if_lost(lambda: self._search(request), self._store is not None, self.close)
+
+    def _search(self, request):
         searcher = KeptStoreSearcher(self.settings.layout, self.options, self.ranking, self._kept_store())
         try:
             hits = searcher.search(request)
@@ -198,6 +201,20 @@ class Reader:
                 store.close()
             except Exception:  # noqa: BLE001 — a connection already gone
                 pass
+
+
+def _again_if_lost(work, kept: bool, drop):
+    """`work()`, and once more on a new connection when a kept one turned out lost (the server
+    restarted since it was opened: only its first use tells)."""
+    from memctl.core.pg import ServerUnavailable
+
+    try:
+        return work()
+    except ServerUnavailable:
+        if not kept:
+            raise
+        drop()
+        return work()
 
 
 class KeptStoreSearcher(Searcher):

@@ -12,6 +12,7 @@ import os
 
 from memctl.core import jsoncodec
 from memctl.core.errors import LockBusy, MemctlError, NotFound, WriteFailed
+from memctl.core.pg import ServerUnavailable
 from memctl.core.jsonl import append_lines
 from memctl.core.redact import redactor_for
 from memctl.serve import keys as keyfile
@@ -199,7 +200,7 @@ def status_of(error: BaseException) -> int:
         return status
     if isinstance(error, NotFound):
         return 404
-    if isinstance(error, LockBusy):
+    if isinstance(error, (LockBusy, ServerUnavailable)):
         return 503
     if isinstance(error, WriteFailed):
         return 507
