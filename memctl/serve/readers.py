@@ -108,11 +108,7 @@ class Refresher:
 
     def _close_store(self) -> None:
         store, self._store = self._store, None
-        if store is not None:
-            try:
-                store.close()
-            except Exception:  # noqa: BLE001 — a connection already gone
-                pass
+        _close_quietly(store)
 
 
 class ReadPool:
@@ -196,11 +192,15 @@ class Reader:
 
     def close(self) -> None:
         store, self._store = self._store, None
-        if store is not None:
-            try:
-                store.close()
-            except Exception:  # noqa: BLE001 — a connection already gone
-                pass
+        _close_quietly(store)
+
+
+def _close_quietly(store) -> None:
+    if store is not None:
+        try:
+            store.close()
+        except Exception:  # noqa: BLE001 — a connection already gone
+            pass
 
 
 def _again_if_lost(work, kept: bool, drop):
