@@ -1,19 +1,26 @@
 #!/usr/bin/env python3
-"""Concurrent agents against one files memory: through `memctl serve --http` and through
-`memctl` processes, in the same run.
+"""Concurrent agents against one memory: through `memctl serve --http`, through `memctl`
+processes and (on PostgreSQL) as raw inserts, in the same run.
 
-Each agent loops for --seconds: a `remember` of a new fact, then a `search` for a word of an
-earlier one. Over HTTP an agent is a thread with its own connection per request (curl-shaped,
-http.client) against one `memctl serve --http 0` ([serve] rate_per_minute raised: the load is
-measured, not the limit); as processes, a thread running `memctl
-remember --wait 10 …` and `memctl search …` one after another (the resident writer as a user
-gets it). Reported per mode and agent count: acknowledged writes/s, p50/p99 of remember and of
-search in ms, refused (a non-200 answer or a non-zero exit other than search's 1), lost
-(acknowledged ids missing from L5 afterwards).
+Each agent loops for --seconds. With --load mixed (the default) a loop is a `remember` of a new
+fact, then a `search` for a word of an earlier one; with --load writes it is a `remember` alone
+(the writes/s the service sustains); with --load searches a `search` alone. Over HTTP an agent is
+a thread with its own connection per request (curl-shaped, http.client) against one `memctl
+serve --http 0` ([serve] rate_per_minute raised: the load is measured, not the limit); as
+processes, a thread running `memctl remember --wait 10 …` and `memctl search …` one after another
+(the resident writer as a user gets it); `raw` (PostgreSQL only) is a thread per agent with its
+own connection inserting one row per transaction into a plain table: what the server itself
+does, the ceiling. Reported per mode and agent count: acknowledged writes/s, p50/p99 of remember
+and of search in ms, refused (a non-200 answer or a non-zero exit other than search's 1), lost
+(acknowledged ids missing from L5 afterwards), and on PostgreSQL the most connections the server
+held at once (`pg_stat_activity`, sampled every 0.2 s).
 
-    nice -n 10 .venv/bin/python bench/serve.py                      # 8 and 32 agents, 10 s each
-    nice -n 10 .venv/bin/python bench/serve.py --agents 8 --seconds 5 --seed-entries 500
-    nice -n 10 .venv/bin/python bench/serve.py --stores files postgres   # also a team memory
+The PostgreSQL cluster is a throwaway one (tests/pgcluster.py) with PostgreSQL's default
+`max_connections = 100` and `fsync = on` (acknowledged = committed to disk, as on files).
+
+    nice -n 5 .venv/bin/python bench/serve.py                       # 8 and 32 agents, 10 s each, files
+    nice -n 5 .venv/bin/python bench/serve.py --stores files postgres --modes http processes raw
+    nice -n 5 .venv/bin/python bench/serve.py --stores postgres --modes http --load writes --agents 8 32 100
 """
 
 from __future__ import annotations
@@ -109,32 +116,98 @@ def post(port: int, key: str, operation: str, body: dict) -> tuple[int, dict]:
         connection.close()
 
 
-def http_agent(port: int, key: str, until: float, seed: int, tally: Tally) -> None:
+def http_agent(port: int, key: str, until: float, seed: int, tally: Tally, load: str) -> None:
     rng = random.Random(seed)
     while time.monotonic() < until:
-        started = time.perf_counter()
-        status, body = post(port, key, "remember", {"text": fact(rng)})
-        tally.note("remember", time.perf_counter() - started, status == 200, body.get("id", ""))
-        started = time.perf_counter()
-        status, _ = post(port, key, "search", {"query": rng.choice(WORDS)})
-        tally.note("search", time.perf_counter() - started, status == 200)
+        if load != "searches":
+            started = time.perf_counter()
+            status, body = post(port, key, "remember", {"text": fact(rng)})
+            tally.note("remember", time.perf_counter() - started, status == 200, body.get("id", ""))
+        if load != "writes":
+            started = time.perf_counter()
+            status, _ = post(port, key, "search", {"query": rng.choice(WORDS)})
+            tally.note("search", time.perf_counter() - started, status == 200)
 
 
 # --- as memctl processes
 
 
-def process_agent(root: Path, until: float, seed: int, tally: Tally) -> None:
+def process_agent(root: Path, until: float, seed: int, tally: Tally, load: str) -> None:
     rng = random.Random(seed)
     while time.monotonic() < until:
-        started = time.perf_counter()
-        done = subprocess.run([MEMCTL, "--root", str(root), "remember", "--type", "event", "--wait", "10", "--json",
-                               fact(rng)], capture_output=True, env=env())
-        entry_id = json.loads(done.stdout).get("id", "") if done.returncode == 0 and done.stdout else ""
-        tally.note("remember", time.perf_counter() - started, done.returncode == 0, entry_id)
+        if load != "searches":
+            started = time.perf_counter()
+            done = subprocess.run([MEMCTL, "--root", str(root), "remember", "--type", "event", "--wait", "10",
+                                   "--json", fact(rng)], capture_output=True, env=env())
+            entry_id = json.loads(done.stdout).get("id", "") if done.returncode == 0 and done.stdout else ""
+            tally.note("remember", time.perf_counter() - started, done.returncode == 0, entry_id)
+        if load == "writes":
+            continue
         started = time.perf_counter()
         done = subprocess.run([MEMCTL, "--root", str(root), "search", rng.choice(WORDS)], capture_output=True,
                               env=env())
         tally.note("search", time.perf_counter() - started, done.returncode in (0, 1))
+
+
+# --- raw PostgreSQL inserts: the server's own ceiling
+
+
+def raw_agent(until: float, seed: int, tally: Tally, load: str) -> None:
+    import psycopg
+
+    rng = random.Random(seed)
+    with psycopg.connect(DSN["value"], autocommit=True) as connection:
+        while time.monotonic() < until:
+            started = time.perf_counter()
+            text = fact(rng)
+            try:
+                connection.execute("INSERT INTO bench_raw (text) VALUES (%s)", (text,))
+                tally.note("remember", time.perf_counter() - started, True, text)
+            except psycopg.Error:
+                tally.note("remember", time.perf_counter() - started, False)
+
+
+def raw_table() -> None:
+    import psycopg
+
+    with psycopg.connect(DSN["value"], autocommit=True) as connection:
+        connection.execute("DROP TABLE IF EXISTS bench_raw")
+        connection.execute("CREATE TABLE bench_raw (id bigserial PRIMARY KEY, text text NOT NULL)")
+
+
+def raw_texts() -> set[str]:
+    import psycopg
+
+    with psycopg.connect(DSN["value"], autocommit=True) as connection:
+        return {text for (text,) in connection.execute("SELECT text FROM bench_raw")}
+
+
+class ConnectionPeak:
+    """The most connections the server held at once while the load ran (0 on files)."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> ConnectionPeak:
+        if DSN["value"]:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+    def _sample(self) -> None:
+        import psycopg
+
+        with psycopg.connect(DSN["value"], autocommit=True) as connection:
+            while not self._stop.wait(0.2):
+                count = connection.execute("SELECT count(*) FROM pg_stat_activity WHERE backend_type = "
+                                           "'client backend'").fetchone()[0]
+                self.peak = max(self.peak, int(count) - 1)  # not this sampler's own
 
 
 def l5_ids(root: Path) -> set[str]:
@@ -152,9 +225,9 @@ def l5_ids(root: Path) -> set[str]:
     return ids
 
 
-def run_load(mode: str, agents: int, seconds: float, seed_entries: int) -> dict:
+def run_load(mode: str, agents: int, seconds: float, seed_entries: int, load: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="memctl-serve-bench-") as folder:
-        root = make_memory(Path(folder), seed_entries)
+        root = make_memory(Path(folder), seed_entries) if mode != "raw" else None
         tally = Tally()
         server = None
         if mode == "http":
@@ -164,24 +237,34 @@ def run_load(mode: str, agents: int, seconds: float, seed_entries: int) -> dict:
                                    capture_output=True, check=True, env=env()).stdout.decode().strip()
                     for n in range(agents)]
             server, port = start_server(root)
+        if mode == "raw":
+            raw_table()
         until = time.monotonic() + seconds
         started = time.monotonic()
-        threads = [threading.Thread(target=http_agent, args=(port, keys[n], until, n, tally)) if mode == "http"
-                   else threading.Thread(target=process_agent, args=(root, until, n, tally)) for n in range(agents)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        threads = []
+        for n in range(agents):
+            where = (port, keys[n]) if mode == "http" else (root,) if mode == "processes" else ()
+            threads.append(threading.Thread(target=AGENTS[mode], args=(*where, until, n, tally, load)))
+        with ConnectionPeak() as connections:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
         elapsed = time.monotonic() - started
         if server is not None:
             server.terminate()
             server.wait(timeout=30)
-        lost = len(set(tally.acked) - l5_ids(root))
-        return {"mode": mode, "store": "postgres" if DSN["value"] else "files", "agents": agents, "seconds": round(elapsed, 1), "writes": len(tally.acked),
+        lost = len(set(tally.acked) - (raw_texts() if mode == "raw" else l5_ids(root)))
+        return {"mode": mode, "store": "postgres" if DSN["value"] else "files", "load": load, "agents": agents,
+                "seconds": round(elapsed, 1), "writes": len(tally.acked),
                 "writes_per_s": round(len(tally.acked) / elapsed, 1),
                 "remember_p50_ms": percentile(tally.remember, 50), "remember_p99_ms": percentile(tally.remember, 99),
                 "search_p50_ms": percentile(tally.search, 50), "search_p99_ms": percentile(tally.search, 99),
-                "searches": len(tally.search), "refused": tally.refused, "lost": lost}
+                "searches": len(tally.search), "refused": tally.refused, "lost": lost,
+                "server_connections_peak": connections.peak}
+
+
+AGENTS = {"http": http_agent, "processes": process_agent, "raw": raw_agent}
 
 
 def percentile(values: list[float], pct: int) -> float:
@@ -193,23 +276,25 @@ def percentile(values: list[float], pct: int) -> float:
 
 def run_store(store: str, args) -> list[dict]:
     if store == "files":
-        return run_all(args)
+        return run_all(args, store)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from pgcluster import running_cluster
 
-    with running_cluster() as dsn:
+    with running_cluster(settings="-c fsync=on -c max_connections=100") as dsn:  # PostgreSQL's defaults
         DSN["value"] = dsn
         try:
-            return run_all(args)
+            return run_all(args, store)
         finally:
             DSN["value"] = ""
 
 
-def run_all(args) -> list[dict]:
+def run_all(args, store: str) -> list[dict]:
     rows = []
     for agents in args.agents:
         for mode in args.modes:
-            rows.append(run_load(mode, agents, args.seconds, args.seed_entries))
+            if mode == "raw" and store != "postgres":
+                continue
+            rows.append(run_load(mode, agents, args.seconds, args.seed_entries, args.load))
             print(json.dumps(rows[-1]), file=sys.stderr)
     return rows
 
@@ -219,19 +304,23 @@ def main() -> None:
     parser.add_argument("--agents", type=int, nargs="+", default=[8, 32])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--seed-entries", type=int, default=2000)
-    parser.add_argument("--modes", nargs="+", default=["http", "processes"], choices=["http", "processes"])
+    parser.add_argument("--modes", nargs="+", default=["http", "processes"], choices=["http", "processes", "raw"],
+                        help="raw: inserts straight into a plain table of the PostgreSQL store (skipped on files)")
+    parser.add_argument("--load", default="mixed", choices=["mixed", "writes", "searches"],
+                        help="an agent's loop: remember then search (mixed), remember alone, or search alone")
     parser.add_argument("--stores", nargs="+", default=["files"], choices=["files", "postgres"],
                         help="postgres: a throwaway cluster (tests/pgcluster.py), the memory a team memory on it")
     args = parser.parse_args()
     rows = []
     for store in args.stores:
         rows += run_store(store, args)
-    print("| store | mode | agents | writes/s | remember p50 / p99 ms | search p50 / p99 ms | searches | refused | lost |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| store | mode | load | agents | writes/s | remember p50 / p99 ms | search p50 / p99 ms | searches | "
+          "refused | lost | server connections |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
-        print(f"| {row['store']} | {row['mode']} | {row['agents']} | {row['writes_per_s']} | {row['remember_p50_ms']} / "
-              f"{row['remember_p99_ms']} | {row['search_p50_ms']} / {row['search_p99_ms']} | {row['searches']} | "
-              f"{row['refused']} | {row['lost']} |")
+        print(f"| {row['store']} | {row['mode']} | {row['load']} | {row['agents']} | {row['writes_per_s']} | "
+              f"{row['remember_p50_ms']} / {row['remember_p99_ms']} | {row['search_p50_ms']} / {row['search_p99_ms']} | "
+              f"{row['searches']} | {row['refused']} | {row['lost']} | {row['server_connections_peak']} |")
 
 
 if __name__ == "__main__":

@@ -69,10 +69,11 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def running_cluster(prefix: str = "memctl-pg-"):
-    """The DSN of a cluster in a temp folder, stopped and removed at the end."""
+def running_cluster(prefix: str = "memctl-pg-", settings: str = ""):
+    """The DSN of a cluster in a temp folder, stopped and removed at the end (`settings`:
+    more `-c name=value` options, which take the place of the suite's)."""
     folder = Path(tempfile.mkdtemp(prefix=prefix))
-    cluster = start_cluster(folder)
+    cluster = start_cluster(folder, settings)
     try:
         yield cluster.dsn
     finally:
@@ -83,7 +84,7 @@ def running_cluster(prefix: str = "memctl-pg-"):
 OWNER_FILE = "owner.pid"
 
 
-def start_cluster(folder: Path) -> Cluster:
+def start_cluster(folder: Path, settings: str = "") -> Cluster:
     bin_dir = server_bin_dir()
     assert bin_dir is not None, why_unavailable()
     reap_orphaned_clusters(bin_dir)
@@ -95,7 +96,7 @@ def start_cluster(folder: Path) -> Cluster:
                      "--locale", "C", "-D", str(data_dir)])
     port = _free_port()
     options = f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={folder} " \
-              "-c fsync=off -c max_connections=200 -c shared_buffers=64MB"
+              "-c fsync=off -c max_connections=200 -c shared_buffers=64MB " + settings
     _start(bin_dir, data_dir, options)
     return Cluster(f"postgresql://postgres@127.0.0.1:{port}/postgres", data_dir, bin_dir, options)
 

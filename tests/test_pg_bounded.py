@@ -131,3 +131,45 @@ def test_the_bound_is_checked(monkeypatch):
             pg.statement_bound()
     monkeypatch.setenv("MEMCTL_PG_TIMEOUT", "7")
     assert pg.statement_bound() == 7 and "statement_timeout=7000" in pg.bounded_parameters(7)["options"]
+
+
+def test_a_wait_longer_than_the_bound_for_a_busy_lock_ends_busy(pg_server, memctl_bin, tmp_path, pg_memory_name):
+    """`--wait` past $MEMCTL_PG_TIMEOUT: the lock wait is the one wait the bound does not cut
+    short; a lock still held at its end is busy (75), not a server failure (2)."""
+    import psycopg
+
+    from memctl.core import pg
+
+    root = tmp_path / "m"
+    env = clean_env(MEMCTL_PG_DSN=pg_server, MEMCTL_PG_TIMEOUT="2")
+    root.mkdir()
+    (root / "memctl.toml").write_text(f'[store]\nbackend = "postgres"\nmemory = "{pg_memory_name}"\n')
+    assert _memctl(memctl_bin, root, env, "init", str(root))[0].returncode == 0
+    with psycopg.connect(pg_server, autocommit=True) as holder:  # a dream of another machine, say
+        holder.execute("SELECT pg_advisory_lock(%s)", (pg.lock_key(pg.schema_for(pg_memory_name), "writer"),))
+        done, took = _memctl(memctl_bin, root, env, "remember", "the deploy key rotates monthly", "--type", "event", "--wait", "5")
+    lines = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 75, done.stderr
+    assert len(lines) == 1 and "busy" in lines[0], lines
+    assert 5 <= took < CEILING
+
+
+def test_a_whole_memory_writer_waiting_past_the_bound_is_busy_not_failed(pg_server, pg_memory_name, monkeypatch):
+    """The exclusive lock (dream, undo, purge) likewise: `hold_memory_lock` past the bound."""
+    import psycopg
+
+    from memctl.core import pg
+    from memctl.core.errors import LockBusy
+
+    monkeypatch.setenv("MEMCTL_PG_TIMEOUT", "1")
+    schema = pg.schema_for(pg_memory_name)
+    with psycopg.connect(pg_server, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock_shared(%s)", (pg.lock_key(schema, "writer"),))
+        conn = pg.connect(pg_server, autocommit=True)
+        started = time.monotonic()
+        with pytest.raises(LockBusy), conn.transaction():
+            pg.hold_memory_lock(conn, schema, 2.5)
+        assert 2.5 <= time.monotonic() - started < CEILING
+        with conn.transaction():  # the connection still bounded as before, and usable
+            assert conn.execute("SHOW statement_timeout").fetchone()[0] == "1s"
+        conn.close()

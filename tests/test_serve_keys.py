@@ -139,3 +139,38 @@ def test_namespaces_keep_their_own_near_duplicates_and_topics(run, memory):
         assert status == 200 and body["action"] == "seen" and body["id"] == second["id"]
     topics = {entry["id"]: entry.get("topic") for entry in l5_lines(memory)}
     assert topics[pref_a["id"]] == "alpha/editor" and topics[pref_b["id"]] == "beta/editor"
+
+
+def test_the_admin_scope_alone_reads_the_audit_lists_keys_and_changes_any_namespace(run, memory):
+    admin = add_key(run, memory, "boss", "admin")
+    writer = add_key(run, memory, "writer", "write")
+    reader = add_key(run, memory, "reader", "read")
+    alpha = add_key(run, memory, "alpha-agent", "write", namespace="alpha")
+    with Server(memory) as server:
+        _, theirs = server.post("remember", {"text": "alpha's deploy window is Friday"}, alpha)
+        _, plain = server.post("remember", {"text": "the office closes at six"}, writer)
+        for key in (writer, reader, alpha):  # audit and keys: an admin key's only
+            for operation in ("audit", "keys"):
+                status, body = server.post(operation, {}, key)
+                assert status == 403 and "needs admin" in body["error"], (operation, body)
+        # a write key changes the entries of its own namespace only: an unbound one, of none
+        status, body = server.post("forget", {"ref": f"L5:{theirs['id']}"}, writer)
+        assert status == 403 and "namespace 'alpha'" in body["error"]
+        status, body = server.post("forget", {"ref": f"L5:{plain['id']}"}, alpha)
+        assert status == 403
+        assert server.post("forget", {"ref": f"L5:{plain['id']}"}, writer)[0] == 200
+        assert server.post("forget", {"ref": f"L5:{theirs['id']}"}, alpha)[0] == 200
+        status, body = server.post("restore", {"ref": f"L6:{theirs['id']}"}, writer)
+        assert status == 403
+        assert server.post("restore", {"ref": f"L6:{theirs['id']}"}, admin)[0] == 200  # an admin: any entry
+        assert server.post("forget", {"ref": f"L5:{theirs['id']}"}, admin)[0] == 200
+        status, listed = server.post("keys", {}, admin)
+        assert status == 200 and {key["name"] for key in listed["keys"]} == {"boss", "writer", "reader", "alpha-agent"}
+        assert all("sha256" not in key and not any(token in json.dumps(key) for token in (admin, writer))
+                   for key in listed["keys"])
+        status, audited = server.post("audit", {"n": 3}, admin)
+        assert status == 200 and [(r["key"], r["op"]) for r in audited["records"]] == \
+            [("alpha-agent", "forget"), ("boss", "restore"), ("boss", "forget")]
+        status, alphas = server.post("audit", {"key": "alpha-agent"}, admin)
+        assert [r["op"] for r in alphas["records"]] == ["remember", "forget"]
+        assert all("text" not in r for r in alphas["records"])

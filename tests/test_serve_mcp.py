@@ -19,7 +19,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 from conftest import clean_env, memctl_executable  # noqa: E402
 from serve_helpers import Server, add_key, l5_lines  # noqa: E402
 
-TOOLS = {"remember", "search", "get", "compose", "recent", "forget", "restore", "turn", "compact", "dispose"}
+TOOLS = {"remember", "search", "get", "compose", "recent", "forget", "restore", "turn", "compact", "dispose", "audit",
+         "keys"}
 CLIENT_TIMEOUT = 120
 
 

@@ -197,6 +197,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "rate_per_minute": 600,
         "request_timeout": 30,  # seconds: a call's answer, a connection's request head
         "max_connections": 256,  # open at once; past it uvicorn answers 503
+        "read_workers": 8,  # threads running the reads; on a server memory one index connection each
+        "refresh_seconds": 1.0,  # how soon what was written beside the service is searchable through it
     },
     "types": plain_copy(DEFAULT_TYPES),
 }
@@ -222,5 +224,6 @@ BOUNDS = {
     "learn.short_term_days": (0, 36_500), "extract.timeout": (0.1, 3600),
     "serve.max_body_bytes": (1024, 1 << 30), "serve.rate_per_minute": (1, 1_000_000),
     "serve.request_timeout": (0.1, 3600), "serve.max_connections": (1, 100_000),
+    "serve.read_workers": (1, 64), "serve.refresh_seconds": (0.05, 3600),
     "writes.max_fact_bytes": (1024, MAX_FACT_BYTES),
 }

@@ -14,14 +14,17 @@ an optional extra (`[postgres]`), imported only here and only when used.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import zlib
 
 from memctl.core.errors import ConfigError, LockBusy, MemctlError
 
+from typing import Iterator
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Iterator, Sequence
+    from typing import Any, Sequence
 
 DSN_VARIABLE = "MEMCTL_PG_DSN"
 SCHEMA_PREFIX = "memctl_"
@@ -224,10 +227,31 @@ def hold_memory_lock(conn, schema: str, wait_seconds: float, name: str = "writer
     psycopg = _psycopg()
     conn.execute(f"SET LOCAL lock_timeout = {int(wait_seconds * 1000)}")
     try:
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+        with waiting_for_lock(conn, wait_seconds):
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
     except psycopg.errors.LockNotAvailable:
         raise LockBusy(f"another memctl kept the memory {schema} on the server busy for {wait_seconds:g} s; "
                        "retry later") from None
+
+
+@contextlib.contextmanager
+def waiting_for_lock(conn, wait_seconds: float) -> Iterator[None]:
+    """Around the one statement that waits for a lock (`--wait`): a wait longer than the bound
+    ($MEMCTL_PG_TIMEOUT) is the caller's to choose, so for that statement alone the server's
+    statement_timeout and this connection's own bound are stretched past it; lock_timeout ends
+    it (LockNotAvailable: busy, exit 75), not the bound (a server failure, exit 2)."""
+    bound = getattr(conn, "bound", None)
+    if bound is None or wait_seconds < bound:
+        yield
+        return
+    stretched = wait_seconds + bound
+    conn.execute("SELECT set_config('statement_timeout', %s, true)", (f"{int(stretched * 1000)}ms",))
+    conn.bound = stretched
+    try:
+        yield
+    finally:
+        conn.bound = bound
+    conn.execute("SELECT set_config('statement_timeout', %s, true)", (f"{int(bound * 1000)}ms",))
 
 
 def rows(conn, sql: str, params: Sequence[Any] = ()) -> Iterator[tuple]:

@@ -19,9 +19,11 @@ from typing import Iterable, Iterator
 from memctl.core import faults, pg
 from memctl.core.errors import LockBusy, MemctlError, UsageError
 from memctl.longterm import pg_schema
+from memctl.longterm.pg_reads import SharedReads
 
 PARTS = ("active", "archive")
 PAUSE_VARIABLE = "MEMCTL_FAULT_PG_PAUSE"
+PROVISIONAL = 1 << 60  # the seqs of a batch's rows not sent yet start past this
 
 _SERVERS: dict[tuple[str, str, int], "Server"] = {}
 
@@ -41,9 +43,14 @@ class Server:
         self.deferred: list[tuple[str, tuple]] = []  # locks sent ahead of the next statement, in order
         self.seen: dict[str, set[int]] = {part: set() for part in PARTS}
         self.locked_types: set[str] = set()  # this transaction's type locks
+        self.current_types: set[str] = set()  # the types of the write being made (the last lock_types)
         self.prefetched: dict[tuple, object] = {}  # this transaction's reads made ahead, until a change
+        self.reads = SharedReads()  # what this transaction's remembers read once (a batch of them)
+        self.pending: list[tuple[object, object]] = []  # (part, row): a batch's appends not sent yet
+        self.provisional: dict[int, object] = {}  # a pending row by the seq it holds until sent
 
     def execute(self, sql: str, params: Iterable = ()):
+        self.flush_pending()
         with translated(self.where):
             if self.deferred or self.parts_lock_pending:  # the locks and this statement: one round trip
                 with self.conn.pipeline():
@@ -58,6 +65,7 @@ class Server:
 
     def send_locks(self) -> None:
         """Before a statement sent other than by `execute`."""
+        self.flush_pending()
         if self.deferred or self.parts_lock_pending:
             with translated(self.where), self.conn.pipeline():
                 self._send_locks()
@@ -73,6 +81,7 @@ class Server:
 
     def pipelined(self, statements: list[tuple[str, tuple]]) -> list[list[tuple]]:
         """The rows of several reads, sent together (after the locks deferred): one round trip."""
+        self.flush_pending()
         with translated(self.where):
             with self.conn.pipeline():
                 self._send_locks()
@@ -86,6 +95,7 @@ class Server:
             self.depth += 1
             try:
                 yield
+                self.flush_pending()  # a batch's appends are in the transaction they were made in
             finally:
                 self.depth -= 1
                 if self.depth == 0:
@@ -93,22 +103,45 @@ class Server:
                     self.deferred.clear()
                     self.locked_types.clear()
                     self.prefetched.clear()
+                    self.reads = SharedReads()
+                    self.pending, self.provisional = [], {}
 
     @contextlib.contextmanager
-    def change(self) -> Iterator[None]:
+    def change(self, keeps_reads: bool = False) -> Iterator[None]:
         """Around a change to L5 or L6: both parts' rows locked first, in one order, so seqs
         become visible in increasing order and two writers never deadlock on them. Inside a
         write's transaction it is part of it (no savepoint: two round trips each, and a failed
-        change fails the whole write, which is what the caller reports)."""
+        change fails the whole write, which is what the caller reports). `keeps_reads`: an
+        append to L5 or a row of it replaced, which the caller tells the shared reads itself."""
         if self.depth == 0:
-            with self.transaction(), self.change():
+            with self.transaction(), self.change(keeps_reads):
                 yield
             return
         self.prefetched.clear()  # what was read ahead may be what this changes
+        if not keeps_reads:
+            self.reads.changed()
         if not self.parts_locked:
             self.parts_lock_pending = True
         yield
         self.send_locks()  # a change that sent nothing still ends holding the lock, as it began
+
+    def defer_rows(self, part, rows: list) -> None:
+        """A batch's appends to `part`, sent together before the next statement or the commit
+        (`flush_pending`): one round trip for the batch instead of one per remember. Until then
+        each row holds a provisional seq, after every row on the server, in order."""
+        self.prefetched.clear()
+        if not self.parts_locked:
+            self.parts_lock_pending = True
+        for row in rows:
+            row.seq = PROVISIONAL + len(self.provisional) + 1
+            self.provisional[row.seq] = row
+            self.pending.append((part, row))
+
+    def flush_pending(self) -> None:
+        if self.pending:
+            part, rows = self.pending[0][0], [row for _, row in self.pending]
+            self.pending = []
+            part.write_pending(rows)
 
     def bump(self, part: str, appended: bool, rewritten: bool) -> None:
         if appended:
@@ -122,9 +155,13 @@ def server_for(dsn: str, schema: str) -> Server:
     """This thread's connection to the memory: a Server carries its transaction's state, so the
     threads of one process (memctl serve's writer and readers) each have their own."""
     key = (dsn, schema, threading.get_ident())
-    if key not in _SERVERS:
-        _SERVERS[key] = Server(dsn, schema)
-    return _SERVERS[key]
+    known = _SERVERS.get(key)
+    if known is not None and (known.conn.closed or known.conn.broken) and not known.depth:
+        known.conn.close()  # lost (a server restarted, a bound passed): a long-lived process connects again
+        known = None
+    if known is None:
+        known = _SERVERS[key] = Server(dsn, schema)
+    return known
 
 
 @contextlib.contextmanager
@@ -174,8 +211,9 @@ def share_memory_lock(server: Server, wait: float) -> None:
                            "retry, or pass --wait SECONDS")
         return
     try:  # the timeout set first (a FROM item is evaluated before the select list), one round trip
-        server.conn.execute("SELECT pg_advisory_xact_lock_shared(%s) FROM (SELECT set_config('lock_timeout', %s, "
-                            "true)) AS timeout", (key, f"{int(wait * 1000)}ms"))
+        with pg.waiting_for_lock(server.conn, wait):
+            server.conn.execute("SELECT pg_advisory_xact_lock_shared(%s) FROM (SELECT set_config('lock_timeout', "
+                                "%s, true)) AS timeout", (key, f"{int(wait * 1000)}ms"))
     except psycopg.errors.LockNotAvailable:
         raise LockBusy(f"a dream or purge kept the memory {server.schema} on the server busy for {wait:g} s; "
                        "retry later") from None

@@ -27,11 +27,14 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Iterable, Iterator
 
 from memctl.core import pg
 from memctl.core.errors import UsageError
 from memctl.longterm.pg_conn import Server, pause_point, server_for, share_memory_lock, translated
+from memctl.longterm.pg_log import ServerDreamLog
+from memctl.longterm.pg_reads import Listing, kept_candidates
+from memctl.longterm.pg_rewrite import rewrite_plan
 from memctl.longterm.entries import BAD_LINE, Entry, Row, Snapshot, content_hash, entry_problem, rows_bytes
 from memctl.longterm.policies import match_key, normalize_topic, reachable_lengths
 from memctl.longterm.store_base import Candidates, EntryForms, LazyRow, bytes_digest
@@ -127,16 +130,36 @@ class ServerPart:
 
     def append(self, entries: Iterable[Entry]) -> int:
         rows = [_row(0, self._stored(e)) for e in entries]
-        if len(rows) == 1:  # a remember: the row and the part's last_seq in one statement
-            with self._server.change():
+        if rows and self._part == "active" and self._server.depth and self._server.reads.planned:
+            self._server.defer_rows(self, rows)  # a batch's: sent with its next statement or commit
+        elif len(rows) == 1:  # a remember: the row and the part's last_seq in one statement
+            with self._server.change(keeps_reads=self._part == "active"):
                 self._insert_one_and_bump(rows[0])
                 pause_point("pg-append")
         elif rows:
-            with self._server.change():
+            with self._server.change(keeps_reads=self._part == "active"):
                 self._insert(rows)
                 self._server.bump(self._part, appended=True, rewritten=False)
                 pause_point("pg-append")
+        if rows and self._part == "active":
+            self._server.reads.appended_active([self._listed(row) for row in rows])
         return len(rows)
+
+    def write_pending(self, rows: list[Row]) -> None:
+        """A batch's appends (Server.defer_rows) sent: the rows, then the part's last_seq."""
+        provisional = [row.seq for row in rows]
+        with self._server.change(keeps_reads=True):
+            self._insert(rows)
+            self._server.bump(self._part, appended=True, rewritten=False)
+            pause_point("pg-append")
+        self._server.reads.renumbered(dict(zip(provisional, (row.seq for row in rows))))
+
+    def _listed(self, row: Row) -> tuple[str, tuple, int]:
+        """A new row as a kept listing holds it: (type, (seq, id, near_key, raw), key length)."""
+        columns = self._columns(row)
+        near_key, length = columns[7], columns[8]
+        return columns[2] or "", (row.seq, columns[1], near_key, None if near_key is not None else row.raw), \
+            -1 if length is None else length
 
     def _insert_one_and_bump(self, row: Row) -> None:
         """_insert([row]) then bump(appended) as one statement: last_seq becomes the highest seq
@@ -187,7 +210,7 @@ class ServerPart:
         """The part becomes these rows, changing only what differs from what was read."""
         seen = self._server.seen[self._part]
         with self._server.change():
-            plan = _rewrite_plan(rows, seen)
+            plan = rewrite_plan(rows, seen)
             if plan is None:
                 self._rewrite_all(rows, seen)
             else:
@@ -234,9 +257,14 @@ class ServerPart:
 
     def count(self) -> int:
         """How many rows (entries and lines kept as they are): what L5's size is measured in."""
+        kept = self._server.reads.count if self._part == "active" else None
+        if kept is not None:
+            return kept
         found = self._server.prefetched.pop(("count", self._part), None)
         if found is None:
             found = self._server.execute(*self.count_query()).fetchall()
+        if self._part == "active" and self._server.depth:
+            self._server.reads.count = int(found[0][0])
         return int(found[0][0])
 
     def count_query(self) -> tuple[str, tuple]:
@@ -269,6 +297,9 @@ class ServerPart:
         """L5: the rows of this type whose text could score `cutoff` against `text` (the
         length bound of `policies.reachable_lengths`), in order, with their match keys."""
         low, high = reachable_lengths(text, cutoff)
+        kept = self._kept_listing(type_name, low, high)
+        if kept is not None:
+            return kept_candidates(kept, type_name, low, high, self._loader)
         listed = self._server.prefetched.pop(self.candidates_key(type_name, text, cutoff), None)
         if listed is None:
             listed = self._server.execute(*self.candidates_query(type_name, text, cutoff)).fetchall()
@@ -286,6 +317,28 @@ class ServerPart:
                 found.append((entry_id, near_key, row))
         return Candidates(found, None)
 
+    def _kept_listing(self, type_name: str, low: int, high: int) -> Listing | None:
+        """The rows of a type a batch of remembers shares (memctl.longterm.pg_reads): kept,
+        or read now with the batch's bounds; None when this question is asked alone."""
+        reads = self._server.reads
+        if self._part != "active" or not self._server.depth:
+            return None
+        kept = reads.listing(type_name, low, high)
+        bounds = reads.bounds_to_read(type_name, low, high) if kept is None else None
+        if bounds is not None:
+            query = self.listing_query(type_name, *bounds)
+            found = self._server.prefetched.pop(query, None)
+            if found is None:
+                found = self._server.execute(*query).fetchall()
+            kept = reads.listings[type_name] = Listing(*bounds, [(int(seq), *rest) for seq, *rest in found])
+            self._server.seen[self._part].update(seq for seq, *_ in kept.rows)
+        return kept
+
+    def listing_query(self, type_name: str, low: int, high: int) -> tuple[str, tuple]:
+        return ("SELECT seq, id, near_key, CASE WHEN near_key IS NULL THEN raw END FROM {s}.entries "
+                "WHERE part = %s AND type = %s AND (key_length IS NULL OR key_length BETWEEN %s AND %s) "
+                "ORDER BY seq", (self._part, _column(type_name), low, high))
+
     def candidates_key(self, type_name: str, text: str, cutoff: float) -> tuple:
         return ("candidates", *self.rows_key(*self.candidates_condition(type_name, text, cutoff)))
 
@@ -297,6 +350,8 @@ class ServerPart:
 
     def _loader(self, seq: int):
         def load() -> Row:
+            if seq in self._server.provisional:  # a batch's row not sent yet
+                return self._server.provisional[seq]
             found = self._server.execute("SELECT raw FROM {s}.entries WHERE seq = %s", (seq,)).fetchone()
             return _row(seq, bytes(found[0]) if found else b"")
         return load
@@ -309,7 +364,7 @@ class ServerPart:
 
     def replace(self, entry_id: str, new_row: Row, at_end: bool = False) -> None:
         """L5: this id's one row replaced by `new_row`, in its place or (`at_end`) as the last."""
-        with self._server.change():
+        with self._server.change(keeps_reads=self._part == "active"):
             old = self._one_row(entry_id)
             if at_end:
                 self._delete([old.seq])
@@ -318,6 +373,8 @@ class ServerPart:
                 self._server.execute(UPDATE_ENTRY, self._columns(new_row) + (old.seq,))
                 new_row.seq = old.seq
             self._server.bump(self._part, appended=at_end, rewritten=True)
+        if self._part == "active":
+            self._server.reads.replaced(old.seq, self._listed(new_row))
 
     def remove(self, entry_ids: Iterable[str]) -> None:
         """L5: the rows of these ids deleted, in one transaction."""
@@ -351,50 +408,7 @@ class ServerPart:
         return bytes_digest(b"".join(raw for _, raw in self._pairs()))
 
 
-def _rewrite_plan(rows: list[Row], seen: set[int]) -> tuple[list[int], list[tuple[int, Row]], list[Row]] | None:
-    """(seqs to delete, (seq, row) to write in place, rows to append) that turn the rows read
-    (`seen`) into `rows`; None when a new row must go between two kept ones with no freed
-    place for it."""
-    kept = [getattr(r, "seq", None) for r in rows]
-    kept = [seq if seq in seen else None for seq in kept]
-    order = [seq for seq in kept if seq is not None]
-    if any(a >= b for a, b in zip(order, order[1:])):
-        return None
-    freed = sorted(seen - set(order))
-    updates: list[tuple[int, Row]] = []
-    appends: list[Row] = []
-    last, used = 0, set()
-    following = _next_kept(kept)
-    for index, (row, seq) in enumerate(zip(rows, kept)):
-        if seq is not None:
-            last = seq
-            continue
-        bound = following[index]
-        slot = next((f for f in freed if last < f and f not in used and (bound is None or f < bound)), None)
-        if slot is not None:
-            used.add(slot)
-            updates.append((slot, row))
-            last = slot
-        elif bound is None:
-            appends.append(row)
-            last = float("inf")
-        else:
-            return None
-    return [f for f in freed if f not in used], updates, appends
-
-
-def _next_kept(kept: list[int | None]) -> list[int | None]:
-    """For each position, the next kept seq after it (None: none)."""
-    out: list[int | None] = [None] * len(kept)
-    upcoming = None
-    for index in range(len(kept) - 1, -1, -1):
-        out[index] = upcoming
-        if kept[index] is not None:
-            upcoming = kept[index]
-    return out
-
-
-class PostgresEntryStore(EntryForms):
+class PostgresEntryStore(ServerDreamLog, EntryForms):
     """L5 (`active`), L6 (`archive`) and the dream log as rows of one memory's schema."""
 
     on_server = True
@@ -433,10 +447,11 @@ class PostgresEntryStore(EntryForms):
             yield
 
     def lock_types(self, types: Iterable[str]) -> None:
-        for name in sorted(set(types)):
+        for name in sorted(set(types) - self._server.locked_types):  # one held is held to the end
             # sent with the next statement, which the server runs once the lock is granted
             self._server.defer_lock("SELECT pg_advisory_xact_lock(%s)", (pg.lock_key(self._server.schema, "type:" + name),))
             self._server.locked_types.add(name)
+        self._server.current_types = set(types)
 
     def settle(self) -> list[str]:
         return []
@@ -445,6 +460,14 @@ class PostgresEntryStore(EntryForms):
         """L6 entries whose last row says forgotten or purged and which are not active again
         (for each id its last such row; ids with a forgotten row by their first one, then the
         purged-only ids): every one of them, a superset of what could match `text`."""
+        kept = self._server.reads.gone if self._server.depth else None
+        if kept is None:
+            kept = self._gone_for_good(text, cutoff)
+            if self._server.depth:
+                self._server.reads.gone = kept
+        return list(kept)
+
+    def _gone_for_good(self, text: str, cutoff: float) -> list[Entry]:
         gone = ("reason = ANY(%s)", (list(GONE_FOR_GOOD),))
         self._read_ahead(gone, text, cutoff)
         left = self.archive._rows_where(*gone)
@@ -466,66 +489,34 @@ class PostgresEntryStore(EntryForms):
     def _read_ahead(self, gone: tuple[str, tuple], text: str, cutoff: float) -> None:
         """A remember's reads under its type lock in one round trip instead of three: with the
         gone-for-good rows, L5's count and the near-duplicate candidates of the locked type
-        (kept until the transaction changes something; a read not asked for is dropped)."""
-        ahead = [(("count", "active"), self.active.count_query())]
-        for name in sorted(self._server.locked_types - self.active._merge_types):
-            ahead.append((self.active.candidates_key(name, text, cutoff), self.active.candidates_query(name, text, cutoff)))
-        if len(self._server.locked_types) != 1 or self._server.prefetched:
+        (kept until the transaction changes something; a read not asked for is dropped). What
+        the transaction keeps already (memctl.longterm.pg_reads) is not asked again."""
+        if len(self._server.current_types) != 1 or self._server.prefetched:
             return  # not a remember's one type
+        reads = self._server.reads
+        ahead = [] if reads.count is not None else [(("count", "active"), self.active.count_query())]
+        low, high = reachable_lengths(text, cutoff)
+        for name in sorted(self._server.current_types - self.active._merge_types):
+            bounds = reads.bounds_to_read(name, low, high)
+            if reads.listing(name, low, high) is not None:
+                continue
+            if bounds is not None:
+                query = self.active.listing_query(name, *bounds)
+                ahead.append((query, query))
+            else:
+                ahead.append((self.active.candidates_key(name, text, cutoff),
+                              self.active.candidates_query(name, text, cutoff)))
         results = self._server.pipelined([self.archive.rows_query(*gone), *(query for _, query in ahead)])
         self._server.prefetched[self.archive.rows_key(*gone)] = results[0]
         for (key, _), rows in zip(ahead, results[1:]):
             self._server.prefetched[key] = rows
 
-    # --- the dream log
-
-    @property
-    def log_location(self) -> str:
-        return f"the dream log in {self.where}"
-
-    @property
-    def log_name(self) -> str:
-        return f"the dream log of {self._server.schema}"
-
-    def append_log(self, records: list[dict]) -> None:
-        self.append_log_lines([self.log_line(r) for r in records])
-
-    def append_log_lines(self, lines: list[bytes]) -> None:
-        if lines:
-            self._server.send_locks()
-            with self._server.transaction(), self._server.conn.cursor() as cursor, translated(self._server.where):
-                cursor.executemany(f"INSERT INTO {self._server.schema}.dream_log (raw) VALUES (%s)",
-                                   [(line,) for line in lines])
-
-    def log_lines(self) -> list[tuple[int, bytes]]:
-        return [(int(seq), bytes(raw)) for seq, raw in
-                self._server.execute("SELECT seq, raw FROM {s}.dream_log ORDER BY seq").fetchall()]
-
-    def log_length(self) -> int:
-        return int(self._server.execute("SELECT coalesce(max(seq), 0) FROM {s}.dream_log").fetchone()[0])
-
-    def cut_log_back(self, length: int) -> bool:
-        return bool(self._server.execute("DELETE FROM {s}.dream_log WHERE seq > %s", (length,)).rowcount)
-
-    def scrub_log(self, ids: set[str], needles: list[bytes], scrub: Callable[[dict], dict]) -> bool:
-        """As the file backend does: every record through `scrub`, a line that does not parse
-        dropped if it holds a string. False: nothing mentions them."""
-        lines = self.log_lines()
-        data = b"".join(raw for _, raw in lines)
-        if not any(i.encode() in data for i in ids) and not any(n in data for n in needles):
-            return False
-        with self._server.transaction():
-            for seq, raw in lines:
-                try:
-                    record = json.loads(raw)
-                except ValueError:
-                    if any(n in raw for n in needles):
-                        self._server.execute("DELETE FROM {s}.dream_log WHERE seq = %s", (seq,))
-                    continue
-                new = self.log_line(scrub(record))
-                if new != raw:
-                    self._server.execute("UPDATE {s}.dream_log SET raw = %s WHERE seq = %s", (new, seq))
-        return True
+    def plan_batch(self, requests: Iterable[tuple[str, str]], cutoff: float) -> None:
+        """A batch of remembers (type, text) in this transaction: each type's candidate rows are
+        read once, within the key lengths every text of the batch reaches."""
+        for type_name, text in requests:
+            if type_name not in self.active._merge_types:
+                self._server.reads.plan(type_name, *reachable_lengths(text, cutoff))
 
     # --- export and loading files
 

@@ -36,8 +36,16 @@ def ensure_fresh(index, wait: bool) -> RefreshReport:
     settings). Another refresher at work: the index is used as it is, unless `wait`."""
     store = _connect(index, create=True)
     try:
-        if store.read_only:  # a replica or a read-only role: the index is searched as the writers left it
-            return RefreshReport()
+        return refresh_on(index, store, wait)
+    finally:
+        store.close()
+
+
+def refresh_on(index, store: PostgresIndexStore, wait: bool = False) -> RefreshReport:
+    """`ensure_fresh` over a store the caller keeps open (memctl serve's refresher)."""
+    if store.read_only:  # a replica or a read-only role: the index is searched as the writers left it
+        return RefreshReport()
+    try:
         with translated(store.where):  # the server gone mid-refresh: one line naming it, exit 2
             pending = _apply_purge_orders(index, store)
             usable = store.meta("config") == index.config_signature()
@@ -48,8 +56,6 @@ def ensure_fresh(index, wait: bool) -> RefreshReport:
                           pending)
     except RefreshBusy:
         return RefreshReport()
-    finally:
-        store.close()
 
 
 def rebuild(index) -> RefreshReport:

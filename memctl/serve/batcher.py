@@ -23,6 +23,7 @@ from memctl.core.errors import MemctlError, WriteFailed
 from memctl.core.fsutil import sync_pending, synced_after_unlock
 from memctl.longterm.recovery import writing
 from memctl.longterm.remember import ADDED, RememberRequest, prepared, remember_locked
+from memctl.longterm.policies import similarity_threshold
 from memctl.longterm.store import open_store
 
 LOCK_WAIT = 10.0  # seconds a batch waits for a CLI command or a dream holding the writer lock
@@ -43,14 +44,21 @@ class Job:
 
 
 class WriteBatcher:
-    def __init__(self, settings, audit_log) -> None:
+    def __init__(self, settings, audit_log, on_written=lambda: None) -> None:
+        """`on_written()` is called before clients are told their writes are done (a search
+        made after that waits for the refresh covering them)."""
         self.settings = settings
         self.audit_log = audit_log
+        self.on_written = on_written
         self._queue: queue.Queue[Job | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="memctl-serve-writer", daemon=True)
         self.batches = self.writes = 0
 
     def start(self) -> None:
+        try:  # a long-lived writer scores near duplicates with rapidfuzz's C code (policies.top_ratios
+            import rapidfuzz.process  # noqa: F401 — uses it once imported), not a one-shot's pure Python
+        except ImportError:
+            pass
         self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -105,6 +113,7 @@ class WriteBatcher:
             job.finish(error=exc)
             return
         self.audit_log.append([dict(job.audit, at=clock.iso(), ids=_ids_of(result))])
+        self.on_written()
         job.finish(result)
 
     def _commit(self, jobs: list[Job]) -> None:
@@ -124,6 +133,8 @@ class WriteBatcher:
         except (MemctlError, OSError) as failed:
             _fail_unsynced(ready, outcomes, failed)
         faults.checkpoint("serve: batch synced, not answered")
+        if any(not isinstance(outcome, BaseException) for outcome in outcomes.values()):
+            self.on_written()
         for job in ready:
             outcome = outcomes.get(job)
             if isinstance(outcome, BaseException):
@@ -136,6 +147,9 @@ class WriteBatcher:
         stamp = clock.stamp()
         with writing(self.settings.layout, LOCK_WAIT):
             store = open_store(self.settings.layout)
+            if store.on_server:  # each type's candidate rows read once for the whole batch
+                store.plan_batch([(job.request.type, job.request.text) for job in jobs],
+                                 similarity_threshold(self.settings))
             lines = []
             for job in jobs:
                 try:

@@ -19,6 +19,7 @@ from memctl.serve.schemas import OPERATION_SCHEMAS, check_arguments
 NAMESPACE_LAYERS = ("L5", "L6")
 DEFAULT_TYPE = "event"
 SESSION_TEXT_LIMIT = 1 << 20  # bytes of an archived session `get` returns
+AUDIT_SCAN = 1 << 20  # bytes at the end of the audit log `audit` reads
 
 
 class Caller:
@@ -46,10 +47,11 @@ LOCAL = Caller("local", "admin")  # stdio MCP: the user who started the server
 
 
 class Operation:
-    __slots__ = ("name", "scope", "run", "destructive")
+    __slots__ = ("name", "scope", "run", "destructive", "writes")
 
-    def __init__(self, name: str, scope: str, run, destructive: bool = False) -> None:
+    def __init__(self, name: str, scope: str, run, destructive: bool = False, writes: bool | None = None) -> None:
         self.name, self.scope, self.run, self.destructive = name, scope, run, destructive
+        self.writes = scope != "read" if writes is None else writes
 
     @property
     def schema(self) -> dict:
@@ -57,7 +59,7 @@ class Operation:
 
     @property
     def read_only(self) -> bool:
-        return self.scope == "read"
+        return not self.writes
 
 
 def call(service, name: str, arguments, caller: Caller) -> dict:
@@ -100,7 +102,7 @@ def forget(service, args: dict, caller: Caller) -> dict:
     from memctl.longterm.forget import forget_ids
 
     entry_id = _entry_id(args["ref"], "L5")
-    _check_entry_namespace(service, entry_id, caller)
+    _check_may_change(service, entry_id, caller)
     reason = args.get("reason") or f"forgotten through memctl serve by {caller.name}"
 
     def work():
@@ -117,7 +119,7 @@ def restore(service, args: dict, caller: Caller) -> dict:
     from memctl.longterm.forget import restore as restore_entry
 
     entry_id = _entry_id(args["ref"], "L6")
-    _check_entry_namespace(service, entry_id, caller)
+    _check_may_change(service, entry_id, caller)
 
     def work():
         return restore_entry(service.settings, entry_id, clock.now(), service.lock_wait)
@@ -136,8 +138,21 @@ def _entry_id(ref: str, layer: str) -> str:
 
 
 def _check_entry_namespace(service, entry_id: str, caller: Caller) -> None:
-    if caller.namespace and service.namespaces.namespace_of(entry_id) != caller.namespace:
+    if caller.namespace and service.namespace_of(entry_id) != caller.namespace:
         raise ScopeRefused(f"{entry_id} is not an entry of namespace {caller.namespace!r}")
+
+
+def _check_may_change(service, entry_id: str, caller: Caller) -> None:
+    """forget and restore: a write key changes the entries of its own namespace only (an
+    unbound key: the entries of none); an unbound admin key any entry."""
+    if caller.scope == "admin" and not caller.namespace:
+        return
+    found = service.namespace_of(entry_id)
+    if found != caller.namespace:
+        where = f"namespace {found!r}" if found else "no namespace"
+        raise ScopeRefused(f"{entry_id} is an entry of {where}; key {caller.name!r} may change only "
+                           + (f"namespace {caller.namespace!r}" if caller.namespace else "entries of no namespace")
+                           + " (an admin key may change any)")
 
 
 # --- reads
@@ -203,6 +218,7 @@ def compose(service, args: dict, caller: Caller) -> dict:
         return service.compose_namespace(args["query"], budget, namespace).summary()
     from memctl.agent.compose import compose as run_compose
 
+    service.refresher.wait_fresh()
     result = run_compose(service.settings, args["query"], budget)
     return {**result.summary(), "pieces": [item.to_json() for item in result.items]}
 
@@ -260,6 +276,21 @@ def _session_write(service, caller: Caller, op: str, work) -> dict:
     return data
 
 
+# --- an admin key's
+
+
+def audit(service, args: dict, caller: Caller) -> dict:
+    wanted = args.get("key") or ""
+    records = [record for record in service.audit.tail(AUDIT_SCAN) if not wanted or record.get("key") == wanted]
+    return {"records": records[-args.get("n", 50):]}
+
+
+def keys(service, args: dict, caller: Caller) -> dict:
+    from memctl.serve.keys import read_keys
+
+    return {"keys": [key.to_dict() for key in read_keys(service.root)]}
+
+
 OPERATIONS: dict[str, Operation] = {op.name: op for op in (
     Operation("remember", "write", remember),
     Operation("search", "read", search),
@@ -271,4 +302,6 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
     Operation("turn", "write", turn),
     Operation("compact", "write", compact),
     Operation("dispose", "write", dispose),
+    Operation("audit", "admin", audit, writes=False),
+    Operation("keys", "admin", keys, writes=False),
 )}

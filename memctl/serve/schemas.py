@@ -64,6 +64,13 @@ OPERATION_SCHEMAS: dict[str, dict] = {
                        ["session"], "Learn what the session holds so far; its summary within a budget."),
     "dispose": _object({"session": _SESSION}, ["session"],
                        "End a session: learn the rest, keep its summary in L2 short-term, close it."),
+    "audit": _object({"n": {"type": "integer", "minimum": 1, "maximum": 1000,
+                            "description": "How many of the last records (default 50)."},
+                      "key": {"type": "string", "maxLength": 64, "description": "Only this key's writes."}},
+                     [], "The last writes of the audit log, newest last: when, which key, what, which ids "
+                         "(an admin key's only)."),
+    "keys": _object({}, [], "The server's keys: name, scope, namespace, when made, when revoked; never a key "
+                            "or its digest (an admin key's only)."),
 }
 
 _TYPES = {"string": str, "integer": int, "number": (int, float), "array": list, "object": dict}

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 
 from memctl.core import jsoncodec
 from memctl.core.errors import LockBusy, MemctlError, NotFound, WriteFailed
+from memctl.core.pg import ServerUnavailable
 from memctl.core.jsonl import append_lines
 from memctl.core.redact import redactor_for
 from memctl.serve import keys as keyfile
 from memctl.serve.batcher import Job, WriteBatcher
 from memctl.longterm.remember import ForgottenFact
 from memctl.serve.namespaces import EntryNamespaces
-from memctl.serve.operations import Caller, call
+from memctl.serve.operations import OPERATIONS, Caller, call
+from memctl.serve.readers import ReadPool, Refresher
 
 AUDIT_NAME = "audit.jsonl"
 FETCH_FACTOR = 4  # a namespace search asks the index for this many times k, then keeps its own
@@ -52,6 +53,28 @@ class AuditLog:
         payload = "".join(jsoncodec.dumps(record) + "\n" for record in records).encode("utf-8")
         append_lines(self.path, payload, os.path.join(self.folder, "torn"))
 
+    def tail(self, size: int) -> list[dict]:
+        """The records of the last `size` bytes, oldest first (a line cut by the start, or that
+        does not parse, left out)."""
+        from memctl.core.fsutil import open_nofollow
+
+        try:
+            with os.fdopen(open_nofollow(self.path, os.O_RDONLY), "rb") as handle:
+                start = max(0, handle.seek(0, os.SEEK_END) - size)
+                handle.seek(start)
+                lines = handle.read().split(b"\n")
+        except FileNotFoundError:
+            return []
+        records = []
+        for line in lines[1 if start else 0:]:
+            try:
+                record = jsoncodec.loads(line.decode("utf-8"))
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+        return records
+
 
 class Service:
     def __init__(self, settings) -> None:
@@ -60,23 +83,40 @@ class Service:
         self.keys = keyfile.KeyRing(self.root)
         self.audit = AuditLog(self.root)
         self.namespaces = EntryNamespaces(settings.layout)
-        self.batcher = WriteBatcher(settings, self.audit)
+        self.refresher = Refresher(settings, float(settings.get("serve", "refresh_seconds")))
+        self.batcher = WriteBatcher(settings, self.audit, self.refresher.written)
+        self.readers = ReadPool(settings, int(settings.get("serve", "read_workers")))
         self.scrub = redactor_for(settings)
         self.timeout = float(settings.get("serve", "request_timeout"))
         self.lock_wait = min(self.timeout, 10.0)
-        self._refreshing = threading.Lock()
 
     def start(self) -> Service:
         # the index brought up to date while this process has one thread: a large build may fork
         # workers (recall.prepare), which a process with threads should not do
-        self.refresh_index()
+        self.refresher.refresh()
         self.batcher.start()
+        self.refresher.start()
         return self
 
     def stop(self) -> None:
         self.batcher.stop()
+        self.refresher.stop()
+        self.readers.stop()
 
     def call(self, name: str, arguments, caller: Caller) -> dict:
+        operation = OPERATIONS.get(name)
+        if operation is None or not operation.read_only:
+            return self._call(name, arguments, caller)
+        return self.on_reader(lambda reader: self._call(name, arguments, caller))
+
+    def on_reader(self, work):
+        """`work(reader)` on one of the reader threads (memctl.serve.readers), within the timeout."""
+        try:
+            return self.readers.run(work, self.timeout)
+        except TimeoutError:
+            raise TimedOut(f"the read took longer than [serve] request_timeout ({self.timeout:g} s)") from None
+
+    def _call(self, name: str, arguments, caller: Caller) -> dict:
         try:
             return call(self, name, arguments, caller)
         except MemctlError:
@@ -105,40 +145,29 @@ class Service:
     # --- reads
 
     def search(self, query: str, k: int, layers: tuple[str, ...], namespace: str):
+        """The hits of a search, on a reader, once the writes acknowledged before it are indexed."""
         from memctl.recall.hits import Hits
-        from memctl.recall.search import MAX_K, request_from_settings, search_once
+        from memctl.recall.search import MAX_K, request_from_settings
 
-        self.refresh_index()
+        self.refresher.wait_fresh()
+
+        def run(reader, wanted: int):
+            request = request_from_settings(self.settings, query, k=min(wanted, MAX_K), layers=",".join(layers))
+            return reader.search(request)
+
         if not namespace:
-            request = request_from_settings(self.settings, query, k=k, layers=",".join(layers))
-            return search_once(self.settings.layout, request, self._index_options(), refresh=False)
+            return self.on_reader(lambda reader: run(reader, k))
         fetch = k * FETCH_FACTOR
         while True:
-            request = request_from_settings(self.settings, query, k=min(fetch, MAX_K), layers=",".join(layers))
-            hits = search_once(self.settings.layout, request, self._index_options(), refresh=False)
-            kept = [hit for hit in hits if self.namespaces.namespace_of(hit.item_id) == namespace]
+            hits = self.on_reader(lambda reader: run(reader, fetch))
+            kept = [hit for hit in hits if self.namespace_of(hit.item_id) == namespace]
             if len(kept) >= k or len(hits) < fetch or fetch >= MAX_K:
                 return Hits(kept[:k], hits.corrected, hits.completed)
             fetch *= FETCH_FACTOR
 
-    def refresh_index(self) -> None:
-        """The index brought up to date with the files, one thread at a time (each search of the
-        command line does this itself; here many threads share one process)."""
-        from memctl.recall.index import SearchIndex
-
-        import sqlite3
-
-        index = SearchIndex(self.settings.layout, self._index_options())
-        with self._refreshing:
-            try:
-                index.ensure_fresh()
-            except sqlite3.DatabaseError:  # a damaged index is derived: rebuilt, as a search does
-                index.rebuild()
-
-    def _index_options(self):
-        from memctl.recall.index import IndexOptions
-
-        return IndexOptions.from_settings(self.settings)
+    def namespace_of(self, entry_id: str) -> str:
+        """The namespace of an entry ("" for none), read on a reader (its connection)."""
+        return self.on_reader(lambda reader: self.namespaces.namespace_of(entry_id))
 
     def compose_namespace(self, query: str, budget: int, namespace: str):
         """compose over one namespace's entries alone (L1, sessions and notes belong to none)."""
@@ -171,7 +200,7 @@ def status_of(error: BaseException) -> int:
         return status
     if isinstance(error, NotFound):
         return 404
-    if isinstance(error, LockBusy):
+    if isinstance(error, (LockBusy, ServerUnavailable)):
         return 503
     if isinstance(error, WriteFailed):
         return 507

@@ -1,0 +1,124 @@
+"""What the remembers of one server transaction read once and share (issue #30).
+
+`memctl serve` writes a batch of remembers in one transaction (memctl.serve.batcher). Each
+remember asks the same questions of L5 and L6: the rows of its type that could be a near
+duplicate, the entries forgotten or purged for good, L5's count. Asked per remember, a batch
+of 32 read L5's rows of one type 32 times. Here they are read once per transaction and kept
+up to date with the transaction's own appends; any other change (a rewrite, a replace, a
+removal, a cut back) drops them, and the next question reads again.
+
+Kept rows stay true: a type's rows are read under that type's lock (`lock_types`), which
+every other writer of the type waits for until this transaction ends, so no row of the type
+appears or changes but this transaction's own; the entries gone for good change only with L6,
+whose every change drops them.
+"""
+
+from __future__ import annotations
+
+from memctl.longterm.entries import BAD_LINE, Entry
+from memctl.longterm.policies import match_key
+from memctl.longterm.store_base import Candidates
+
+UNBOUNDED = 1 << 30  # the highest key length a bound names on the server
+
+
+class Listing:
+    """The rows of one type whose key length is within `low`..`high` (or unknown: NULL),
+    as (seq, id, near_key, raw where near_key is NULL), in seq order."""
+
+    __slots__ = ("low", "high", "rows")
+
+    def __init__(self, low: int, high: int, rows: list[tuple]) -> None:
+        self.low, self.high, self.rows = low, high, rows
+
+    def covers(self, low: int, high: int) -> bool:
+        return self.low <= low and min(high, UNBOUNDED) <= self.high
+
+
+class SharedReads:
+    """One transaction's kept reads (memctl.longterm.pg_conn.Server.reads)."""
+
+    def __init__(self) -> None:
+        self.planned: dict[str, tuple[int, int]] = {}  # type -> the key lengths a batch's texts reach
+        self.listings: dict[str, Listing] = {}
+        self.gone: list | None = None  # gone_for_good's entries
+        self.count: int | None = None  # L5's rows
+
+    def plan(self, type_name: str, low: int, high: int) -> None:
+        """A batch will ask for candidates of this type within these key lengths."""
+        known = self.planned.get(type_name)
+        high = min(high, UNBOUNDED)
+        self.planned[type_name] = (low, high) if known is None else (min(known[0], low), max(known[1], high))
+
+    def bounds_to_read(self, type_name: str, low: int, high: int) -> tuple[int, int] | None:
+        """The bounds to read a listing with (the batch's, when they cover these), or None:
+        this question is asked alone."""
+        planned = self.planned.get(type_name)
+        if planned is None or not Listing(*planned, []).covers(low, high):
+            return None
+        return planned
+
+    def listing(self, type_name: str, low: int, high: int) -> Listing | None:
+        found = self.listings.get(type_name)
+        return found if found is not None and found.covers(low, high) else None
+
+    def appended_active(self, listed: list[tuple[str, tuple, int]], counted: bool = True) -> None:
+        """Rows this transaction appended to L5: (type, listing row, key length or -1)."""
+        if self.count is not None and counted:
+            self.count += len(listed)
+        gone_ids = {entry.id for entry in self.gone or ()}
+        for type_name, row, length in listed:
+            if row[1] in gone_ids:  # an id gone for good is active again: it no longer is
+                self.gone = None
+            held = self.listings.get(type_name)
+            if held is not None and (length < 0 or held.low <= length <= held.high):
+                held.rows.append(row)
+                held.rows.sort(key=_seq)
+
+    def replaced(self, old_seq: int, new: tuple[str, tuple, int]) -> None:
+        """A row of L5 replaced by `new` (in its place: the same seq; at the end: a new one);
+        an id active before and after, so L5's count and the entries gone for good hold."""
+        for listing in self.listings.values():
+            listing.rows[:] = [row for row in listing.rows if row[0] != old_seq]
+        self.appended_active([new], counted=False)
+
+    def renumbered(self, seqs: dict[int, int]) -> None:
+        """A batch's pending rows sent: their provisional seqs become the server's."""
+        for listing in self.listings.values():
+            listing.rows[:] = [(seqs.get(row[0], row[0]), *row[1:]) for row in listing.rows]
+
+    def changed(self) -> None:
+        """A change other than an append to L5: what was kept is read again when asked."""
+        self.listings.clear()
+        self.gone = None
+        self.count = None
+
+
+def _seq(row: tuple) -> int:
+    return row[0]
+
+
+def kept_candidates(listing: Listing, type_name: str, low: int, high: int, loader) -> Candidates:
+    """`candidates` answered from a kept listing: the keys within this text's bounds, and each
+    row read only when asked for (`loader(seq)`: its load)."""
+    keys: list[str] = []
+    seqs: list[int] = []
+    for seq, _, near_key, raw in listing.rows:
+        if near_key is None:  # an older row, or one the columns cannot hold exactly: as written
+            entry = _entry(raw)
+            if entry is None or entry.type != type_name:
+                continue
+            near_key = match_key(entry.text)
+        if low <= len(near_key) <= high:
+            keys.append(near_key)
+            seqs.append(seq)
+    return Candidates(None, lambda index: loader(seqs[index])(), keys)
+
+
+def _entry(raw) -> Entry | None:
+    import json
+
+    try:
+        return Entry.from_dict(json.loads(bytes(raw)))
+    except BAD_LINE:
+        return None
