@@ -383,6 +383,46 @@ def report(title: str, scores: Scores, rules: dict, start: Ranking, datasets: di
     return final
 
 
+def leave_one_family_out(scores: Scores, rules: dict, start: Ranking, datasets: dict[str, list[str]],
+                         passes: int = PASSES, outer: dict | None = None) -> dict[str, Ranking]:
+    """dataset -> the rules chosen on the other datasets' folds alone (issue #33: a rule fit to one
+    dataset's question style passes every fold of that dataset, so each is also held out whole)."""
+    chosen = {}
+    for dataset, folds in datasets.items():
+        train = [f for f in scores.folds if f not in folds]
+        if folds and train:
+            chosen[dataset] = select(scores, rules, train, start, passes, outer)
+    return chosen
+
+
+def report_families(title: str, scores: Scores, rules: dict, start: Ranking, datasets: dict[str, list[str]],
+                    passes: int = PASSES, outer: dict | None = None) -> dict[str, Ranking]:
+    """Print each dataset scored with the rules chosen without it, and what each rule of `start`
+    adds on each dataset (with minus without it; `+`/`-` a rise or fall beyond noise, the paired
+    test of significant_fall): a rule earns its place by a rise beyond noise on at least two."""
+    chosen = leave_one_family_out(scores, rules, start, datasets, passes, outer)
+    print(f"\n{title}: leave one dataset out (each scored with the rules chosen on the others' folds)")
+    for dataset, ranking in chosen.items():
+        folds = datasets[dataset]
+        per_fold = " ".join(f"{f} {scores.fold_value(ranking, f):.3f}" for f in folds)
+        print(f"{dataset}: R@{K} {scores.pooled([(f, ranking) for f in folds]):.3f} (defaults "
+              f"{scores.pooled([(f, start) for f in folds]):.3f}; {per_fold})   {describe(ranking, rules)}")
+    print(f"per rule at the defaults, R@{K} with minus without it, per dataset (+/-: beyond noise):")
+    for rule, (off, _) in rules.items():
+        without = start._replace(**{rule: off})
+        cells = [f"{dataset} {rule_effect(scores, start, without, folds)}" for dataset, folds in datasets.items() if folds]
+        print(f"  {rule}={getattr(start, rule)}: " + ("off at the defaults" if without == start else ", ".join(cells)))
+    return chosen
+
+
+def rule_effect(scores: Scores, ranking: Ranking, without: Ranking, folds: list[str]) -> str:
+    """R@K with minus without, pooled over the folds, marked + or - when beyond noise."""
+    on = [v for f in folds for v in scores.recalls(ranking)[f]]
+    off = [v for f in folds for v in scores.recalls(without)[f]]
+    mark = "-" if significant_fall(on, off) else "+" if significant_fall(off, on) else ""
+    return f"{(sum(on) - sum(off)) / max(len(on), 1):+.3f}{mark}"
+
+
 def nested_report(title: str, scores: Scores, rules: dict, starts: dict[str, Ranking],
                   datasets: dict[str, list[str]], passes: int = PASSES, outer: dict | None = None) -> None:
     """Fully held out: each fold's lexical rules as chosen without it (`starts`, from a lexical
@@ -430,6 +470,8 @@ def build_and_validate(sets: dict[str, list], import_memory, embed_memory, keep:
     start = Ranking(fusion="none", semantic=tuple({**DEFAULTS["semantic"], "model": model}.items()))
     try:
         lexical = report("Lexical rules", scores, LEXICAL_RULES, start, datasets, passes) if lexical_cv else start
+        if lexical_cv and sum(1 for folds in datasets.values() if folds) > 1:
+            report_families("Lexical rules", scores, LEXICAL_RULES, start, datasets, passes)
         # an English-only model leaves Chinese queries unfused: then only the English folds move
         if semantic_signal.reads_chinese(start):
             fused, fused_sets = scores, datasets
