@@ -228,13 +228,19 @@ class Scores(FoldScores):
     """Per-question R@10 of each ranking variant, computed once per variant; `paired`: a fold
     is hurt only by a significant fall (`significant_fall`), else by any fall over TOLERANCE."""
 
-    def __init__(self, units: list[Unit], paired: bool = True):
+    def __init__(self, units: list[Unit], paired: bool = True, kept: Path | None = None):
+        """`kept`: a JSON Lines file of the variants scored before over the same memories and
+        questions (read first, appended to), so that a run stopped halfway resumes there."""
         self.units, self.paired = units, paired
         self.folds = list(dict.fromkeys(u.fold for u in units))
         self.cache: dict[Ranking, dict[str, list[float]]] = {}
+        self.kept = kept
+        self.loaded = read_kept(kept, K) if kept else {}
 
     def recalls(self, ranking: Ranking) -> dict[str, list[float]]:
         """fold -> each question's R@10, in the folds' order."""
+        if ranking not in self.cache and repr(ranking) in self.loaded:
+            self.cache[ranking] = self.loaded[repr(ranking)]
         if ranking not in self.cache:
             import time
 
@@ -249,6 +255,11 @@ class Scores(FoldScores):
                     per_fold[unit.fold].append(len(found & q["relevant"]) / len(q["relevant"]))
             self.cache[ranking] = dict(per_fold)
             print(f"  variant {len(self.cache)} scored in {time.monotonic() - started:.0f}s", file=sys.stderr)
+            if self.kept:
+                import json
+
+                with open(self.kept, "a", encoding="utf-8") as handle:
+                    handle.write(json.dumps({"k": K, "ranking": repr(ranking), "recalls": per_fold}) + "\n")
         return self.cache[ranking]
 
     def of(self, ranking: Ranking) -> dict[str, tuple[float, int]]:
@@ -271,6 +282,23 @@ class Scores(FoldScores):
             s, n = self.of(ranking)[fold]
             total, count = total + s, count + n
         return total / count if count else 0.0
+
+
+def read_kept(path: Path, k: int) -> dict[str, dict[str, list[float]]]:
+    """repr(ranking) -> fold -> recalls, of the variants a file of Scores(kept=) holds at R@k."""
+    import json
+
+    if not path.is_file():
+        return {}
+    found = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:  # a line cut by a kill
+            continue
+        if row.get("k") == k:
+            found[row["ranking"]] = row["recalls"]
+    return found
 
 
 def choose_rule(scores: Scores, rule: str, off, values: tuple, train: list[str], chosen: Ranking) -> Ranking:
@@ -443,7 +471,7 @@ def nested_report(title: str, scores: Scores, rules: dict, starts: dict[str, Ran
 def build_and_validate(sets: dict[str, list], import_memory, embed_memory, keep: bool, model: str = "",
                        lexical_cv: bool = True, workdir: Path | None = None,
                        lexical_choices: dict[str, dict] | None = None, fusions: tuple[str, ...] = ("rrf", "score"),
-                       passes: int = PASSES, paired: bool = True):
+                       passes: int = PASSES, paired: bool = True, kept: Path | None = None):
     """Build every memory once (`sets`: dataset -> its sets, the datasets of FOLD_OF), cross-validate
     the lexical rules, then (with item vectors) the fusion (`model`: the memories' [semantic] model;
     with one that reads Chinese, the MemDaily folds are fused and cross-validated too); returns the
@@ -465,13 +493,13 @@ def build_and_validate(sets: dict[str, list], import_memory, embed_memory, keep:
     semantic = embed(units, embed_memory)
     datasets = {DATASET_TITLES[dataset]: list(dict.fromkeys(u.fold for u in units if u.dataset == dataset))
                 for dataset in sets}
-    scores = Scores(units, paired)
+    scores = Scores(units, paired, kept)
     memoize_query_vectors()
     start = Ranking(fusion="none", semantic=tuple({**DEFAULTS["semantic"], "model": model}.items()))
     try:
-        lexical = report("Lexical rules", scores, LEXICAL_RULES, start, datasets, passes) if lexical_cv else start
-        if lexical_cv and sum(1 for folds in datasets.values() if folds) > 1:
+        if lexical_cv and sum(1 for folds in datasets.values() if folds) > 1:  # first: the cheaper of the two
             report_families("Lexical rules", scores, LEXICAL_RULES, start, datasets, passes)
+        lexical = report("Lexical rules", scores, LEXICAL_RULES, start, datasets, passes) if lexical_cv else start
         # an English-only model leaves Chinese queries unfused: then only the English folds move
         if semantic_signal.reads_chinese(start):
             fused, fused_sets = scores, datasets
