@@ -468,10 +468,17 @@ def nested_report(title: str, scores: Scores, rules: dict, starts: dict[str, Ran
             print(f"{dataset}: nested lexical {lexical:.3f}, fused {scores.pooled([(f, chosen[f]) for f in folds]):.3f}")
 
 
+def on_or_off(rules: dict, start: Ranking) -> dict:
+    """Each rule's grid cut to its "off" value and its value in `start` (the defaults): whether
+    each rule earns its place, at a tenth of the grid's cost (`bench/retrieval.py --cv-grid on-off`)."""
+    return {rule: (off, tuple(dict.fromkeys((off, getattr(start, rule))))) for rule, (off, _) in rules.items()}
+
+
 def build_and_validate(sets: dict[str, list], import_memory, embed_memory, keep: bool, model: str = "",
                        lexical_cv: bool = True, workdir: Path | None = None,
                        lexical_choices: dict[str, dict] | None = None, fusions: tuple[str, ...] = ("rrf", "score"),
-                       passes: int = PASSES, paired: bool = True, kept: Path | None = None):
+                       passes: int = PASSES, paired: bool = True, kept: Path | None = None,
+                       on_off: bool = False):
     """Build every memory once (`sets`: dataset -> its sets, the datasets of FOLD_OF), cross-validate
     the lexical rules, then (with item vectors) the fusion (`model`: the memories' [semantic] model;
     with one that reads Chinese, the MemDaily folds are fused and cross-validated too); returns the
@@ -497,9 +504,10 @@ def build_and_validate(sets: dict[str, list], import_memory, embed_memory, keep:
     memoize_query_vectors()
     start = Ranking(fusion="none", semantic=tuple({**DEFAULTS["semantic"], "model": model}.items()))
     try:
+        rules = on_or_off(LEXICAL_RULES, start) if on_off else LEXICAL_RULES
         if lexical_cv and sum(1 for folds in datasets.values() if folds) > 1:  # first: the cheaper of the two
-            report_families("Lexical rules", scores, LEXICAL_RULES, start, datasets, passes)
-        lexical = report("Lexical rules", scores, LEXICAL_RULES, start, datasets, passes) if lexical_cv else start
+            report_families("Lexical rules", scores, rules, start, datasets, passes)
+        lexical = report("Lexical rules", scores, rules, start, datasets, passes) if lexical_cv else start
         # an English-only model leaves Chinese queries unfused: then only the English folds move
         if semantic_signal.reads_chinese(start):
             fused, fused_sets = scores, datasets

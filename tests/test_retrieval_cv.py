@@ -210,3 +210,9 @@ def test_a_dataset_held_out_whole_is_scored_with_the_rules_the_others_chose():
     assert chosen["Y"].semantic_weight == 1.0  # chosen on X alone, where every fold agreed with it
     assert chosen["X"].semantic_weight == 0.0  # chosen on Y alone
     assert scores.fold_value(chosen["Y"], "y1") == 0.5
+
+
+def test_the_on_off_grid_keeps_each_rules_off_value_and_its_default():
+    cv = bench_module()
+    grid = cv.on_or_off(RULES, START._replace(semantic_weight=0.5))
+    assert grid == {"semantic_weight": (0.0, (0.0, 0.5)), "semantic_context": (0.0, (0.0,))}
