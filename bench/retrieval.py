@@ -400,6 +400,12 @@ def main() -> None:
                         help='[ranking] lines of the fused run, e.g. \'fusion = "score"; semantic_weight = 1.0\'')
     parser.add_argument("--cv-passes", type=int, default=3,
                         help="with --cv: passes of coordinate ascent over the rules (1: each rule chosen once, in order)")
+    parser.add_argument("--cv-kept", type=Path,
+                        help="with --cv: a JSON Lines file of the variants scored (read first, appended to): a "
+                             "stopped run resumes where it was")
+    parser.add_argument("--cv-grid", choices=("full", "on-off"), default="full",
+                        help="with --cv: each lexical rule's values (full), or only off and the default's (on-off: "
+                             "whether each rule earns its place, a tenth of the variants)")
     parser.add_argument("--model", default="", help="[semantic] model of every memory (e.g. multilingual-e5-small)")
     parser.add_argument("--hurt-test", choices=("paired", "tolerance"), default="paired",
                         help="with --cv: a training fold is hurt by a fall over TOLERANCE that its paired questions "
@@ -427,7 +433,8 @@ def main() -> None:
                                             args.model, lexical_cv=not args.fusion_only, workdir=args.workdir,
                                             lexical_choices=args.lexical_choices,
                                             fusions=tuple(f for f in args.fusions.split(",") if f),
-                                            passes=args.cv_passes, paired=args.hurt_test == "paired")
+                                            passes=args.cv_passes, paired=args.hurt_test == "paired",
+                                            kept=args.cv_kept, on_off=args.cv_grid == "on-off")
     for name, family_sets in sets.items():
         family = FAMILIES[name]
         tally, systems = evaluate(family.title, family_sets, family.analyzer, family.baseline, args.keep, semantic)

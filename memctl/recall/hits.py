@@ -45,18 +45,20 @@ class Hit:
 class Hits(list):
     """One search's hits, best first, and how it read the words the memory does not hold:
     `corrected`, a typed word -> the written word searched instead (a typo); `completed`, a
-    typed word -> the written words it begins or is inside (nothing else matched)."""
+    typed word -> the written words it begins or is inside (nothing else matched); `semantic`,
+    why the embedding model the user expects did not rank these (memctl.recall.semantic_status)."""
 
     def __init__(self, hits=(), corrected: dict[str, str] | None = None,
-                 completed: dict[str, list[str]] | None = None):
+                 completed: dict[str, list[str]] | None = None, semantic: str = ""):
         super().__init__(hits)
         self.corrected = corrected or {}
         self.completed = completed or {}
+        self.semantic = semantic
 
     def readings(self) -> dict:
         """The JSON fields a hit line carries beside its own: only those that say something."""
-        return {name: value for name, value in (("corrected", self.corrected), ("completed", self.completed))
-                if value}
+        return {name: value for name, value in (("corrected", self.corrected), ("completed", self.completed),
+                                                ("semantic", self.semantic)) if value}
 
     def hit_json(self, hit: Hit) -> dict:
         return {**hit.to_json(), **self.readings()}

@@ -128,10 +128,11 @@ class QueryPlan:
     def fallback_terms(self) -> list[str]:
         return [term for fallback in self.fallbacks.values() for term in fallback.terms]
 
-    def hits(self, found: list[Hit]) -> Hits:
-        """The hits, with how the words the index does not hold were read."""
+    def hits(self, found: list[Hit], semantic: str = "") -> Hits:
+        """The hits, with how the words the index does not hold were read (and `semantic`: why
+        the model did not rank them, when it was expected to)."""
         return Hits(found, corrected={w: f.shown[0] for w, f in self.fallbacks.items() if f.typo},
-                    completed={w: f.shown for w, f in self.fallbacks.items() if not f.typo})
+                    completed={w: f.shown for w, f in self.fallbacks.items() if not f.typo}, semantic=semantic)
 
 
 # ---------------------------------------------------------------- query side of the tokenizer
@@ -160,6 +161,7 @@ class Searcher:
             semantic = (SemanticSignal.open(layout, self.ranking) if query is None
                         else SemanticSignal.started_for(layout, self.ranking, query))
         self.semantic = semantic
+        self.semantic_note: str | None = None  # memctl.recall.semantic_status.search_note, once
         try:
             self._open_index(layout, options, refresh)
         except BaseException:
@@ -200,7 +202,25 @@ class Searcher:
                   "(remove the link; `memctl verify` lists them)" for name in linked_layer_files(self.layout)]
         if self.semantic is not None and self.semantic.warning:
             found.append(self.semantic.warning)
+        elif self.semantic_note:
+            found.append(self.semantic_note)
         return found
+
+    def _semantic_reading(self) -> str:
+        """Why the model the user expects did not rank this search, or "" (the stale vectors or
+        the missing ones: memctl.recall.semantic_status, read once per searcher; the model
+        given up: its warning)."""
+        if self.semantic_note is None:
+            self.semantic_note = ""
+            if self.semantic is not None or self.ranking.semantic_option("model"):
+                from memctl.recall.semantic import vectors_path
+                from memctl.recall.semantic_status import search_note
+
+                self.semantic_note = search_note(str(self.layout.root), vectors_path(self.layout), self.ranking,
+                                                 self.store, self.semantic is not None)
+        if self.semantic is not None and self.semantic.warning:
+            return self.semantic.warning
+        return self.semantic_note
 
     def close(self) -> None:
         self.store.close()
@@ -280,7 +300,7 @@ class Searcher:
         ranked = _best_per_ref(found)
         if request.mode:  # the mode's layer order is a priority among hits that match alike
             ranked = by_layer_priority(self.store, ranked, plan.terms, layers, k)
-        hits = plan.hits(ranked[:k])
+        hits = plan.hits(ranked[:k], self._semantic_reading())
         self._load_texts(hits)
         for hit in hits:
             hit.snippet = make_snippet(hit.text, request.query, plan.terms)

@@ -77,10 +77,12 @@ def _mostly_cjk_rows(index, high: int) -> int:
 
 def reads_chinese(ranking) -> bool:
     """Whether the model embeds Chinese: `[semantic] cjk_queries` for a model directory; the
-    multilingual model (memctl.recall.e5) always does. Known without loading the model."""
+    multilingual model (memctl.recall.e5, named or the one installed) always does. Known without
+    loading the model."""
     from memctl.recall.e5 import NAME
+    from memctl.recall.semantic_status import model_in_use
 
-    return bool(ranking.semantic_option("cjk_queries")) or ranking.semantic_option("model") == NAME
+    return bool(ranking.semantic_option("cjk_queries")) or model_in_use(ranking) == NAME
 
 
 def locked(layout):
@@ -122,6 +124,7 @@ def embed_missing(layout, ranking, batch_size: int | None = None, budget: float 
     deadline = None if budget is None else started + budget
     _single_threaded_blas()  # a background pass on a shared machine: one core
     encoder = _encoder(ranking, batch_pass=True)  # first: without the extra this is the one clear error
+    from memctl.recall.semantic_status import EMBEDDED_THROUGH
     from memctl.recall.vectors import VectorStore, model_identity
 
     report = EmbedReport()
@@ -154,6 +157,8 @@ def embed_missing(layout, ranking, batch_size: int | None = None, budget: float 
             report.left += left
         store.db.execute("BEGIN")
         report.trained = store.train_lists(int(ranking.semantic_option("scan_below")))
+        if not report.left:  # a search tells the rows indexed after this from those the model never reads
+            store.set_meta(EMBEDDED_THROUGH, str(top))
         store.db.execute("COMMIT")
         report.rows = store.count()
     finally:
@@ -183,32 +188,18 @@ def embed_if_opted_in(settings) -> str:
         return f"item vectors not updated: {exc}"
 
 
-AFTER_WRITE_FOR = "10m"  # a detached pass after a write: the new items (the last-indexed go first), not days of a large backlog
-
-
 def embed_in_background(settings) -> str:
     """After a write (import, archive) to a memory that has vectors: the new items' vectors by
-    a detached `memctl index embed --for AFTER_WRITE_FOR`, so the writing command returns at once
-    and no search ever waits for the model (a search uses the vectors that exist; the pass takes
-    its own lock, so a second one started meanwhile gives way). Returns a warning line when it
-    could not start, or ""."""
-    import subprocess
-    import sys
-
+    a detached pass (memctl.recall.semantic_status.start_embedding). Returns a warning line when
+    it could not start, or ""."""
     from memctl.recall.ranking import Ranking
+    from memctl.recall.semantic_status import start_embedding
 
     ranking = Ranking.from_settings(settings)
     if not (ranking.semantic_option("enabled") and ranking.semantic_option("embed_after_writes")
             and has_vectors(settings.layout)):
         return ""
-    command = [sys.executable, "-m", "memctl", "--root", str(settings.layout.root), "index", "embed",
-               "--for", AFTER_WRITE_FOR]
-    try:
-        subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True, close_fds=True)
-    except OSError as exc:
-        return f"item vectors not updated ({exc.strerror or exc}): run `memctl index embed`"
-    return ""
+    return start_embedding(str(settings.layout.root))
 
 
 def _embed_range_in_steps(index, store, encoder, bounds: tuple[int, int], batch: int, report: EmbedReport,
@@ -341,8 +332,9 @@ def _encoder(ranking, batch_pass: bool = False):
         import importlib.util
 
         backend = "torch" if importlib.util.find_spec("torch") else "numpy"
-    return load_encoder(str(ranking.semantic_option("model") or ""), int(ranking.semantic_option("max_tokens")),
-                        backend)
+    from memctl.recall.semantic_status import model_in_use
+
+    return load_encoder(model_in_use(ranking), int(ranking.semantic_option("max_tokens")), backend)
 
 
 # ---------------------------------------------------------------- query time

@@ -263,21 +263,26 @@ def index_embed(
 ) -> None:
     """Item vectors for the [semantic] extra (.memctl/vectors.sqlite): only texts never embedded
     before go through the model. Searches use the vectors that exist; run this after an import."""
-    from memctl.recall.index import SearchIndex
-    from memctl.recall.ranking import Ranking
-    from memctl.recall.semantic import embed_missing, locked
-
     settings = state(ctx).settings
-    budget = _embed_budget(for_)
-    SearchIndex(settings.layout, index_options(settings)).ensure_fresh(wait=True)
-    with locked(settings.layout):
-        report = embed_missing(settings.layout, Ranking.from_settings(settings), budget=budget)
+    report = embed_now(settings, _embed_budget(for_))
     if json_out:
         render.json_line({"rows": report.rows, "embedded": report.embedded, "reused": report.reused,
                           "dropped": report.dropped, "left": report.left, "ivf_trained": report.trained,
                           "seconds": round(report.seconds, 3), "model": report.model})
     else:
         render.message(report.summary())
+
+
+def embed_now(settings: Settings, budget: float | None = None):
+    """The index brought up to date, then the vectors its rows lack (`index embed`, `init
+    --semantic`): memctl.recall.semantic.EmbedReport."""
+    from memctl.recall.index import SearchIndex
+    from memctl.recall.ranking import Ranking
+    from memctl.recall.semantic import embed_missing, locked
+
+    SearchIndex(settings.layout, index_options(settings)).ensure_fresh(wait=True)
+    with locked(settings.layout):
+        return embed_missing(settings.layout, Ranking.from_settings(settings), budget=budget)
 
 
 def _embed_budget(text: str) -> float | None:

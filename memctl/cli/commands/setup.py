@@ -25,10 +25,15 @@ def init(
     no_plugin: bool = typer.Option(False, "--no-plugin", help="GenericAgent checkout: no recall plugin."),
     undo_genericagent: bool = typer.Option(False, "--undo-genericagent",
                                            help="GenericAgent checkout: restore its archiver, remove the plugin."),
+    semantic: bool = typer.Option(False, "--semantic",
+                                  help="Turn the embedding model on for this memory: embed its items now with the "
+                                       "installed model ([semantic-multilingual] or [semantic] extra, no memctl.toml "
+                                       "line needed); later imports and archives embed theirs in the background."),
 ) -> None:
     """Create the memory layout in PATH, else the root (idempotent; folders 0700, files 0600). In a
     GenericAgent checkout (or --root at it) also adopt its archive, hand its 12-hour archiver
-    to memctl and install the recall plugin; see README, "GenericAgent users"."""
+    to memctl and install the recall plugin; see README, "GenericAgent users". With --semantic,
+    also embed the memory's items (README, "Optional semantic signal")."""
     from memctl.ops import genericagent
 
     app_state = state(ctx)
@@ -53,7 +58,27 @@ def init(
         with app_state.writer_lock():
             done = genericagent.set_up_checkout(found[0], root, plugin=not no_plugin).done
     done += _init_server(root)
-    _report_changes(done, root, created, json_out)
+    _report_changes(done, root, created, json_out, _opt_in_to_the_model(root) if semantic else None)
+
+
+def _opt_in_to_the_model(root) -> dict:
+    """--semantic: every item embedded with the model in use (an empty `[semantic] model`: the
+    installed one, memctl.recall.semantic_status), which opts the memory in: from then on
+    `import` and `archive` embed their items in the background and a search says when vectors
+    lag behind the index."""
+    from memctl.cli.commands.search import embed_now
+    from memctl.core.errors import MemctlError
+    from memctl.core.extras import install_hint
+    from memctl.recall.ranking import Ranking
+    from memctl.recall.semantic_status import installed_model
+
+    settings = load_settings(root)
+    if not Ranking.from_settings(settings).semantic_option("model") and installed_model() is None:
+        raise MemctlError(f"no embedding model is installed: {install_hint('semantic-multilingual')}, "
+                          "for Chinese and English")
+    report = embed_now(settings)
+    return {"model": report.model, "rows": report.rows, "embedded": report.embedded,
+            "seconds": round(report.seconds, 3), "summary": f"semantic signal on: {report.summary()}"}
 
 
 def _init_server(root) -> list[str]:
@@ -68,15 +93,16 @@ def _init_server(root) -> list[str]:
     return [f"schema {result['schema']} at {result['where']} is ready ({versions})"]
 
 
-def _report_changes(done: list[str], root, created: list | None, json_out: bool) -> None:
-    """`created` is None for an undo, which creates nothing."""
+def _report_changes(done: list[str], root, created: list | None, json_out: bool, semantic: dict | None = None) -> None:
+    """`created` is None for an undo, which creates nothing; `semantic`: --semantic's embedding pass."""
     if json_out:
-        render.json_line({"root": str(root), "created": [str(p) for p in created or []], "genericagent": done})
+        extra = {"semantic": {k: v for k, v in semantic.items() if k != "summary"}} if semantic else {}
+        render.json_line({"root": str(root), "created": [str(p) for p in created or []], "genericagent": done, **extra})
         return
     render.line(str(root))
     if created is not None:
         render.message(f"initialised {root} ({len(created)} new)" if created else f"{root} is already initialised")
-    for sentence in done:
+    for sentence in [*done, *([semantic["summary"]] if semantic else [])]:
         render.message(sentence)
 
 
