@@ -59,9 +59,11 @@ def test_the_session_tools_over_stdio_mcp(run, root):
     run("init", root=root)
     params = StdioServerParameters(command=memctl_executable(), args=["--root", str(root), "serve"], env=clean_env())
 
+    errlog = open(root.parent / "serve-stderr.txt", "w+")
+
     async def main():
         with anyio.fail_after(120):
-            async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
                 await session.initialize()
                 names = {tool.name for tool in (await session.list_tools()).tools}
                 turned = await session.call_tool("turn", {"session": "mcp-1", "messages": MESSAGES})
@@ -72,14 +74,16 @@ def test_the_session_tools_over_stdio_mcp(run, root):
                     await session.read_resource("memctl://session/nobody")
                     unknown = "read"
                 except Exception as exc:  # the SDK's error for a failed request
-                    unknown = str(exc)
+                    unknown = f"{getattr(getattr(exc, 'error', None), 'code', None)} {exc}"
                 return names, turned.structured_content, disposed.structured_content, uris, record, unknown
 
     names, turned, disposed, uris, record, unknown = anyio.run(main)
     assert uris == ["memctl://L1", "memctl://session/mcp-1"]
     kept = json.loads(record.contents[0].text)
     assert kept["session"] == "mcp-1" and "briefing" in kept["summary"]
-    assert "no resource" in unknown
+    assert "no resource" in unknown and unknown.startswith("-32002 ")  # MCP's resource-not-found code
+    errlog.seek(0)
+    assert "Traceback" not in errlog.read()  # an unknown resource is an answer, not a logged crash
     assert {"turn", "compact", "dispose"} <= names
     assert turned["buffered"] == 3 and disposed["closed"]
     assert any("briefing" in entry["text"] for entry in l5_lines(root))

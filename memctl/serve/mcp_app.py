@@ -15,6 +15,7 @@ from urllib.parse import quote, unquote
 import anyio
 import mcp_types as types
 from mcp.server import Server
+from mcp.shared.exceptions import MCPError
 
 from memctl import __version__
 from memctl.core import jsoncodec
@@ -35,6 +36,9 @@ def tools() -> list[types.Tool]:
                                                          destructive_hint=op.destructive if not op.read_only else None,
                                                          idempotent_hint=op.read_only or op.name == "restore"))
             for op in OPERATIONS.values()]
+
+
+RESOURCE_NOT_FOUND = -32002  # MCP's code for a resource that does not exist
 
 
 async def run_blocking(service: Service, function, *args):
@@ -64,8 +68,10 @@ def build(service: Service, caller_of) -> Server:
                                     structured_content=data)
 
     async def list_resources(ctx, params) -> types.ListResourcesResult:
-        caller = caller_of(ctx)
-        sessions = await run_blocking(service, _short_term, service, caller)
+        try:
+            sessions = await run_blocking(service, _short_term, service, caller_of(ctx))
+        except MemctlError as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
         return types.ListResourcesResult(resources=[types.Resource(
             uri=L1_URI, name="L1", title="L1 insight index", mime_type="text/plain",
             description="global_mem_insight.txt: the pointer map an agent reads first")] + [types.Resource(
@@ -74,9 +80,13 @@ def build(service: Service, caller_of) -> Server:
                 for record in sessions])
 
     async def read_resource(ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        caller = caller_of(ctx)
         uri = str(params.uri)
-        text, mime = await run_blocking(service, _resource_text, service, caller, uri)
+        try:
+            text, mime = await run_blocking(service, _resource_text, service, caller_of(ctx), uri)
+        except NotFound as exc:
+            raise MCPError(RESOURCE_NOT_FOUND, str(exc)) from None
+        except MemctlError as exc:  # a refused key, a timeout: a JSON-RPC error, not a logged traceback
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
         return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=text)])
 
     return Server("memctl", version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,
