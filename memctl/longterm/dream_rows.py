@@ -16,7 +16,7 @@ import os
 from array import array
 
 from memctl.core import jsoncodec
-from memctl.core.fsutil import StagedFile
+from memctl.core.fsutil import StagedFile, pread
 from memctl.longterm.entries import BAD_LINE, Entry, LeanRow, Row, Snapshot, file_stamp, lean_snapshot, rows_bytes
 
 TYPE_CHECKING = False
@@ -37,9 +37,9 @@ class _File:
         self.fd = fd
 
     def read(self, offset: int, length: int) -> bytes:
-        data = os.pread(self.fd, length, offset)
+        data = pread(self.fd, length, offset)
         while len(data) < length:  # a short read continues; a file cut under us ends it
-            more = os.pread(self.fd, length - len(data), offset + len(data))
+            more = pread(self.fd, length - len(data), offset + len(data))
             if not more:
                 raise OSError(f"L5 ended before byte {offset + length} while a dream read it")
             data += more
@@ -274,7 +274,7 @@ def _read_from(fd: int, rows: LeanRows, start: int, digest) -> tuple[int, bool]:
     carry = b""
     at = start
     while True:
-        chunk = os.pread(fd, CHUNK, at)
+        chunk = pread(fd, CHUNK, at)
         if not chunk:
             break
         digest.update(chunk)
@@ -291,7 +291,7 @@ def _read_from(fd: int, rows: LeanRows, start: int, digest) -> tuple[int, bool]:
 def _hash_prefix(fd: int, size: int, digest) -> None:
     at = 0
     while at < size:
-        chunk = os.pread(fd, min(CHUNK, size - at), at)
+        chunk = pread(fd, min(CHUNK, size - at), at)
         if not chunk:
             break
         digest.update(chunk)

@@ -10,6 +10,8 @@ import os
 import tempfile
 from array import array
 
+from memctl.core.fsutil import pread
+
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -68,7 +70,7 @@ class ScratchKeys:
 
     def __getitem__(self, index: int) -> str:
         self._flush()
-        data = os.pread(self._file.fileno(), self._sizes[index], self._offsets[index])
+        data = pread(self._file.fileno(), self._sizes[index], self._offsets[index])
         return data.decode("utf-8", "surrogatepass")
 
 
