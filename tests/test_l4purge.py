@@ -30,9 +30,12 @@ def test_purge_removes_a_string_from_every_l4_file_and_keeps_the_rest(run, tmp_p
     assert run("compress", loose_source, root=folder.root).returncode == 0
     assert any(SECRET.encode() in data for _, data in every_byte_under(folder.root))
 
-    done = purge_l4(Layout(folder.root), [SECRET.encode()])
+    layout = Layout(folder.root)
+    done = purge_l4(layout, [SECRET.encode()])
     assert done
-    leaks = [str(p) for p, data in every_byte_under(folder.root) if SECRET.encode() in data]
+    # archive builds the search index now; the full purge drops it (purge_steps), this half keeps to L4
+    derived = {str(path) for path in layout.index.parent.glob(layout.index.name + "*")}
+    leaks = [str(p) for p, data in every_byte_under(folder.root) if SECRET.encode() in data and str(p) not in derived]
     assert leaks == []
     zips_readable(folder.l4)
     records = {r["source"]: r for r in folder.manifest()}
