@@ -21,6 +21,21 @@ from memctl.core.fsutil import try_lock
 CHECK_EVERY = 2.0  # seconds between two looks at the socket file, the identity and the code
 REPLY_SECONDS = 10.0  # a client that does not take its reply within this is given up
 MAX_CONNECTIONS = 256  # watched at once, well under the usual 1,024 descriptors
+REQUEST_DESCRIPTORS = 32  # kept free for running a request (memctl.toml, the lock, L5, SQLite's three)
+
+
+def connection_limit() -> int:
+    """Connections watched at once: MAX_CONNECTIONS, fewer where this process's descriptor limit
+    would otherwise leave a request none to open its files with (a flood of idle connections
+    under a low `ulimit -n` made every request fail with "Too many open files")."""
+    try:
+        import resource  # POSIX only
+    except ImportError:
+        return MAX_CONNECTIONS
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS
+    return max(1, min(MAX_CONNECTIONS, soft - REQUEST_DESCRIPTORS))
 
 
 class ResidentService:
@@ -45,6 +60,7 @@ class ResidentService:
         self.buffers: dict = {}
         self.deadlines: dict = {}  # connection -> when its next message must be whole
         self.refused = 0  # connections dropped for what they sent, or did not send in time
+        self.max_connections = connection_limit()
         self.stopping = False
         self.exit_reason = "idle"
 
@@ -188,7 +204,7 @@ class ResidentService:
             if not ours:
                 connection.close()
                 continue
-            if len(self.buffers) >= MAX_CONNECTIONS:  # a flood of idle ones: the oldest gives way
+            if len(self.buffers) >= self.max_connections:  # a flood of idle ones: the oldest gives way
                 self.refuse(min(self.deadlines, key=self.deadlines.get))
             connection.setblocking(False)
             self.buffers[connection] = b""
