@@ -187,10 +187,6 @@ def import_command(
                               progress=lambda done, total, step: line.update(done, total, unit=step))
     for bad in report.bad:
         render.error(f"{file}:{bad.number}: {bad.reason}")
-    if json_out:
-        render.json_line(report.to_json())
-    else:
-        render.message(f"imported {report.imported} item(s) into {report.layer}; {len(report.bad)} bad line(s)")
     if report.imported:  # the next search finds them indexed, the index built if there was none
         from memctl.cli.progress import rebuild_progress
         from memctl.recall.index import refresh_after_write
@@ -201,6 +197,10 @@ def import_command(
         for warning in [*indexed, embed_in_background(settings)]:
             if warning:
                 render.warning(warning)
+    if json_out:  # last, after the index's progress line: the result is what a terminal ends with
+        render.json_line(report.to_json())
+    else:
+        render.message(f"imported {report.imported} item(s) into {report.layer}; {len(report.bad)} bad line(s)")
     if report.bad:
         raise typer.Exit(3 if report.imported else 2)
 
