@@ -1,4 +1,4 @@
-"""What the expected-answer stage (memctl.recall.answer_types) costs a search: `memctl search` as
+"""What the expected-answer stage (memctl.recall.ranking.answer_types) costs a search: `memctl search` as
 a whole process over typed questions (when / how old / how many …, English and Chinese), with
 `[ranking] answer_type_weight` at 0 (the stage off) and at its default, each query run both ways
 in turn so that load from elsewhere weighs on both alike.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Embedding speed of the [semantic] encoder (memctl.recall.encoder), per backend and token cap.
+"""Embedding speed of the [semantic] encoder (memctl.recall.embeddings.encoder), per backend and token cap.
 
 Texts: every LoCoMo development turn (short items, ~38 tokens) and "session chunks" of up to
 1,500 characters made of consecutive turns (as bench/search_scale.py's L4 sessions are chunked,
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
-from memctl.recall.encoder import load_encoder  # noqa: E402
+from memctl.recall.embeddings.encoder import load_encoder  # noqa: E402
 from retrieval import DEFAULT_BENCH, locomo_sets, memdaily_sets  # noqa: E402
 
 

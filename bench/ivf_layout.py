@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 ONE_QUERY = r"""
 import json, resource, sys, time
 import numpy as np
-from memctl.recall.vectors import VectorStore
+from memctl.recall.embeddings.vectors import VectorStore
 store = VectorStore(sys.argv[1], readonly=True)
 query = np.random.default_rng(int(sys.argv[2])).standard_normal(store.dim).astype(np.float32)
 query /= np.linalg.norm(query)
@@ -47,7 +47,7 @@ print(json.dumps({"laid_out": store.laid_out, "ms": ms, "rss_mb": resource.getru
 def lay_out_copy(old: Path, target: Path) -> tuple[float, float]:
     """(wall s, CPU s) of laying out a copy of `old`, in a child process (its own RSS)."""
     shutil.copy(old, target)
-    script = ("import sys, time\nfrom memctl.recall.vectors import VectorStore\n"
+    script = ("import sys, time\nfrom memctl.recall.embeddings.vectors import VectorStore\n"
               "store = VectorStore(sys.argv[1]); started = time.perf_counter(); assert store.lay_out()\n"
               "store.close(); print(time.perf_counter() - started)\n")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -24,7 +24,7 @@ sys.path.insert(0, str(HERE))
 from search_scale import build_memory  # noqa: E402
 
 from memctl.core import redact as current  # noqa: E402
-from memctl.recall.documents import session_docs  # noqa: E402
+from memctl.recall.indexing.documents import session_docs  # noqa: E402
 
 
 def load_module(path: Path):

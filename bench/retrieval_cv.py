@@ -4,7 +4,7 @@ Folds: each LoCoMo conversation, each MemDaily scenario (roles, items, places: a
 qa_type pools), each run of 25 LongMemEval questions in the file's order (lme-1 … lme-4; each
 question is a memory of its own). Each fold's memories are built once through the real command line (`memctl
 import`, and `memctl index embed` when the [semantic] extra is installed); the ranking variants
-are then run in-process (memctl.recall.search.Searcher with a memctl.recall.ranking.Ranking),
+are then run in-process (memctl.recall.search.Searcher with a memctl.recall.ranking.ranking.Ranking),
 so that a variant costs the queries alone.
 
 Selection, for each held-out fold: start from the defaults and, one rule at a time, take the
@@ -31,8 +31,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from memctl.core.config import DEFAULTS, Layout
-from memctl.recall import semantic as semantic_signal
-from memctl.recall.ranking import Ranking
+from memctl.recall.embeddings import semantic as semantic_signal
+from memctl.recall.ranking.ranking import Ranking
 from memctl.recall.search import NOTHING_ASKED, SearchRequest, Searcher
 
 K = 10

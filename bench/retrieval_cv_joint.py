@@ -27,7 +27,7 @@ import retrieval as R
 import retrieval_cv as CV
 
 from memctl.core.config import DEFAULTS
-from memctl.recall.ranking import Ranking
+from memctl.recall.ranking.ranking import Ranking
 
 
 def units_of(dataset: str, workdir: Path) -> list:

@@ -15,7 +15,7 @@ noise (retrieval_cv.significant_fall, the cross-validation's paired test): "fall
 a default must show on every family.
 
 `--large-path N` ranks every memory as one past `tuning.SMALL_INDEX_ITEMS` is ranked (the bounded
-candidates of memctl.recall.candidates with a budget of N matches, session documents as at that
+candidates of memctl.recall.ranking.candidates with a budget of N matches, session documents as at that
 size), so that the path a memory of millions takes is measured on these questions: the
 development pools hold 300-900 items, and a budget of a tenth of that is the share the defaults
 give 20,000 items (2,000). `--common-terms` also treats a query's terms held by more than
@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import retrieval  # noqa: E402  (bench/ on the path first)
 import retrieval_cv  # noqa: E402
 
-from memctl.recall import tuning  # noqa: E402
-from memctl.recall.ranking import Ranking  # noqa: E402
+from memctl.recall.ranking import tuning  # noqa: E402
+from memctl.recall.ranking.ranking import Ranking  # noqa: E402
 
 
 def take_the_large_path(budget: int, common_terms: bool) -> None:

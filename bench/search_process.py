@@ -116,9 +116,9 @@ class StageTimers:
     one's time. Counts the candidates ranked and the rows the Python BM25 scored."""
 
     def __init__(self):
-        import memctl.recall.candidates as candidates
+        import memctl.recall.ranking.candidates as candidates
         import memctl.recall.search as search
-        from memctl.recall.store import SQLiteStore
+        from memctl.recall.indexing.store import SQLiteStore
 
         self.spent: dict[str, float] = {}
         self.candidates: list[int] = []

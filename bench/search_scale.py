@@ -269,7 +269,7 @@ def fts5_floor_seconds(index_path: Path, workdir: Path) -> float:
     table in one transaction: what the index structure costs, the floor of a build."""
     import sqlite3
 
-    from memctl.recall.store import FTS_TOKENIZE
+    from memctl.recall.indexing.store import FTS_TOKENIZE
 
     source = sqlite3.connect(index_path)
     rows = source.execute("SELECT rowid, body FROM fts").fetchall()
@@ -358,7 +358,7 @@ def prepare_size(label: str, total: int, workdir: Path, zh_share: float, exe: st
         built.write_text(json.dumps(result))
 
     from memctl.core.config import Layout
-    from memctl.recall.index import SearchIndex
+    from memctl.recall.indexing.index import SearchIndex
 
     maker = TextMaker(99)
     for lang, share in (("en", 0.0), ("zh", 1.0)):

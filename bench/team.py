@@ -78,7 +78,7 @@ SEARCHER = r"""
 import json, os, sys, time
 from pathlib import Path
 from memctl.core.config import load_settings
-from memctl.recall.index import IndexOptions
+from memctl.recall.indexing.index import IndexOptions
 from memctl.recall.search import Searcher, request_from_settings
 root, seconds, queries = Path(sys.argv[1]), float(sys.argv[2]), json.loads(Path(sys.argv[3]).read_text())
 pause = float(sys.argv[4])

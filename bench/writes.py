@@ -254,7 +254,7 @@ def writer_pid(root: Path) -> int | None:
             command = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"memctl.cli.resident_server" in command and str(root).encode() in command:
+        if b"memctl.residents.writer" in command and str(root).encode() in command:
             return int(entry.name)
     return None
 
@@ -271,7 +271,7 @@ def writer_instructions(root: Path, writes: int) -> float | None:
     for count in (writes, 0):
         stop_writer(root)
         server = subprocess.Popen(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
-                                   "-P", "-m", "memctl.cli.resident_server", str(root), "-"],
+                                   "-P", "-m", "memctl.residents.writer", str(root), "-"],
                                   stderr=subprocess.PIPE, env=env())
         socket_file = root / ".memctl" / "writer.sock"
         deadline = time.monotonic() + 120

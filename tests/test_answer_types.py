@@ -1,4 +1,4 @@
-"""The expected answer's type (memctl.recall.answer_types): a "when" / "how old" / "how many"
+"""The expected answer's type (memctl.recall.ranking.answer_types): a "when" / "how old" / "how many"
 question favours the items holding a time, an age, a number, in English and in Chinese."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from memctl.recall import answer_types
-from memctl.recall.answer_types import AGE, EMAIL, MEASURE, MONEY, NUMBER, PHONE, TIME, expected_answer
+from memctl.recall.ranking import answer_types
+from memctl.recall.ranking.answer_types import AGE, EMAIL, MEASURE, MONEY, NUMBER, PHONE, TIME, expected_answer
 from ranking_helpers import import_items, others, own_sessions, ranked_ids
 
 

@@ -1,4 +1,4 @@
-"""A date the query names (memctl.recall.dated): the candidates dated within it come first,
+"""A date the query names (memctl.recall.ranking.dated): the candidates dated within it come first,
 in English and in Chinese; a query naming no date, or a date no item holds, ranks as before."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 import json
 
-from memctl.recall.dated import Period, Span, mentions, named_period
+from memctl.recall.ranking.dated import Period, Span, mentions, named_period
 from ranking_helpers import import_items, others, ranked_ids
 
 NOW = "2026-12-04T10:00:00"  # a Friday

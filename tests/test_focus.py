@@ -1,4 +1,4 @@
-"""The question a query asks (memctl.recall.focus): in a query of several sentences the terms
+"""The question a query asks (memctl.recall.ranking.focus): in a query of several sentences the terms
 only in the sentences around its last question count aside_weight, in English and Chinese."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 
 from memctl.core.config import Layout
 from memctl.recall import search as search_module
-from memctl.recall.focus import Focus, aside_terms, question_focus
-from memctl.recall.ranking import Ranking
+from memctl.recall.ranking.focus import Focus, aside_terms, question_focus
+from memctl.recall.ranking.ranking import Ranking
 from memctl.recall.search import SearchRequest, Searcher
 from ranking_helpers import import_items, others, own_sessions, ranked_ids
 
@@ -109,7 +109,7 @@ def test_the_answer_type_is_read_from_the_question_not_the_asides(run, root, mon
 
 
 def test_only_the_question_is_embedded_while_the_asides_count_for_less():
-    from memctl.recall.semantic import embedded_text
+    from memctl.recall.embeddings.semantic import embedded_text
 
     noisy = "Lovely weather today. Anyway, where does my boss work?"
     assert embedded_text(noisy, Ranking()) == "Anyway, where does my boss work?"

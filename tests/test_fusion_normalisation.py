@@ -1,13 +1,13 @@
 """Score fusion's rescaling of the cosines ([ranking] semantic_normalisation): min-max, or
-z-scores over the query's semantic candidates (memctl.recall.semantic._rescaled)."""
+z-scores over the query's semantic candidates (memctl.recall.embeddings.semantic._rescaled)."""
 
 from __future__ import annotations
 
 import pytest
 
-from memctl.recall.hits import Hit
-from memctl.recall.ranking import Ranking
-from memctl.recall.semantic import Z_SPREAD, _rescaled, _score_fusion
+from memctl.recall.ranking.hits import Hit
+from memctl.recall.ranking.ranking import Ranking
+from memctl.recall.embeddings.semantic import Z_SPREAD, _rescaled, _score_fusion
 from test_semantic import memory_with_items, search_ids
 from test_semantic_context import TURNS, embedded_memory, needs_multilingual
 

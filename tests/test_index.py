@@ -10,9 +10,9 @@ from pathlib import Path
 
 from conftest import clean_env, memctl_executable
 from memctl.core.config import Layout, init_root
-from memctl.recall.index import SearchIndex
+from memctl.recall.indexing.index import SearchIndex
 from memctl.recall.search import SearchRequest, Searcher
-from memctl.recall.text import Tokenizer, latin_tokens, stem
+from memctl.recall.indexing.text import Tokenizer, latin_tokens, stem
 
 SESSION_TEXT = """⟪memctl-session v1 source=model_responses_1.txt⟫
 === Prompt === 2026-03-02 10:00:00

@@ -19,10 +19,10 @@ from conftest import find_shared
 from l4_helpers import make_folder
 from memctl.core.config import Layout
 from memctl.l4 import loggen
-from memctl.recall import core_sample, prepare
-from memctl.recall.documents import IndexOptions
-from memctl.recall.index import SearchIndex
-from memctl.recall.text import (CHINESE_STOP_WORDS, CJK_RUN, JiebaSegmenter, RJiebaSegmenter, Tokenizer, _WORD,
+from memctl.recall.indexing import core_sample, prepare
+from memctl.recall.indexing.documents import IndexOptions
+from memctl.recall.indexing.index import SearchIndex
+from memctl.recall.indexing.text import (CHINESE_STOP_WORDS, CJK_RUN, JiebaSegmenter, RJiebaSegmenter, Tokenizer, _WORD,
                                 _WORD_CACHE, segmenter_for_root)
 
 SHARED = find_shared()
@@ -482,8 +482,8 @@ def test_a_rebuild_counts_its_vocabulary_as_its_bodies_hold_the_terms(tmp_path):
 
 
 def test_a_document_removed_from_a_new_index_leaves_its_vocabulary(tmp_path):
-    from memctl.recall.documents import Doc
-    from memctl.recall.store import SQLiteStore
+    from memctl.recall.indexing.documents import Doc
+    from memctl.recall.indexing.store import SQLiteStore
 
     store = SQLiteStore.create(tmp_path / "index.sqlite")
     try:
@@ -507,7 +507,7 @@ def test_fts5_keeps_as_they_are_the_terms_called_plain():
     the characters left out are those FTS5 folds further."""
     import re
 
-    from memctl.recall.store import FTS_TOKENIZE
+    from memctl.recall.indexing.store import FTS_TOKENIZE
 
     ranges = ((0x80, 0x3000), (0x3400, 0x4DC0), (0x4E00, 0xA000), (0x1E00, 0x1F00))
     word = re.compile(r"\w")

@@ -68,8 +68,8 @@ def test_both_backends_give_the_same_hits_scores_and_snippets(run, twin_memories
 
 
 def test_the_server_scores_are_fts5_bm25_to_the_last_bit(twin_memories, monkeypatch):
-    from memctl.recall.pg_store import PostgresIndexStore
-    from memctl.recall.store import SQLiteStore
+    from memctl.recall.indexing.pg_store import PostgresIndexStore
+    from memctl.recall.indexing.store import SQLiteStore
 
     files, server = twin_memories
     monkeypatch.setenv("MEMCTL_PG_DSN", SERVER_ROOTS[str(server)]["MEMCTL_PG_DSN"])
@@ -96,10 +96,10 @@ def test_the_server_scores_are_fts5_bm25_to_the_last_bit(twin_memories, monkeypa
 
 def test_one_search_answers_its_repeated_lookups_from_few_statements(twin_memories, monkeypatch):
     """Inside a search scope the server's store answers what the stages ask again from what it
-    fetched (memctl.recall.pg_lookups): the same answers as SQLite's, in the same order, and a
+    fetched (memctl.recall.indexing.pg_lookups): the same answers as SQLite's, in the same order, and a
     search in a handful of statements instead of one per lookup."""
     from memctl.core.config import load_settings
-    from memctl.recall.index import IndexOptions
+    from memctl.recall.indexing.index import IndexOptions
     from memctl.recall.search import Searcher, request_from_settings
 
     files, server = twin_memories
@@ -263,13 +263,13 @@ def test_a_search_without_its_server_is_one_line_naming_the_host(run, root, pg_s
 
 def test_a_long_lived_searcher_keeps_what_it_fetched_until_the_index_changes(run, root, pg_server, pg_memory_name,
                                                                              monkeypatch):
-    """What a searcher fetched serves its next searches (memctl.recall.pg_lookups) while the
+    """What a searcher fetched serves its next searches (memctl.recall.indexing.pg_lookups) while the
     index's generation stays; a refresh that changed anything bumps it, and the next search
     answers as a fresh searcher does, even where the new items took the old ones' rowids."""
     import psycopg
 
     from memctl.core.config import load_settings
-    from memctl.recall.index import IndexOptions
+    from memctl.recall.indexing.index import IndexOptions
     from memctl.recall.search import Searcher, request_from_settings
 
     assert run("init", root=root).returncode == 0

@@ -1,13 +1,13 @@
 """A Chinese query word's pieces back off to it ([ranking] piece_backoff,
-memctl.recall.text.piece_covers): a piece counts only in an item that lacks the word."""
+memctl.recall.indexing.text.piece_covers): a piece counts only in an item that lacks the word."""
 
 from __future__ import annotations
 
 import pytest
 
-from memctl.recall.ranking import Ranking
-from memctl.recall.scoring import score_bodies
-from memctl.recall.text import piece_covers
+from memctl.recall.ranking.ranking import Ranking
+from memctl.recall.indexing.scoring import score_bodies
+from memctl.recall.indexing.text import piece_covers
 from ranking_helpers import import_items, others, ranked_ids
 
 

@@ -1,4 +1,4 @@
-"""Which query terms a search keeps (memctl.recall.query_terms): when a long query or a large
+"""Which query terms a search keeps (memctl.recall.ranking.query_terms): when a long query or a large
 memory makes it keep fewer, the question's before its asides; never the characters of a
 Chinese stop word (the 什 of 什么)."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from memctl.core.config import Layout
-from memctl.recall import tuning
-from memctl.recall.candidates import rankable_terms
-from memctl.recall.query_terms import by_priority, stop_word_pieces
+from memctl.recall.ranking import tuning
+from memctl.recall.ranking.candidates import rankable_terms
+from memctl.recall.ranking.query_terms import by_priority, stop_word_pieces
 from memctl.recall.search import SearchRequest, Searcher
 from ranking_helpers import import_items, others, own_sessions, ranked_ids
 

@@ -1,4 +1,4 @@
-"""The raw logs not archived yet, as the index reads them where they lie (memctl.recall.sources)."""
+"""The raw logs not archived yet, as the index reads them where they lie (memctl.recall.indexing.sources)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The resident writer (memctl.cli.resident, memctl.cli.resident_server): a `remember` handed to
+"""The resident writer (memctl.cli.resident, memctl.residents.writer): a `remember` handed to
 the root's writer prints and writes what the in-process command would; a writer that is
 missing, stale, of another environment, disabled or killed at any step leaves every fact in L5
 exactly once, and no client is told a write happened that is not durable."""
@@ -42,7 +42,7 @@ def _socket_file(root: Path) -> Path:
 
 def _start_writer(root: Path, preexec_fn=None, **env: str) -> subprocess.Popen:
     """A writer started by hand (as a remember starts one), serving once its socket answers."""
-    writer = subprocess.Popen([sys.executable, "-P", "-m", "memctl.cli.resident_server", str(root), "-"],
+    writer = subprocess.Popen([sys.executable, "-P", "-m", "memctl.residents.writer", str(root), "-"],
                               env=clean_env(**{**RESIDENT, **env}), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               preexec_fn=preexec_fn)
     _wait_for(lambda: _serving(root) or writer.poll() is not None, "the writer to listen")

@@ -20,7 +20,7 @@ from conftest import clean_env
 from test_resident import ID_LINE, RESIDENT, _init, _l5_ids, _remember, _serving, _socket_file, _start_writer, _stop_writers, roots  # noqa: F401
 
 from memctl.cli import resident
-from memctl.core import local_socket
+from memctl.residents import local_socket
 
 pytestmark = pytest.mark.skipif(not local_socket.usable(), reason="needs Unix sockets with SO_PEERCRED")
 
@@ -188,7 +188,7 @@ def test_something_else_at_the_socket_path_is_left_alone_and_no_writer_is_starte
 def test_a_writer_started_with_a_folder_at_its_socket_path_exits_with_a_line_in_its_log(memctl_bin, roots):
     root = _init(memctl_bin, roots())
     _socket_file(root).mkdir()
-    writer = subprocess.run([sys.executable, "-P", "-m", "memctl.cli.resident_server", str(root), "-"],
+    writer = subprocess.run([sys.executable, "-P", "-m", "memctl.residents.writer", str(root), "-"],
                             env=clean_env(**RESIDENT), capture_output=True, timeout=BOUND)
     assert writer.returncode == 0 and writer.stderr == b"", writer
     assert _socket_file(root).is_dir()

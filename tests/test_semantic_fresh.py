@@ -1,4 +1,4 @@
-"""The model easy to turn on and its vectors as fresh as the index (issue #33, memctl.recall.semantic_status).
+"""The model easy to turn on and its vectors as fresh as the index (issue #33, memctl.recall.embeddings.semantic_status).
 
 A user who installs the multilingual extra turns the model on with `memctl init --semantic`, no
 memctl.toml line; a fact written by any command (here `remember`, which refreshes no index of

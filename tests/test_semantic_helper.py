@@ -1,4 +1,4 @@
-"""A one-shot fused search's semantic half in a forked child (memctl.recall.semantic_helper): the
+"""A one-shot fused search's semantic half in a forked child (memctl.recall.embeddings.semantic_helper): the
 same results as in one process (`[semantic] fork = false`), a parent that never imports numpy, one
 warning and lexical results when the child fails, no zombie, and no child left running by a
 killed parent. Needs the multilingual model (the test extra's) and a platform that forks.
@@ -138,7 +138,7 @@ def test_a_child_that_does_not_answer_in_time_is_one_warning_and_lexical_results
     (embedded / "memctl.toml").write_text(E5_CONFIG + '[ranking]\nfusion = "none"\n')
     lexical = ranked(run, embedded, "faucet washer")
     (embedded / "memctl.toml").write_text(E5_CONFIG)
-    probe = ("import sys, runpy\nimport memctl.recall.semantic_helper as helper\n"
+    probe = ("import sys, runpy\nimport memctl.recall.embeddings.semantic_helper as helper\n"
              "helper.ANSWER_SECONDS = 0.0  # no child imports numpy that fast\n"
              f"sys.argv = ['memctl', '--root', {str(embedded)!r}, 'search', '--layers', 'L6', '--json', 'faucet washer']\n"
              "runpy.run_module('memctl', run_name='__main__')\n")

@@ -1,4 +1,4 @@
-"""The vector store's format 3 (memctl.recall.vectors): the rows a search reads clustered by IVF
+"""The vector store's format 3 (memctl.recall.embeddings.vectors): the rows a search reads clustered by IVF
 list in `probe`. It gives the same rows and cosines as format 2's join over items, context and
 cache; a format-2 store is read the old way until an embedding pass lays it out, list by list, and
 a pass killed while it does loses nothing (the next one finishes it).
@@ -43,7 +43,7 @@ def random_store(path: Path, rows: int, scan_below: int):
     trained when `rows` > scan_below."""
     import numpy as np
 
-    from memctl.recall.vectors import VectorStore
+    from memctl.recall.embeddings.vectors import VectorStore
 
     rng = np.random.default_rng(3)
     vectors = rng.standard_normal((rows * 2, DIM)).astype(np.float32)
@@ -63,7 +63,7 @@ def random_store(path: Path, rows: int, scan_below: int):
 
 def probes(path: Path, queries) -> list:
     """Each query's nearest rows and the cosines of a fixed set of rows, read from the store."""
-    from memctl.recall.vectors import VectorStore
+    from memctl.recall.embeddings.vectors import VectorStore
 
     store = VectorStore(path, readonly=True)
     try:
@@ -84,7 +84,7 @@ def format_of(path: Path) -> str:
 @needs_numpy
 @pytest.mark.parametrize("scan_below", [10_000, 100], ids=["scanned", "ivf-lists"])
 def test_format_3_reads_the_same_rows_and_cosines_as_format_2(tmp_path, scan_below):
-    from memctl.recall.vectors import VectorStore
+    from memctl.recall.embeddings.vectors import VectorStore
 
     path = tmp_path / "vectors.sqlite"
     rng = random_store(path, 1_500, scan_below)
@@ -104,7 +104,7 @@ def test_format_3_reads_the_same_rows_and_cosines_as_format_2(tmp_path, scan_bel
 
 @needs_numpy
 def test_every_writer_keeps_the_probe_table_as_the_join_would_make_it(tmp_path):
-    from memctl.recall.vectors import _ROWS, VectorStore
+    from memctl.recall.embeddings.vectors import _ROWS, VectorStore
 
     path = tmp_path / "vectors.sqlite"
     random_store(path, 400, 100)
@@ -123,7 +123,7 @@ def test_every_writer_keeps_the_probe_table_as_the_join_would_make_it(tmp_path):
 
 def with_small_layout(memctl_bin: str, root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """`memctl --root ROOT ARGS` whose lay_out takes one IVF list a transaction."""
-    probe = ("import sys, runpy\nimport memctl.recall.vectors as vectors\nvectors.LAY_OUT_LISTS = 1\n"
+    probe = ("import sys, runpy\nimport memctl.recall.embeddings.vectors as vectors\nvectors.LAY_OUT_LISTS = 1\n"
              f"sys.argv = ['memctl', '--root', {str(root)!r}, *{list(args)!r}]\n"
              "runpy.run_module('memctl', run_name='__main__')\n")
     python = str(Path(memctl_bin).with_name("python"))
@@ -169,7 +169,7 @@ def test_a_kill_while_an_old_store_is_laid_out_loses_nothing_and_the_next_pass_f
 def test_the_text_key_is_blake2b_of_twelve_bytes_as_the_stores_were_written():
     import hashlib
 
-    from memctl.recall.text_hashing import text_hash
+    from memctl.recall.embeddings.text_hashing import text_hash
 
     for text in ("", "Caroline adopted a puppy.", "我家新买的滚筒洗衣机", "lone \udcff surrogate"):
         assert text_hash(text) == hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).digest()
@@ -179,7 +179,7 @@ def test_the_text_key_is_blake2b_of_twelve_bytes_as_the_stores_were_written():
 def test_a_bounded_layout_makes_progress_and_the_next_finishes(tmp_path, monkeypatch):
     import time
 
-    from memctl.recall import vectors
+    from memctl.recall.embeddings import vectors
 
     path = tmp_path / "vectors.sqlite"
     rng = random_store(path, 1_500, 100)

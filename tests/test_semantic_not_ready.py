@@ -1,4 +1,4 @@
-"""A resident searcher that cannot get ready (memctl.recall.semantic_unready): it leaves a record
+"""A resident searcher that cannot get ready (memctl.recall.embeddings.semantic_unready): it leaves a record
 in `.memctl/`, and the fused searches of that root start no other searcher while nothing it
 depended on changed and the back-off has not passed; every search still exits 0 with its lexical
 results and one warning. A record that is corrupt, huge, of another identity or not a plain file
@@ -18,8 +18,8 @@ from test_semantic import E5_CONFIG, PARAPHRASE
 from test_semantic_helper import MULTILINGUAL, embedded_memory
 from test_semantic_resident import SERVED, _log, _served, _serving, _stop, _wait_for
 
-from memctl.core import local_socket
-from memctl.recall import semantic_unready
+from memctl.residents import local_socket
+from memctl.recall.embeddings import semantic_unready
 
 needs_searcher = pytest.mark.skipif(not (MULTILINGUAL and local_socket.usable()),
                                     reason="needs the multilingual model and Unix sockets with SO_PEERCRED")
@@ -224,8 +224,8 @@ def test_a_symlinked_state_folder_is_neither_read_nor_written(tmp_path):
 
 
 def test_a_relative_model_directory_is_taken_from_the_root_in_every_process():
-    from memctl.recall import e5
-    from memctl.recall.ranking import model_from_root
+    from memctl.recall.embeddings import e5
+    from memctl.recall.ranking.ranking import model_from_root
 
     assert model_from_root("models/bge", "/srv/memory") == "/srv/memory/models/bge"
     assert model_from_root("/opt/bge", "/srv/memory") == "/opt/bge"

@@ -1,4 +1,4 @@
-"""The resident searcher (memctl.recall.semantic_server, its client semantic_helper.ResidentHelper):
+"""The resident searcher (memctl.residents.searcher, its client semantic_helper.ResidentHelper):
 a one-shot fused search it serves ranks exactly as the forked helper does; a search that finds
 none starts one for the next; a searcher that is killed, stale, of another config, or that drops
 a search halfway leaves every search with the same results and no warning; a store an embedding
@@ -24,8 +24,8 @@ from test_resident import _stop_writers, _wait_for
 from test_semantic import CHINESE_PARAPHRASE, E5_CONFIG, HEAVY, ITEMS, PARAPHRASE, loaded_modules_after_search
 from test_semantic_helper import MULTILINGUAL, embedded_memory
 
-from memctl.core import local_socket
-from memctl.recall import semantic_helper
+from memctl.residents import local_socket
+from memctl.recall.embeddings import semantic_helper
 
 pytestmark = pytest.mark.skipif(not (MULTILINGUAL and local_socket.usable()),
                                 reason="needs the multilingual model and Unix sockets with SO_PEERCRED")
@@ -51,7 +51,7 @@ def _ranked(run, root: Path, query: str, env: dict) -> tuple[int, list, bytes]:
 
 
 def _start_searcher(root: Path) -> subprocess.Popen:
-    searcher = subprocess.Popen([sys.executable, "-P", "-m", "memctl.recall.semantic_server", str(root), "-"],
+    searcher = subprocess.Popen([sys.executable, "-P", "-m", "memctl.residents.searcher", str(root), "-"],
                                 env=clean_env(**SERVED), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _wait_for(lambda: _serving(root) or searcher.poll() is not None, "the searcher to listen")
     assert searcher.poll() is None, searcher.stderr.read()

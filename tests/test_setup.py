@@ -131,7 +131,7 @@ def test_a_piped_search_does_not_import_the_full_command_line(memctl_bin, tmp_pa
     subprocess.run([memctl_bin, "--root", str(root), "init"], check=True, capture_output=True, env=clean_env())
     (root / "notes.md").write_text("the proxy listens on port 7890\n")
     heavy = ["typer", "rich", "jieba", "rjieba", "multiprocessing", "tomllib", "zipfile", "tempfile", "json", "typing",
-             "dataclasses", "memctl.longterm.entries", "numpy", "torch", "tokenizers", "memctl.recall.vectors"]
+             "dataclasses", "memctl.longterm.entries", "numpy", "torch", "tokenizers", "memctl.recall.embeddings.vectors"]
     probe = ("import sys, runpy; sys.argv = ['memctl', '--root', %r, 'search', 'proxy']\n"
              "try:\n    runpy.run_module('memctl', run_name='__main__')\n"
              "except SystemExit as exit:\n"

@@ -231,14 +231,14 @@ def test_a_resident_process_never_takes_its_lock_or_log_through_a_symlinked_stat
     """O_NOFOLLOW guards only a path's last part: `.memctl` itself a symlink was followed, and a
     remember whose state folder lacked writer.lock created one outside the root (a flaky
     failure of the "state folder on remember" case above)."""
-    from memctl.core import local_socket, resident_service
+    from memctl.residents import local_socket, service as resident_service
 
     root, outside = tmp_path / "memory", tmp_path / "outside"
     root.mkdir()
     outside.mkdir()
     os.symlink(outside, root / ".memctl")
-    local_socket.start_detached(str(root), "writer.sock", "writer.lock", "memctl.cli.resident_server", dict(os.environ))
-    local_socket._spawn(str(root), "writer.lock", "memctl.cli.resident_server", dict(os.environ))
+    local_socket.start_detached(str(root), "writer.sock", "writer.lock", "memctl.residents.writer", dict(os.environ))
+    local_socket._spawn(str(root), "writer.lock", "memctl.residents.writer", dict(os.environ))
     assert resident_service.take_lock(str(root), "semantic.lock") is None
     assert local_socket.open_state_file(str(root), "semantic.log", os.O_WRONLY | os.O_CREAT) is None
     assert list(outside.iterdir()) == []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memctl.recall.text import CJK_CHAR_WEIGHT, CJK_PART_WEIGHT, query_term_weights
+from memctl.recall.indexing.text import CJK_CHAR_WEIGHT, CJK_PART_WEIGHT, query_term_weights
 
 
 def test_pieces_of_a_chinese_word_count_their_own_weights():

@@ -229,8 +229,8 @@ def _hit_pieces(settings: Settings, query: str, scrub: Callable[[str], str], dro
 def _search(settings: Settings, query: str):
     import sqlite3
 
-    from memctl.recall.hits import Hits
-    from memctl.recall.index import IndexOptions
+    from memctl.recall.ranking.hits import Hits
+    from memctl.recall.indexing.index import IndexOptions
     from memctl.recall.search import Searcher, SearchRequest
 
     options = IndexOptions.from_settings(settings)
@@ -238,7 +238,7 @@ def _search(settings: Settings, query: str):
                             fuzzy_threshold=float(settings.get("search", "fuzzy_threshold")))
     try:
         # with the query: a fused search's semantic half starts at once, in the resident searcher
-        # or a forked helper (memctl.recall.semantic_helper), while the index opens
+        # or a forked helper (memctl.recall.embeddings.semantic_helper), while the index opens
         searcher = Searcher(settings.layout, options, query=query)
     except sqlite3.DatabaseError:
         return Hits()  # no usable index: the block is still useful without hits

@@ -108,14 +108,14 @@ def _settings(root):
 
 def _search(root, options: dict) -> int:
     from memctl.cli import render
-    from memctl.recall.ranking import Ranking
-    from memctl.recall.semantic import SemanticSignal
+    from memctl.recall.ranking.ranking import Ranking
+    from memctl.recall.embeddings.semantic import SemanticSignal
 
     settings = _settings(root)
     query = " ".join(options["words"])
     ranking = Ranking.from_settings(settings)
     # a fused search's model and vector probe start in a forked helper now, before the lexical
-    # search is even imported (memctl.recall.semantic_helper); None without item vectors
+    # search is even imported (memctl.recall.embeddings.semantic_helper); None without item vectors
     semantic = SemanticSignal.started_for(settings.layout, ranking, query)
     try:
         hits = _search_with(settings, query, options, ranking, semantic)
@@ -142,7 +142,7 @@ def _search(root, options: dict) -> int:
 
 def _search_with(settings, query: str, options: dict, ranking, semantic) -> list:
     from memctl.cli import render
-    from memctl.recall.index import IndexOptions
+    from memctl.recall.indexing.index import IndexOptions
     from memctl.recall.search import request_from_settings, search_once
 
     request = request_from_settings(settings, query,
@@ -172,7 +172,7 @@ def _whole_number(option: str, text: str) -> int:
 
 
 def _refresh(root) -> int:
-    from memctl.recall.index import IndexOptions, SearchIndex
+    from memctl.recall.indexing.index import IndexOptions, SearchIndex
 
     settings = _settings(root)
     report = SearchIndex(settings.layout, IndexOptions.from_settings(settings)).ensure_fresh(wait=True)
@@ -186,7 +186,7 @@ def _refresh(root) -> int:
 def _rebuild(root, json_out: bool) -> int:
     """`index rebuild [--json]`: the same report as the full command line's (an 8 MB build
     takes well under a second now; typer's and rich's imports were a third of it)."""
-    from memctl.recall.index import IndexOptions, SearchIndex
+    from memctl.recall.indexing.index import IndexOptions, SearchIndex
 
     from memctl.cli.progress import rebuild_progress
 
@@ -211,7 +211,7 @@ def _after_index_pass(settings, report) -> None:
 
     for error in report.errors:
         sys.stderr.write(render.redacted(f"warning: {error}") + "\n")
-    from memctl.recall.semantic import embed_if_opted_in
+    from memctl.recall.embeddings.semantic import embed_if_opted_in
 
     message = embed_if_opted_in(settings)
     if message:

@@ -1,5 +1,5 @@
 """The client of the resident writer: a plain `remember` handed to the process that serves the
-root's `.memctl/writer.sock` (memctl.cli.resident_server), which writes it in a batch with the
+root's `.memctl/writer.sock` (memctl.residents.writer), which writes it in a batch with the
 other writers' requests under one lock hold and one fsync, and replies only after the fsync.
 
 A `remember` process is mostly the interpreter's start-up and memctl's imports; the write
@@ -38,7 +38,7 @@ def serves(settings) -> bool:
 
 def try_remember(argv: list[str]) -> int | None:
     """The exit status of a `remember` a resident writer answered, else None."""
-    from memctl.core.local_socket import wanted
+    from memctl.residents.local_socket import wanted
 
     if not wanted():  # off, fault injection, or no way to check the writer's uid
         return None
@@ -78,7 +78,7 @@ def _ask(root: str, options: dict, words: list[str]) -> int | None:
         return None
     from memctl.longterm.ids import new_id
 
-    from memctl.core.local_socket import MAX_REQUEST, frame, receive
+    from memctl.residents.local_socket import MAX_REQUEST, frame, receive
 
     entry_id = new_id()
     request = frame(_request_fields(root, entry_id, options, text))
@@ -127,7 +127,7 @@ def identity(root: str) -> str:
     """What must be the same in the writer and here: memctl's code, the root, its memctl.toml,
     the environment the write reads."""
     import memctl
-    from memctl.core.local_socket import stamp
+    from memctl.residents.local_socket import stamp
 
     parts = [memctl.__version__, stamp(__file__), root, stamp(os.path.join(root, "memctl.toml"))]
     parts += [f"{name}={os.environ.get(name, '')}" for name in ENVIRONMENT]
@@ -142,18 +142,18 @@ def _write_out(out: bytes, err: bytes) -> None:
             stream.buffer.flush()
 
 
-# --- the socket (memctl.core.local_socket), shared with the writer
+# --- the socket (memctl.residents.local_socket), shared with the writer
 
 
 def socket_address(root: str):
-    from memctl.core.local_socket import socket_address as address
+    from memctl.residents.local_socket import socket_address as address
 
     return address(root, SOCKET_NAME)
 
 
 def connect(root: str):
     """A connection to the root's writer, run by this user; None when none serves."""
-    from memctl.core.local_socket import connect as connect_to
+    from memctl.residents.local_socket import connect as connect_to
 
     return connect_to(root, SOCKET_NAME)
 
@@ -164,9 +164,9 @@ def connect(root: str):
 def start_writer(root: str) -> str | None:
     """A detached writer for this root, unless one runs or starts (`writer.lock` decides); why
     none can, when the user must act."""
-    from memctl.core.local_socket import start_detached
+    from memctl.residents.local_socket import start_detached
 
-    return start_detached(root, SOCKET_NAME, LOCK_NAME, "memctl.cli.resident_server", _writer_environment())
+    return start_detached(root, SOCKET_NAME, LOCK_NAME, "memctl.residents.writer", _writer_environment())
 
 
 def _writer_environment() -> dict[str, str]:

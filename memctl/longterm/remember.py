@@ -120,7 +120,7 @@ def prepared(settings: Settings, request: RememberRequest) -> RememberRequest:
 def remember_locked(settings: Settings, store: JsonlEntryStore, request: RememberRequest,
                     now: datetime | str) -> RememberResult:
     """The write of a `prepared` request, the writer lock held: by `remember`, and by the
-    resident writer for each request of a batch under one lock hold (memctl.cli.resident_server)."""
+    resident writer for each request of a batch under one lock hold (memctl.residents.writer)."""
     store.lock_types([request.type])  # the merge and near-duplicate checks below see every earlier write
     if request.retry and request.entry_id:
         done = _written_before(store, request.entry_id)

@@ -471,7 +471,7 @@ def _who(mode: int) -> str:
 
 def layer_files(layout: Layout, kinds: tuple[str, ...]) -> list[Path]:
     """The files of these layers (`l2`, `l3`, `l5`, `l6`): the same set the search index reads."""
-    from memctl.recall.index import IndexOptions, scan_sources
+    from memctl.recall.indexing.index import IndexOptions, scan_sources
 
     sources = scan_sources(layout, IndexOptions(include_l6=True), include_l4_sessions=False)
     return [s.path for s in sources if s.kind in kinds]

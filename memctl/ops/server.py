@@ -3,7 +3,7 @@ schema up, and what `status` and `verify` say about it.
 
 `memctl init` applies the steps of every server component that this memctl has, each from
 its own module (`COMPONENT`, `STEPS`): the entry store's (`memctl.longterm.pg_schema`) and the
-search index's (`memctl.recall.pg_schema`, when present). A component whose module is absent
+search index's (`memctl.recall.indexing.pg_schema`, when present). A component whose module is absent
 is skipped, so each can land on its own.
 """
 
@@ -14,7 +14,7 @@ import importlib
 from memctl.core import pg
 from memctl.core.config import Settings
 
-COMPONENT_MODULES = ("memctl.longterm.pg_schema", "memctl.recall.pg_schema")
+COMPONENT_MODULES = ("memctl.longterm.pg_schema", "memctl.recall.indexing.pg_schema")
 
 
 def on_server(settings: Settings) -> bool:
@@ -62,7 +62,7 @@ def index_state(settings: Settings) -> dict:
     .memctl/index.sqlite, so it exists when its tables are at this memctl's version; its items
     are counted there. Freshness is per machine and settled by the next search's refresh."""
     from memctl.longterm.pg_store import translated
-    from memctl.recall import pg_schema as index_schema
+    from memctl.recall.indexing import pg_schema as index_schema
 
     dsn = pg.dsn_from_env()
     schema = pg.schema_for(str(settings.get("store", "memory")))

@@ -205,7 +205,7 @@ def index_freshness(settings: Settings) -> dict:
 
     A stale index is not an error: the next `search` refreshes it from the changed files."""
     from memctl.ops import server
-    from memctl.recall.index import IndexOptions, SearchIndex, scan_sources
+    from memctl.recall.indexing.index import IndexOptions, SearchIndex, scan_sources
 
     if server.on_server(settings):
         return server.index_state(settings)

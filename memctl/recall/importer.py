@@ -178,7 +178,7 @@ def written_at(date: str, stamp: str) -> str:
     and is not after the import (the dream ages an entry from this: history is as old as it
     was said), else the import's time. A date without a year ("May 8", "session 3") would be
     read as one in 2000, and age the item by decades."""
-    from memctl.recall.documents import normalize_date
+    from memctl.recall.indexing.documents import normalize_date
 
     own = normalize_date(date)
     return own if own and own[:4] in date and own <= stamp else stamp

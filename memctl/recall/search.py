@@ -1,39 +1,39 @@
 """Queries over the index: modes and layers, planning a query, and the ranking stages in order.
 
 A query is tokenized like the documents, except that CJK runs are cut against the index's own
-vocabulary (memctl.recall.vocab), so a Chinese query never loads jieba's 0.7 s dictionary.
-A word missing from the index is replaced by its closest written word (memctl.recall.fuzzy),
+vocabulary (memctl.recall.indexing.vocab), so a Chinese query never loads jieba's 0.7 s dictionary.
+A word missing from the index is replaced by its closest written word (memctl.recall.ranking.fuzzy),
 which is how a typo still finds its item; when no word of the query matches, a word is taken
 as the start or a piece of the written words that hold it (`cert`, `SignatureDoes`). An
 identifier the index does not hold whole (`bk-03`, `v2.1`, `ERR_42`) is not searched by its
 parts, which would find a different identifier (`bk-02`). The hits say how words were read
-(memctl.recall.hits.Hits).
+(memctl.recall.ranking.hits.Hits).
 
 `Searcher.search` runs the stages, each in its own module and reading the index only through
-the store (memctl.recall.store.SQLiteStore):
+the store (memctl.recall.indexing.store.SQLiteStore):
 
-1. candidates (memctl.recall.candidates): the items worth ranking, with their bm25, within the
-   date and type filters (memctl.recall.filters);
-2. weighted BM25 (memctl.recall.rescoring): when the query's terms overlap (Chinese words,
-   their pieces and their characters: memctl.recall.text.query_term_weights), or when the query
-   holds sentences around its question (memctl.recall.focus), the best candidates are scored
+1. candidates (memctl.recall.ranking.candidates): the items worth ranking, with their bm25, within the
+   date and type filters (memctl.recall.ranking.filters);
+2. weighted BM25 (memctl.recall.ranking.rescoring): when the query's terms overlap (Chinese words,
+   their pieces and their characters: memctl.recall.indexing.text.query_term_weights), or when the query
+   holds sentences around its question (memctl.recall.ranking.focus), the best candidates are scored
    again so that each piece counts for less than its word and each aside for less than the
    question;
-3. the expected answer (memctl.recall.answer_types): for a question that asks when, how old,
+3. the expected answer (memctl.recall.ranking.answer_types): for a question that asks when, how old,
    how many, how much or for a phone number, the candidates holding an expression of that
-   type are scaled up by answer_type_weight; for a query naming a date (memctl.recall.dated),
+   type are scaled up by answer_type_weight; for a query naming a date (memctl.recall.ranking.dated),
    the candidates dated within it by date_weight;
-4. session context (memctl.recall.context): score = bm25 of the item (normalised to the best
+4. session context (memctl.recall.ranking.context): score = bm25 of the item (normalised to the best
    candidate) + session_weight × bm25 of the item's session as one document (normalised
    likewise), times a small per-layer priority from the mode;
-5. session feedback and neighbours (memctl.recall.context): items of a strong match's session
+5. session feedback and neighbours (memctl.recall.ranking.context): items of a strong match's session
    that speak of the same things (what the match holds beyond the query, say the person 我上司
    of "我上司的电话是…") and the turns right before and after it share in its score;
-6. semantic fusion (memctl.recall.semantic), only for a memory with item vectors: the closest
+6. semantic fusion (memctl.recall.embeddings.semantic), only for a memory with item vectors: the closest
    items by embedding join the lexical ranking (reciprocal-rank or score fusion).
 
-The weights each stage uses are the search's `[ranking]` (memctl.recall.ranking.Ranking,
-defaults in memctl.core.config.DEFAULTS); the internal bounds are in memctl.recall.tuning.
+The weights each stage uses are the search's `[ranking]` (memctl.recall.ranking.ranking.Ranking,
+defaults in memctl.core.config.DEFAULTS); the internal bounds are in memctl.recall.ranking.tuning.
 """
 
 from __future__ import annotations
@@ -46,27 +46,27 @@ from memctl.core import clock
 from memctl.core.config import Layout
 from memctl.core.errors import UsageError
 from memctl.longterm.refs import record_used
-from memctl.recall import tuning
-from memctl.recall.answer_types import expected_answer, favour_typed_answers
-from memctl.recall.candidates import candidates
-from memctl.recall.context import blend, session_scores, with_neighbours, with_session_feedback
-from memctl.recall.dated import favour_dated, named_period
-from memctl.recall.filters import Filters, parse_when
-from memctl.recall.focus import aside_terms, searched_focus
-from memctl.recall.fuzzy import COMPLETED_WORDS, Fallback, fall_back, unheld_identifier_parts
-from memctl.recall.hits import Hit, Hits, hydrate
-from memctl.recall.index import IndexOptions, RefreshReport, SearchIndex
-from memctl.recall.layer_order import by_layer_priority
-from memctl.recall.query_terms import by_priority, stop_word_pieces
-from memctl.recall.ranking import Ranking
-from memctl.recall.rescoring import weigh_terms
-from memctl.recall.semantic import SemanticSignal
-from memctl.recall.sources import linked_layer_files
+from memctl.recall.ranking import tuning
+from memctl.recall.ranking.answer_types import expected_answer, favour_typed_answers
+from memctl.recall.ranking.candidates import candidates
+from memctl.recall.ranking.context import blend, session_scores, with_neighbours, with_session_feedback
+from memctl.recall.ranking.dated import favour_dated, named_period
+from memctl.recall.ranking.filters import Filters, parse_when
+from memctl.recall.ranking.focus import aside_terms, searched_focus
+from memctl.recall.ranking.fuzzy import COMPLETED_WORDS, Fallback, fall_back, unheld_identifier_parts
+from memctl.recall.ranking.hits import Hit, Hits, hydrate
+from memctl.recall.indexing.index import IndexOptions, RefreshReport, SearchIndex
+from memctl.recall.ranking.layer_order import by_layer_priority
+from memctl.recall.ranking.query_terms import by_priority, stop_word_pieces
+from memctl.recall.ranking.ranking import Ranking
+from memctl.recall.ranking.rescoring import weigh_terms
+from memctl.recall.embeddings.semantic import SemanticSignal
+from memctl.recall.indexing.sources import linked_layer_files
 from memctl.recall.show import Item, find_item
-from memctl.recall.store import SQLiteStore
-from memctl.recall.text import Alias, Tokenizer, expand_aliases, has_cjk, parse_aliases
-from memctl.recall.vocab import VocabSegmenter
-from memctl.recall.writer import LAYER_MARK
+from memctl.recall.indexing.store import SQLiteStore
+from memctl.recall.indexing.text import Alias, Tokenizer, expand_aliases, has_cjk, parse_aliases
+from memctl.recall.indexing.vocab import VocabSegmenter
+from memctl.recall.indexing.writer import LAYER_MARK
 
 TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import, paid by every search
 if TYPE_CHECKING:
@@ -102,9 +102,9 @@ class SearchRequest(namedtuple("SearchRequest", "query k layers mode since until
 
 
 class Asked(namedtuple("Asked", "answer period asides common")):
-    """What a query asks beyond its terms: the type of its answer (memctl.recall.answer_types),
-    the date it names (memctl.recall.dated), the terms only in the sentences around its
-    question (memctl.recall.focus), and at scale the terms that score candidates but do not
+    """What a query asks beyond its terms: the type of its answer (memctl.recall.ranking.answer_types),
+    the date it names (memctl.recall.ranking.dated), the terms only in the sentences around its
+    question (memctl.recall.ranking.focus), and at scale the terms that score candidates but do not
     gather them (QueryPlan.common)."""
 
     __slots__ = ()
@@ -153,7 +153,7 @@ class Searcher:
     def __init__(self, layout: Layout, options: IndexOptions | None = None, refresh: bool = True,
                  ranking: Ranking | None = None, query: str | None = None, semantic: SemanticSignal | None = None):
         """`query`: the one query a one-shot search will run, so that its semantic half can start
-        at once in a forked helper, before the index is even opened (memctl.recall.semantic_helper);
+        at once in a forked helper, before the index is even opened (memctl.recall.embeddings.semantic_helper);
         `semantic`: that signal, opened and its helper started by the caller (with `ranking`)."""
         self.layout = layout
         self.ranking = ranking or Ranking.for_root(layout.root)
@@ -161,7 +161,7 @@ class Searcher:
             semantic = (SemanticSignal.open(layout, self.ranking) if query is None
                         else SemanticSignal.started_for(layout, self.ranking, query))
         self.semantic = semantic
-        self.semantic_note: str | None = None  # memctl.recall.semantic_status.search_note, once
+        self.semantic_note: str | None = None  # memctl.recall.embeddings.semantic_status.search_note, once
         try:
             self._open_index(layout, options, refresh)
         except BaseException:
@@ -208,13 +208,13 @@ class Searcher:
 
     def _semantic_reading(self) -> str:
         """Why the model the user expects did not rank this search, or "" (the stale vectors or
-        the missing ones: memctl.recall.semantic_status, read once per searcher; the model
+        the missing ones: memctl.recall.embeddings.semantic_status, read once per searcher; the model
         given up: its warning)."""
         if self.semantic_note is None:
             self.semantic_note = ""
             if self.semantic is not None or self.ranking.semantic_option("model"):
-                from memctl.recall.semantic import vectors_path
-                from memctl.recall.semantic_status import search_note
+                from memctl.recall.embeddings.semantic import vectors_path
+                from memctl.recall.embeddings.semantic_status import search_note
 
                 self.semantic_note = search_note(str(self.layout.root), vectors_path(self.layout), self.ranking,
                                                  self.store, self.semantic is not None)
@@ -234,7 +234,7 @@ class Searcher:
         Chinese stop words; not the parts of an identifier it does not hold whole), what a word
         it holds none of is read as (`_fall_back`), and at
         scale which terms are too common to gather candidates by. `asides`: the terms only in the sentences
-        around the query's question (memctl.recall.focus), the last a long query keeps."""
+        around the query's question (memctl.recall.ranking.focus), the last a long query keeps."""
         groups = list(self.tokenizer.token_groups(query))
         all_terms = expand_aliases([t for _, terms in groups for t in terms], self.aliases)
         dfs = self.store.document_frequencies(all_terms)
@@ -260,7 +260,7 @@ class Searcher:
     def _fall_back(self, plan: QueryPlan, missing: list[str], fuzzy_threshold: float) -> None:
         """The words the index does not hold (`missing`, as typed) read as a typo's closest
         written word; when that leaves the query matching nothing, as the written words they
-        begin or are inside (memctl.recall.fuzzy). Their terms join the plan's."""
+        begin or are inside (memctl.recall.ranking.fuzzy). Their terms join the plan's."""
         for surface in missing:
             fallback = fall_back(self.store, surface, fuzzy_threshold, completions=False)
             if fallback is not None:
@@ -289,7 +289,7 @@ class Searcher:
         period = named_period(question) if self.ranking.date_weight > 0 else None
         asked = Asked(answer, period, asides, plan.common)
         found = self._lexical(plan.terms, filters, k, asked) if plan.terms else []
-        if self.semantic is not None:  # item embeddings ([semantic] extra): memctl.recall.semantic
+        if self.semantic is not None:  # item embeddings ([semantic] extra): memctl.recall.embeddings.semantic
             fused = self.semantic.fuse(found, request.query, self.ranking, self.store,
                                        lambda rows: hydrate(self.store, rows), filters.admits)
             if fused is not found and self.ranking.fused_neighbour_weight > 0:  # fused: a new list

@@ -41,7 +41,7 @@ def find_item(layout: Layout, ref: str) -> Item | None:
             raise NotFound(f"no entry {wanted!r} in {layer}")
         return None
     if layer == "L2":
-        from memctl.recall.documents import l2_docs
+        from memctl.recall.indexing.documents import l2_docs
 
         text = _read_text(layout.global_mem)
         for doc in l2_docs(text):
@@ -72,7 +72,7 @@ def session_entry_text(layout: Layout, name: str, number: int) -> str:
 
     from memctl.core.errors import NotFound
     from memctl.l4.sessions import find_session, write_compressed
-    from memctl.recall.documents import session_entries
+    from memctl.recall.indexing.documents import session_entries
 
     buffer = io.BytesIO()
     write_compressed(layout, find_session(layout, name), buffer.write)
@@ -88,7 +88,7 @@ def l3_file_text(layout: Layout, name: str) -> str:
     config, the other layers' files or anything outside the root), and never through a link."""
     from memctl.core.errors import NotFound
     from memctl.core.fsutil import read_bytes_nofollow, refuse_symlink
-    from memctl.recall.sources import l3_files
+    from memctl.recall.indexing.sources import l3_files
 
     path = layout.root / name
     if Path(name).is_absolute() or ".." in Path(name).parts:

@@ -168,7 +168,7 @@ class WriteBatcher:
 def _fail_unsynced(jobs: list[Job], outcomes: dict, failed: BaseException) -> None:
     """The lock, a write or the batch's fsync failed. A line added waited for that fsync, so it
     is not acknowledged; a superseding or `seen` write was an atomic rewrite, durable already
-    (as the resident writer decides, memctl.cli.resident_server)."""
+    (as the resident writer decides, memctl.residents.writer)."""
     for job in jobs:
         result = outcomes.get(job)
         if isinstance(result, BaseException):

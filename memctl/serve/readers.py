@@ -83,7 +83,7 @@ class Refresher:
         as it is until the next refresh succeeds."""
         import sqlite3
 
-        from memctl.recall.index import IndexOptions, SearchIndex
+        from memctl.recall.indexing.index import IndexOptions, SearchIndex
 
         index = SearchIndex(self.settings.layout, IndexOptions.from_settings(self.settings))
         try:
@@ -100,7 +100,7 @@ class Refresher:
             logging.getLogger("memctl.serve").warning("index refresh failed: %s", str(exc).splitlines()[0][:300])
 
     def _refresh_on_server(self, index) -> None:
-        from memctl.recall import pg_index
+        from memctl.recall.indexing import pg_index
 
         if self._store is None:
             self._store = pg_index.open_store(index)
@@ -156,8 +156,8 @@ class Reader:
     index file, which a rebuild replaces)."""
 
     def __init__(self, settings) -> None:
-        from memctl.recall.index import IndexOptions
-        from memctl.recall.ranking import Ranking
+        from memctl.recall.indexing.index import IndexOptions
+        from memctl.recall.ranking.ranking import Ranking
 
         self.settings = settings
         self.options = IndexOptions.from_settings(settings)
@@ -184,8 +184,8 @@ class Reader:
         if self.options.backend != "postgres":
             return None
         if self._store is None:
-            from memctl.recall import pg_index
-            from memctl.recall.index import SearchIndex
+            from memctl.recall.indexing import pg_index
+            from memctl.recall.indexing.index import SearchIndex
 
             self._store = pg_index.open_store(SearchIndex(self.settings.layout, self.options))
         return self._store

@@ -92,7 +92,7 @@ class Service:
 
     def start(self) -> Service:
         # the index brought up to date while this process has one thread: a large build may fork
-        # workers (recall.prepare), which a process with threads should not do
+        # workers (recall.indexing.prepare), which a process with threads should not do
         self.refresher.refresh()
         self.batcher.start()
         self.refresher.start()
@@ -146,7 +146,7 @@ class Service:
 
     def search(self, query: str, k: int, layers: tuple[str, ...], namespace: str):
         """The hits of a search, on a reader, once the writes acknowledged before it are indexed."""
-        from memctl.recall.hits import Hits
+        from memctl.recall.ranking.hits import Hits
         from memctl.recall.search import MAX_K, request_from_settings
 
         self.refresher.wait_fresh()

@@ -37,7 +37,7 @@ def learn(
     if progress is not None:
         render.message("")
     if report.learned and not dry_run:  # the next search finds what was learned indexed
-        from memctl.recall.index import refresh_after_write
+        from memctl.recall.indexing.index import refresh_after_write
 
         for warning in refresh_after_write(settings):
             render.warning(warning)

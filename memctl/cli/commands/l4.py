@@ -165,8 +165,8 @@ def _print_session(out, name: str, raw: bool, write_raw_bytes, write_text) -> No
 def _show_from_server(settings, ref: str, raw: bool, out) -> bool:
     """A session archived on another machine of a team memory: its compressed text from the
     server (the raw log stays on the machine that archived it). False: not there either."""
-    from memctl.recall.documents import IndexOptions
-    from memctl.recall.pg_index import shared_session_text
+    from memctl.recall.indexing.documents import IndexOptions
+    from memctl.recall.indexing.pg_index import shared_session_text
 
     text = shared_session_text(IndexOptions.from_settings(settings), settings.layout.root, ref)
     if text is None:

@@ -150,8 +150,8 @@ def _scrub_shared_index(settings, needles: list[bytes]) -> None:
     has applied the purge's order)."""
     if settings.get("store", "backend") != "postgres":
         return
-    from memctl.recall.index import IndexOptions, SearchIndex, refresh_after_write
-    from memctl.recall.pg_purge import scrub_other_machines
+    from memctl.recall.indexing.index import IndexOptions, SearchIndex, refresh_after_write
+    from memctl.recall.indexing.pg_purge import scrub_other_machines
 
     for warning in refresh_after_write(settings):
         render.warning(warning)

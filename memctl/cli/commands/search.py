@@ -16,8 +16,8 @@ from memctl.core.config import Settings
 from memctl.core.errors import EXIT_NO_MATCH, EXIT_OK, MemctlError, UsageError
 
 if TYPE_CHECKING:  # the modules themselves load when a command runs: `memctl --help` stays fast
-    from memctl.recall.index import IndexOptions
-    from memctl.recall.hits import Hits
+    from memctl.recall.indexing.index import IndexOptions
+    from memctl.recall.ranking.hits import Hits
     from memctl.recall.search import Hit, Searcher
 
 index_app = typer.Typer(help="The derived search index in .memctl/index.sqlite.", no_args_is_help=True,
@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
 
 
 def index_options(settings: Settings) -> "IndexOptions":
-    from memctl.recall.index import IndexOptions
+    from memctl.recall.indexing.index import IndexOptions
 
     return IndexOptions.from_settings(settings)
 
@@ -100,7 +100,7 @@ def _open_searcher(settings: Settings, refresh: bool) -> "Searcher":
 
 
 def _search(searcher: "Searcher", request) -> "Hits":
-    from memctl.recall.hits import Hits
+    from memctl.recall.ranking.hits import Hits
 
     try:
         return searcher.search(request)
@@ -189,8 +189,8 @@ def import_command(
         render.error(f"{file}:{bad.number}: {bad.reason}")
     if report.imported:  # the next search finds them indexed, the index built if there was none
         from memctl.cli.progress import rebuild_progress
-        from memctl.recall.index import refresh_after_write
-        from memctl.recall.semantic import embed_in_background  # [semantic] embed_after_writes
+        from memctl.recall.indexing.index import refresh_after_write
+        from memctl.recall.embeddings.semantic import embed_in_background  # [semantic] embed_after_writes
 
         with rebuild_progress(verbose) as line:
             indexed = refresh_after_write(settings, line.hear)
@@ -214,7 +214,7 @@ def index_rebuild(
 ) -> None:
     """Recreate .memctl/index.sqlite from the layers (it is derived; nothing is lost)."""
     from memctl.cli.progress import rebuild_progress
-    from memctl.recall.index import SearchIndex
+    from memctl.recall.indexing.index import SearchIndex
 
     settings = state(ctx).settings
     with rebuild_progress(verbose) as line:
@@ -234,7 +234,7 @@ def index_rebuild(
 @index_app.command("refresh")
 def index_refresh(ctx: typer.Context) -> None:
     """Bring the index up to date with changed files only (a search does this by itself)."""
-    from memctl.recall.index import SearchIndex
+    from memctl.recall.indexing.index import SearchIndex
 
     settings = state(ctx).settings
     report = SearchIndex(settings.layout, index_options(settings)).ensure_fresh(wait=True)
@@ -246,7 +246,7 @@ def index_refresh(ctx: typer.Context) -> None:
 
 def _embed_if_opted_in(settings: Settings) -> None:
     """A memory with item vectors gets the new items' vectors after a refresh or rebuild."""
-    from memctl.recall.semantic import embed_if_opted_in
+    from memctl.recall.embeddings.semantic import embed_if_opted_in
 
     message = embed_if_opted_in(settings)
     if message:
@@ -275,10 +275,10 @@ def index_embed(
 
 def embed_now(settings: Settings, budget: float | None = None):
     """The index brought up to date, then the vectors its rows lack (`index embed`, `init
-    --semantic`): memctl.recall.semantic.EmbedReport."""
-    from memctl.recall.index import SearchIndex
-    from memctl.recall.ranking import Ranking
-    from memctl.recall.semantic import embed_missing, locked
+    --semantic`): memctl.recall.embeddings.semantic.EmbedReport."""
+    from memctl.recall.indexing.index import SearchIndex
+    from memctl.recall.ranking.ranking import Ranking
+    from memctl.recall.embeddings.semantic import embed_missing, locked
 
     SearchIndex(settings.layout, index_options(settings)).ensure_fresh(wait=True)
     with locked(settings.layout):
@@ -337,7 +337,7 @@ def _history_line_of_a_team_memory(settings, ref: str):
     """On a team memory a history line may be another machine's: its text from the index."""
     if settings.get("store", "backend") != "postgres" or not ref.startswith("L4:") or "#h" not in ref:
         return None
-    from memctl.recall.pg_index import shared_history_line
+    from memctl.recall.indexing.pg_index import shared_history_line
     from memctl.recall.search import Item
 
     text = shared_history_line(index_options(settings), settings.layout.root, ref)

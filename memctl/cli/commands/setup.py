@@ -63,14 +63,14 @@ def init(
 
 def _opt_in_to_the_model(root) -> dict:
     """--semantic: every item embedded with the model in use (an empty `[semantic] model`: the
-    installed one, memctl.recall.semantic_status), which opts the memory in: from then on
+    installed one, memctl.recall.embeddings.semantic_status), which opts the memory in: from then on
     `import` and `archive` embed their items in the background and a search says when vectors
     lag behind the index."""
     from memctl.cli.commands.search import embed_now
     from memctl.core.errors import MemctlError
     from memctl.core.extras import install_hint
-    from memctl.recall.ranking import Ranking
-    from memctl.recall.semantic_status import installed_model
+    from memctl.recall.ranking.ranking import Ranking
+    from memctl.recall.embeddings.semantic_status import installed_model
 
     settings = load_settings(root)
     if not Ranking.from_settings(settings).semantic_option("model") and installed_model() is None:

@@ -3,7 +3,7 @@
 A memory read months later cannot know when "yesterday" was, so the extractor writes the day
 the message means. The day a message was said comes from its `time`: ISO 8601 as the write
 link buffers it ("2023-05-08T13:56:00"), or the dates the recall side already reads
-("1:56 pm on 8 May, 2023", "2024年04月01日 周一 08:30", through `recall.dated`).
+("1:56 pm on 8 May, 2023", "2024年04月01日 周一 08:30", through `recall.ranking.dated`).
 
 Resolved: today, tonight, yesterday, the day before yesterday, tomorrow, the day after
 tomorrow, N days/weeks/months/years ago, in N days, last/this/next week, weekend, month, year,
@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from datetime import date, timedelta
 
-from memctl.recall import dated
+from memctl.recall.ranking import dated
 
 _MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
                 "October", "November", "December")
