@@ -3,9 +3,8 @@ in English and 40 in Chinese between a user and an assistant, with the assistant
 their results. Each holds a name, a preference and its correction, a plan with a relative date, a
 tool that keeps failing the same way, and secrets of shapes the redaction rules know.
 
-The passwords are written as the redaction rules know them ("password: …", "密码：…"): a password
-stated in prose ("the password is …") is kept out of L5 by the extractor, but the rules leave it in
-the session's buffer (sessions/), as they leave it in a raw log.
+The passwords are given as an assignment ("password: …", "密码：…") and stated in prose ("the old
+staging password was …", "旧密码是…"): both must be redacted in every file, the buffer included.
 
 Both sessions start on Monday 16 November 2026, so "next Friday" is 20 November (the first Friday
 after the message) and 下周五 is 27 November (Friday of the week after).
@@ -21,7 +20,9 @@ DB_PASSWORD = "Gr4nite!Harbor-27"
 GITHUB_TOKEN = "ghp_R2d9Kx7Qm4Lw8Zc1Vn6Bt3Hy5Jp0Sf2Ga7Ue"
 ZH_KEY = "sk-Mb5Tn8Qc2Wx7Lz4Kd9Vr1Hs6Pf3Gy0Je8Ua5Oi2Nt"
 ZH_PASSWORD = "Lan7shan@Hu-2026"
-SECRETS = (OPENAI_KEY, DB_PASSWORD, GITHUB_TOKEN, ZH_KEY, ZH_PASSWORD)
+STATED_PASSWORD = "Tide-42Lantern"
+ZH_STATED_PASSWORD = "Qiao9men#Lu"
+SECRETS = (OPENAI_KEY, DB_PASSWORD, GITHUB_TOKEN, ZH_KEY, ZH_PASSWORD, STATED_PASSWORD, ZH_STATED_PASSWORD)
 
 ENGLISH_SPEAKER = "Priya"
 ENGLISH = [
@@ -50,7 +51,8 @@ ENGLISH = [
     ("e16", "user", "Makes sense. The reporting database login is reporting_ro, password: " + DB_PASSWORD
                     + " if you need it."),
     ("e17", "assistant", "I'd rather not keep passwords. Could you put it in the team vault instead?"),
-    ("e18", "user", "Sure, I'll move it to the vault this afternoon."),
+    ("e18", "user", "Sure, I'll move it to the vault this afternoon. The old staging password was "
+                    + STATED_PASSWORD + " by the way."),
     ("e19", "tool", f"env: GITHUB_TOKEN={GITHUB_TOKEN} PATH=/usr/local/bin:/usr/bin"),
     ("e20", "assistant", "Careful: that environment dump shows a GitHub token. You should rotate it."),
     ("e21", "user", "Ugh, thanks. I rotated the token just now."),
@@ -95,7 +97,7 @@ CHINESE = [
     ("c15", "assistant", "直连数据库每次都超时。教训是：在内网之外不要直连数据库，下次先用测试环境的接口。"),
     ("c16", "user", f"测试库的账号是 test_ro，密码：{ZH_PASSWORD}，你需要的话可以用。"),
     ("c17", "assistant", "密码最好不要发给我，建议放进团队的密码库。"),
-    ("c18", "user", "好的，我下午就放进去。"),
+    ("c18", "user", f"好的，我下午就放进去。旧密码是{ZH_STATED_PASSWORD}，也一起放。"),
     ("c19", "assistant", "库存表有三张：库存、预占和流水。"),
     ("c20", "user", "流水表的数据量很大，已经有两亿行了。"),
     ("c21", "assistant", "那迁移的时候需要分批同步。"),

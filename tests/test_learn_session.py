@@ -124,8 +124,11 @@ def test_a_json_array_crlf_lines_and_a_byte_order_mark_are_read(run, memory):
 
 
 def test_compact_of_an_unknown_session_is_one_line(run, memory):
-    done = run("compact", "--session", "nobody", root=memory)
-    assert done.returncode == 2 and done.stderr.count(b"\n") == 1 and b"no session" in done.stderr
+    before = sorted(p.name for p in memory.rglob("*"))
+    for command in ("compact", "dispose"):
+        done = run(command, "--session", "nobody", root=memory)
+        assert done.returncode == 2 and done.stderr.count(b"\n") == 1 and b"no session" in done.stderr
+    assert sorted(p.name for p in memory.rglob("*")) == before  # no lock file left for a typo
 
 
 BAD_BATCHES = {

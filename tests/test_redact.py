@@ -133,6 +133,10 @@ def _secret_shapes() -> list[tuple[str, str, str]]:
         ("sk- hex key", f"DEEPSEEK_KEY {deepseek}", deepseek),
         ("openrouter key", f"or key={openrouter}", openrouter),
         ("chinese password", f"服务器密码：{cn_pw}", cn_pw),
+        ("password stated in prose", f"the password for the NAS is {assigned}, I think", assigned),
+        ("password changed in prose", f"My password was changed to {curl_pw} yesterday.", curl_pw),
+        ("chinese password stated", f"我的密码是{cn_pw}，别告诉别人", cn_pw),
+        ("chinese password set", f"口令改成了{assigned}", assigned),
         ("openai project key, no marker", f"OPENAI_API_KEY={proj_plain}", proj_plain),
         ("openai service account key", f"key: {svcacct}", svcacct),
         ("openai admin key", f"admin {admin} rotated", admin),
@@ -235,7 +239,18 @@ PROSE_THAT_STAYS = [
     "bypass: 10.0.0.0/8 and compass: N30E12",
     "token: 2024-05-01T10:00:00, secret_version: 1.2.3-4",
     "password_min_length: 12",
+    "the password is strong enough",
+    "The password policy is 12 characters long.",
+    "My password was changed to something stronger.",
+    "密码是什么？我忘了。",
+    "The passcode is on the sticky note.",
 ]
+
+
+def test_a_chinese_value_ends_where_the_chinese_sentence_goes_on():
+    """`密码：X，记得改` took `X，记得改` as the password: the rest of the sentence was lost."""
+    assert redact("测试库密码：Lan7shan@Hu-2026，记得改") == "测试库密码：[REDACTED:password-assignment]，记得改"
+    assert redact("密码是Lan7shan@Hu-2026记得改") == "密码是[REDACTED:password-stated]记得改"
 
 
 @pytest.mark.parametrize("text", PROSE_THAT_STAYS)

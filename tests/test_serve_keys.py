@@ -120,6 +120,8 @@ def test_keys_add_refuses_a_bad_name_scope_or_duplicate(run, memory):
     again = run("keys", "add", "ok", "--scope", "read", root=memory)
     assert again.returncode == 2 and b"Traceback" not in again.stderr and again.stdout == b""
     assert run("keys", "revoke", "nobody", root=memory).returncode == 2
+    huge = run("keys", "add", "x" * 100_000, "--scope", "read", root=memory)  # not echoed back whole
+    assert huge.returncode == 2 and huge.stderr.count(b"\n") == 1 and len(huge.stderr) < 300
 
 
 def test_namespaces_keep_their_own_near_duplicates_and_topics(run, memory):

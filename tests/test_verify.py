@@ -126,6 +126,21 @@ def test_a_group_readable_file_and_folder_are_found(run, archived):
     assert "group" in by_path[str(archived.root / "working")]["message"]
 
 
+def test_a_kept_raw_log_keeps_the_agents_mode_without_a_warning(run, archived):
+    """A kept raw log is a hard link to GenericAgent's own log: `chmod 600` on it would change
+    the agent's file, and the 0700 folders above it already keep others out."""
+    folder = archived.root / ".memctl" / "kept-raw" / "4242"
+    folder.mkdir(parents=True, mode=0o700)
+    os.chmod(archived.root / ".memctl" / "kept-raw", 0o700)
+    (folder / "model_responses_1.txt").write_text("x")
+    os.chmod(folder / "model_responses_1.txt", 0o644)
+    code, found, summary = findings(run, archived.root)
+    assert not [f for f in found if f["kind"] == "permissions"], found
+    os.chmod(folder, 0o755)  # the folder that guards it is still checked
+    code, found, summary = findings(run, archived.root)
+    assert [f["path"] for f in found if f["kind"] == "permissions"] == [str(folder)]
+
+
 def test_an_api_key_in_an_l3_file_is_found(run, archived):
     sop = archived.root / "deploy_sop.md"
     sop.write_text("# Deploy\n\nsteps:\nexport OPENAI_API_KEY=sk-proj-9fKx2LmQ7rTzV4bN8cW1yH6dT3BlbkFJ3eA0uP5sGq7Lm2Zx\n")

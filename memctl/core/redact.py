@@ -137,6 +137,18 @@ _CJK_KEYWORDS = ("密码", "口令", "密钥")
 _CJK_ESCAPED = tuple("".join(f"\\u{ord(c):04x}" for c in word) for word in _CJK_KEYWORDS)
 _CJK_ALTERNATIVES = "|".join(_CJK_KEYWORDS + tuple(re.escape(e) for e in _CJK_ESCAPED))
 
+# A sentence that states a password (`the password is x`, `my NAS password was x`, `密码是x`,
+# `口令为x`): narrower keywords than an assignment's (`my key is under the mat` is prose), the
+# value's check (`_secretish`) keeping words out (`the password is strong`).
+_STATED = (
+    r"(?:\s{1,4}(?:for|of|to|on)\s{1,4}(?:the\s{1,4}|my\s{1,4}|our\s{1,4})?[\w.@-]{1,40})?"
+    r"\s{1,4}(?:is now|is set to|was set to|is changed to|was changed to|is|was)\s{1,4}(?:\\?[\"'])?"
+)
+_STATED_KEYWORDS = ("password", "passwd", "passphrase", "passcode")
+_STATED_CJK = r"\s{0,4}(?:是|为|為|改成了|改成|改为|設為|设为|设成)\s{0,4}"
+# A value ends at Chinese punctuation and Chinese text (`密码：Hunter2x9，记得改` keeps 记得改).
+_CJK_STOPS = "\u3000-\u303f\u4e00-\u9fff\uff01-\uff0f\uff1a-\uff20"
+
 _KEYWORDS = (
     r"api[_-]?key|apikey|access[_-]?key|auth[_-]?key|secret[_-]?key|client[_-]?secret|secret|"
     r"access[_-]?token|auth[_-]?token|refresh[_-]?token|token|passw(?:or)?d|passphrase|pass|pwd|"
@@ -290,7 +302,7 @@ RULES: tuple[_Rule, ...] = (
     _rule(
         "password-assignment",
         r"(?P<kw>" + _KEYWORDS + r")(?:\\?[\"'])?\s{0,4}(?::=|=>|=|:|：)\s{0,4}(?:\\?[\"'])?"
-        r"([^\s\"'`,;()\[\]{}<>\\]{6,200})",
+        r"([^\s\"'`,;()\[\]{}<>\\" + _CJK_STOPS + r"]{6,200})",
         ["key", "secret", "token", "pass", "pwd", "credential", *_CJK_KEYWORDS, *_CJK_ESCAPED],
         group=2,
         trigger=r"(?:key|secret|token|pass|pwd|passwd|password|phrase|credentials?|" + _CJK_ALTERNATIVES + ")"
@@ -298,10 +310,19 @@ RULES: tuple[_Rule, ...] = (
         check=_secretish,
         lowered=True,
     ),
+    _rule(
+        "password-stated",
+        r"(?:(?:" + "|".join(_STATED_KEYWORDS) + r")" + _STATED + r"|(?:" + "|".join(_CJK_KEYWORDS) + r")" + _STATED_CJK + r")"
+        r"([^\s\"'`,;()\[\]{}<>\\" + _CJK_STOPS + r"]{6,200})",
+        [*_STATED_KEYWORDS, *_CJK_KEYWORDS],
+        group=1,
+        check=_secretish,
+        lowered=True,
+    ),
 )
 
 
-_GENERIC = frozenset({"password-assignment", "custom"})
+_GENERIC = frozenset({"password-assignment", "password-stated", "custom"})
 
 
 def _extra_rules(extra_patterns: Sequence[str]) -> list[_Rule]:
@@ -344,6 +365,7 @@ _NEEDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "azure-client-secret": ("~", ("q~",)), "azure-storage-key": ("=", ("accountkey=",)),
     "gcp-private-key-id": ("_", ("private_key_id",)), "pgpass-password": (":", (":",)), "jwt": (".", (".eyj",)),
     "curl-user": ("-", ("curl",)), "url-password": (":", ("://",)), "password-assignment": (":=：", ()),
+    "password-stated": ("", ("passw", "passphrase", "passcode", "密码", "口令", "密钥")),
 }
 _HINTS = {"discord-token": r"\.[a-z0-9_-]{6}\.", "pgpass-password": r":(?:\d{1,5}|\*):"}  # sources
 # A gate that starts with a letter class scans every position (the discord trigger: 4.5 ms of a

@@ -19,6 +19,8 @@ closed. The session lock is held throughout, the writer lock only while routing.
 
 from __future__ import annotations
 
+import os
+
 from memctl.core import clock, faults
 from memctl.core.config import Settings
 from memctl.core.errors import MemctlError, NotFound, UsageError
@@ -97,7 +99,7 @@ def compact(settings: Settings, session_id: str, budget: int, lock_wait: float =
     if budget < 1:
         raise UsageError(f"--budget must be at least 1 token, got {budget}")
     call = _Call(settings, session_id, lock_wait, extract, scope)
-    with call.files.locked(lock_wait):
+    with call.existing_locked():
         outcome, state, messages = call.settled()
     outcome.summary = summary.summary_text(session_id, messages, state.get("learned", []),
                                            summary.within_tokens(budget))
@@ -109,7 +111,7 @@ def dispose(settings: Settings, session_id: str, lock_wait: float = LOCK_WAIT, e
             scope: Scope | None = None) -> Outcome:
     """Extract and route the rest, leave the summary in L2 short-term, close the session."""
     call = _Call(settings, session_id, lock_wait, extract, scope)
-    with call.files.locked(lock_wait):
+    with call.existing_locked():
         outcome, state, messages = call.settled()
         learned = state.get("learned", [])
         outcome.summary = summary.summary_text(session_id, messages, learned, summary.within_bytes(
@@ -147,11 +149,21 @@ class _Call:
         self.settings, self.files, self.lock_wait = settings, SessionFiles(settings.layout, session_id), lock_wait
         self.extract, self.scope = extract or _extractor, scope
 
+    def existing_locked(self):
+        """The session's lock, for a session that has a buffer: asking for one that never had
+        any (a typo in `compact --session`) leaves no lock file behind."""
+        if not os.path.lexists(self.files.messages):
+            self.missing()
+        return self.files.locked(self.lock_wait)
+
+    def missing(self):
+        raise NotFound(f"no session {self.files.session[:60]!r}: send its messages with `memctl turn` first")
+
     def settled(self) -> tuple[Outcome, dict, list[Message]]:
         """Every buffered message extracted and routed."""
         messages = buffer.read_messages(self.files)
         if not messages:
-            raise NotFound(f"no session {self.files.session[:60]!r}: send its messages with `memctl turn` first")
+            self.missing()
         state = buffer.read_state(self.files)
         outcome = Outcome(self.files.session)
         outcome.messages = len(messages)

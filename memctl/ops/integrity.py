@@ -38,6 +38,7 @@ from typing import Callable, Iterator, Sequence
 from memctl.l4.codec import HEADER, decode_stream, is_session_header
 from memctl.core.config import Layout
 from memctl.core.errors import IntegrityError
+from memctl.l4.kept import kept_dir
 from memctl.l4.manifest import ManifestRecord, iter_manifest, monthly_zips
 
 PRIVATE_BITS = 0o077  # any permission for group or others
@@ -429,6 +430,7 @@ def _check_permissions(layout: Layout, report: VerifyReport) -> None:
     root = layout.root
     if not root.is_dir():
         return
+    kept = kept_dir(layout)  # hard links to the agent's own raw logs
     for path, info in _walk(root):
         mode = stat.S_IMODE(info.st_mode)
         if stat.S_ISDIR(info.st_mode):
@@ -437,6 +439,8 @@ def _check_permissions(layout: Layout, report: VerifyReport) -> None:
         else:
             report.checked["files"] += 1
             wanted = 0o600
+            if path.parent.parent == kept:  # a chmod would change the agent's log; the 0700 folders guard it
+                continue
         if mode & PRIVATE_BITS:
             who = _who(mode)
             report.findings.append(Finding(str(path), "permissions",

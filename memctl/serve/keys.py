@@ -82,7 +82,8 @@ def digest_of(token: str) -> str:
 
 def check_name(name: str, what: str = "key name") -> str:
     if not _NAME.match(name or ""):
-        raise UsageError(f"{what} {name!r} must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+        shown = name if len(name or "") <= 70 else name[:64] + "…"
+        raise UsageError(f"{what} {shown!r} must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
     return name
 
 
