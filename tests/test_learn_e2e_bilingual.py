@@ -26,11 +26,12 @@ from durability_helpers import every_line_parses, l5, l6
 
 NOW = {"MEMCTL_NOW": "2026-11-16T10:00:00"}
 KILLED = -9
-# every kill point a `turn`, `compact` or `dispose` passes (memctl.core.faults): the session's steps,
-# the write lookups' updates while routing, the deferred fsync of the last append
+# every kill point of a session's own steps that `turn`, `compact` or `dispose` passes
+# (memctl.core.faults), and the deferred fsync of the last append; the write lookups' points
+# (lookups-rebuild, -catch-up, -splice) are test_lookups_durability's, and the counts of
+# checkpoints between them test_learn_durability's, so each is swept once here, not again
 LABELS = ("learn: buffered", "learn: extracted", "learn: candidate routed", "learn: routed",
-          "learn: short-term kept", "unlocked, last append not yet synced", "lookups-rebuild", "lookups-catch-up",
-          "lookups-splice")
+          "learn: short-term kept", "unlocked, last append not yet synced")
 BATCH = 4  # messages an agent sends per `turn`: an exchange and its tool results
 COMPACT_AFTER = 5  # batches, then the agent's context is nearly full: `compact`
 SESSIONS = {"english": ("chat-en", sessions.ENGLISH, sessions.ENGLISH_SPEAKER),
@@ -269,14 +270,14 @@ def test_a_kill_at_each_point_loses_no_acknowledged_message(memory, tmp_path, la
     assert outcome(root) == outcome(memory)
 
 
-@pytest.mark.parametrize("after", [1, 4, 9])
+@pytest.mark.parametrize("after", [4])
 def test_a_kill_after_any_count_of_checkpoints_loses_no_acknowledged_message(memory, tmp_path, after):
     root = new_memory(tmp_path / "memory")
     assert fed(root, {"MEMCTL_FAULT_AFTER": str(after)}) >= 1
     assert outcome(root) == outcome(memory)
 
 
-@pytest.mark.parametrize("write", [1, 3])
+@pytest.mark.parametrize("write", [1])
 def test_a_torn_write_loses_no_acknowledged_message(memory, tmp_path, write):
     root = new_memory(tmp_path / "memory")
     assert fed(root, {"MEMCTL_FAULT_WRITE": f"{write}:torn"}) >= 1
