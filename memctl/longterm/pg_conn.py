@@ -23,6 +23,8 @@ from memctl.longterm.pg_reads import SharedReads
 
 PARTS = ("active", "archive")
 PAUSE_VARIABLE = "MEMCTL_FAULT_PG_PAUSE"
+BUMP_APPENDED = ("UPDATE {s}.entry_parts SET last_seq = (SELECT coalesce(max(seq), 0) FROM {s}.entries) "
+                 "WHERE part = %s")  # the part's last_seq after rows were added to it
 PROVISIONAL = 1 << 60  # the seqs of a batch's rows not sent yet start past this
 
 _SERVERS: dict[tuple[str, str, int], "Server"] = {}
@@ -69,6 +71,10 @@ class Server:
         if self.deferred or self.parts_lock_pending:
             with translated(self.where), self.conn.pipeline():
                 self._send_locks()
+
+    def send_locks_now(self) -> None:
+        """The locks deferred, queued on the pipeline the caller has open (with what it sends next)."""
+        self._send_locks()
 
     def _send_locks(self) -> None:
         for sql, params in self.deferred:
@@ -145,8 +151,7 @@ class Server:
 
     def bump(self, part: str, appended: bool, rewritten: bool) -> None:
         if appended:
-            self.execute("UPDATE {s}.entry_parts SET last_seq = (SELECT coalesce(max(seq), 0) FROM {s}.entries) "
-                         "WHERE part = %s", (part,))
+            self.execute(BUMP_APPENDED, (part,))
         if rewritten:
             self.execute("UPDATE {s}.entry_parts SET rewrites = rewrites + 1 WHERE part = %s", (part,))
 
