@@ -30,6 +30,12 @@ PROVISIONAL = 1 << 60  # the seqs of a batch's rows not sent yet start past this
 _SERVERS: dict[tuple[str, str, int], "Server"] = {}
 
 
+class ConnectionLost(pg.ServerUnavailable):
+    """The connection was found lost (a server restarted, a bound passed) by a transaction's
+    first round trip: nothing of the transaction reached the server, so the caller may run it
+    again once (`server_for` then opens another connection) instead of failing."""
+
+
 class Server:
     """One connection to one memory's schema, and the state of its open transaction."""
 
@@ -95,9 +101,11 @@ class Server:
             return [cursor.fetchall() for cursor in cursors]
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
-        """A transaction, or a savepoint inside the one already open."""
-        with translated(self.where), self.conn.transaction():
+    def transaction(self, opening: "Opening | None" = None) -> Iterator[None]:
+        """A transaction, or a savepoint inside the one already open. `opening`: a new
+        transaction's first statement (a lock), sent with its BEGIN in one round trip."""
+        with translated(self.where), contextlib.ExitStack() as opened:
+            self._begin(opening, opened)
             self.depth += 1
             try:
                 yield
@@ -111,6 +119,19 @@ class Server:
                     self.prefetched.clear()
                     self.reads = SharedReads()
                     self.pending, self.provisional = [], {}
+
+    def _begin(self, opening: "Opening | None", opened: contextlib.ExitStack) -> None:
+        import psycopg
+
+        try:
+            if opening is not None and not self.depth:
+                opening.send(self, opened)
+            else:
+                opened.enter_context(self.conn.transaction())
+        except psycopg.OperationalError as exc:
+            if self.depth or not (self.conn.broken or self.conn.closed):
+                raise
+            raise ConnectionLost(f"PostgreSQL at {self.where} failed: {_first_line(exc)}") from None
 
     @contextlib.contextmanager
     def change(self, keeps_reads: bool = False) -> Iterator[None]:
@@ -205,6 +226,40 @@ def pause_point(label: str) -> None:
     faults.checkpoint(label)
 
 
+class Opening:
+    """A transaction's first statement, sent with its BEGIN (Server.transaction); a lock it
+    could not get within its lock_timeout is `busy` (LockBusy), not a server failure."""
+
+    def __init__(self, sql: str, params: tuple, busy: str) -> None:
+        self.sql, self.params, self.busy = sql, params, busy
+
+    def send(self, server: Server, opened: contextlib.ExitStack) -> None:
+        import psycopg
+
+        try:  # psycopg's Transaction itself: conn.transaction() in a pipeline syncs after its BEGIN
+            with server.conn.pipeline():
+                opened.enter_context(psycopg.Transaction(server.conn))
+                server.conn.execute(self.sql.replace("{s}", server.schema), self.params)
+        except psycopg.errors.LockNotAvailable:
+            raise LockBusy(self.busy) from None
+
+
+def shared_lock_opening(server: Server, wait: float) -> Opening | None:
+    """share_memory_lock's statement as a transaction's opening, where it can be one: a wait
+    within the connection's bound (a longer one stretches the bound first, a zero wait reads
+    the answer of a try-lock)."""
+    bound = getattr(server.conn, "bound", None)
+    if wait <= 0 or (bound is not None and wait >= bound):
+        return None
+    return Opening("SELECT pg_advisory_xact_lock_shared(%s) FROM (SELECT set_config('lock_timeout', %s, true)) "
+                   "AS timeout", (pg.lock_key(server.schema, "writer"), f"{int(wait * 1000)}ms"),
+                   _busy_message(server, wait))
+
+
+def _busy_message(server: Server, wait: float) -> str:
+    return f"a dream or purge kept the memory {server.schema} on the server busy for {wait:g} s; retry later"
+
+
 def share_memory_lock(server: Server, wait: float) -> None:
     """The memory's lock beside other writers of entries; a whole-memory writer holds it alone."""
     import psycopg
@@ -220,5 +275,4 @@ def share_memory_lock(server: Server, wait: float) -> None:
             server.conn.execute("SELECT pg_advisory_xact_lock_shared(%s) FROM (SELECT set_config('lock_timeout', "
                                 "%s, true)) AS timeout", (key, f"{int(wait * 1000)}ms"))
     except psycopg.errors.LockNotAvailable:
-        raise LockBusy(f"a dream or purge kept the memory {server.schema} on the server busy for {wait:g} s; "
-                       "retry later") from None
+        raise LockBusy(_busy_message(server, wait)) from None

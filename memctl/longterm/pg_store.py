@@ -31,7 +31,8 @@ from typing import Iterable, Iterator
 
 from memctl.core import pg
 from memctl.core.errors import UsageError
-from memctl.longterm.pg_conn import BUMP_APPENDED, Server, pause_point, server_for, share_memory_lock, translated
+from memctl.longterm.pg_conn import (BUMP_APPENDED, Server, pause_point, server_for, share_memory_lock,
+                                     shared_lock_opening, translated)
 from memctl.longterm.pg_log import ServerDreamLog
 from memctl.longterm.pg_reads import Listing, kept_candidates
 from memctl.longterm.pg_rewrite import rewrite_plan
@@ -436,10 +437,11 @@ class PostgresEntryStore(ServerDreamLog, EntryForms):
     def transaction(self, wait: float, whole: bool) -> Iterator[None]:
         """One write: the memory's lock (alone for a whole-memory writer, shared otherwise)
         for the length of one transaction."""
-        with self._server.transaction():
+        opening = None if whole else shared_lock_opening(self._server, wait)
+        with self._server.transaction(opening):
             if whole:
                 pg.hold_memory_lock(self._server.conn, self._server.schema, wait)
-            else:
+            elif opening is None or self._server.depth > 1:
                 share_memory_lock(self._server, wait)
             yield
             pause_point("pg-commit")
