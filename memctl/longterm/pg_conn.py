@@ -109,7 +109,10 @@ class Server:
             self.depth += 1
             try:
                 yield
-                self.flush_pending()  # a batch's appends are in the transaction they were made in
+                if self.depth == 1 and self.pending:  # the COMMIT queued behind the batch's rows: one round trip
+                    self._flush_and_commit(opened)
+                else:
+                    self.flush_pending()  # a batch's appends are in the transaction they were made in
             finally:
                 self.depth -= 1
                 if self.depth == 0:
@@ -119,6 +122,17 @@ class Server:
                     self.prefetched.clear()
                     self.reads = SharedReads()
                     self.pending, self.provisional = [], {}
+
+    def _flush_and_commit(self, opened: contextlib.ExitStack) -> None:
+        """The pending rows, then the COMMIT (`opened.close()`, queued on the rows' pipeline). A
+        statement that fails there leaves the transaction aborted, its COMMIT not run: rolled back."""
+        try:
+            self.flush_pending(then=opened.close)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                if not self.conn.closed and self.conn.info.transaction_status != 0:  # not IDLE
+                    self.conn.rollback()
+            raise
 
     def _begin(self, opening: "Opening | None", opened: contextlib.ExitStack) -> None:
         import psycopg
@@ -164,11 +178,12 @@ class Server:
             self.provisional[row.seq] = row
             self.pending.append((part, row))
 
-    def flush_pending(self) -> None:
+    def flush_pending(self, then=None) -> None:
+        """The pending rows sent; `then()` is called with them queued, in the same round trip."""
         if self.pending:
             part, rows = self.pending[0][0], [row for _, row in self.pending]
             self.pending = []
-            part.write_pending(rows)
+            part.write_pending(rows, then)
 
     def bump(self, part: str, appended: bool, rewritten: bool) -> None:
         if appended:

@@ -145,11 +145,12 @@ class ServerPart:
             self._server.reads.appended_active([self._listed(row) for row in rows])
         return len(rows)
 
-    def write_pending(self, rows: list[Row]) -> None:
-        """A batch's appends (Server.defer_rows) sent: the rows, then the part's last_seq."""
+    def write_pending(self, rows: list[Row], then=None) -> None:
+        """A batch's appends (Server.defer_rows) sent: the rows, then the part's last_seq (and
+        what `then()` queues: the COMMIT)."""
         provisional = [row.seq for row in rows]
         with self._server.change(keeps_reads=True):
-            self._insert(rows, bump=True)
+            self._insert(rows, bump=True, then=then)
             pause_point("pg-append")
         self._server.reads.renumbered(dict(zip(provisional, (row.seq for row in rows))))
 
@@ -188,10 +189,10 @@ class ServerPart:
                 _column(fingerprint or content_hash(entry.text)), merge_key, key if exact else None,
                 len(key) if exact else None, row.raw)
 
-    def _insert(self, rows: list[Row], bump: bool = False) -> None:
-        """New rows at the end, in order; each row learns its seq. The locks deferred, the rows
-        and (`bump`) the part's last_seq are sent together: one round trip (a batch's appends
-        cost the writer thread one wait on the server, not three)."""
+    def _insert(self, rows: list[Row], bump: bool = False, then=None) -> None:
+        """New rows at the end, in order; each row learns its seq. The locks deferred, the rows,
+        (`bump`) the part's last_seq and what `then()` queues are sent together: one round trip
+        (a batch's appends and its COMMIT cost the writer thread one wait on the server, not four)."""
         if not rows:
             return
         server = self._server
@@ -203,6 +204,8 @@ class ServerPart:
                 cursor.executemany(sql, [self._columns(r) for r in rows], returning=True)
                 if bump:
                     server.conn.execute(BUMP_APPENDED.replace("{s}", server.schema), (self._part,))
+                if then is not None:
+                    then()
             seqs = []
             while True:
                 seqs.append(int(cursor.fetchone()[0]))
