@@ -28,6 +28,13 @@ BUMP_APPENDED = ("UPDATE {s}.entry_parts SET last_seq = (SELECT coalesce(max(seq
 PROVISIONAL = 1 << 60  # the seqs of a batch's rows not sent yet start past this
 
 _SERVERS: dict[tuple[str, str, int], "Server"] = {}
+_COMMITS = threading.local()  # this thread's committed transactions, on any connection (`commits`)
+
+
+def commits() -> int:
+    """How many transactions this thread has committed: a caller that runs a transaction again
+    after ConnectionLost checks first that none of its own work was committed meanwhile."""
+    return getattr(_COMMITS, "count", 0)
 
 
 class ConnectionLost(pg.ServerUnavailable):
@@ -113,6 +120,9 @@ class Server:
                     self._flush_and_commit(opened)
                 else:
                     self.flush_pending()  # a batch's appends are in the transaction they were made in
+                if self.depth == 1:
+                    opened.close()  # the COMMIT (already sent by _flush_and_commit, if it ran)
+                    _COMMITS.count = commits() + 1
             finally:
                 self.depth -= 1
                 if self.depth == 0:

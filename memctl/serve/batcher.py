@@ -24,7 +24,7 @@ import threading
 from memctl.core import clock, faults
 from memctl.core.errors import MemctlError, WriteFailed
 from memctl.core.fsutil import sync_pending, synced_after_unlock
-from memctl.longterm.pg_conn import ConnectionLost
+from memctl.longterm.pg_conn import ConnectionLost, commits
 from memctl.longterm.recovery import writing
 from memctl.longterm.remember import ADDED, RememberRequest, prepared, remember_locked
 from memctl.longterm.policies import similarity_threshold
@@ -112,9 +112,12 @@ class WriteBatcher:
 
     def _run_alone(self, job: Job) -> None:
         try:
+            committed = commits()
             try:
                 result = job.work()
-            except ConnectionLost:  # before the work's first write reached the server: once more
+            except ConnectionLost:  # found by a transaction's first round trip: once more, unless
+                if commits() != committed:  # an earlier transaction of the same work was committed
+                    raise
                 result = job.work()
         except (MemctlError, OSError) as exc:
             job.finish(error=exc)
