@@ -116,7 +116,7 @@ class Server:
             self.depth += 1
             try:
                 yield
-                if self.depth == 1 and self.pending:  # the COMMIT queued behind the batch's rows: one round trip
+                if self.depth == 1 and self.pending:  # the COMMIT queued behind the batch's rows, not a round trip alone
                     self._flush_and_commit(opened)
                 else:
                     self.flush_pending()  # a batch's appends are in the transaction they were made in

@@ -191,8 +191,8 @@ class ServerPart:
 
     def _insert(self, rows: list[Row], bump: bool = False, then=None) -> None:
         """New rows at the end, in order; each row learns its seq. The locks deferred, the rows,
-        (`bump`) the part's last_seq and what `then()` queues are sent together: one round trip
-        (a batch's appends and its COMMIT cost the writer thread one wait on the server, not four)."""
+        (`bump`) the part's last_seq and what `then()` queues go on one pipeline: two round trips
+        (psycopg's executemany syncs its rows), where they were four with the COMMIT."""
         if not rows:
             return
         server = self._server
