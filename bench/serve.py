@@ -156,7 +156,12 @@ def raw_agent(until: float, seed: int, tally: Tally, load: str) -> None:
     import psycopg
 
     rng = random.Random(seed)
-    with psycopg.connect(DSN["value"], autocommit=True) as connection:
+    try:
+        connection = psycopg.connect(DSN["value"], autocommit=True)
+    except psycopg.OperationalError:  # past max_connections: this agent is refused outright
+        tally.note("remember", 0.0, False)
+        return
+    with connection:
         while time.monotonic() < until:
             started = time.perf_counter()
             text = fact(rng)

@@ -144,6 +144,29 @@ def test_postgres_restarted_under_load_costs_bounded_errors_and_loses_nothing(ru
     assert texts["after the server came back"] == 1
 
 
+def test_the_first_calls_after_a_postgres_restart_are_answered(run, root, tmp_path, own_cluster):
+    """The service's connections all died with the server; the first remember finds its own
+    lost at the start of the batch, opens another and writes the batch then (it had not been
+    acknowledged, nothing of it was sent): 200, not 503. The same for a search and a forget."""
+    env = team_memory(run, root, own_cluster.dsn)
+    key = add_key(run, root, "w", "write")
+    with Server(root, env=env) as server:
+        status, before = server.post("remember", {"text": "written before the restart"}, key)
+        assert status == 200, before
+        assert server.post("search", {"query": "written before"}, key)[0] == 200
+        own_cluster.restart()  # an immediate stop (a crash), then the same server again, idle
+        status, body = server.post("remember", {"text": "the first remember after the restart"}, key)
+        assert status == 200, body
+        status, found = server.post("search", {"query": "first remember after the restart"}, key)
+        assert status == 200 and found["hits"], found
+        own_cluster.restart()
+        status, body = server.post("forget", {"ref": before["id"]}, key)
+        assert status == 200, body
+    texts = server_l5(run, root, env, tmp_path)
+    assert texts["the first remember after the restart"] == 1
+    assert texts["written before the restart"] == 0  # forgotten
+
+
 def test_postgres_frozen_under_load_ends_each_wait_within_the_bound(run, root, tmp_path, own_cluster):
     env = team_memory(run, root, own_cluster.dsn)
     key = add_key(run, root, "w", "write")

@@ -23,9 +23,24 @@ from memctl.longterm.pg_reads import SharedReads
 
 PARTS = ("active", "archive")
 PAUSE_VARIABLE = "MEMCTL_FAULT_PG_PAUSE"
+BUMP_APPENDED = ("UPDATE {s}.entry_parts SET last_seq = (SELECT coalesce(max(seq), 0) FROM {s}.entries) "
+                 "WHERE part = %s")  # the part's last_seq after rows were added to it
 PROVISIONAL = 1 << 60  # the seqs of a batch's rows not sent yet start past this
 
 _SERVERS: dict[tuple[str, str, int], "Server"] = {}
+_COMMITS = threading.local()  # this thread's committed transactions, on any connection (`commits`)
+
+
+def commits() -> int:
+    """How many transactions this thread has committed: a caller that runs a transaction again
+    after ConnectionLost checks first that none of its own work was committed meanwhile."""
+    return getattr(_COMMITS, "count", 0)
+
+
+class ConnectionLost(pg.ServerUnavailable):
+    """The connection was found lost (a server restarted, a bound passed) by a transaction's
+    first round trip: nothing of the transaction reached the server, so the caller may run it
+    again once (`server_for` then opens another connection) instead of failing."""
 
 
 class Server:
@@ -70,6 +85,10 @@ class Server:
             with translated(self.where), self.conn.pipeline():
                 self._send_locks()
 
+    def send_locks_now(self) -> None:
+        """The locks deferred, queued on the pipeline the caller has open (with what it sends next)."""
+        self._send_locks()
+
     def _send_locks(self) -> None:
         for sql, params in self.deferred:
             self.conn.execute(sql, params)
@@ -89,13 +108,21 @@ class Server:
             return [cursor.fetchall() for cursor in cursors]
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
-        """A transaction, or a savepoint inside the one already open."""
-        with translated(self.where), self.conn.transaction():
+    def transaction(self, opening: "Opening | None" = None) -> Iterator[None]:
+        """A transaction, or a savepoint inside the one already open. `opening`: a new
+        transaction's first statement (a lock), sent with its BEGIN in one round trip."""
+        with translated(self.where), contextlib.ExitStack() as opened:
+            self._begin(opening, opened)
             self.depth += 1
             try:
                 yield
-                self.flush_pending()  # a batch's appends are in the transaction they were made in
+                if self.depth == 1 and self.pending:  # the COMMIT queued behind the batch's rows, not a round trip alone
+                    self._flush_and_commit(opened)
+                else:
+                    self.flush_pending()  # a batch's appends are in the transaction they were made in
+                if self.depth == 1:
+                    opened.close()  # the COMMIT (already sent by _flush_and_commit, if it ran)
+                    _COMMITS.count = commits() + 1
             finally:
                 self.depth -= 1
                 if self.depth == 0:
@@ -105,6 +132,30 @@ class Server:
                     self.prefetched.clear()
                     self.reads = SharedReads()
                     self.pending, self.provisional = [], {}
+
+    def _flush_and_commit(self, opened: contextlib.ExitStack) -> None:
+        """The pending rows, then the COMMIT (`opened.close()`, queued on the rows' pipeline). A
+        statement that fails there leaves the transaction aborted, its COMMIT not run: rolled back."""
+        try:
+            self.flush_pending(then=opened.close)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                if not self.conn.closed and self.conn.info.transaction_status != 0:  # not IDLE
+                    self.conn.rollback()
+            raise
+
+    def _begin(self, opening: "Opening | None", opened: contextlib.ExitStack) -> None:
+        import psycopg
+
+        try:
+            if opening is not None and not self.depth:
+                opening.send(self, opened)
+            else:
+                opened.enter_context(self.conn.transaction())
+        except psycopg.OperationalError as exc:
+            if self.depth or not (self.conn.broken or self.conn.closed):
+                raise
+            raise ConnectionLost(f"PostgreSQL at {self.where} failed: {_first_line(exc)}") from None
 
     @contextlib.contextmanager
     def change(self, keeps_reads: bool = False) -> Iterator[None]:
@@ -137,16 +188,16 @@ class Server:
             self.provisional[row.seq] = row
             self.pending.append((part, row))
 
-    def flush_pending(self) -> None:
+    def flush_pending(self, then=None) -> None:
+        """The pending rows sent; `then()` is called with them queued, in the same round trip."""
         if self.pending:
             part, rows = self.pending[0][0], [row for _, row in self.pending]
             self.pending = []
-            part.write_pending(rows)
+            part.write_pending(rows, then)
 
     def bump(self, part: str, appended: bool, rewritten: bool) -> None:
         if appended:
-            self.execute("UPDATE {s}.entry_parts SET last_seq = (SELECT coalesce(max(seq), 0) FROM {s}.entries) "
-                         "WHERE part = %s", (part,))
+            self.execute(BUMP_APPENDED, (part,))
         if rewritten:
             self.execute("UPDATE {s}.entry_parts SET rewrites = rewrites + 1 WHERE part = %s", (part,))
 
@@ -200,6 +251,40 @@ def pause_point(label: str) -> None:
     faults.checkpoint(label)
 
 
+class Opening:
+    """A transaction's first statement, sent with its BEGIN (Server.transaction); a lock it
+    could not get within its lock_timeout is `busy` (LockBusy), not a server failure."""
+
+    def __init__(self, sql: str, params: tuple, busy: str) -> None:
+        self.sql, self.params, self.busy = sql, params, busy
+
+    def send(self, server: Server, opened: contextlib.ExitStack) -> None:
+        import psycopg
+
+        try:  # psycopg's Transaction itself: conn.transaction() in a pipeline syncs after its BEGIN
+            with server.conn.pipeline():
+                opened.enter_context(psycopg.Transaction(server.conn))
+                server.conn.execute(self.sql.replace("{s}", server.schema), self.params)
+        except psycopg.errors.LockNotAvailable:
+            raise LockBusy(self.busy) from None
+
+
+def shared_lock_opening(server: Server, wait: float) -> Opening | None:
+    """share_memory_lock's statement as a transaction's opening, where it can be one: a wait
+    within the connection's bound (a longer one stretches the bound first, a zero wait reads
+    the answer of a try-lock)."""
+    bound = getattr(server.conn, "bound", None)
+    if wait <= 0 or (bound is not None and wait >= bound):
+        return None
+    return Opening("SELECT pg_advisory_xact_lock_shared(%s) FROM (SELECT set_config('lock_timeout', %s, true)) "
+                   "AS timeout", (pg.lock_key(server.schema, "writer"), f"{int(wait * 1000)}ms"),
+                   _busy_message(server, wait))
+
+
+def _busy_message(server: Server, wait: float) -> str:
+    return f"a dream or purge kept the memory {server.schema} on the server busy for {wait:g} s; retry later"
+
+
 def share_memory_lock(server: Server, wait: float) -> None:
     """The memory's lock beside other writers of entries; a whole-memory writer holds it alone."""
     import psycopg
@@ -215,5 +300,4 @@ def share_memory_lock(server: Server, wait: float) -> None:
             server.conn.execute("SELECT pg_advisory_xact_lock_shared(%s) FROM (SELECT set_config('lock_timeout', "
                                 "%s, true)) AS timeout", (key, f"{int(wait * 1000)}ms"))
     except psycopg.errors.LockNotAvailable:
-        raise LockBusy(f"a dream or purge kept the memory {server.schema} on the server busy for {wait:g} s; "
-                       "retry later") from None
+        raise LockBusy(_busy_message(server, wait)) from None

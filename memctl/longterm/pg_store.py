@@ -31,7 +31,8 @@ from typing import Iterable, Iterator
 
 from memctl.core import pg
 from memctl.core.errors import UsageError
-from memctl.longterm.pg_conn import Server, pause_point, server_for, share_memory_lock, translated
+from memctl.longterm.pg_conn import (BUMP_APPENDED, Server, pause_point, server_for, share_memory_lock,
+                                     shared_lock_opening, translated)
 from memctl.longterm.pg_log import ServerDreamLog
 from memctl.longterm.pg_reads import Listing, kept_candidates
 from memctl.longterm.pg_rewrite import rewrite_plan
@@ -138,19 +139,18 @@ class ServerPart:
                 pause_point("pg-append")
         elif rows:
             with self._server.change(keeps_reads=self._part == "active"):
-                self._insert(rows)
-                self._server.bump(self._part, appended=True, rewritten=False)
+                self._insert(rows, bump=True)
                 pause_point("pg-append")
         if rows and self._part == "active":
             self._server.reads.appended_active([self._listed(row) for row in rows])
         return len(rows)
 
-    def write_pending(self, rows: list[Row]) -> None:
-        """A batch's appends (Server.defer_rows) sent: the rows, then the part's last_seq."""
+    def write_pending(self, rows: list[Row], then=None) -> None:
+        """A batch's appends (Server.defer_rows) sent: the rows, then the part's last_seq (and
+        what `then()` queues: the COMMIT)."""
         provisional = [row.seq for row in rows]
         with self._server.change(keeps_reads=True):
-            self._insert(rows)
-            self._server.bump(self._part, appended=True, rewritten=False)
+            self._insert(rows, bump=True, then=then)
             pause_point("pg-append")
         self._server.reads.renumbered(dict(zip(provisional, (row.seq for row in rows))))
 
@@ -189,14 +189,23 @@ class ServerPart:
                 _column(fingerprint or content_hash(entry.text)), merge_key, key if exact else None,
                 len(key) if exact else None, row.raw)
 
-    def _insert(self, rows: list[Row]) -> None:
-        """New rows at the end, in order; each row learns its seq."""
+    def _insert(self, rows: list[Row], bump: bool = False, then=None) -> None:
+        """New rows at the end, in order; each row learns its seq. The locks deferred, the rows,
+        (`bump`) the part's last_seq and what `then()` queues go on one pipeline: two round trips
+        (psycopg's executemany syncs its rows), where they were four with the COMMIT."""
         if not rows:
             return
-        sql = f"{INSERT_ENTRY} RETURNING seq".replace("{s}", self._server.schema)
-        self._server.send_locks()
-        with translated(self._server.where), self._server.conn.cursor() as cursor:
-            cursor.executemany(sql, [self._columns(r) for r in rows], returning=True)
+        server = self._server
+        sql = f"{INSERT_ENTRY} RETURNING seq".replace("{s}", server.schema)
+        server.flush_pending()
+        with translated(server.where), server.conn.cursor() as cursor:
+            with server.conn.pipeline():
+                server.send_locks_now()
+                cursor.executemany(sql, [self._columns(r) for r in rows], returning=True)
+                if bump:
+                    server.conn.execute(BUMP_APPENDED.replace("{s}", server.schema), (self._part,))
+                if then is not None:
+                    then()
             seqs = []
             while True:
                 seqs.append(int(cursor.fetchone()[0]))
@@ -431,10 +440,11 @@ class PostgresEntryStore(ServerDreamLog, EntryForms):
     def transaction(self, wait: float, whole: bool) -> Iterator[None]:
         """One write: the memory's lock (alone for a whole-memory writer, shared otherwise)
         for the length of one transaction."""
-        with self._server.transaction():
+        opening = None if whole else shared_lock_opening(self._server, wait)
+        with self._server.transaction(opening):
             if whole:
                 pg.hold_memory_lock(self._server.conn, self._server.schema, wait)
-            else:
+            elif opening is None or self._server.depth > 1:
                 share_memory_lock(self._server, wait)
             yield
             pause_point("pg-commit")

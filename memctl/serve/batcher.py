@@ -6,7 +6,10 @@ first), writes each `remember` through `longterm.remember.remember_locked` and a
 batch's audit lines, releases the lock, and fsyncs once for the whole batch
 (`fsutil.sync_pending`, called by the lock's release: group commit). Only then is any client
 answered, so an acknowledged write survives a crash; a client whose request was killed
-mid-batch was never answered, and its fact is in L5 whole or not at all.
+mid-batch was never answered, and its fact is in L5 whole or not at all. On PostgreSQL, a
+connection found lost by a batch's first round trip (the server restarted since the last
+batch) is opened again and the batch written once more (`pg_conn.ConnectionLost`: nothing of
+it had reached the server, and no client had been answered) instead of answering 503.
 
 forget and restore take the lock themselves (`longterm.forget`); they run on the same thread,
 between batches, so that the module-wide deferred-fsync state of `core.fsutil` is only ever
@@ -21,6 +24,7 @@ import threading
 from memctl.core import clock, faults
 from memctl.core.errors import MemctlError, WriteFailed
 from memctl.core.fsutil import sync_pending, synced_after_unlock
+from memctl.longterm.pg_conn import ConnectionLost, commits
 from memctl.longterm.recovery import writing
 from memctl.longterm.remember import ADDED, RememberRequest, prepared, remember_locked
 from memctl.longterm.policies import similarity_threshold
@@ -108,7 +112,13 @@ class WriteBatcher:
 
     def _run_alone(self, job: Job) -> None:
         try:
-            result = job.work()
+            committed = commits()
+            try:
+                result = job.work()
+            except ConnectionLost:  # found by a transaction's first round trip: once more, unless
+                if commits() != committed:  # an earlier transaction of the same work was committed
+                    raise
+                result = job.work()
         except (MemctlError, OSError) as exc:
             job.finish(error=exc)
             return
@@ -129,7 +139,11 @@ class WriteBatcher:
         self.batches += 1
         outcomes: dict[Job, object] = {}
         try:
-            self._write_batch(ready, outcomes)
+            try:
+                self._write_batch(ready, outcomes)
+            except ConnectionLost:  # found by the batch's first round trip: nothing of it was sent
+                outcomes.clear()
+                self._write_batch(ready, outcomes)  # once more, on a new connection
         except (MemctlError, OSError) as failed:
             _fail_unsynced(ready, outcomes, failed)
         faults.checkpoint("serve: batch synced, not answered")

@@ -218,7 +218,6 @@ def compose(service, args: dict, caller: Caller) -> dict:
         return service.compose_namespace(args["query"], budget, namespace).summary()
     from memctl.agent.compose import compose as run_compose
 
-    service.refresher.wait_fresh()
     result = run_compose(service.settings, args["query"], budget)
     return {**result.summary(), "pieces": [item.to_json() for item in result.items]}
 

@@ -11,7 +11,8 @@ No search refreshes the index itself. The refresher does, on its own thread and 
 every `[serve] refresh_seconds` (what the service wrote, and what was written beside it: a
 `memctl` command, another machine), and at once when a search needs it: a search waits (at most
 `REFRESH_WAIT` seconds) for a refresh covering every write acknowledged before it began, so a
-client finds what it was told is written. A load of writes alone pays one refresh a
+client finds what it was told is written, and waits before it takes a reader (`Service.call`),
+so the readers search while the refresh runs instead of idling in its wait. A load of writes alone pays one refresh a
 `refresh_seconds`, not one per batch.
 """
 

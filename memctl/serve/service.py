@@ -23,6 +23,7 @@ from memctl.serve.operations import OPERATIONS, Caller, call
 from memctl.serve.readers import ReadPool, Refresher
 
 AUDIT_NAME = "audit.jsonl"
+SEARCHES = ("search", "compose")  # the operations that read the index: they wait for its refresh
 FETCH_FACTOR = 4  # a namespace search asks the index for this many times k, then keeps its own
 
 
@@ -107,6 +108,8 @@ class Service:
         operation = OPERATIONS.get(name)
         if operation is None or not operation.read_only:
             return self._call(name, arguments, caller)
+        if name in SEARCHES:  # waited for before a reader is taken: a reader never idles in the wait
+            self.refresher.wait_fresh()
         return self.on_reader(lambda reader: self._call(name, arguments, caller))
 
     def on_reader(self, work):
@@ -145,11 +148,11 @@ class Service:
     # --- reads
 
     def search(self, query: str, k: int, layers: tuple[str, ...], namespace: str):
-        """The hits of a search, on a reader, once the writes acknowledged before it are indexed."""
+        """The hits of a search, on a reader (the writes acknowledged before the call are
+        indexed by then: `call` waited for them)."""
         from memctl.recall.ranking.hits import Hits
         from memctl.recall.search import MAX_K, request_from_settings
 
-        self.refresher.wait_fresh()
 
         def run(reader, wanted: int):
             request = request_from_settings(self.settings, query, k=min(wanted, MAX_K), layers=",".join(layers))
