@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-from memctl.core.defaults import BOUNDS, DEFAULT_TYPES, DEFAULTS, META_RULES, plain_copy  # noqa: F401 (re-exported)
+from memctl.core.defaults import BOUNDS, DEFAULT_TYPES, DEFAULTS, META_RULES, RETIRED, plain_copy  # noqa: F401 (re-exported)
 
 BACKENDS = ("files", "postgres")
 
@@ -301,6 +301,9 @@ def _merge_user_config(values: dict, origins: dict, user: dict, path: Path) -> N
             _merge_types(values["types"], origins, table, path)
             continue
         for key, value in table.items():
+            if key in RETIRED.get(section, ()):  # a setting memctl no longer has: ignored, not an error
+                origins[f"{section}.{key}"] = f"{path} (retired, ignored)"
+                continue
             if key not in values[section]:
                 known = ", ".join(sorted(values[section]))
                 raise ConfigError(f"{path}: unknown key {section}.{key}; known: {known}")
