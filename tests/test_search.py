@@ -350,6 +350,8 @@ def test_a_retired_ranking_setting_in_an_old_memctl_toml_is_ignored_and_a_misspe
 
     plain = scores("")
     assert plain and scores("session_prior = 0.5\ncjk_part_weight = 0.3\n") == plain
+    shown = run("rules", root=root).stdout.decode()  # ... and `memctl rules` says it is ignored
+    assert "ranking.session_prior = null" in shown and "(retired, ignored)]" in shown
     (root / "memctl.toml").write_text("[ranking]\nsession_priors = 0.5\n")
     refused = run("search", "deploy", root=root)
     assert refused.returncode != 0 and b"unknown key ranking.session_priors" in refused.stderr

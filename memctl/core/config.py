@@ -291,6 +291,9 @@ def _keep_parse(cache: Path, text: str, parsed: dict) -> None:
             os.unlink(tmp)
 
 
+RETIRED_ORIGIN = " (retired, ignored)"
+
+
 def _merge_user_config(values: dict, origins: dict, user: dict, path: Path) -> None:
     for section, table in user.items():
         if section not in values:
@@ -302,7 +305,7 @@ def _merge_user_config(values: dict, origins: dict, user: dict, path: Path) -> N
             continue
         for key, value in table.items():
             if key in RETIRED.get(section, ()):  # a setting memctl no longer has: ignored, not an error
-                origins[f"{section}.{key}"] = f"{path} (retired, ignored)"
+                origins[f"{section}.{key}"] = f"{path}{RETIRED_ORIGIN}"
                 continue
             if key not in values[section]:
                 known = ", ".join(sorted(values[section]))
@@ -390,6 +393,9 @@ def effective_settings(settings: Settings) -> list[tuple[str, Any, str]]:
         for key in sorted(settings.values[section]):
             name = f"{section}.{key}"
             rows.append((name, settings.values[section][key], settings.origins.get(name, "default")))
+    # a retired key the memctl.toml still names: shown, so that `memctl rules` says it is ignored
+    rows.extend((name, None, origin) for name, origin in sorted(settings.origins.items())
+                if origin.endswith(RETIRED_ORIGIN))
     return rows
 
 
