@@ -330,31 +330,54 @@ def test_a_session_with_the_query_word_outranks_one_with_its_stray_characters(ru
     assert found.index("climb-a") < found.index("climb-b")
 
 
-def test_a_retired_ranking_setting_in_an_old_memctl_toml_is_ignored_and_a_misspelt_one_refused(run, tmp_path):
-    """[ranking] session_prior and cjk_part_weight are gone (issue #33: neither earned its place on
-    two development families): a memctl.toml that still names them searches as one without them,
-    the values ignored; a key memctl never had is still refused with one line."""
+def test_the_session_prior_lifts_an_item_whose_session_matches_the_query_as_a_whole(run, tmp_path):
+    """[ranking] session_prior scales an item's own score by its session's: of two copies of one
+    item, the one in the session about deploy keys scores above the one in a session about
+    nothing else the query asks; without the prior they tie."""
+    fillers = ["lunch at the canteen", "the printer is out of paper", "standup moved to ten",
+               "parking lot closed friday", "new coffee machine arrived", "holiday calendar posted"]
     copy = "the deploy key rotates monthly on the first working day"
     root = small_memory(run, tmp_path, [
         {"id": "copy-b", "text": copy, "session": "b"},
         {"id": "lunch-b", "text": "team lunch on thursday", "session": "b"},
         {"id": "copy-a", "text": copy, "session": "a"},
         {"id": "vault-a", "text": "each deploy key that rotates monthly is logged in the vault", "session": "a"},
-        {"id": "phone", "text": "我叔叔的电话号码是13228788707", "session": "c"},
+        *({"id": f"filler-{n}", "text": text, "session": f"f{n}"} for n, text in enumerate(fillers)),
+    ])
+
+    def scores(settings: str) -> dict[str, float]:
+        (root / "memctl.toml").write_text("[ranking]\nneighbour_weight = 0\nfeedback_weight = 0\n" + settings)
+        found = search(run, root, "deploy key rotates monthly", "-k", "5")
+        return {hit["id"]: hit["score"] for hit in map(json.loads, found.stdout.decode().splitlines())}
+
+    plain = scores("session_prior = 0\nsession_weight = 0\n")
+    assert plain["copy-a"] == plain["copy-b"]
+    lifted = scores("session_prior = 0.5\nsession_weight = 0\n")
+    assert lifted["copy-a"] > lifted["copy-b"] > 0
+
+
+def test_a_retired_ranking_setting_in_an_old_memctl_toml_is_ignored_and_a_misspelt_one_refused(run, tmp_path):
+    """[ranking] cjk_part_weight is gone (issue #33: it moved no development family): a
+    memctl.toml that still names it searches as one without it, the value ignored, and `memctl
+    rules` lists it as retired; a key memctl never had is still refused with one line."""
+    root = small_memory(run, tmp_path, [
+        {"id": "whole", "text": "我叔叔的电话号码是13228788707", "session": "a"},
+        {"id": "piece", "text": "他的电话昨天换了", "session": "b"},  # 电话 without 电话号码: the piece counts
+        {"id": "other", "text": "今天去公园散步了", "session": "c"},
     ])
 
     def scores(settings: str) -> list[tuple[str, float]]:
         (root / "memctl.toml").write_text("[ranking]\n" + settings)
-        found = search(run, root, "deploy key rotates monthly 电话号码", "-k", "5")
+        found = search(run, root, "电话号码", "-k", "5")
         return [(hit["id"], hit["score"]) for hit in map(json.loads, found.stdout.decode().splitlines())]
 
     plain = scores("")
-    assert plain and scores("session_prior = 0.5\ncjk_part_weight = 0.3\n") == plain
+    assert "piece" in dict(plain) and scores("cjk_part_weight = 0.3\n") == plain
     shown = run("rules", root=root).stdout.decode()  # ... and `memctl rules` says it is ignored
-    assert "ranking.session_prior = null" in shown and "(retired, ignored)]" in shown
-    (root / "memctl.toml").write_text("[ranking]\nsession_priors = 0.5\n")
-    refused = run("search", "deploy", root=root)
-    assert refused.returncode != 0 and b"unknown key ranking.session_priors" in refused.stderr
+    assert "ranking.cjk_part_weight = null" in shown and "(retired, ignored)]" in shown
+    (root / "memctl.toml").write_text("[ranking]\ncjk_part_weights = 0.5\n")
+    refused = run("search", "电话", root=root)
+    assert refused.returncode != 0 and b"unknown key ranking.cjk_part_weights" in refused.stderr
 
 
 def test_show_takes_the_id_search_json_gives_a_piece_of_a_session(run, tmp_path):

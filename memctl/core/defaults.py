@@ -66,6 +66,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # tell from noise: bench/RESULTS.md, "One selection for both languages"); 0 turns a rule off
     "ranking": {
         "session_weight": 0.3,  # bm25 of the item's session as one document, added
+        "session_prior": 0.5,  # the same, scaling the item's own score: item × (1 + prior × session)
         "neighbour_weight": 0.45,  # the turns right before and after a strong match
         "neighbour_sources": 30,
         "feedback_weight": 0.6,  # a strong match's session items about the same things
@@ -203,11 +204,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 
 
 # Settings that once were and are no more: an old memctl.toml naming one is read, the value ignored
-# (memctl.core.config records its origin as retired). Issue #33: neither earned its place on two of
-# the three development families (bench/RESULTS.md, "Fewer knobs").
+# (memctl.core.config records its origin as retired). Issue #33: it moved no development family
+# (bench/RESULTS.md, "Fewer knobs").
 RETIRED = {
     "ranking": frozenset({
-        "session_prior",  # the session scaling an item's own score: within noise on every family
         "cjk_part_weight",  # a word inside a longer query word: counts 1 now (only where the longer is missing)
     }),
 }

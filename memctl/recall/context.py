@@ -32,7 +32,7 @@ def session_scores(store: SQLiteStore, weights: dict[str, float], sessions: list
                    ranking: Ranking) -> dict[str, float]:
     """bm25 of each candidate's session as one document, relative to the best session (the
     query's terms weighted as for items: `weights`, Ranking.term_weights)."""
-    if not sessions or not ranking.session_weight:  # 0: no session-document statements
+    if not sessions or not (ranking.session_weight or ranking.session_prior):  # 0: no session-document statements
         return {}
     if store.session_document_count() <= tuning.SMALL_SESSION_DOCS:
         rows = weighted_session_rows(store, weights)
@@ -65,8 +65,11 @@ def weighted_session_rows(store: SQLiteStore, weights: dict[str, float]) -> list
 
 
 def blend(candidates: list[Hit], sessions: dict[str, float], layers: Sequence[str], ranking: Ranking) -> None:
-    """Score = item bm25 (relative to the best candidate) + session_weight × its session's, times
-    the mode's layer priority (its first layer wins ties over its second, and so on)."""
+    """Score = item bm25 (relative to the best candidate) × (1 + session_prior × its session's)
+    + session_weight × its session's, times the mode's layer priority (its first layer wins ties
+    over its second, and so on). The prior scales what the item matches itself, so a session
+    that matches the query as a whole lifts its matching items without lifting its weak ones
+    over other sessions' strong ones, as the added session_weight does."""
     priority = {layer: 1.0 - tuning.LAYER_PRIORITY_STEP * i for i, layer in enumerate(layers)}
     best_item = max(c.score for c in candidates) or 1.0
     for hit in candidates:
@@ -74,7 +77,7 @@ def blend(candidates: list[Hit], sessions: dict[str, float], layers: Sequence[st
         session_part = sessions.get(hit.session, 0.0)
         if not hit.session or not hit.in_context:  # it is (also) its own one-item session
             session_part = max(session_part, item_part)
-        blended = item_part + ranking.session_weight * session_part
+        blended = item_part * (1.0 + ranking.session_prior * session_part) + ranking.session_weight * session_part
         hit.score = blended * priority.get(hit.layer, 1.0)
 
 
