@@ -525,9 +525,13 @@ def build_and_validate(sets: dict[str, list], import_memory, embed_memory, keep:
         for unit in units:
             if unit.searcher is not None:
                 unit.searcher.close()
-    # each dataset's own units beside its sets (a zip over one iterator of all the units took one
-    # unit too many at the end of each dataset: the next one's sets met the wrong documents, and
-    # their BM25 column read 0.000)
+    return with_memories(sets, units), semantic
+
+
+def with_memories(sets: dict[str, list], units: list[Unit]) -> dict[str, list]:
+    """dataset -> [(name, docs, questions, root)]: each dataset's sets beside its own units (a zip
+    over one iterator of all the units took one unit too many at the end of each dataset, so the
+    next one's memories met the wrong documents and their BM25 column read 0.000)."""
     return {dataset: [(unit.name, docs, unit.questions, unit.root)
                       for unit, (_, docs, _) in zip([u for u in units if u.dataset == dataset], family_sets)]
-            for dataset, family_sets in sets.items()}, semantic
+            for dataset, family_sets in sets.items()}
