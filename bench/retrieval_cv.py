@@ -54,7 +54,6 @@ LEXICAL_RULES: dict[str, tuple[object, tuple]] = {
     "session_prior": (0.0, (0.0, 0.3, 0.5, 1.0)),  # the session scaling the item's own score
     "neighbour_weight": (0.0, (0.0, 0.15, 0.3, 0.45)),
     "feedback_weight": (0.0, (0.0, 0.3, 0.6, 0.9)),
-    "cjk_part_weight": (1.0, (1.0, 0.3, 0.5, 0.7)),
     "cjk_char_weight": (1.0, (1.0, 0.15, 0.3, 0.45)),
     "answer_type_weight": (0.0, (0.0, 0.1, 0.2, 0.3, 0.5)),
     "aside_weight": (1.0, (1.0, 0.1, 0.3, 0.5)),
@@ -526,7 +525,13 @@ def build_and_validate(sets: dict[str, list], import_memory, embed_memory, keep:
         for unit in units:
             if unit.searcher is not None:
                 unit.searcher.close()
-    built = iter(units)
+    return with_memories(sets, units), semantic
+
+
+def with_memories(sets: dict[str, list], units: list[Unit]) -> dict[str, list]:
+    """dataset -> [(name, docs, questions, root)]: each dataset's sets beside its own units (a zip
+    over one iterator of all the units took one unit too many at the end of each dataset, so the
+    next one's memories met the wrong documents and their BM25 column read 0.000)."""
     return {dataset: [(unit.name, docs, unit.questions, unit.root)
-                      for unit, (_, docs, _) in zip(built, family_sets)]
-            for dataset, family_sets in sets.items()}, semantic
+                      for unit, (_, docs, _) in zip([u for u in units if u.dataset == dataset], family_sets)]
+            for dataset, family_sets in sets.items()}

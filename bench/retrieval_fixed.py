@@ -7,6 +7,7 @@ or its MemDaily pools), in-process like the cross-validation: the defaults, chan
     python bench/retrieval_fixed.py locomo /tmp/at/locomo --rule answer_type_weight --values 0,0.2,0.5
     python bench/retrieval_fixed.py memdaily /tmp/at/memdaily --settings '{"neighbour_weight": 0.45}'
     python bench/retrieval_fixed.py longmemeval /tmp/lme --build --rule aside_weight --values 0.1,0.5,1 --by-type
+    python bench/retrieval_fixed.py memdaily /tmp/cv --ablate   # each rule off alone, per type beside BM25
 
 `--build` imports the memories a folder lacks (through the command line, as bench/retrieval.py
 does). `--by-type` adds R@10 per question type beside the family's plain BM25 (bench/retrieval.py's
@@ -64,6 +65,9 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=retrieval_cv.K, help="R@k instead of R@10")
     parser.add_argument("--below-bm25", action="store_true",
                         help="with --by-type: list the questions the first value ranks below plain BM25")
+    parser.add_argument("--ablate", action="store_true",
+                        help="instead of --rule: the settings, then each cross-validated rule off alone, per type "
+                             "beside BM25 (implies --by-type)")
     parser.add_argument("--large-path", type=int, metavar="N", default=0,
                         help="rank as a large memory does, with a budget of N matches")
     parser.add_argument("--common-terms", action="store_true",
@@ -81,14 +85,18 @@ def main() -> None:
     path = f", the large-memory path (budget {args.large_path}{', common terms as at millions' * args.common_terms})" \
         if args.large_path else ""
     print(f"{args.dataset}{path}, R@{args.k} at the defaults {json.dumps(args.settings) if args.settings else ''} "
-          f"with {args.rule} =")
-    rankings = [base._replace(**{args.rule: float(v)}) for v in args.values.split(",")]
-    for ranking in rankings:
+          + ("and with each rule off alone:" if args.ablate else f"with {args.rule} ="))
+    if args.ablate:  # the settings, then each rule of the cross-validation turned off alone
+        named = {"settings": base, **{f"-{rule}": base._replace(**{rule: off})
+                                      for rule, (off, _) in retrieval_cv.LEXICAL_RULES.items()
+                                      if getattr(base, rule) != off}}
+    else:
+        named = {f"{args.rule}={float(v):g}": base._replace(**{args.rule: float(v)}) for v in args.values.split(",")}
+    for name, ranking in named.items():
         folds = " ".join(f"{fold} {scores.fold_value(ranking, fold):.3f}" for fold in scores.folds)
-        print(f"  {getattr(ranking, args.rule):g}: {folds}  pooled {scores.pooled([(f, ranking) for f in scores.folds]):.4f}",
-              flush=True)
-    if args.by_type:
-        report_types(scores, units, sets, family, rankings, args.rule, args.below_bm25)
+        print(f"  {name}: {folds}  pooled {scores.pooled([(f, ranking) for f in scores.folds]):.4f}", flush=True)
+    if args.by_type or args.ablate:
+        report_types(scores, units, sets, family, named, args.below_bm25)
 
 
 def per_question(scores, units, ranking) -> list[tuple[str, str, float]]:
@@ -97,30 +105,41 @@ def per_question(scores, units, ranking) -> list[tuple[str, str, float]]:
     return [(unit.fold, q["category"], next(recalls[unit.fold])) for unit in units for q in unit.questions]
 
 
-def report_types(scores, units, sets, family, rankings, rule: str, below_bm25: bool = False) -> None:
-    """R@k per question type of each value beside plain BM25, and where each value falls against
-    the first by more than noise (per fold, per type, the family pooled); `below_bm25`: the
-    questions the first value ranks below BM25."""
+def report_types(scores, units, sets, family, named: dict, below_bm25: bool = False) -> None:
+    """R@k per question type of each ranking (`named`: label -> Ranking) beside plain BM25; per
+    type, where the first ranking is below BM25 beyond noise; where each other ranking falls
+    against the first by more than noise (per fold, per type, the family pooled); `below_bm25`:
+    the questions the first ranking ranks below BM25."""
     baseline = {}
     for _, docs, questions in sets:
         ranked = retrieval.run_baseline(docs, questions, family.analyzer, retrieval_cv.K)
         baseline.update({q["qid"]: retrieval.recall(ranked[q["qid"]], q["relevant"], retrieval_cv.K) for q in questions})
     bm25 = [(unit.fold, q["category"], baseline[q["qid"]]) for unit in units for q in unit.questions]
-    rows = {family.baseline: bm25, **{f"{rule}={getattr(r, rule):g}": per_question(scores, units, r) for r in rankings}}
+    rows = {family.baseline: bm25, **{name: per_question(scores, units, r) for name, r in named.items()}}
     types = list(dict.fromkeys(t for _, t, _ in bm25))
     print(f"\n{'R@' + str(retrieval_cv.K):<28}" + "".join(f"{t[:18]:>20}" for t in ["overall", *types]))
     print(f"{'questions':<28}" + "".join(f"{n:>20}" for n in [len(bm25), *(sum(1 for _, t, _ in bm25 if t == x) for x in types)]))
     for name, values in rows.items():
         cells = [mean([v for *_, v in values]), *(mean([v for _, t, v in values if t == x]) for x in types)]
         print(f"{name:<28}" + "".join(f"{c:>20.3f}" for c in cells))
-    reference = rows[f"{rule}={getattr(rankings[0], rule):g}"]
+    first = list(rows)[1]
+    reference = rows[first]
+    groups = {"pooled": lambda f, t: True, **{f"fold {x}": (lambda f, t, x=x: f == x) for x in scores.folds},
+              **{f"type {x}": (lambda f, t, x=x: t == x) for x in types}}
+    below = [f"{label} ({sum(1 for f, t, _ in bm25 if member(f, t))} q, "
+             f"{mean([v for f, t, v in reference if member(f, t)]) - mean([v for f, t, v in bm25 if member(f, t)]):+.3f})"
+             for label, member in groups.items()
+             if retrieval_cv.significant_fall([v for f, t, v in reference if member(f, t)],
+                                              [v for f, t, v in bm25 if member(f, t)])]
+    lower = [f"{x} ({mean([v for _, t, v in reference if t == x]) - mean([v for _, t, v in bm25 if t == x]):+.3f})"
+             for x in types if mean([v for _, t, v in reference if t == x]) < mean([v for _, t, v in bm25 if t == x])]
+    print(f"  {first} below {family.baseline} beyond noise: {', '.join(below) or 'none'}; "
+          f"below at all: {', '.join(lower) or 'none'}")
     for name, values in list(rows.items())[2:]:
-        groups = {"pooled": lambda f, t: True, **{f"fold {x}": (lambda f, t, x=x: f == x) for x in scores.folds},
-                  **{f"type {x}": (lambda f, t, x=x: t == x) for x in types}}
         falls = [label for label, member in groups.items()
                  if retrieval_cv.significant_fall([v for f, t, v in values if member(f, t)],
                                                   [v for f, t, v in reference if member(f, t)])]
-        print(f"  {name} against {list(rows)[1]}: falls beyond noise: {', '.join(falls) or 'none'}")
+        print(f"  {name} against {first}: falls beyond noise: {', '.join(falls) or 'none'}")
     if below_bm25:
         questions = [q for unit in units for q in unit.questions]
         for q, (_, kind, mine), (*_, base) in zip(questions, reference, bm25):

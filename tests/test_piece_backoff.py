@@ -47,7 +47,7 @@ ITEMS = [
 def test_a_rare_word_of_the_question_outranks_a_common_compound_counted_once(run, root):
     import_items(run, root, ITEMS)
     query = "那个联系电话是13228788707的人是我的谁？"
-    settings = "[ranking]\nneighbour_weight = 0\nfeedback_weight = 0\ncjk_part_weight = 1.0\npiece_backoff = %s\n"
+    settings = "[ranking]\nneighbour_weight = 0\nfeedback_weight = 0\npiece_backoff = %s\n"
     (root / "memctl.toml").write_text(settings % "false")
     assert ranked_ids(run, root, query)[0] != "target"
     (root / "memctl.toml").write_text(settings % "true")

@@ -216,3 +216,17 @@ def test_the_on_off_grid_keeps_each_rules_off_value_and_its_default():
     cv = bench_module()
     grid = cv.on_or_off(RULES, START._replace(semantic_weight=0.5))
     assert grid == {"semantic_weight": (0.0, (0.0, 0.5)), "semantic_context": (0.0, (0.0,))}
+
+
+def test_each_dataset_keeps_its_own_documents_beside_its_memories():
+    """The sets handed back after the cross-validation pair every memory with its own documents,
+    in every dataset: a zip over one iterator of all the memories once shifted the second dataset
+    by one (its BM25 baseline then searched the wrong documents and read 0.000)."""
+    sets = {"locomo": [("conv-a", ["doc a"], ["q a"]), ("conv-b", ["doc b"], ["q b"])],
+            "memdaily": [("simple/roles", ["doc r"], ["q r"])],
+            "longmemeval": [("000/x", ["doc x"], ["q x"]), ("001/y", ["doc y"], ["q y"])]}
+    units = [CV.Unit(name, name, dataset, Path(name), questions)
+             for dataset, family_sets in sets.items() for name, _, questions in family_sets]
+    paired = CV.with_memories(sets, units)
+    for dataset, family_sets in sets.items():
+        assert [(name, docs, questions, Path(name)) for name, docs, questions in family_sets] == paired[dataset]

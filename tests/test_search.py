@@ -356,6 +356,30 @@ def test_the_session_prior_lifts_an_item_whose_session_matches_the_query_as_a_wh
     assert lifted["copy-a"] > lifted["copy-b"] > 0
 
 
+def test_a_retired_ranking_setting_in_an_old_memctl_toml_is_ignored_and_a_misspelt_one_refused(run, tmp_path):
+    """[ranking] cjk_part_weight is gone (issue #33: it moved no development family): a
+    memctl.toml that still names it searches as one without it, the value ignored, and `memctl
+    rules` lists it as retired; a key memctl never had is still refused with one line."""
+    root = small_memory(run, tmp_path, [
+        {"id": "whole", "text": "我叔叔的电话号码是13228788707", "session": "a"},
+        {"id": "piece", "text": "他的电话昨天换了", "session": "b"},  # 电话 without 电话号码: the piece counts
+        {"id": "other", "text": "今天去公园散步了", "session": "c"},
+    ])
+
+    def scores(settings: str) -> list[tuple[str, float]]:
+        (root / "memctl.toml").write_text("[ranking]\n" + settings)
+        found = search(run, root, "电话号码", "-k", "5")
+        return [(hit["id"], hit["score"]) for hit in map(json.loads, found.stdout.decode().splitlines())]
+
+    plain = scores("")
+    assert "piece" in dict(plain) and scores("cjk_part_weight = 0.3\n") == plain
+    shown = run("rules", root=root).stdout.decode()  # ... and `memctl rules` says it is ignored
+    assert "ranking.cjk_part_weight = null" in shown and "(retired, ignored)]" in shown
+    (root / "memctl.toml").write_text("[ranking]\ncjk_part_weights = 0.5\n")
+    refused = run("search", "电话", root=root)
+    assert refused.returncode != 0 and b"unknown key ranking.cjk_part_weights" in refused.stderr
+
+
 def test_show_takes_the_id_search_json_gives_a_piece_of_a_session(run, tmp_path):
     """A session's pieces carry the id NAME#N in --json; `show` of it prints that whole entry."""
     base = tmp_path / "demo"

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from memctl.recall.indexing.text import CJK_CHAR_WEIGHT, CJK_PART_WEIGHT, query_term_weights
+from memctl.recall.indexing.text import CJK_CHAR_WEIGHT, query_term_weights
 
 
 def test_pieces_of_a_chinese_word_count_their_own_weights():
     weights = query_term_weights(["电话号码", "电话", "号码", "电", "话", "号", "码", "联系人"])
     assert weights["电话号码"] == weights["联系人"] == 1.0
-    assert weights["电话"] == weights["号码"] == CJK_PART_WEIGHT
-    assert weights["电"] == weights["码"] == CJK_CHAR_WEIGHT
-    # the defaults: a character counts less than a word inside a longer one, which counts nearly
-    # as a word, since it counts only where the longer one is missing (piece_backoff)
-    assert CJK_CHAR_WEIGHT < CJK_PART_WEIGHT <= 1.0
-    weights = query_term_weights(["电话号码", "电话", "电"], char_weight=0.2, part_weight=0.5)
-    assert (weights["电话"], weights["电"]) == (0.5, 0.2)
+    # a word inside a longer one counts as a word: with piece_backoff only where the longer is missing
+    assert weights["电话"] == weights["号码"] == 1.0
+    assert weights["电"] == weights["码"] == CJK_CHAR_WEIGHT < 1.0
+    weights = query_term_weights(["电话号码", "电话", "电"], char_weight=0.2)
+    assert (weights["电话"], weights["电"]) == (1.0, 0.2)
 
 
 def test_latin_terms_and_identifiers_keep_their_full_weight():

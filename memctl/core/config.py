@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-from memctl.core.defaults import BOUNDS, DEFAULT_TYPES, DEFAULTS, META_RULES, plain_copy  # noqa: F401 (re-exported)
+from memctl.core.defaults import BOUNDS, DEFAULT_TYPES, DEFAULTS, META_RULES, RETIRED, plain_copy  # noqa: F401 (re-exported)
 
 BACKENDS = ("files", "postgres")
 
@@ -291,6 +291,9 @@ def _keep_parse(cache: Path, text: str, parsed: dict) -> None:
             os.unlink(tmp)
 
 
+RETIRED_ORIGIN = " (retired, ignored)"
+
+
 def _merge_user_config(values: dict, origins: dict, user: dict, path: Path) -> None:
     for section, table in user.items():
         if section not in values:
@@ -301,6 +304,9 @@ def _merge_user_config(values: dict, origins: dict, user: dict, path: Path) -> N
             _merge_types(values["types"], origins, table, path)
             continue
         for key, value in table.items():
+            if key in RETIRED.get(section, ()):  # a setting memctl no longer has: ignored, not an error
+                origins[f"{section}.{key}"] = f"{path}{RETIRED_ORIGIN}"
+                continue
             if key not in values[section]:
                 known = ", ".join(sorted(values[section]))
                 raise ConfigError(f"{path}: unknown key {section}.{key}; known: {known}")
@@ -387,6 +393,9 @@ def effective_settings(settings: Settings) -> list[tuple[str, Any, str]]:
         for key in sorted(settings.values[section]):
             name = f"{section}.{key}"
             rows.append((name, settings.values[section][key], settings.origins.get(name, "default")))
+    # a retired key the memctl.toml still names: shown, so that `memctl rules` says it is ignored
+    rows.extend((name, None, origin) for name, origin in sorted(settings.origins.items())
+                if origin.endswith(RETIRED_ORIGIN))
     return rows
 
 

@@ -84,7 +84,6 @@ StopWords = frozenset[str]
 CJK_CHAR_TERMS = True
 # how much a query term counts in an item's score (query_term_weights); words count 1
 CJK_CHAR_WEIGHT = DEFAULTS["ranking"]["cjk_char_weight"]
-CJK_PART_WEIGHT = DEFAULTS["ranking"]["cjk_part_weight"]
 
 
 def has_cjk(text: str) -> bool:
@@ -534,27 +533,15 @@ def piece_covers(terms: Sequence[str]) -> dict[str, tuple[str, ...]]:
     return covers
 
 
-def query_term_weights(terms: Sequence[str], char_weight: float = CJK_CHAR_WEIGHT,
-                       part_weight: float = CJK_PART_WEIGHT,
-                       covers: dict[str, tuple[str, ...]] | None = None) -> dict[str, float]:
+def query_term_weights(terms: Sequence[str], char_weight: float = CJK_CHAR_WEIGHT) -> dict[str, float]:
     """How much each query term counts when an item is scored. A Chinese query's terms overlap:
     search-mode segmentation yields 电话号码 and also 电话 and 号码, and every character is a term
-    of its own (CJK_CHAR_TERMS), so one word of the question would count three or four times
-    over, and a stray character (美 of 美妆, found in the brand 美的) as much as a word. The
-    pieces keep a share: a word inside a longer query word `part_weight`, a single character
-    `char_weight` ([ranking] in memctl.toml), and with [ranking] piece_backoff they count only in
-    an item that lacks the longer word (piece_covers: `covers`, when the caller has them). Latin
-    terms do not overlap that way and keep 1."""
-    covers = piece_covers(terms) if covers is None else covers
-    weights = {}
-    for term in terms:
-        if len(term) == 1 and has_cjk(term):
-            weights[term] = char_weight
-        elif term in covers:
-            weights[term] = part_weight
-        else:
-            weights[term] = 1.0
-    return weights
+    of its own (CJK_CHAR_TERMS), so a stray character (美 of 美妆, found in the brand 美的) would
+    count as much as a word: a single character counts `char_weight` ([ranking] in memctl.toml).
+    A word inside a longer query word counts 1, and with [ranking] piece_backoff only in an item
+    that lacks the longer word (piece_covers), so it does not count the same word twice; a share
+    for it (the retired cjk_part_weight) moved no family beyond noise. Latin terms keep 1."""
+    return {term: char_weight if len(term) == 1 and has_cjk(term) else 1.0 for term in terms}
 
 
 # ---------------------------------------------------------------- aliases

@@ -23,10 +23,10 @@ _WEIGHTS = DEFAULTS["ranking"]
 class Ranking(namedtuple("Ranking", (*_WEIGHTS, "semantic"),
                          defaults=(*_WEIGHTS.values(), tuple(DEFAULTS["semantic"].items())))):
     """session_weight: the item's session as one document (added); session_prior: the same,
-    scaling the item's own score; neighbour_weight: the turns before
-    and after a strong match; feedback_weight: its session's items about the same things;
-    cjk_char_weight / cjk_part_weight: a Chinese query's single characters and the words inside
-    a longer query word; piece_backoff: those count only in an item without the longer word;
+    scaling the item's own score; neighbour_weight: the turns before and after a strong match;
+    feedback_weight: its session's items about the same things;
+    cjk_char_weight: a Chinese query's single characters; piece_backoff: those and the words
+    inside a longer query word count only in an item without the longer word;
     aside_weight: the terms only in the sentences around a query's question
     (memctl.recall.ranking.focus); fusion / semantic_weight / rrf_k / semantic_candidates: how item
     embeddings join the lexical ranking (semantic_normalisation: how score fusion rescales the
@@ -63,7 +63,7 @@ class Ranking(namedtuple("Ranking", (*_WEIGHTS, "semantic"),
         from memctl.recall.indexing.text import piece_covers, query_term_weights
 
         covers = piece_covers(terms)
-        weights = TermWeights(query_term_weights(terms, self.cjk_char_weight, self.cjk_part_weight, covers),
+        weights = TermWeights(query_term_weights(terms, self.cjk_char_weight),
                               covers if self.piece_backoff else None, asides)
         if asides and self.aside_weight != 1.0:
             for term in asides.intersection(weights):
