@@ -215,7 +215,7 @@ def test_a_purge_leaves_no_trace_in_the_index_on_the_server(run, root, pg_server
     assert run("init", root=root).returncode == 0
     Backend("postgres", pg_server).use(root, pg_memory_name)
     kept = run("remember", "the vault lives on bk-07", "--type", "event", root=root).stdout.decode().strip()
-    run("remember", "The vault passphrase is hunter2-zebra-42", "--type", "event", root=root)
+    run("remember", "The vault code word: hunter2-zebra-42 (a purge test)", "--type", "event", root=root)  # not a shape redaction knows
     assert run("search", "vault", root=root).returncode == 0
     purged = run("forget", "--purge", "--match", "hunter2-zebra", "--yes", root=root)
     assert purged.returncode == 0, purged.stderr.decode()
