@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from typing import Iterator
 
 CHUNK_NUMBERS = 1 << 18  # numbers written or read at a time
+CHUNK_BYTES = 8 << 20  # bytes of lines held before they are written, or read back at a time
 
 
 def _write(fd: int, data: bytes) -> None:
@@ -117,3 +118,57 @@ def _read_exactly(fd: int, size: int) -> bytes:
             break
         data += more
     return data[:len(data) - len(data) % 4]
+
+
+class ScratchLines:
+    """Whole lines written to a temporary file as they are made, read back in chunks of whole
+    lines: what a dream step appends to L6 and the dream log under the lock, made before it
+    without holding them (tens of MB a step at a million entries)."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile(prefix="memctl-dream-step-", buffering=0)
+        self._pending: list[bytes] = []
+        self._held = 0
+        self.size = 0  # bytes written so far
+
+    def __enter__(self) -> "ScratchLines":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def write(self, data: bytes) -> None:
+        self._pending.append(data)
+        self._held += len(data)
+        self.size += len(data)
+        if self._held >= CHUNK_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            _write(self._file.fileno(), b"".join(self._pending))
+            self._pending, self._held = [], 0
+
+    def chunks(self) -> Iterator[bytes]:
+        """What was written, in pieces of about CHUNK_BYTES each ending with a whole line
+        (held lines only: nothing written to the file yet is one piece)."""
+        if self.size == self._held:
+            if self._pending:
+                yield b"".join(self._pending)
+            return
+        self._flush()
+        fd, at, carry = self._file.fileno(), 0, b""
+        while at < self.size:
+            block = carry + pread(fd, min(CHUNK_BYTES, self.size - at), at)
+            if len(block) == len(carry):
+                raise OSError("a dream step's scratch file ended early")
+            at += len(block) - len(carry)
+            cut = len(block) if at >= self.size else block.rfind(b"\n") + 1
+            carry = block[cut:]
+            if cut:
+                yield block[:cut]
+        if carry:
+            yield carry
+
+    def close(self) -> None:
+        self._file.close()
