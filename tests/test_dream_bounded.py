@@ -133,7 +133,7 @@ def _chunked(root, env):
                           capture_output=True, env=clean_env(**env), timeout=120)
 
 
-def test_a_dream_cut_off_between_two_chunks_loses_nothing(run, tmp_path):
+def test_a_dream_cut_off_between_two_chunks_loses_nothing(forked, tmp_path):
     """Every write of a chunked dream, in turn, torn and the process killed there; the next
     writer rolls the step back or finishes it, the dream run again completes, and every entry
     is in L5 or L6 with its text, once."""
@@ -143,18 +143,29 @@ def test_a_dream_cut_off_between_two_chunks_loses_nothing(run, tmp_path):
     for number in range(1, 60):
         root = tmp_path / f"m{number}"
         root.mkdir()
-        assert run("init", root=root).returncode == 0
+        assert forked("init", root=root).returncode == 0
         seed(root, entries)
         cut = _chunked(root, {**ENV, "MEMCTL_FAULT_WRITE": f"{number}:torn"})
         if cut.returncode == 0:
             break
         assert cut.returncode == -9, cut.stderr
         killed_at = number
-        assert run("remember", "grass is green", "-t", "event", root=root, env=ENV).returncode == 0
-        again = run("dream", "--force", root=root, env=ENV)
+        assert forked("remember", "grass is green", "-t", "event", root=root, env=ENV).returncode == 0
+        again = forked("dream", "--force", root=root, env=ENV)
         assert again.returncode == 0, again.stderr
         present_once(root, ack)
         assert {"a", "b", "c", "old", "v1"}.isdisjoint(e["id"] for e in l5(root))
         lines_of(root / "dream_log.jsonl")
         assert all("id" in e for e in l6(root))
     assert killed_at > 8  # the run wrote its chunks (many writes) before it could finish
+
+
+def test_lean_rows_numbers_widen_past_four_gib():
+    from array import array
+
+    from memctl.longterm.dream_rows import _appended
+
+    numbers = _appended(array("I", [1, 2]), 2**32 - 1)
+    assert numbers.typecode == "I"
+    wide = _appended(numbers, 2**32 + 5)
+    assert wide.typecode == "q" and list(wide) == [1, 2, 2**32 - 1, 2**32 + 5]
