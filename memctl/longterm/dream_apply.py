@@ -290,7 +290,8 @@ def id_key(entry_id: str) -> int:
 def _seen_later(view, order: list[int], n: int, hashes: array, positions: array) -> bool:
     """Whether the id at `order[n]` is on a later line (its hash's next places in `order`)."""
     k = order[n]
-    for m in order[n + 1:]:
+    for later in range(n + 1, len(order)):
+        m = order[later]
         if hashes[m] != hashes[k]:
             return False
         if view.id_at(positions[m]) == view.id_at(positions[k]):

@@ -1,7 +1,8 @@
-"""Scratch space on disk for a dream's planning (issue #31, a dream of a million entries in
-bounded memory): what the consolidation's blocking keeps of every text — its key, its token
-numbers — written to temporary files (removed when closed, never under the memory root) and
-read back by index or in order, so that the planner's memory does not grow with them.
+"""Scratch space on disk for a dream (issue #31, a dream of a million entries in bounded
+memory): what the consolidation's blocking keeps of every text — its key, its token numbers —
+and what a step appends to L6 and the dream log, written to temporary files (removed when
+closed, never under the memory root) and read back by index, in order or in chunks of whole
+lines, so that neither the planner's memory nor a step's grows with them.
 """
 
 from __future__ import annotations
