@@ -71,17 +71,18 @@ def test_a_run_appended_a_chunk_at_a_time_writes_what_main_wrote(memory, monkeyp
     monkeypatch.setenv("MEMCTL_IDS", str(tmp_path / "ids"))
     monkeypatch.setattr(dream_scratch, "CHUNK_BYTES", chunk)
     monkeypatch.setattr(dream_apply, "STEP_CHANGES", 60)
-    appended = []
-    original = dream_apply.JsonlEntryStore.append_log_encoded
+    chunks = []
+    original = dream_scratch.ScratchLines.chunks
 
-    def counted(self, payload):
-        appended.append(len(payload))
-        return original(self, payload)
+    def counted(self):
+        for chunk in original(self):
+            chunks.append(len(chunk))
+            yield chunk
 
-    monkeypatch.setattr(dream_apply.JsonlEntryStore, "append_log_encoded", counted)
+    monkeypatch.setattr(dream_scratch.ScratchLines, "chunks", counted)
     report = dream.run(memory, NOW, dream.DreamOptions(force=True))
     assert (report.l5_before, report.l5_after, report.skipped) == (1821, 1417, 0)
-    assert len(appended) > 3 * report.steps  # the chunks were many
+    assert len(chunks) > 3 * report.steps  # the chunks were many
     digest = {name: hashlib.sha256((memory.layout.root / name).read_bytes()).hexdigest()
               for name in ("long_term.jsonl", "archive.jsonl", "dream_log.jsonl")}
     assert digest == {"long_term.jsonl": L5_AFTER, "archive.jsonl": L6_AFTER, "dream_log.jsonl": LOG_AFTER[60]}
@@ -169,3 +170,14 @@ def test_lean_rows_numbers_widen_past_four_gib():
     assert numbers.typecode == "I"
     wide = _appended(numbers, 2**32 + 5)
     assert wide.typecode == "q" and list(wide) == [1, 2, 2**32 - 1, 2**32 + 5]
+
+
+def test_chunks_that_are_not_whole_lines_leave_the_file_as_it_was(tmp_path):
+    from memctl.core.jsonl import append_line_chunks
+
+    path = tmp_path / "archive.jsonl"
+    path.write_bytes(b'{"id": "a"}\n')
+    assert append_line_chunks(path, [b'{"id": "b"}\n', b'{"id": "c"}\n'], tmp_path / "torn") == 12
+    with pytest.raises(ValueError):
+        append_line_chunks(path, [b'{"id": "d"}\n', b'{"id": "e"'], tmp_path / "torn")
+    assert path.read_bytes() == b'{"id": "a"}\n{"id": "b"}\n{"id": "c"}\n'

@@ -32,6 +32,7 @@ from memctl.core.paths import join, name
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import Iterable, Iterator
 
 TORN_DIR = "torn"
 _TAIL_CHUNK = 1 << 16
@@ -69,6 +70,29 @@ def append_lines(path: Path, payload: bytes, quarantine: Path) -> int:
     finally:
         if fd is not None:
             os.close(fd)
+
+
+def append_line_chunks(path: Path, chunks: Iterable[bytes], quarantine: Path) -> int:
+    """`append_lines` of lines that come in chunks, each ending with a whole line (a dream
+    step's L6 copies, read back from a scratch file): one open, one torn-tail check, one
+    fsync. If the disk refuses any chunk, the file is cut back to its length before the first."""
+    sync_pending()
+    fd = open_nofollow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+    try:
+        start = _cut_torn_tail(fd, path, quarantine)
+        if _write_or_restore(fd, path, _whole_lines(chunks), start):
+            fd = None
+        return start
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _whole_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    for chunk in chunks:
+        if chunk and not chunk.endswith(b"\n"):
+            raise ValueError("append_line_chunks takes chunks of whole lines")
+        yield chunk
 
 
 def append_unlocked(path: Path, payload: bytes) -> None:
@@ -136,19 +160,22 @@ def _last_line_start(fd: int, size: int) -> int:
     return 0
 
 
-def _write_or_restore(fd: int, path: Path, payload: bytes, start: int) -> bool:
-    """Write `payload`, then fsync it — or leave that to the lock's release (group commit,
-    `fsutil.synced_after_unlock`; True: `fd` was handed over and stays open)."""
+def _write_or_restore(fd: int, path: Path, payload: bytes | Iterator[bytes], start: int) -> bool:
+    """Write `payload` (or its pieces, in order), then fsync it — or leave that to the lock's
+    release (group commit, `fsutil.synced_after_unlock`; True: `fd` was handed over and stays
+    open)."""
     try:
-        write_all(fd, payload)
+        for piece in (payload,) if isinstance(payload, (bytes, bytearray)) else payload:
+            if piece:
+                write_all(fd, piece)
         if defer_sync(fd, path):
             return True
         os.fsync(fd)
         return False
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         with contextlib.suppress(OSError):
             os.ftruncate(fd, start)
             os.fsync(fd)
-        if is_disk_error(exc):
+        if isinstance(exc, OSError) and is_disk_error(exc):
             raise write_failed(path, exc) from None
         raise

@@ -362,13 +362,13 @@ class Step:
                payloads: tuple[ScratchLines, ScratchLines]) -> Snapshot:
         """The same writes, L5 being a staged rewrite plus what was appended since it was read,
         the L6 copies and the audit records appended from their scratch files a chunk at a time
-        (a chunk cut off is cut back with the rest by the journal)."""
+        (one fsync each; a chunk cut off is cut back with the rest by the journal)."""
 
         def appends() -> None:
-            for chunk in payloads[0].chunks():
-                self.store.archive.append_encoded(chunk)
-            for chunk in payloads[1].chunks():
-                self.store.append_log_encoded(chunk)
+            for scratch, append in ((payloads[0], self.store.archive.append_encoded),
+                                    (payloads[1], self.store.append_log_encoded)):
+                if scratch.size:
+                    append(scratch.chunks())
 
         with self._journaled(appends, l5_after=staged.digest_with(tail)):
             return staged.commit(tail, tail_rows)
