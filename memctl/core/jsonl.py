@@ -64,7 +64,7 @@ def append_lines(path: Path, payload: bytes, quarantine: Path) -> int:
     fd = open_nofollow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         start = _cut_torn_tail(fd, path, quarantine)
-        if payload and _write_or_restore(fd, path, payload, start):
+        if payload and _write_or_restore(fd, path, (payload,), start):
             fd = None  # fsynced and closed when the writer lock is released
         return start
     finally:
@@ -160,12 +160,11 @@ def _last_line_start(fd: int, size: int) -> int:
     return 0
 
 
-def _write_or_restore(fd: int, path: Path, payload: bytes | Iterator[bytes], start: int) -> bool:
-    """Write `payload` (or its pieces, in order), then fsync it — or leave that to the lock's
-    release (group commit, `fsutil.synced_after_unlock`; True: `fd` was handed over and stays
-    open)."""
+def _write_or_restore(fd: int, path: Path, pieces: Iterable[bytes], start: int) -> bool:
+    """Write the pieces in order, then fsync them — or leave that to the lock's release
+    (group commit, `fsutil.synced_after_unlock`; True: `fd` was handed over and stays open)."""
     try:
-        for piece in (payload,) if isinstance(payload, (bytes, bytearray)) else payload:
+        for piece in pieces:
             if piece:
                 write_all(fd, piece)
         if defer_sync(fd, path):
