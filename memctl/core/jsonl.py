@@ -72,7 +72,7 @@ def append_lines(path: Path, payload: bytes, quarantine: Path) -> int:
             os.close(fd)
 
 
-def append_line_chunks(path: Path, chunks: Iterable[bytes], quarantine: Path) -> int:
+def append_line_chunks(path: Path, chunks: Iterable[bytes | memoryview], quarantine: Path) -> int:
     """`append_lines` of lines that come in chunks, each ending with a whole line (a dream
     step's L6 copies, read back from a scratch file): one open, one torn-tail check, one
     fsync. If the disk refuses any chunk, the file is cut back to its length before the first."""
@@ -88,9 +88,9 @@ def append_line_chunks(path: Path, chunks: Iterable[bytes], quarantine: Path) ->
             os.close(fd)
 
 
-def _whole_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+def _whole_lines(chunks: Iterable[bytes | memoryview]) -> Iterator[bytes | memoryview]:
     for chunk in chunks:
-        if chunk and not chunk.endswith(b"\n"):
+        if len(chunk) and chunk[-1:] != b"\n":
             raise ValueError("append_line_chunks takes chunks of whole lines")
         yield chunk
 

@@ -147,29 +147,38 @@ class ScratchLines:
 
     def _flush(self) -> None:
         if self._pending:
+            os.lseek(self._file.fileno(), 0, os.SEEK_END)
             _write(self._file.fileno(), b"".join(self._pending))
             self._pending, self._held = [], 0
 
-    def chunks(self) -> Iterator[bytes]:
-        """What was written, in pieces of about CHUNK_BYTES each ending with a whole line
-        (held lines only: nothing written to the file yet is one piece)."""
+    def chunks(self) -> Iterator[bytes | memoryview]:
+        """What was written, in pieces of about CHUNK_BYTES each ending with a whole line (held
+        lines only: nothing written to the file yet is one piece). The pieces are read into
+        one buffer, copied nowhere else (a step appends them under the lock): each is good
+        until the next is asked for."""
         if self.size == self._held:
             if self._pending:
                 yield b"".join(self._pending)
             return
         self._flush()
-        fd, at, carry = self._file.fileno(), 0, b""
+        buffer = bytearray(CHUNK_BYTES)
+        at, filled = 0, 0  # bytes of the file read; bytes of the buffer in use
+        self._file.seek(0)
         while at < self.size:
-            block = carry + pread(fd, min(CHUNK_BYTES, self.size - at), at)
-            if len(block) == len(carry):
+            view = memoryview(buffer)
+            got = self._file.readinto(view[filled:filled + min(len(buffer) - filled, self.size - at)])
+            if not got:
                 raise OSError("a dream step's scratch file ended early")
-            at += len(block) - len(carry)
-            cut = len(block) if at >= self.size else block.rfind(b"\n") + 1
-            carry = block[cut:]
-            if cut:
-                yield block[:cut]
-        if carry:
-            yield carry
+            at, filled = at + got, filled + got
+            end = filled if at >= self.size else buffer.rfind(b"\n", 0, filled) + 1
+            if end == 0:  # a line longer than the buffer: a larger one (a new object: the
+                grown = bytearray(2 * len(buffer))  # last piece handed out may still be held)
+                grown[:filled] = view[:filled]
+                buffer = grown
+                continue
+            yield view[:end]
+            buffer[:filled - end] = buffer[end:filled]  # the same length: no resize
+            filled -= end
 
     def close(self) -> None:
         self._file.close()
