@@ -32,6 +32,7 @@ from memctl.core.paths import join, name
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import Iterable, Iterator
 
 TORN_DIR = "torn"
 _TAIL_CHUNK = 1 << 16
@@ -63,12 +64,35 @@ def append_lines(path: Path, payload: bytes, quarantine: Path) -> int:
     fd = open_nofollow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         start = _cut_torn_tail(fd, path, quarantine)
-        if payload and _write_or_restore(fd, path, payload, start):
+        if payload and _write_or_restore(fd, path, (payload,), start):
             fd = None  # fsynced and closed when the writer lock is released
         return start
     finally:
         if fd is not None:
             os.close(fd)
+
+
+def append_line_chunks(path: Path, chunks: Iterable[bytes | memoryview], quarantine: Path) -> int:
+    """`append_lines` of lines that come in chunks, each ending with a whole line (a dream
+    step's L6 copies, read back from a scratch file): one open, one torn-tail check, one
+    fsync. If the disk refuses any chunk, the file is cut back to its length before the first."""
+    sync_pending()
+    fd = open_nofollow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+    try:
+        start = _cut_torn_tail(fd, path, quarantine)
+        if _write_or_restore(fd, path, _whole_lines(chunks), start):
+            fd = None
+        return start
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _whole_lines(chunks: Iterable[bytes | memoryview]) -> Iterator[bytes | memoryview]:
+    for chunk in chunks:
+        if len(chunk) and chunk[-1:] != b"\n":
+            raise ValueError("append_line_chunks takes chunks of whole lines")
+        yield chunk
 
 
 def append_unlocked(path: Path, payload: bytes) -> None:
@@ -136,19 +160,21 @@ def _last_line_start(fd: int, size: int) -> int:
     return 0
 
 
-def _write_or_restore(fd: int, path: Path, payload: bytes, start: int) -> bool:
-    """Write `payload`, then fsync it — or leave that to the lock's release (group commit,
-    `fsutil.synced_after_unlock`; True: `fd` was handed over and stays open)."""
+def _write_or_restore(fd: int, path: Path, pieces: Iterable[bytes], start: int) -> bool:
+    """Write the pieces in order, then fsync them — or leave that to the lock's release
+    (group commit, `fsutil.synced_after_unlock`; True: `fd` was handed over and stays open)."""
     try:
-        write_all(fd, payload)
+        for piece in pieces:
+            if piece:
+                write_all(fd, piece)
         if defer_sync(fd, path):
             return True
         os.fsync(fd)
         return False
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         with contextlib.suppress(OSError):
             os.ftruncate(fd, start)
             os.fsync(fd)
-        if is_disk_error(exc):
+        if isinstance(exc, OSError) and is_disk_error(exc):
             raise write_failed(path, exc) from None
         raise

@@ -10,13 +10,15 @@ which is what `memctl.longterm.dream_undo` puts back.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import hashlib
 import math
 import os
 import time
+from array import array
 from datetime import datetime
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from memctl.core.clock import iso
 from memctl.core.config import Layout, Settings
@@ -25,6 +27,7 @@ from memctl.core.fsutil import open_lock_file, try_lock
 from memctl.longterm.dream_plan import OPS, Change, Plan
 from memctl.longterm.dream_refs import Refs, fold
 from memctl.longterm.dream_rows import Rewrite, StagedLean, view_of
+from memctl.longterm.dream_scratch import ScratchLines
 from memctl.longterm.entries import Row, Snapshot, parse_rows
 from memctl.longterm.recovery import journaled_rewrite, writing
 from memctl.longterm.store import JsonlEntryStore, open_store
@@ -111,7 +114,7 @@ class _Run:
     changed otherwise meanwhile (a supersede, a person's edit), the step is planned again."""
 
     def __init__(self, layout: Layout, store: JsonlEntryStore, plan_: Plan, run_id: str, stamp: str,
-                 wait: float, expected: dict[str, bytes]) -> None:
+                 wait: float, expected: "Planned") -> None:
         self.layout, self.store, self.plan, self.run_id = layout, store, plan_, run_id
         self.stamp, self.wait, self.expected = stamp, wait, expected  # id -> digest of its planned line
 
@@ -137,7 +140,11 @@ class _Run:
         added = {i for c in good for i in c.after_ids if i not in set(c.before_ids)}
         step = self._step(batch, number)
         payloads = contents.encoded()
-        staged = self.store.active.stage_lean_rewrite(contents.rewrite)
+        try:
+            staged = self.store.active.stage_lean_rewrite(contents.rewrite)
+        except BaseException:
+            _close(payloads)
+            raise
         try:
             with writing(self.layout, self.wait, STEP_POLL, whole=True):
                 locked_at = time.monotonic()
@@ -149,6 +156,7 @@ class _Run:
                 return good, stale, written, time.monotonic() - locked_at
         finally:
             staged.discard()
+            _close(payloads)
 
     def locked_step(self, batch: list[Change], snapshot: Snapshot, number: int):
         with writing(self.layout, self.wait, STEP_POLL, whole=True):
@@ -163,12 +171,20 @@ class _Run:
                 written = step.write(contents.new_rows, *contents.lists())
             else:
                 payloads = contents.encoded()
-                staged = self.store.active.stage_lean_rewrite(contents.rewrite)
                 try:
-                    written = step.commit(staged, b"", [], payloads)
+                    staged = self.store.active.stage_lean_rewrite(contents.rewrite)
+                    try:
+                        written = step.commit(staged, b"", [], payloads)
+                    finally:
+                        staged.discard()
                 finally:
-                    staged.discard()
+                    _close(payloads)
             return good, stale, written, time.monotonic() - locked_at
+
+
+def _close(payloads: tuple[ScratchLines, ScratchLines]) -> None:
+    for scratch in payloads:
+        scratch.close()
 
 
 class _Located:
@@ -221,7 +237,7 @@ def _batches(plan_: Plan) -> list[list[Change]]:
     return ([refs_first] if refs_first else []) + [others[i:i + size] for i in range(0, len(others), size)]
 
 
-def _still_planned(batch: list[Change], view, position: dict[str, int], expected: dict[str, bytes],
+def _still_planned(batch: list[Change], view, position: dict[str, int], expected: "Planned",
                    refs: Refs, twice: set[str]) -> tuple[list[Change], int]:
     """The changes of a batch that still apply to L5 as it is now, and how many do not. A
     change about an id that is on two lines of L5 never applies: it would drop one text."""
@@ -234,7 +250,7 @@ def _still_planned(batch: list[Change], view, position: dict[str, int], expected
             live = [view.entry_at(position[i]) for i in change.before_ids if i in position]
             if live:
                 good.append(Change("refs", live, [fold(e, refs) for e in live], change.reason))
-        elif any(i not in position or line_digest(view.raw_at(position[i])) != expected.get(i)
+        elif any(i not in position or not expected.matches(i, view.raw_at(position[i]))
                  for i in change.before_ids):
             skipped += 1
         else:
@@ -247,11 +263,79 @@ def line_digest(raw: bytes) -> bytes:
     return hashlib.blake2b(raw, digest_size=16).digest()
 
 
-def _planned_digests(plan_: Plan, view) -> dict[str, bytes]:
+def _planned_digests(plan_: Plan, view) -> "Planned":
     """The digest of the line of each entry a change was planned on (the last line of its id)."""
     wanted = {i for c in plan_.changes for i in c.before_ids}
-    position = {entry_id: k for k, entry_id in view.ids() if entry_id in wanted}
-    return {entry_id: line_digest(view.raw_at(k)) for entry_id, k in position.items()}
+    positions, hashes = array("i"), array("q")
+    for k, entry_id in view.ids():
+        if entry_id in wanted:
+            positions.append(k)
+            hashes.append(id_key(entry_id))
+    del wanted
+    order = sorted(range(len(hashes)), key=hashes.__getitem__)  # stable: positions ascending within a hash
+    planned = Planned()
+    for n, k in enumerate(order):
+        if _seen_later(view, order, n, hashes, positions):
+            continue  # an id on two lines: its last line is the one planned on
+        planned.hashes.append(hashes[k])
+        planned.digests += line_digest(view.raw_at(positions[k]))
+    return planned
+
+
+def id_key(entry_id: str) -> int:
+    """What `Planned` sorts an id by (its hash; a test makes every id alike)."""
+    return hash(entry_id)
+
+
+def _seen_later(view, order: list[int], n: int, hashes: array, positions: array) -> bool:
+    """Whether the id at `order[n]` is on a later line (its hash's next places in `order`)."""
+    k = order[n]
+    for later in range(n + 1, len(order)):
+        m = order[later]
+        if hashes[m] != hashes[k]:
+            return False
+        if view.id_at(positions[m]) == view.id_at(positions[k]):
+            return True
+    return False
+
+
+class Planned:
+    """id -> the digest of the line a change was planned on, for every id a plan's changes
+    read (a million-entry plan: ~200,000) — the ids' hashes in a sorted flat array and their
+    digests beside it, 24 bytes an id instead of a dict's ~150. Ids whose hashes are alike
+    are told apart by the digest itself: a line holds its id."""
+
+    SIZE = 16
+
+    def __init__(self) -> None:
+        self.hashes = array("q")
+        self.digests = bytearray()
+
+    def _slots(self, entry_id: str) -> range:
+        key = id_key(entry_id)
+        first = bisect.bisect_left(self.hashes, key)
+        return range(first, bisect.bisect_right(self.hashes, key, first))
+
+    def matches(self, entry_id: str, raw: bytes) -> bool:
+        """Whether `raw` is the line the change about `entry_id` was planned on."""
+        digest = line_digest(raw)
+        return any(self.digests[k * self.SIZE:(k + 1) * self.SIZE] == digest for k in self._slots(entry_id))
+
+    def update(self, pairs: Iterable[tuple[str, bytes]]) -> None:
+        """The lines a step wrote for planned ids (a reference fold) are what later steps
+        expect of them; other ids are in no change of the plan. Where two planned ids hash
+        alike the new digest joins theirs (a line holds its id: it matches only its own)."""
+        added = []
+        for entry_id, digest in pairs:
+            slots = self._slots(entry_id)
+            if len(slots) == 1:
+                self.digests[slots[0] * self.SIZE:(slots[0] + 1) * self.SIZE] = digest
+            elif slots:
+                added.append((id_key(entry_id), digest))
+        for key, digest in added:
+            at = bisect.bisect_right(self.hashes, key)
+            self.hashes.insert(at, key)
+            self.digests[at * self.SIZE:at * self.SIZE] = digest
 
 
 class Step:
@@ -275,12 +359,16 @@ class Step:
             return self.store.active.rewrite(new_rows)
 
     def commit(self, staged: StagedLean, tail: bytes, tail_rows: list[Row],
-               payloads: tuple[bytes, bytes]) -> Snapshot:
-        """The same writes, L5 being a staged rewrite plus what was appended since it was read."""
+               payloads: tuple[ScratchLines, ScratchLines]) -> Snapshot:
+        """The same writes, L5 being a staged rewrite plus what was appended since it was read,
+        the L6 copies and the audit records appended from their scratch files a chunk at a time
+        (one fsync each; a chunk cut off is cut back with the rest by the journal)."""
 
         def appends() -> None:
-            self.store.archive.append_encoded(payloads[0])
-            self.store.append_log_encoded(payloads[1])
+            for scratch, append in ((payloads[0], self.store.archive.append_encoded),
+                                    (payloads[1], self.store.append_log_encoded)):
+                if scratch.size:
+                    append(scratch.chunks())
 
         with self._journaled(appends, l5_after=staged.digest_with(tail)):
             return staged.commit(tail, tail_rows)
@@ -343,11 +431,17 @@ class _Contents:
             records.append(record)
         return to_l6, records
 
-    def encoded(self) -> tuple[bytearray, bytearray]:
-        """The L6 copies and the audit records as bytes, encoded a change at a time (thousands
-        of entries encode in tenths of a second: a staged step does it before the lock)."""
-        to_l6, log = bytearray(), bytearray()
-        for copies, record in self.per_change():
-            to_l6 += self.store.archive.encode(copies)
-            log += self.store.encode_log([record])
+    def encoded(self) -> tuple[ScratchLines, ScratchLines]:
+        """The L6 copies and the audit records as lines, encoded a change at a time (thousands
+        of entries encode in tenths of a second: a staged step does it before the lock) into
+        scratch files, so that a step holds none of them (tens of MB at a million entries)."""
+        to_l6, log = ScratchLines(), ScratchLines()
+        try:
+            for copies, record in self.per_change():
+                to_l6.write(self.store.archive.encode(copies))
+                log.write(self.store.encode_log([record]))
+        except BaseException:
+            to_l6.close()
+            log.close()
+            raise
         return to_l6, log

@@ -52,6 +52,16 @@ class _File:
             pass
 
 
+def _appended(numbers: array, value: int) -> array:
+    """`numbers` with `value` appended, widened to 8 bytes an item when it does not fit."""
+    try:
+        numbers.append(value)
+    except OverflowError:
+        numbers = array("q", numbers)
+        numbers.append(value)
+    return numbers
+
+
 class LeanRows:
     """The rows of one file, by position: offset, length and id of each, nothing else held."""
 
@@ -60,27 +70,28 @@ class LeanRows:
     def __init__(self, file: _File | None) -> None:
         self.file = file
         self.offsets = array("q")
-        self.lengths = array("q")
+        self.lengths = array("I")  # 4 bytes a row (a million rows, three views at once), "q" past 4 GiB
         self._ids = bytearray()  # every entry's id, UTF-8, one after the other
-        self._id_starts = array("q")  # where each row's id starts in it
+        self._id_starts = array("I")  # where each row's id starts in it (the same)
         self._id_sizes = array("i")  # its length; _NOT_ENTRY: a line that is not an entry
         self._odd: dict[int, bytes] = {}  # lines whose bytes are not the file's (torn, a bare CR)
         self._links = bytearray()  # per row: 1 when its line may hold a link (LINK_MARKERS)
 
     def copy(self) -> "LeanRows":
         other = LeanRows(self.file)
-        other.offsets, other.lengths = array("q", self.offsets), array("q", self.lengths)
+        other.offsets, other.lengths = array("q", self.offsets), array(self.lengths.typecode, self.lengths)
         other._ids, other._odd, other._links = bytearray(self._ids), dict(self._odd), bytearray(self._links)
-        other._id_starts, other._id_sizes = array("q", self._id_starts), array("i", self._id_sizes)
+        other._id_starts = array(self._id_starts.typecode, self._id_starts)
+        other._id_sizes = array("i", self._id_sizes)
         return other
 
     def add(self, offset: int, raw: bytes, entry_id: str | None, odd: bool = False) -> None:
         if odd:
             self._odd[len(self.offsets)] = raw
         self.offsets.append(offset)
-        self.lengths.append(len(raw))
+        self.lengths = _appended(self.lengths, len(raw))
         self._links.append(entry_id is not None and any(marker in raw for marker in LINK_MARKERS))
-        self._id_starts.append(len(self._ids))
+        self._id_starts = _appended(self._id_starts, len(self._ids))
         if entry_id is None:
             self._id_sizes.append(_NOT_ENTRY)
         else:

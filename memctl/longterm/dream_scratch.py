@@ -1,7 +1,8 @@
-"""Scratch space on disk for a dream's planning (issue #31, a dream of a million entries in
-bounded memory): what the consolidation's blocking keeps of every text — its key, its token
-numbers — written to temporary files (removed when closed, never under the memory root) and
-read back by index or in order, so that the planner's memory does not grow with them.
+"""Scratch space on disk for a dream (issue #31, a dream of a million entries in bounded
+memory): what the consolidation's blocking keeps of every text — its key, its token numbers —
+and what a step appends to L6 and the dream log, written to temporary files (removed when
+closed, never under the memory root) and read back by index, in order or in chunks of whole
+lines, so that neither the planner's memory nor a step's grows with them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from typing import Iterator
 
 CHUNK_NUMBERS = 1 << 18  # numbers written or read at a time
+CHUNK_BYTES = 8 << 20  # bytes of lines held before they are written, or read back at a time
 
 
 def _write(fd: int, data: bytes) -> None:
@@ -117,3 +119,66 @@ def _read_exactly(fd: int, size: int) -> bytes:
             break
         data += more
     return data[:len(data) - len(data) % 4]
+
+
+class ScratchLines:
+    """Whole lines written to a temporary file as they are made, read back in chunks of whole
+    lines: what a dream step appends to L6 and the dream log under the lock, made before it
+    without holding them (tens of MB a step at a million entries)."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile(prefix="memctl-dream-step-", buffering=0)
+        self._pending: list[bytes] = []
+        self._held = 0
+        self.size = 0  # bytes written so far
+
+    def __enter__(self) -> "ScratchLines":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def write(self, data: bytes) -> None:
+        self._pending.append(data)
+        self._held += len(data)
+        self.size += len(data)
+        if self._held >= CHUNK_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            os.lseek(self._file.fileno(), 0, os.SEEK_END)
+            _write(self._file.fileno(), b"".join(self._pending))
+            self._pending, self._held = [], 0
+
+    def chunks(self) -> Iterator[bytes | memoryview]:
+        """What was written, in pieces of about CHUNK_BYTES each ending with a whole line (held
+        lines only: nothing written to the file yet is one piece). The pieces are read into
+        one buffer, copied nowhere else (a step appends them under the lock): each is good
+        until the next is asked for."""
+        if self.size == self._held:
+            if self._pending:
+                yield b"".join(self._pending)
+            return
+        self._flush()
+        buffer = bytearray(CHUNK_BYTES)
+        at, filled = 0, 0  # bytes of the file read; bytes of the buffer in use
+        self._file.seek(0)
+        while at < self.size:
+            view = memoryview(buffer)
+            got = self._file.readinto(view[filled:filled + min(len(buffer) - filled, self.size - at)])
+            if not got:
+                raise OSError("a dream step's scratch file ended early")
+            at, filled = at + got, filled + got
+            end = filled if at >= self.size else buffer.rfind(b"\n", 0, filled) + 1
+            if end == 0:  # a line longer than the buffer: a larger one (a new object: the
+                grown = bytearray(2 * len(buffer))  # last piece handed out may still be held)
+                grown[:filled] = view[:filled]
+                buffer = grown
+                continue
+            yield view[:end]
+            buffer[:filled - end] = buffer[end:filled]  # the same length: no resize
+            filled -= end
+
+    def close(self) -> None:
+        self._file.close()

@@ -31,7 +31,7 @@ from memctl.core import jsoncodec
 from memctl.core.config import Layout, Settings, load_settings, store_backend
 from memctl.core.errors import UsageError
 from memctl.core.fsutil import atomic_write_bytes, refuse_symlink, sync_file
-from memctl.core.jsonl import append_lines, quarantine_torn_tail, split_torn, torn_dir
+from memctl.core.jsonl import append_line_chunks, append_lines, quarantine_torn_tail, split_torn, torn_dir
 from memctl.core.paths import name
 from memctl.longterm.lookups import Lookups, entry_of, read_line
 from memctl.longterm.policies import key_classes, match_key, reachable_lengths
@@ -291,11 +291,11 @@ class EntryFile:
         """Entries as `append_encoded` takes them: encoded ahead of a lock hold."""
         return b"".join(entry_line(e) for e in entries)
 
-    def append_encoded(self, payload: bytes) -> None:
-        """`append` of pre-encoded lines; the lookups catch up at the next write (a dream step
-        calls this under the lock, where thousands of lines would cost it)."""
-        if payload:
-            append_lines(self._path, payload, self._quarantine)
+    def append_encoded(self, payload: bytes | Iterable[bytes]) -> None:
+        """`append` of pre-encoded lines (or chunks of them: one write each, one fsync); the
+        lookups catch up at the next write (a dream step calls this under the lock, where
+        thousands of lines would cost it)."""
+        _append_encoded(self._path, payload, self._quarantine)
 
     def rewrite(self, rows: list[Row]) -> Snapshot:
         """Replace the store with these rows, atomically."""
@@ -365,6 +365,14 @@ class EntryFile:
         return removed
 
 
+def _append_encoded(path: Path, payload: bytes | Iterable[bytes], quarantine: Path) -> None:
+    if isinstance(payload, (bytes, bytearray)):
+        if payload:
+            append_lines(path, payload, quarantine)
+    else:
+        append_line_chunks(path, payload, quarantine)
+
+
 def entry_store_files(layout: Layout) -> tuple[Path, Path, Path]:
     """L5, L6 and the dream log: the files the entry store keeps (and follows no link at)."""
     return layout.long_term, layout.cold_archive, layout.dream_log
@@ -423,9 +431,8 @@ class JsonlEntryStore(EntryForms):
     def encode_log(self, records: list[dict]) -> bytes:
         return b"".join(self.log_line(r) for r in records)
 
-    def append_log_encoded(self, payload: bytes) -> None:
-        if payload:
-            append_lines(self._log, payload, self._quarantine)
+    def append_log_encoded(self, payload: bytes | Iterable[bytes]) -> None:
+        _append_encoded(self._log, payload, self._quarantine)
 
     def log_length(self) -> int:
         return _length(self._log)
