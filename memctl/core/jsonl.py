@@ -60,28 +60,20 @@ def append_lines(path: Path, payload: bytes, quarantine: Path) -> int:
     A torn last line is first moved to `quarantine`. Raises WriteFailed, the file as it was."""
     if payload and not payload.endswith(b"\n"):
         raise ValueError("append_lines takes whole lines")
-    sync_pending()
-    fd = open_nofollow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
-    try:
-        start = _cut_torn_tail(fd, path, quarantine)
-        if payload and _write_or_restore(fd, path, (payload,), start):
-            fd = None  # fsynced and closed when the writer lock is released
-        return start
-    finally:
-        if fd is not None:
-            os.close(fd)
+    return append_line_chunks(path, (payload,) if payload else None, quarantine)
 
 
-def append_line_chunks(path: Path, chunks: Iterable[bytes | memoryview], quarantine: Path) -> int:
+def append_line_chunks(path: Path, chunks: Iterable[bytes | memoryview] | None, quarantine: Path) -> int:
     """`append_lines` of lines that come in chunks, each ending with a whole line (a dream
     step's L6 copies, read back from a scratch file): one open, one torn-tail check, one
-    fsync. If the disk refuses any chunk, the file is cut back to its length before the first."""
+    fsync. If the disk refuses any chunk, the file is cut back to its length before the first.
+    None: nothing to append (the torn tail is still moved aside)."""
     sync_pending()
     fd = open_nofollow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         start = _cut_torn_tail(fd, path, quarantine)
-        if _write_or_restore(fd, path, _whole_lines(chunks), start):
-            fd = None
+        if chunks is not None and _write_or_restore(fd, path, _whole_lines(chunks), start):
+            fd = None  # fsynced and closed when the writer lock is released
         return start
     finally:
         if fd is not None:

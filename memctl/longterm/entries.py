@@ -172,8 +172,9 @@ def bad_lines(path: Path) -> list[tuple[int, str]]:
 
 
 def iter_nonblank_lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """`nonblank_lines`, streamed: the same numbers and bytes (a bare CR ends a line, as
-    `bytes.splitlines` has it), one line held at a time — every write command checks L5 and
+    """(line number, bytes) of every non-blank line of a store, none if it is missing: the
+    numbers of `bytes.splitlines` over the whole file (a bare CR ends a line), one line held at
+    a time — every write command checks L5 and
     L6 this way until the write lookups vouch for them, and a million-entry L5 read whole and
     split held ~600 MB (issue #31)."""
     try:
@@ -187,16 +188,6 @@ def iter_nonblank_lines(path: Path) -> Iterator[tuple[int, bytes]]:
                 number += 1
                 if raw.strip():
                     yield number, raw
-
-
-def nonblank_lines(path: Path) -> list[tuple[int, bytes]]:
-    """(line number, bytes) of every non-blank line of a store, from one read; none if missing."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError:
-        return []
-    return [(number, raw) for number, raw in enumerate(data.splitlines(), start=1) if raw.strip()]
 
 
 def count_nonblank_lines(path: Path) -> int:

@@ -23,6 +23,10 @@ from memctl.longterm.pg_reads import SharedReads
 
 PARTS = ("active", "archive")
 PAUSE_VARIABLE = "MEMCTL_FAULT_PG_PAUSE"
+# the memory's lock beside other writers, waiting at most lock_timeout (set first: a FROM item is
+# evaluated before the select list), in one statement
+SHARED_LOCK = ("SELECT pg_advisory_xact_lock_shared(%s) FROM (SELECT set_config('lock_timeout', %s, true)) "
+               "AS timeout")
 BUMP_APPENDED = ("UPDATE {s}.entry_parts SET last_seq = (SELECT coalesce(max(seq), 0) FROM {s}.entries) "
                  "WHERE part = %s")  # the part's last_seq after rows were added to it
 PROVISIONAL = 1 << 60  # the seqs of a batch's rows not sent yet start past this
@@ -276,9 +280,11 @@ def shared_lock_opening(server: Server, wait: float) -> Opening | None:
     bound = getattr(server.conn, "bound", None)
     if wait <= 0 or (bound is not None and wait >= bound):
         return None
-    return Opening("SELECT pg_advisory_xact_lock_shared(%s) FROM (SELECT set_config('lock_timeout', %s, true)) "
-                   "AS timeout", (pg.lock_key(server.schema, "writer"), f"{int(wait * 1000)}ms"),
-                   _busy_message(server, wait))
+    return Opening(SHARED_LOCK, _shared_lock_params(server, wait), _busy_message(server, wait))
+
+
+def _shared_lock_params(server: Server, wait: float) -> tuple[int, str]:
+    return pg.lock_key(server.schema, "writer"), f"{int(wait * 1000)}ms"
 
 
 def _busy_message(server: Server, wait: float) -> str:
@@ -295,9 +301,8 @@ def share_memory_lock(server: Server, wait: float) -> None:
             raise LockBusy(f"a dream or purge is writing to the memory {server.schema} on the server; "
                            "retry, or pass --wait SECONDS")
         return
-    try:  # the timeout set first (a FROM item is evaluated before the select list), one round trip
+    try:
         with pg.waiting_for_lock(server.conn, wait):
-            server.conn.execute("SELECT pg_advisory_xact_lock_shared(%s) FROM (SELECT set_config('lock_timeout', "
-                                "%s, true)) AS timeout", (key, f"{int(wait * 1000)}ms"))
+            server.conn.execute(SHARED_LOCK, _shared_lock_params(server, wait))
     except psycopg.errors.LockNotAvailable:
         raise LockBusy(_busy_message(server, wait)) from None

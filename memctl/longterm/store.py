@@ -46,7 +46,7 @@ from memctl.longterm.entries import (
     entry_problem,
     file_stamp,
     iter_entries,
-    nonblank_lines,
+    iter_nonblank_lines,
     read_snapshot,
     write_rows,
 )
@@ -125,9 +125,13 @@ class EntryFile:
         no parse when the write lookups vouch that every line is an entry (`status`)."""
         if self._lookups is not None and self._lookups.clean(self._which):
             return count_nonblank_lines(self._path), 0
-        numbered = nonblank_lines(self._path)
-        bad = sum(1 for _, raw in numbered if entry_problem(raw))
-        return len(numbered) - bad, bad
+        good = bad = 0
+        for _, raw in iter_nonblank_lines(self._path):  # streamed: `status` of a million-entry L5
+            if entry_problem(raw):
+                bad += 1
+            else:
+                good += 1
+        return good, bad
 
     def entries(self) -> list[Entry]:
         return list(self.iter())

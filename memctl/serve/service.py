@@ -153,7 +153,6 @@ class Service:
         from memctl.recall.ranking.hits import Hits
         from memctl.recall.search import MAX_K, request_from_settings
 
-
         def run(reader, wanted: int):
             request = request_from_settings(self.settings, query, k=min(wanted, MAX_K), layers=",".join(layers))
             return reader.search(request)
