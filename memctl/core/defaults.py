@@ -43,6 +43,13 @@ DEFAULT_TYPES: dict[str, dict[str, str]] = {
     "decision": {"policy": "append", "lifespan": "long"},
 }
 
+# The limits every long-lived process (the residents, `memctl serve`) puts on each client, here
+# because [serve]'s defaults are made of them; memctl.residents.limits names them all and says
+# where each applies.
+REQUEST_BYTES = 4 << 20  # one request, on every surface: a fact of MAX_FACT_BYTES characters of 4 bytes
+CONNECTIONS = 256  # watched at once (fewer under a low descriptor limit)
+SEND_SECONDS = 30  # a client's whole request (HTTP: its head, then its body), and a call's answer over HTTP
+
 DEFAULTS: dict[str, dict[str, Any]] = {
     "archive": {
         "raw_dir": "",  # empty: temp/model_responses beside the root (GenericAgent's layout)
@@ -192,10 +199,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     },
     # memctl serve (memctl.serve): limits every request meets
     "serve": {
-        "max_body_bytes": 1048576,
+        "max_body_bytes": REQUEST_BYTES,
         "rate_per_minute": 600,
-        "request_timeout": 30,  # seconds: a call's answer, a connection's request head
-        "max_connections": 256,  # open at once; past it uvicorn answers 503
+        "request_timeout": SEND_SECONDS,  # seconds: a call's answer, a connection's request head and body
+        "max_connections": CONNECTIONS,  # open at once; past it uvicorn answers 503
         "read_workers": 8,  # threads running the reads; on a server memory one index connection each
         "refresh_seconds": 1.0,  # how soon what was written beside the service is searchable through it
     },

@@ -140,13 +140,13 @@ def serve_http(service: Service, host: str, port: int, on_ready=None) -> None:
     """Serve until SIGINT or SIGTERM; `on_ready(port)` once listening (the port chosen for 0)."""
     import uvicorn
 
-    from memctl.serve.limits import guarded_protocol
+    from memctl.serve.limits import connection_limit, guarded_protocol
 
     settings = service.settings
     listener = _listen(host, port)
     config = uvicorn.Config(build_app(service, host), log_level="warning",
                             http=guarded_protocol(float(settings.get("serve", "request_timeout"))),
-                            limit_concurrency=int(settings.get("serve", "max_connections")),
+                            limit_concurrency=connection_limit(int(settings.get("serve", "max_connections"))),
                             timeout_keep_alive=5, timeout_graceful_shutdown=5,  # an open MCP stream ends it
                             server_header=False, lifespan="on", access_log=False)
     if on_ready is not None:

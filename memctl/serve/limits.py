@@ -1,4 +1,6 @@
-"""The limits every HTTP request meets, so that one hostile client cannot starve the others.
+"""How `memctl serve --http` enforces the limits every HTTP request meets, so that one hostile
+client cannot starve the others. Their values, and which apply on the residents' sockets and on
+stdio, are memctl.residents.limits'.
 
 - rate: each key's calls per minute (`[serve] rate_per_minute`), a token bucket; past it, 429
   with Retry-After;
@@ -7,7 +9,10 @@
 - time: a connection that has not sent a whole request head within `[serve] request_timeout`
   (a slowloris dribbling its headers) is closed; a body not whole by then is answered 408, a
   call still running then 504;
-- connections: past `[serve] max_connections` at once, uvicorn answers 503.
+- connections: past `[serve] max_connections` at once (fewer under a low descriptor limit:
+  limits.connection_limit), uvicorn answers 503;
+- replies: a client that leaves its reply unread (the connection's send buffer full) for
+  REPLY_SECONDS is closed, as on a resident's socket; an MCP stream it reads is not.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import time
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from memctl.core.errors import MemctlError
+from memctl.residents.limits import REPLY_SECONDS, SEND_SECONDS, connection_limit  # noqa: F401 (for http_app)
 
 
 class RateLimited(MemctlError):
@@ -74,9 +80,11 @@ async def read_body(request, limit: int) -> bytes:
 
 class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 connection, closed when a request head takes longer than `head_timeout`
-    (uvicorn itself waits for a head forever, and any byte resets its keep-alive timer)."""
+    (uvicorn itself waits for a head forever, and any byte resets its keep-alive timer), or its
+    reply stays unread for REPLY_SECONDS (uvicorn waits for the client to drain it forever)."""
 
-    head_timeout = 30.0
+    head_timeout = float(SEND_SECONDS)
+    _unread = None  # the timer of a reply the client is not reading
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
@@ -97,10 +105,22 @@ class GuardedH11Protocol(H11Protocol):
         if not self.transport.is_closing() and self._deadline is None:
             self._arm()
 
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._unread is None:
+            self._unread = self.loop.call_later(REPLY_SECONDS, self.transport.abort)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._unread is not None:
+            self._unread.cancel()
+            self._unread = None
+
     def connection_lost(self, exc) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
+        for timer in (self._deadline, self._unread):
+            if timer is not None:
+                timer.cancel()
+        self._deadline = self._unread = None
         super().connection_lost(exc)
 
     def _too_slow(self) -> None:

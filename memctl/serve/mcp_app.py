@@ -136,6 +136,59 @@ def serve_stdio(service: Service) -> None:
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            await server.run(ParseErrorsAnswered(read_stream, write_stream), write_stream,
+                             server.create_initialization_options())
 
     anyio.run(main)
+
+
+class ParseErrorsAnswered:
+    """The SDK's stdio read stream, with each line it could not read as a JSON-RPC message
+    answered on the write stream (JSON-RPC 2.0: -32700 for text that is not JSON, -32600 for
+    JSON that is not a message; `"id": null`) instead of dropped without a word (the SDK passes
+    it on as an exception, which its server only logs at debug level)."""
+
+    def __init__(self, stream, write_stream) -> None:
+        self.stream, self.write_stream = stream, write_stream
+
+    @property
+    def last_context(self):
+        return getattr(self.stream, "last_context", None)
+
+    async def receive(self):
+        while True:
+            item = await self.stream.receive()
+            if not isinstance(item, Exception):
+                return item
+            from mcp.shared.message import SessionMessage
+
+            await self.write_stream.send(SessionMessage(unreadable_answer(item)))
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+
+def unreadable_answer(error: Exception) -> types.JSONRPCError:
+    """The JSON-RPC error for a line that is not a message (pydantic's first complaint, one line)."""
+    parse = getattr(error, "errors", None)
+    found = parse(include_url=False, include_input=False)[:1] if callable(parse) else []
+    not_json = bool(found) and found[0].get("type") == "json_invalid"
+    code, message = (types.PARSE_ERROR, "Parse error") if not_json else (types.INVALID_REQUEST, "Invalid Request")
+    detail = str(found[0].get("msg", "")) if found else ""
+    return types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(
+        code=code, message=f"{message}: {detail}" if detail else message))
