@@ -220,6 +220,12 @@ class ResidentService:
             self.deadlines[connection] = time.monotonic() + self.message_seconds
         return found
 
+    def expect(self, connection, seconds: float) -> None:
+        """Wait up to `seconds` from now for `connection`'s next message (a second message that
+        comes only after the client's own work, not as soon as it connected)."""
+        if connection in self.deadlines:
+            self.deadlines[connection] = time.monotonic() + seconds
+
     def drop_late(self, now: float) -> None:
         """Drop the connections whose next message is overdue (a client that connected and sent
         nothing, or half a message): each would hold a file descriptor for as long as it liked."""

@@ -7,10 +7,12 @@ stdio, are memctl.residents.limits'.
 - size: a body past `[serve] max_body_bytes` is refused with 413 as soon as it is known to be
   (its Content-Length, or the bytes read so far);
 - time: a connection that has not sent a whole request head within `[serve] request_timeout`
-  (a slowloris dribbling its headers) is closed; a body not whole by then is answered 408, a
-  call still running then 504;
-- connections: past `[serve] max_connections` at once (fewer under a low descriptor limit:
-  limits.connection_limit), uvicorn answers 503;
+  (a slowloris dribbling its headers) is closed; a body not whole by then is answered 408 (the
+  JSON API), its connection closed at twice that (any path: MCP's included), a call still
+  running then 504;
+- connections: at `[serve] max_connections` (fewer under a low descriptor limit:
+  limits.connection_limit), the one that has waited longest for a request head is closed;
+  past it with none waiting, uvicorn answers 503;
 - replies: a client that leaves its reply unread (the connection's send buffer full) for
   REPLY_SECONDS is closed, as on a resident's socket; an MCP stream it reads is not.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import threading
 import time
 
+import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from memctl.core.errors import MemctlError
@@ -36,6 +39,14 @@ class RateLimited(MemctlError):
 
 class BodyTooLarge(MemctlError):
     http_status = 413
+
+
+class BodyTooSlow(MemctlError):
+    http_status = 408
+
+
+class ClientGone(MemctlError):
+    http_status = 400
 
 
 class RateLimiter:
@@ -68,27 +79,58 @@ def check_declared_size(headers, limit: int) -> None:
 
 
 async def read_body(request, limit: int) -> bytes:
+    from starlette.requests import ClientDisconnect
+
     check_declared_size(request.headers, limit)
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge(f"the body is over [serve] max_body_bytes ({limit} bytes)")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge(f"the body is over [serve] max_body_bytes ({limit} bytes)")
+            chunks.append(chunk)
+    except ClientDisconnect:  # gone, or its body broke HTTP's framing (uvicorn answered 400)
+        raise ClientGone("the connection closed before the body was whole") from None
     return b"".join(chunks)
+
+
+async def body_in_time(request, limit: int, timeout: float) -> bytes:
+    """The body, or BodyTooSlow (408) when it has not all arrived within [serve] request_timeout
+    (a client that sends its head and then trickles or stalls its body)."""
+    import anyio
+
+    try:
+        with anyio.fail_after(timeout):
+            return await read_body(request, limit)
+    except TimeoutError:
+        raise BodyTooSlow(f"the body did not arrive within [serve] request_timeout ({timeout:g} s)") from None
 
 
 class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 connection, closed when a request head takes longer than `head_timeout`
-    (uvicorn itself waits for a head forever, and any byte resets its keep-alive timer), or its
-    reply stays unread for REPLY_SECONDS (uvicorn waits for the client to drain it forever)."""
+    (uvicorn itself waits for a head forever, and any byte resets its keep-alive timer), when its
+    body is not whole within twice that (the JSON API has answered 408 by then; MCP's transport
+    would wait for it forever), or when its reply stays unread for REPLY_SECONDS (uvicorn waits
+    for the client to drain it forever)."""
 
     head_timeout = float(SEND_SECONDS)
+    _body = None  # the timer of a request body that must be whole
     _unread = None  # the timer of a reply the client is not reading
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
         self._arm()
+        if self.limit_concurrency is not None and len(self.connections) >= self.limit_concurrency:
+            self._make_room()
+
+    def _make_room(self) -> None:
+        """At the limit, the connection that has waited longest for a request head gives way (as
+        on a resident's socket): else a flood of idle ones leaves every real client a 503 until
+        their heads time out."""
+        waiting = [other for other in self.connections if other is not self
+                   and getattr(other, "_deadline", None) is not None and not other.transport.is_closing()]
+        if waiting:
+            min(waiting, key=lambda other: other._deadline.when()).transport.close()
 
     def _arm(self) -> None:
         self._cycle_before = self.cycle
@@ -99,6 +141,12 @@ class GuardedH11Protocol(H11Protocol):
         if self._deadline is not None and self.cycle is not self._cycle_before:
             self._deadline.cancel()  # a whole head arrived: the request is the app's now
             self._deadline = None
+            self._body = self.loop.call_later(2 * self.head_timeout, self._body_too_slow, self.cycle)
+
+    def _body_too_slow(self, cycle) -> None:
+        self._body = None
+        if self.cycle is cycle and self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
+            self.transport.close()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -117,10 +165,10 @@ class GuardedH11Protocol(H11Protocol):
             self._unread = None
 
     def connection_lost(self, exc) -> None:
-        for timer in (self._deadline, self._unread):
+        for timer in (self._deadline, self._body, self._unread):
             if timer is not None:
                 timer.cancel()
-        self._deadline = self._unread = None
+        self._deadline = self._body = self._unread = None
         super().connection_lost(exc)
 
     def _too_slow(self) -> None:
