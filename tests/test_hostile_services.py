@@ -23,6 +23,7 @@ from __future__ import annotations
 import http.client
 import json
 import marshal
+import os
 import re
 import select
 import socket
@@ -432,6 +433,63 @@ def dribbled_until_cut(connection: socket.socket, rest: bytes) -> bool:
         return True
     finally:
         connection.close()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads the server's sockets in /proc")
+def test_an_http_reply_left_unread_ends_its_connection(run, root):
+    """A client that sends requests and never reads their replies (its receive window shut):
+    once the server's buffers are full, its connection is closed within REPLY_SECONDS of that
+    (uvicorn would wait for the client to drain it forever). A resident's reply fits in the
+    socket's buffer, and its send is bounded by the same REPLY_SECONDS."""
+    pytest.importorskip("mcp")
+    from serve_helpers import Server
+
+    assert run("init", root=root).returncode == 0
+    with Server(root) as server:
+        reader = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        reader.settimeout(BOUND)
+        reader.connect(("127.0.0.1", server.port))
+        try:
+            request = f"GET /openapi.json HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n\r\n".encode()
+            reader.sendall(request * 3000)  # ~20 MB of replies, never read
+            held = waited_for(lambda: server_socket(server, reader))
+            assert held, "the server never took the connection"
+            assert waited_for(lambda: held not in open_sockets(server.process.pid)), "the unread reply was kept"
+        finally:
+            reader.close()
+        status, _ = server.request("GET", "/openapi.json")
+        assert status == 200
+
+
+def waited_for(condition):
+    """`condition()`'s first true value, polled until BOUND passes (then its last, false)."""
+    deadline = time.monotonic() + BOUND
+    while not (found := condition()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return found
+
+
+def server_socket(server, client: socket.socket) -> str | None:
+    """The `socket:[inode]` of the server's end of `client`'s TCP connection, once it holds it."""
+    port = client.getsockname()[1]
+    with open("/proc/net/tcp", encoding="ascii") as table:
+        for line in table.read().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == server.port and int(fields[2].rsplit(":", 1)[1], 16) == port:
+                name = f"socket:[{fields[9]}]"
+                return name if name in open_sockets(server.process.pid) else None
+    return None
+
+
+def open_sockets(pid: int) -> set[str]:
+    found = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            found.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:  # closed meanwhile
+            pass
+    return found
 
 
 # --- memctl serve on stdio
