@@ -33,7 +33,6 @@ import time
 import pytest
 from conftest import clean_env, memctl_executable
 from test_resident import RESIDENT, _init, _l5_ids, _remember, _start_writer, _stop_writers, roots  # noqa: F401
-from test_resident_hostile import _writer_log
 
 from memctl.cli import resident
 from memctl.residents import limits, local_socket
@@ -66,7 +65,50 @@ FRAMES = {  # what any of the two residents refuses before reading a request's f
 HALF_A_FRAME = b"40\n5:memct"
 
 
-class Resident:
+class Surface:
+    """What every surface's test drives: `connect()` a fresh connection, `refuses(name, payload)`,
+    `cut(answer)` (what a hog got before it was cut off), `written()`, `serves(text)`, `finish(exact)`."""
+
+    def connect(self) -> socket.socket:
+        raise NotImplementedError
+
+    def sent(self, payload: bytes) -> socket.socket:
+        """A fresh connection `payload` was sent on (as much of it as the server took before it
+        answered or closed)."""
+        connection = self.connect()
+        try:
+            connection.sendall(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        return connection
+
+    def send_and_close(self, payload: bytes) -> None:
+        self.sent(payload).close()
+
+
+def unix_connection(address: str) -> socket.socket:
+    """A connection to a resident's socket; retried while its listen backlog is full (a Unix
+    socket refuses at once instead of waiting), for up to BOUND seconds."""
+    deadline = time.monotonic() + BOUND
+    while True:
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.settimeout(BOUND)
+        try:
+            connection.connect(address)
+            return connection
+        except BlockingIOError:
+            connection.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def writer_log(root) -> str:
+    log = root / ".memctl" / "writer.log"
+    return log.read_text() if log.exists() else ""
+
+
+class Resident(Surface):
     """A resident process's socket; each case on a fresh connection, which it must close unanswered."""
 
     def __init__(self, root, socket_name: str) -> None:
@@ -74,38 +116,11 @@ class Resident:
         self.refused = 0
 
     def connect(self) -> socket.socket:
-        """A connection; retried while the listen backlog is full (a Unix socket refuses at once)."""
-        deadline = time.monotonic() + BOUND
-        while True:
-            connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            connection.settimeout(BOUND)
-            try:
-                connection.connect(self.address)
-                return connection
-            except BlockingIOError:
-                connection.close()
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.01)
+        return unix_connection(self.address)
 
     def refuses(self, name: str, payload: bytes) -> None:
-        connection = self.connect()
-        try:
-            connection.sendall(payload)
-        except (BrokenPipeError, ConnectionResetError):  # refused before all of it was sent
-            pass
-        assert cut_off(connection) == b"", name
+        assert cut_off(self.sent(payload)) == b"", name
         self.refused += 1
-
-    def send_and_close(self, payload: bytes) -> None:
-        connection = self.connect()
-        connection.sendall(payload)
-        connection.close()
-
-    def hold(self, payload: bytes) -> socket.socket:
-        connection = self.connect()
-        connection.sendall(payload)
-        return connection
 
     def cut(self, answer: bytes) -> None:
         assert answer == b"", answer[:80]
@@ -146,7 +161,7 @@ class Writer(Resident):
 
     def finish(self, exact: bool) -> None:
         _stop_writers(self.root)
-        log = _writer_log(self.root)
+        log = writer_log(self.root)
         assert "requests in" in log
         if exact:  # every hostile message refused once, the truncated ones dropped uncounted
             assert f"\t{self.refused} connections refused\t" in log, log
@@ -252,7 +267,7 @@ def response_of(connection: socket.socket) -> tuple[int, bytes] | None:
         connection.close()
 
 
-class Http:
+class Http(Surface):
     """`memctl serve --http` with small limits (a 4 KiB body, 2 s to send a request, 16
     connections), one key; each case a raw request on a fresh TCP connection."""
 
@@ -301,12 +316,7 @@ class Http:
         return socket.create_connection(("127.0.0.1", self.server.port), timeout=BOUND)
 
     def refuses(self, name: str, payload: bytes) -> None:
-        connection = self.connect()
-        try:
-            connection.sendall(payload)
-        except (BrokenPipeError, ConnectionResetError):  # answered before all of it was sent
-            pass
-        answer = response_of(connection)
+        answer = response_of(self.sent(payload))
         assert answer is not None, name
         status, body = answer
         assert 400 <= status < 500, (name, status, body)
@@ -315,16 +325,6 @@ class Http:
         if body.startswith(b"{"):
             found = json.loads(text)
             one_line(found["error"] if "status" in found else found["error"]["message"])
-
-    def send_and_close(self, payload: bytes) -> None:
-        connection = self.connect()
-        connection.sendall(payload)
-        connection.close()
-
-    def hold(self, payload: bytes) -> socket.socket:
-        connection = self.connect()
-        connection.sendall(payload)
-        return connection
 
     def cut(self, answer: bytes) -> None:
         """Closed unanswered (a head never whole), or answered 408 (a body never whole)."""
@@ -345,7 +345,7 @@ class Http:
         if self.path == "/mcp":
             initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
                 "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
-            answer = response_of(self.hold(http_request(self.server.port, "/mcp", json.dumps(initialize).encode(),
+            answer = response_of(self.sent(http_request(self.server.port, "/mcp", json.dumps(initialize).encode(),
                                                         self.key)))
             assert answer is not None and answer[0] == 200 and b'"result"' in answer[1], answer
 
@@ -403,8 +403,8 @@ def test_connection_hogs_are_cut_off_and_never_block_a_real_client(surface):
     hog is cut off once its request is overdue (on HTTP: a head closed, a body answered 408)."""
     flood = [surface.connect() for _ in range(limits.CONNECTIONS + 44 if isinstance(surface, Resident) else 40)]
     silent = surface.connect()
-    half = surface.hold(HALF_A_FRAME if isinstance(surface, Resident) else surface.dribble[:-3])
-    dribbler = surface.hold(surface.dribble[:1])
+    half = surface.sent(HALF_A_FRAME if isinstance(surface, Resident) else surface.dribble[:-3])
+    dribbler = surface.sent(surface.dribble[:1])
     try:
         surface.serves("the cache lives on n3")  # while every hog holds on
         for hog in (silent, half):

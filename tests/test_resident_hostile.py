@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 
 import pytest
 from conftest import clean_env
+from test_hostile_services import unix_connection, writer_log
 from test_resident import ID_LINE, RESIDENT, _init, _l5_ids, _remember, _serving, _socket_file, _start_writer, _stop_writers, roots  # noqa: F401
 
 from memctl.cli import resident
@@ -28,32 +27,10 @@ pytestmark = pytest.mark.skipif(not local_socket.usable(), reason="needs Unix so
 BOUND = 60.0  # seconds any one wait on the writer may take before the test fails
 
 
-def _connection(root) -> socket.socket:
-    """A connection to the writer; retried while its listen backlog is full (a Unix socket
-    refuses at once instead of waiting), for up to BOUND seconds."""
-    deadline = time.monotonic() + BOUND
-    while True:
-        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        connection.settimeout(BOUND)
-        try:
-            connection.connect(str(_socket_file(root)))
-            return connection
-        except BlockingIOError:
-            connection.close()
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
-
-
 def _still_serves(memctl_bin: str, root, text: str) -> None:
     done = _remember(memctl_bin, root, text, "--wait", "10")
     assert done.returncode == 0 and ID_LINE.match(done.stdout) and done.stderr == b"", done
     assert done.stdout.decode().strip() in _l5_ids(root)
-
-
-def _writer_log(root) -> str:
-    log = root / ".memctl" / "writer.log"
-    return log.read_text() if log.exists() else ""
 
 
 # --- not a socket at the socket's path
@@ -88,7 +65,7 @@ def test_a_writer_started_with_a_folder_at_its_socket_path_exits_with_a_line_in_
                             env=clean_env(**RESIDENT), capture_output=True, timeout=BOUND)
     assert writer.returncode == 0 and writer.stderr == b"", writer
     assert _socket_file(root).is_dir()
-    assert f"exited: {_socket_file(root)} is not a socket" in _writer_log(root)
+    assert f"exited: {_socket_file(root)} is not a socket" in writer_log(root)
     _clear(_socket_file(root))
 
 
@@ -176,7 +153,7 @@ def test_a_writer_out_of_file_descriptors_keeps_serving(memctl_bin, roots):
     root = _init(memctl_bin, roots())
     writer = _start_writer(root, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40)))
     try:
-        flood = [_connection(root) for _ in range(60)]  # past its 40 descriptors: some wait in the backlog
+        flood = [unix_connection(str(_socket_file(root))) for _ in range(60)]  # past its 40 descriptors: some wait in the backlog
         _still_serves(memctl_bin, root, "the cache lives on n3")  # once the overdue ones are dropped
         assert writer.poll() is None
         for connection in flood:
@@ -184,4 +161,4 @@ def test_a_writer_out_of_file_descriptors_keeps_serving(memctl_bin, roots):
     finally:
         _stop_writers(root)
     assert writer.wait(timeout=BOUND) == 0, writer.stderr.read()
-    assert "\t1 requests in 1 batches\t" in _writer_log(root)
+    assert "\t1 requests in 1 batches\t" in writer_log(root)
