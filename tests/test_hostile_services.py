@@ -1,7 +1,7 @@
 """One hostile-input suite for every long-lived process of memctl (issue #30): the resident
 writer's socket, the resident searcher's socket, `memctl serve --http` (the JSON API at /v1 and
 MCP at /mcp) and `memctl serve` on stdio meet the same hostile clients, under the limits of
-memctl.residents.limits. Each hostile message gets a one-line error (no exception's name) or a
+memctl.core.limits. Each hostile message gets a one-line error (no exception's name) or a
 clean close, nothing is written, and the next good request, on a fresh connection, is served.
 
 | case                        | resident sockets          | serve --http /v1, /mcp          | serve on stdio           |
@@ -35,7 +35,8 @@ from conftest import clean_env, memctl_executable
 from test_resident import RESIDENT, _init, _l5_ids, _remember, _start_writer, _stop_writers, roots  # noqa: F401
 
 from memctl.cli import resident
-from memctl.residents import limits, local_socket
+from memctl.core import limits
+from memctl.residents import local_socket
 
 BOUND = 60.0  # seconds any one wait on a server may take before the test fails
 EXCEPTION_NAME = re.compile(r"Traceback|\b[A-Z]\w*(Error|Exception)\b")

@@ -78,7 +78,7 @@ def _ask(root: str, options: dict, words: list[str]) -> int | None:
         return None
     from memctl.longterm.ids import new_id
 
-    from memctl.residents.limits import REQUEST_BYTES
+    from memctl.core.limits import REQUEST_BYTES
     from memctl.residents.local_socket import frame, receive
 
     entry_id = new_id()

@@ -6,6 +6,8 @@ new package does not grow the parser.
 
 from __future__ import annotations
 
+from memctl.core.limits import CONNECTIONS, REQUEST_BYTES, SEND_SECONDS  # [serve]'s defaults; where each applies: there
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -42,13 +44,6 @@ DEFAULT_TYPES: dict[str, dict[str, str]] = {
     "lesson": {"policy": "append", "lifespan": "long"},
     "decision": {"policy": "append", "lifespan": "long"},
 }
-
-# The limits every long-lived process (the residents, `memctl serve`) puts on each client, here
-# because [serve]'s defaults are made of them; memctl.residents.limits names them all and says
-# where each applies.
-REQUEST_BYTES = 4 << 20  # one request, on every surface: a fact of MAX_FACT_BYTES characters of 4 bytes
-CONNECTIONS = 256  # watched at once (fewer under a low descriptor limit)
-SEND_SECONDS = 30  # a client's whole request (HTTP: its head, then its body), and a call's answer over HTTP
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "archive": {

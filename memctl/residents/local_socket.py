@@ -5,7 +5,7 @@ one detached process of this user, found by its clients, both sides checking the
 The client side imports `_socket` only (not `socket`, which loads enum): it runs in the short
 `remember` and `search` processes, where every import is paid on each call. Messages are framed:
 the body's length and `\\n`, then each field as `N:` and N bytes; how large one may be is
-memctl.residents.limits'.
+memctl.core.limits'.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
-from memctl.residents.limits import REPLY_BYTES
+from memctl.core.limits import REPLY_BYTES
 
 
 def socket_address(root: str, name: str) -> tuple[str, int | None] | None:

@@ -15,7 +15,7 @@ import sys
 import time
 
 from memctl.residents import local_socket
-from memctl.residents.limits import LOCAL_SEND_SECONDS, REPLY_SECONDS, REQUEST_BYTES, connection_limit
+from memctl.core.limits import LOCAL_SEND_SECONDS, REPLY_SECONDS, REQUEST_BYTES, connection_limit
 from memctl.core.fsutil import try_lock
 
 

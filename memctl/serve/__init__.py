@@ -3,5 +3,5 @@
 It owns the MCP server (stdio and streamable HTTP at /mcp), the HTTP JSON API
 (`POST /v1/<operation>`), the per-agent keys and their scopes, and how HTTP enforces the limits every
 request meets (size, rate, time, connections: their values, shared with the residents, are
-memctl.residents.limits').
+memctl.core.limits').
 """

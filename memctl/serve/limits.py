@@ -1,6 +1,6 @@
 """How `memctl serve --http` enforces the limits every HTTP request meets, so that one hostile
 client cannot starve the others. Their values, and which apply on the residents' sockets and on
-stdio, are memctl.residents.limits'.
+stdio, are memctl.core.limits'.
 
 - rate: each key's calls per minute (`[serve] rate_per_minute`), a token bucket; past it, 429
   with Retry-After;
@@ -26,7 +26,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from memctl.core.errors import MemctlError
-from memctl.residents.limits import REPLY_SECONDS, SEND_SECONDS, connection_limit  # noqa: F401 (for http_app)
+from memctl.core.limits import REPLY_SECONDS, SEND_SECONDS, connection_limit  # noqa: F401 (for http_app)
 
 
 class RateLimited(MemctlError):

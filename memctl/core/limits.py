@@ -10,29 +10,31 @@ the residents' Unix sockets (the writer's `writer.sock`, the searcher's `semanti
   overrides). On stdio the SDK reads whole lines: its peer is the process that started it.
 - connections watched at once, CONNECTIONS (256), on both socket surfaces fewer where the
   process's descriptor limit would leave a request none to open its files with
-  (`connection_limit`). A resident past it closes its oldest idle connection; HTTP answers 503
-  (`[serve] max_connections` overrides, and is bounded the same way).
+  (`connection_limit`). At the limit both close the connection that has waited longest for a
+  request (HTTP answers 503 only when none is waiting; `[serve] max_connections` overrides,
+  bounded the same way).
 - time to send a whole request: HTTP SEND_SECONDS (30 s: `[serve] request_timeout` overrides)
-  for the head, then again for the body (408), as a client across a network may need for 4
-  MiB; a resident LOCAL_SEND_SECONDS (10 s), since its clients are this user's processes that
+  for the head, then again for the body (408; the connection closed at twice that on any path,
+  /mcp's too), as a client across a network may need for 4 MiB; a resident LOCAL_SEND_SECONDS (10 s), since its clients are this user's processes that
   write a request in one call right after connecting, and a flood's descriptors come back
   sooner (the searcher waits for a search's second message as long as the search's own
   answer wait, semantic_helper.ANSWER_SECONDS: the search runs its lexical half in between).
 - time for a reply: a call answers within `[serve] request_timeout` over HTTP and stdio (504 or
   a tool error), a resident's reply is the work its client asked to wait for (`remember
-  --wait`); a client that does not take a reply once sent is given up after REPLY_SECONDS
-  (10 s) on a resident's socket, and a client reads at most REPLY_BYTES (64 MiB) of one.
+  --wait`); a client that leaves a reply unread is given up after REPLY_SECONDS (10 s) on
+  both socket surfaces, and a resident's client reads at most REPLY_BYTES (64 MiB) of one.
 
-This module imports `core` alone: the lean CLI path (through `local_socket`) may load it.
+The limits live in `core`, below both the residents and `memctl serve`, and import nothing: a
+`remember` handed to the resident writer loads this module beside `local_socket` (+0.4% of that
+client's instructions; loading core.defaults, which builds [serve]'s defaults from these, cost
+it +1.1%: bench/RESULTS.md, "One set of limits").
 """
 
 from __future__ import annotations
 
-from memctl.core.defaults import CONNECTIONS, REQUEST_BYTES, SEND_SECONDS
-
-__all__ = ["CONNECTIONS", "DESCRIPTORS_KEPT", "LOCAL_SEND_SECONDS", "REPLY_BYTES", "REPLY_SECONDS",
-           "REQUEST_BYTES", "SEND_SECONDS", "connection_limit"]
-
+REQUEST_BYTES = 4 << 20
+CONNECTIONS = 256
+SEND_SECONDS = 30  # an int, as [serve] request_timeout's default: a setting keeps its default's type
 LOCAL_SEND_SECONDS = 10.0
 REPLY_SECONDS = 10.0
 REPLY_BYTES = 64 << 20
