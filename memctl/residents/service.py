@@ -14,9 +14,9 @@ import socket
 import sys
 import time
 
-from memctl.residents import local_socket
-from memctl.core.limits import LOCAL_SEND_SECONDS, REPLY_SECONDS, REQUEST_BYTES, connection_limit
 from memctl.core.fsutil import try_lock
+from memctl.core.limits import LOCAL_SEND_SECONDS, REPLY_SECONDS, REQUEST_BYTES, connection_limit
+from memctl.residents import local_socket
 
 
 CHECK_EVERY = 2.0  # seconds between two looks at the socket file, the identity and the code
