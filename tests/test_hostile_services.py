@@ -397,7 +397,7 @@ def test_hostile_messages_are_refused_alone_and_the_next_request_is_served(surfa
     surface.finish(exact=True)
 
 
-@pytest.mark.parametrize("surface", ["writer", "searcher", "http /v1"], indirect=True)
+@pytest.mark.parametrize("surface", ["writer", "searcher", "http /v1", "http /mcp"], indirect=True)
 def test_connection_hogs_are_cut_off_and_never_block_a_real_client(surface):
     """Past the connections watched, idle ones; then a silent client, one holding half a request
     and one dribbling a request a byte at a time: a real client is served meanwhile, and each

@@ -14,8 +14,8 @@ the residents' Unix sockets (the writer's `writer.sock`, the searcher's `semanti
   request (HTTP answers 503 only when none is waiting; `[serve] max_connections` overrides,
   bounded the same way).
 - time to send a whole request: HTTP SEND_SECONDS (30 s: `[serve] request_timeout` overrides)
-  for the head, then again for the body (408; the connection closed at twice that on any
-  path, /mcp's too), as a client across a network may need for 4 MiB; a resident
+  for the head, then again for the body (408, on /v1 and /mcp), as a client across a network
+  may need for 4 MiB; a resident
   LOCAL_SEND_SECONDS (10 s), since its clients are this user's processes that write a request
   in one call right after connecting, and a flood's descriptors come back sooner (the searcher
   waits for a search's second message as long as the search's own answer wait,

@@ -8,8 +8,7 @@ stdio, are memctl.core.limits'.
   (its Content-Length, or the bytes read so far);
 - time: a connection that has not sent a whole request head within `[serve] request_timeout`
   (a slowloris dribbling its headers) is closed; a body not whole by then is answered 408 (the
-  JSON API), its connection closed at twice that (any path: MCP's included), a call still
-  running then 504;
+  JSON API, and MCP's: memctl.serve.mcp_app.CheckedBodies), a call still running then 504;
 - connections: at `[serve] max_connections` (fewer under a low descriptor limit:
   limits.connection_limit), the one that has waited longest for a request head is closed;
   past it with none waiting, uvicorn answers 503;
@@ -22,7 +21,6 @@ from __future__ import annotations
 import threading
 import time
 
-import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from memctl.core.errors import MemctlError
@@ -108,13 +106,11 @@ async def body_in_time(request, limit: int, timeout: float) -> bytes:
 
 class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 connection, closed when a request head takes longer than `head_timeout`
-    (uvicorn itself waits for a head forever, and any byte resets its keep-alive timer), when its
-    body is not whole within twice that (the JSON API has answered 408 by then; MCP's transport
-    would wait for it forever), or when its reply stays unread for REPLY_SECONDS (uvicorn waits
-    for the client to drain it forever)."""
+    (uvicorn itself waits for a head forever, and any byte resets its keep-alive timer), or when
+    its reply stays unread for REPLY_SECONDS (uvicorn waits for the client to drain it forever).
+    A body is the app's to bound: `body_in_time`, on /v1 and (CheckedBodies) on /mcp."""
 
     head_timeout = float(SEND_SECONDS)
-    _body = None  # the timer of a request body that must be whole
     _unread = None  # the timer of a reply the client is not reading
 
     def connection_made(self, transport) -> None:
@@ -141,12 +137,6 @@ class GuardedH11Protocol(H11Protocol):
         if self._deadline is not None and self.cycle is not self._cycle_before:
             self._deadline.cancel()  # a whole head arrived: the request is the app's now
             self._deadline = None
-            self._body = self.loop.call_later(2 * self.head_timeout, self._body_too_slow, self.cycle)
-
-    def _body_too_slow(self, cycle) -> None:
-        self._body = None
-        if self.cycle is cycle and self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
-            self.transport.close()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -165,10 +155,10 @@ class GuardedH11Protocol(H11Protocol):
             self._unread = None
 
     def connection_lost(self, exc) -> None:
-        for timer in (self._deadline, self._body, self._unread):
+        for timer in (self._deadline, self._unread):
             if timer is not None:
                 timer.cancel()
-        self._deadline = self._body = self._unread = None
+        self._deadline = self._unread = None
         super().connection_lost(exc)
 
     def _too_slow(self) -> None:
