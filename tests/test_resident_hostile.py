@@ -1,7 +1,8 @@
-"""Hostile local input to the resident processes (issue #32): a malformed frame, a well-identified
-request with fields no client sends, a client that connects and sends nothing or half a message,
-something that is not a socket at the socket's path, a --wait no clock can wait. Each is refused
-for that connection alone: the writer keeps serving, and the next `remember` through it succeeds.
+"""Hostile local input to the resident writer that only it meets (issue #32): something that is
+not a socket at the socket's path, a --wait no clock can wait, a fact past the size limit, a
+writer out of file descriptors. Each is refused alone: the writer keeps serving, and the next
+`remember` through it succeeds. The hostile messages and connection hogs every long-lived
+process meets are tests/test_hostile_services.py's.
 
 Every wait on the writer is bounded by a socket timeout; nothing asserts how long anything took.
 """
@@ -10,13 +11,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 
 import pytest
 from conftest import clean_env
+from test_hostile_services import unix_connection, writer_log
 from test_resident import ID_LINE, RESIDENT, _init, _l5_ids, _remember, _serving, _socket_file, _start_writer, _stop_writers, roots  # noqa: F401
 
 from memctl.cli import resident
@@ -27,137 +27,10 @@ pytestmark = pytest.mark.skipif(not local_socket.usable(), reason="needs Unix so
 BOUND = 60.0  # seconds any one wait on the writer may take before the test fails
 
 
-def _connection(root) -> socket.socket:
-    """A connection to the writer; retried while its listen backlog is full (a Unix socket
-    refuses at once instead of waiting), for up to BOUND seconds."""
-    deadline = time.monotonic() + BOUND
-    while True:
-        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        connection.settimeout(BOUND)
-        try:
-            connection.connect(str(_socket_file(root)))
-            return connection
-        except BlockingIOError:
-            connection.close()
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
-
-
-def _closed_without_reply(connection: socket.socket) -> bool:
-    """Whether the writer closed its end without a word (recv bounded by BOUND: a timeout fails)."""
-    try:
-        return connection.recv(65536) == b""
-    finally:
-        connection.close()
-
-
 def _still_serves(memctl_bin: str, root, text: str) -> None:
     done = _remember(memctl_bin, root, text, "--wait", "10")
     assert done.returncode == 0 and ID_LINE.match(done.stdout) and done.stderr == b"", done
     assert done.stdout.decode().strip() in _l5_ids(root)
-
-
-def _served_on(memctl_bin: str, root, writer, refused: int) -> None:
-    """The writer still runs and serves the next `remember`; its exit line counts the refused."""
-    assert writer.poll() is None
-    _still_serves(memctl_bin, root, "the backup runs at 02:00")
-    _stop_writers(root)
-    assert f"\t{refused} connections refused\t" in _writer_log(root)
-
-
-def _writer_log(root) -> str:
-    log = root / ".memctl" / "writer.log"
-    return log.read_text() if log.exists() else ""
-
-
-# --- frames that are not frames
-
-
-MALFORMED = {
-    "negative field length": b"6\n1:x-3:",  # once: an endless loop, 100% CPU, memory without bound
-    "huge declared length": b"99999999999999\n1:x",
-    "length past the limit": b"%d\n" % ((4 << 20) + 1),  # local_socket.MAX_REQUEST + 1
-    "non-digit length": b"abc\n1:x",
-    "signed length": b"+3\n1:x",
-    "field length missing": b"3\n:xy",
-    "field longer than the body": b"4\n9:xy",
-    "field length not digits": b"4\n 1:x",
-    "garbage": bytes(range(256)) * 4,
-    "a well-framed message of another protocol": local_socket.frame(["hello", "world"]),
-}
-
-
-@pytest.mark.parametrize("name", list(MALFORMED))
-def test_a_malformed_frame_is_refused_and_the_writer_keeps_serving(memctl_bin, roots, name):
-    root = _init(memctl_bin, roots())
-    writer = _start_writer(root)
-    connection = _connection(root)
-    connection.sendall(MALFORMED[name])
-    assert _closed_without_reply(connection)
-    _served_on(memctl_bin, root, writer, refused=1)
-
-
-def test_a_silent_client_and_a_truncated_frame_block_no_one_and_are_dropped(memctl_bin, roots):
-    root = _init(memctl_bin, roots())
-    writer = _start_writer(root)
-    silent, truncated, hung_up = _connection(root), _connection(root), _connection(root)
-    truncated.sendall(b"40\n5:memct")  # half a message, the rest never sent
-    hung_up.sendall(b"40\n5:memct")
-    hung_up.close()  # half a message, then gone: dropped at once, not counted as refused
-    _still_serves(memctl_bin, root, "the cache lives on n3")  # while two hang on
-    assert _closed_without_reply(silent)  # dropped once their message is overdue, within BOUND
-    assert _closed_without_reply(truncated)
-    _served_on(memctl_bin, root, writer, refused=2)
-
-
-# --- well identified, malformed fields
-
-
-def _request(root, monkeypatch, **fields: str) -> bytes:
-    """A request as the client frames it, under the writer's environment, with `fields` replaced."""
-    for name in resident.ENVIRONMENT:
-        value = clean_env(**RESIDENT).get(name)
-        if value is None:
-            monkeypatch.delenv(name, raising=False)
-        else:
-            monkeypatch.setenv(name, value)
-    options = {"type": "event", "confidence": 5.0, "wait": 10.0}
-    values = resident._request_fields(str(root), "m0123456789ab", options, "a hostile fact")
-    names = ["protocol", "identity", "now", "id", "text", "type", "topic", "confidence", "source", "wait",
-             "force", "json"]
-    framed = []
-    for name, value in zip(names, values):
-        chosen = fields.get(name, value)
-        framed.append(chosen if isinstance(chosen, bytes) else chosen.encode("utf-8", "surrogatepass"))
-    return local_socket.frame(framed)
-
-
-@pytest.mark.parametrize("fields", [{"confidence": "abc"}, {"wait": "inf"}, {"wait": "nan"}, {"wait": "1e400"},
-                                    {"text": b"\xff\xfe not UTF-8"}, {"confidence": ""}, {"id": "../../etc"},
-                                    {"id": ""}, {"id": "m0123456789AB"}],
-                         ids=["confidence abc", "wait inf", "wait nan", "wait 1e400", "text not UTF-8", "empty number",
-                              "id a path", "id empty", "id not what new_id makes"])
-def test_a_well_identified_request_with_malformed_fields_is_refused_alone(memctl_bin, roots, monkeypatch, fields):
-    root = _init(memctl_bin, roots())
-    writer = _start_writer(root)
-    connection = _connection(root)
-    connection.sendall(_request(root, monkeypatch, **fields))
-    assert _closed_without_reply(connection)
-    assert _l5_ids(root) == []
-    _served_on(memctl_bin, root, writer, refused=1)  # once: a ValueError ended the writer
-
-
-def test_the_request_helper_frames_what_the_writer_accepts(memctl_bin, roots, monkeypatch):
-    """The malformed-field tests above prove something only if the unaltered request is written."""
-    root = _init(memctl_bin, roots())
-    _start_writer(root)
-    connection = _connection(root)
-    connection.sendall(_request(root, monkeypatch))
-    reply = local_socket.receive(connection)
-    connection.close()
-    assert reply is not None and reply[:2] == [b"ok", b"0"], reply
-    assert _l5_ids(root) == ["m0123456789ab"]
 
 
 # --- not a socket at the socket's path
@@ -192,7 +65,7 @@ def test_a_writer_started_with_a_folder_at_its_socket_path_exits_with_a_line_in_
                             env=clean_env(**RESIDENT), capture_output=True, timeout=BOUND)
     assert writer.returncode == 0 and writer.stderr == b"", writer
     assert _socket_file(root).is_dir()
-    assert f"exited: {_socket_file(root)} is not a socket" in _writer_log(root)
+    assert f"exited: {_socket_file(root)} is not a socket" in writer_log(root)
     _clear(_socket_file(root))
 
 
@@ -273,22 +146,6 @@ def test_the_size_limit_is_a_setting_shown_by_rules_and_bounded(run, memctl_bin,
     assert past.returncode == 2 and "writes.max_fact_bytes must be between 1024 and 1048576" in past.stderr.decode()
 
 
-def test_a_flood_of_idle_connections_leaves_the_writer_serving(memctl_bin, roots):
-    """More idle connections than the writer watches (256): the oldest give way, and the next
-    `remember` is served by the writer, not written in-process."""
-    root = _init(memctl_bin, roots())
-    writer = _start_writer(root)
-    flood = [_connection(root) for _ in range(300)]
-    try:
-        _still_serves(memctl_bin, root, "the cache lives on n3")
-        assert writer.poll() is None
-    finally:
-        for connection in flood:
-            connection.close()
-    _stop_writers(root)
-    assert "\t1 requests in 1 batches\t" in _writer_log(root)
-
-
 def test_a_writer_out_of_file_descriptors_keeps_serving(memctl_bin, roots):
     """A descriptor limit below the connections it is sent (EMFILE at accept ended the writer)."""
     import resource
@@ -296,7 +153,7 @@ def test_a_writer_out_of_file_descriptors_keeps_serving(memctl_bin, roots):
     root = _init(memctl_bin, roots())
     writer = _start_writer(root, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40)))
     try:
-        flood = [_connection(root) for _ in range(60)]  # past its 40 descriptors: some wait in the backlog
+        flood = [unix_connection(str(_socket_file(root))) for _ in range(60)]  # past its 40 descriptors: some wait in the backlog
         _still_serves(memctl_bin, root, "the cache lives on n3")  # once the overdue ones are dropped
         assert writer.poll() is None
         for connection in flood:
@@ -304,4 +161,4 @@ def test_a_writer_out_of_file_descriptors_keeps_serving(memctl_bin, roots):
     finally:
         _stop_writers(root)
     assert writer.wait(timeout=BOUND) == 0, writer.stderr.read()
-    assert "\t1 requests in 1 batches\t" in _writer_log(root)
+    assert "\t1 requests in 1 batches\t" in writer_log(root)

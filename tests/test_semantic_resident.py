@@ -8,7 +8,6 @@ pass changed is read afresh. Needs the multilingual model and a platform with SO
 from __future__ import annotations
 
 import json
-import marshal
 import os
 import re
 import signal
@@ -235,41 +234,6 @@ def test_a_query_that_is_not_utf8_is_fused_without_a_warning(run, embedded):
     served = _ranked(run, embedded, query, SERVED)
     assert forked == served and forked[0] == 0 and forked[2] == b""
     assert len(forked[1]) > 1  # the semantic matches beside the lexical one
-
-
-def _refused_at_once(root: Path, payload: bytes) -> bool:
-    """Send `payload` to the searcher; whether it closed the connection without a word (bounded)."""
-    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    connection.settimeout(60)
-    connection.connect(str(root / ".memctl" / semantic_helper.SOCKET_NAME))
-    try:
-        connection.sendall(payload)
-        return connection.recv(65536) == b""
-    finally:
-        connection.close()
-
-
-def test_hostile_frames_are_refused_and_the_searcher_keeps_serving(run, embedded):
-    """Issue #32: `6\\n1:x-3:` (a negative field length) sent semantic.sock into an endless loop,
-    every later search 30 s. Each malformed frame, or a well-identified query no search sends,
-    is refused for its connection alone: the next search is served, with the fork's results."""
-    from test_resident_hostile import MALFORMED
-
-    expected = _ranked(run, embedded, PARAPHRASE, ALONE)
-    searcher = _start_searcher(embedded)
-    identity = semantic_helper.identity(str(embedded))
-    well_identified = [local_socket.frame([semantic_helper.PROTOCOL, identity, PARAPHRASE, b"not marshal"]),
-                       local_socket.frame([semantic_helper.PROTOCOL, identity, PARAPHRASE, marshal.dumps(5)]),
-                       local_socket.frame([semantic_helper.PROTOCOL, identity, PARAPHRASE, marshal.dumps(("x",) * 200)]),
-                       local_socket.frame([semantic_helper.PROTOCOL, identity, b"\xff\xfe", marshal.dumps(())])]
-    payloads = [*MALFORMED.values(), *well_identified]
-    for payload in payloads:
-        assert _refused_at_once(embedded, payload), payload[:40]
-        assert searcher.poll() is None
-    assert _ranked(run, embedded, PARAPHRASE, SERVED) == expected
-    _stop(embedded)
-    assert _served(embedded) == 1
-    assert f"{len(payloads)} connections refused" in _log(embedded)
 
 
 def test_a_folder_at_the_searcher_socket_path_is_left_alone_and_none_is_started(run, embedded):

@@ -78,11 +78,12 @@ def _ask(root: str, options: dict, words: list[str]) -> int | None:
         return None
     from memctl.longterm.ids import new_id
 
-    from memctl.residents.local_socket import MAX_REQUEST, frame, receive
+    from memctl.core.limits import REQUEST_BYTES
+    from memctl.residents.local_socket import frame, receive
 
     entry_id = new_id()
     request = frame(_request_fields(root, entry_id, options, text))
-    if len(request) > MAX_REQUEST:  # past any fact's limit: the in-process write says so
+    if len(request) > REQUEST_BYTES:  # past any fact's limit: the in-process write says so
         connection.close()
         return None
     wait = options.get("wait", 10.0)

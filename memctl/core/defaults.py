@@ -6,6 +6,8 @@ new package does not grow the parser.
 
 from __future__ import annotations
 
+from memctl.core.limits import CONNECTIONS, REQUEST_BYTES, SEND_SECONDS  # [serve]'s defaults; where each applies: there
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -192,10 +194,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     },
     # memctl serve (memctl.serve): limits every request meets
     "serve": {
-        "max_body_bytes": 1048576,
+        "max_body_bytes": REQUEST_BYTES,
         "rate_per_minute": 600,
-        "request_timeout": 30,  # seconds: a call's answer, a connection's request head
-        "max_connections": 256,  # open at once; past it uvicorn answers 503
+        "request_timeout": SEND_SECONDS,  # seconds: a call's answer, a connection's request head and body
+        "max_connections": CONNECTIONS,  # open at once; past it uvicorn answers 503
         "read_workers": 8,  # threads running the reads; on a server memory one index connection each
         "refresh_seconds": 1.0,  # how soon what was written beside the service is searchable through it
     },

@@ -4,13 +4,16 @@ one detached process of this user, found by its clients, both sides checking the
 
 The client side imports `_socket` only (not `socket`, which loads enum): it runs in the short
 `remember` and `search` processes, where every import is paid on each call. Messages are framed:
-the body's length and `\\n`, then each field as `N:` and N bytes.
+the body's length and `\\n`, then each field as `N:` and N bytes; how large one may be is
+memctl.core.limits'.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+
+from memctl.core.limits import REPLY_BYTES
 
 
 def socket_address(root: str, name: str) -> tuple[str, int | None] | None:
@@ -103,12 +106,10 @@ def frame(fields: list[str | bytes]) -> bytes:
     return b"%d\n" % len(body) + body
 
 
-MAX_REQUEST = 4 << 20  # bytes a client's message may declare (a fact is at most 1 MiB: core.defaults)
-MAX_REPLY = 64 << 20  # bytes a reply may declare: a client never buffers more
 _LENGTH_DIGITS = 20  # a length longer than this is not a length
 
 
-def receive(connection, limit: int = MAX_REPLY) -> list[bytes] | None:
+def receive(connection, limit: int = REPLY_BYTES) -> list[bytes] | None:
     """One framed message, or None when the other end closed first. Raises ValueError for bytes
     that are not a framed message of at most `limit` bytes."""
     data = b""

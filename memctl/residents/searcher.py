@@ -40,7 +40,6 @@ WARM_UP_QUERY = "warm up: what was said"
 class ResidentSearcher(ResidentService):
     socket_name = semantic_helper.SOCKET_NAME
     log_name = LOG_NAME
-    message_seconds = semantic_helper.ANSWER_SECONDS  # a search sends its rows after its lexical half
 
     def __init__(self, root: str, lock_fd: int) -> None:
         self.lock_fd = lock_fd
@@ -128,6 +127,7 @@ class ResidentSearcher(ResidentService):
         self.queries += 1
         self.idle = query[2]
         self.pending[connection] = self._nearest(query[0], query[1])
+        self.expect(connection, semantic_helper.ANSWER_SECONDS)  # its rows come after its lexical half
 
     def _answer(self, connection, fields: list[bytes]) -> None:
         nearest, failure = self.pending.pop(connection)

@@ -14,36 +14,20 @@ import socket
 import sys
 import time
 
-from memctl.residents import local_socket
 from memctl.core.fsutil import try_lock
+from memctl.core.limits import LOCAL_SEND_SECONDS, REPLY_SECONDS, REQUEST_BYTES, connection_limit
+from memctl.residents import local_socket
 
 
 CHECK_EVERY = 2.0  # seconds between two looks at the socket file, the identity and the code
-REPLY_SECONDS = 10.0  # a client that does not take its reply within this is given up
-MAX_CONNECTIONS = 256  # watched at once, well under the usual 1,024 descriptors
-REQUEST_DESCRIPTORS = 32  # kept free for running a request (memctl.toml, the lock, L5, SQLite's three)
-
-
-def connection_limit() -> int:
-    """Connections watched at once: MAX_CONNECTIONS, fewer where this process's descriptor limit
-    would otherwise leave a request none to open its files with (a flood of idle connections
-    under a low `ulimit -n` made every request fail with "Too many open files")."""
-    try:
-        import resource  # POSIX only
-    except ImportError:
-        return MAX_CONNECTIONS
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return MAX_CONNECTIONS
-    return max(1, min(MAX_CONNECTIONS, soft - REQUEST_DESCRIPTORS))
 
 
 class ResidentService:
     socket_name = ""
     log_name = ""
     idle = 20.0  # seconds without a request before it exits
-    message_seconds = 10.0  # a connection whose next message is not whole within this is dropped
-    max_message = local_socket.MAX_REQUEST
+    message_seconds = LOCAL_SEND_SECONDS  # a connection whose next message is not whole within this is dropped
+    max_message = REQUEST_BYTES
     stale_reason = "its socket file or memctl's code changed"
 
     def __init__(self, root: str, identity) -> None:
@@ -235,6 +219,12 @@ class ResidentService:
         if found:
             self.deadlines[connection] = time.monotonic() + self.message_seconds
         return found
+
+    def expect(self, connection, seconds: float) -> None:
+        """Wait up to `seconds` from now for `connection`'s next message (a second message that
+        comes only after the client's own work, not as soon as it connected)."""
+        if connection in self.deadlines:
+            self.deadlines[connection] = time.monotonic() + seconds
 
     def drop_late(self, now: float) -> None:
         """Drop the connections whose next message is overdue (a client that connected and sent

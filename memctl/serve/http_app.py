@@ -16,16 +16,12 @@ from memctl.core import jsoncodec
 from memctl.core.errors import MemctlError
 from memctl.serve import openapi
 from memctl.serve.keys import KeyRefused
-from memctl.serve.limits import BodyTooLarge, RateLimiter, RateLimited, check_declared_size, read_body
-from memctl.serve.mcp_app import build as build_mcp, run_blocking
+from memctl.serve.limits import BodyTooLarge, RateLimiter, RateLimited, body_in_time, check_declared_size
+from memctl.serve.mcp_app import CheckedBodies, build as build_mcp, run_blocking
 from memctl.serve.operations import Caller
 from memctl.serve.service import Service, status_of
 
 OPEN_PATHS = ("/health", "/openapi.json")
-
-
-class BodyTooSlow(MemctlError):
-    http_status = 408
 
 
 class JSONBody(JSONResponse):
@@ -87,7 +83,7 @@ def routes(service: Service, max_body: int) -> list[Route]:
 
     async def operation(request: Request) -> Response:
         try:
-            body = await _body_in_time(request, max_body, service.timeout)
+            body = await body_in_time(request, max_body, service.timeout)
             arguments = _json_object(body)
             caller = request.scope["state"]["memctl_caller"]
             data = await run_blocking(service, service.call, request.path_params["operation"], arguments, caller)
@@ -97,18 +93,6 @@ def routes(service: Service, max_body: int) -> list[Route]:
 
     return [Route("/health", health, methods=["GET"]), Route("/openapi.json", describe, methods=["GET"]),
             Route("/v1/{operation}", operation, methods=["POST"])]
-
-
-async def _body_in_time(request: Request, max_body: int, timeout: float) -> bytes:
-    """The body, or 408 when it has not all arrived within [serve] request_timeout (a client
-    that sends its head and then trickles or stalls its body)."""
-    import anyio
-
-    try:
-        with anyio.fail_after(timeout):
-            return await read_body(request, max_body)
-    except TimeoutError:
-        raise BodyTooSlow(f"the body did not arrive within [serve] request_timeout ({timeout:g} s)") from None
 
 
 def _json_object(body: bytes):
@@ -133,20 +117,20 @@ def build_app(service: Service, host: str):
     server = build_mcp(service, caller_of_mcp_request(service))
     app = server.streamable_http_app(streamable_http_path="/mcp", max_request_body_size=max_body, host=host,
                                      custom_starlette_routes=routes(service, max_body))
-    return Guard(app, service, limiter, max_body)
+    return Guard(CheckedBodies(app, "/mcp", max_body, service.timeout), service, limiter, max_body)
 
 
 def serve_http(service: Service, host: str, port: int, on_ready=None) -> None:
     """Serve until SIGINT or SIGTERM; `on_ready(port)` once listening (the port chosen for 0)."""
     import uvicorn
 
-    from memctl.serve.limits import guarded_protocol
+    from memctl.serve.limits import connection_limit, guarded_protocol
 
     settings = service.settings
     listener = _listen(host, port)
     config = uvicorn.Config(build_app(service, host), log_level="warning",
                             http=guarded_protocol(float(settings.get("serve", "request_timeout"))),
-                            limit_concurrency=int(settings.get("serve", "max_connections")),
+                            limit_concurrency=connection_limit(int(settings.get("serve", "max_connections"))),
                             timeout_keep_alive=5, timeout_graceful_shutdown=5,  # an open MCP stream ends it
                             server_header=False, lifespan="on", access_log=False)
     if on_ready is not None:

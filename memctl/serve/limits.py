@@ -1,13 +1,19 @@
-"""The limits every HTTP request meets, so that one hostile client cannot starve the others.
+"""How `memctl serve --http` enforces the limits every HTTP request meets, so that one hostile
+client cannot starve the others. Their values, and which apply on the residents' sockets and on
+stdio, are memctl.core.limits'.
 
 - rate: each key's calls per minute (`[serve] rate_per_minute`), a token bucket; past it, 429
   with Retry-After;
 - size: a body past `[serve] max_body_bytes` is refused with 413 as soon as it is known to be
   (its Content-Length, or the bytes read so far);
 - time: a connection that has not sent a whole request head within `[serve] request_timeout`
-  (a slowloris dribbling its headers) is closed; a body not whole by then is answered 408, a
-  call still running then 504;
-- connections: past `[serve] max_connections` at once, uvicorn answers 503.
+  (a slowloris dribbling its headers) is closed; a body not whole by then is answered 408 (the
+  JSON API, and MCP's: memctl.serve.mcp_app.CheckedBodies), a call still running then 504;
+- connections: at `[serve] max_connections` (fewer under a low descriptor limit:
+  limits.connection_limit), the one that has waited longest for a request head is closed;
+  past it with none waiting, uvicorn answers 503;
+- replies: a client that leaves its reply unread (the connection's send buffer full) for
+  REPLY_SECONDS is closed, as on a resident's socket; an MCP stream it reads is not.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import time
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from memctl.core.errors import MemctlError
+from memctl.core.limits import REPLY_SECONDS, SEND_SECONDS, connection_limit  # noqa: F401 (for http_app)
 
 
 class RateLimited(MemctlError):
@@ -30,6 +37,14 @@ class RateLimited(MemctlError):
 
 class BodyTooLarge(MemctlError):
     http_status = 413
+
+
+class BodyTooSlow(MemctlError):
+    http_status = 408
+
+
+class ClientGone(MemctlError):
+    http_status = 400
 
 
 class RateLimiter:
@@ -62,25 +77,56 @@ def check_declared_size(headers, limit: int) -> None:
 
 
 async def read_body(request, limit: int) -> bytes:
+    from starlette.requests import ClientDisconnect
+
     check_declared_size(request.headers, limit)
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge(f"the body is over [serve] max_body_bytes ({limit} bytes)")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge(f"the body is over [serve] max_body_bytes ({limit} bytes)")
+            chunks.append(chunk)
+    except ClientDisconnect:  # gone, or its body broke HTTP's framing (uvicorn answered 400)
+        raise ClientGone("the connection closed before the body was whole") from None
     return b"".join(chunks)
+
+
+async def body_in_time(request, limit: int, timeout: float) -> bytes:
+    """The body, or BodyTooSlow (408) when it has not all arrived within [serve] request_timeout
+    (a client that sends its head and then trickles or stalls its body)."""
+    import anyio
+
+    try:
+        with anyio.fail_after(timeout):
+            return await read_body(request, limit)
+    except TimeoutError:
+        raise BodyTooSlow(f"the body did not arrive within [serve] request_timeout ({timeout:g} s)") from None
 
 
 class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 connection, closed when a request head takes longer than `head_timeout`
-    (uvicorn itself waits for a head forever, and any byte resets its keep-alive timer)."""
+    (uvicorn itself waits for a head forever, and any byte resets its keep-alive timer), or when
+    its reply stays unread for REPLY_SECONDS (uvicorn waits for the client to drain it forever).
+    A body is the app's to bound: `body_in_time`, on /v1 and (CheckedBodies) on /mcp."""
 
-    head_timeout = 30.0
+    head_timeout = float(SEND_SECONDS)
+    _unread = None  # the timer of a reply the client is not reading
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
         self._arm()
+        if self.limit_concurrency is not None and len(self.connections) >= self.limit_concurrency:
+            self._make_room()
+
+    def _make_room(self) -> None:
+        """At the limit, the connection that has waited longest for a request head gives way (as
+        on a resident's socket): else a flood of idle ones leaves every real client a 503 until
+        their heads time out."""
+        waiting = [other for other in self.connections if other is not self
+                   and getattr(other, "_deadline", None) is not None and not other.transport.is_closing()]
+        if waiting:
+            min(waiting, key=lambda other: other._deadline.when()).transport.close()
 
     def _arm(self) -> None:
         self._cycle_before = self.cycle
@@ -97,10 +143,22 @@ class GuardedH11Protocol(H11Protocol):
         if not self.transport.is_closing() and self._deadline is None:
             self._arm()
 
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._unread is None:
+            self._unread = self.loop.call_later(REPLY_SECONDS, self.transport.abort)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._unread is not None:
+            self._unread.cancel()
+            self._unread = None
+
     def connection_lost(self, exc) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
+        for timer in (self._deadline, self._unread):
+            if timer is not None:
+                timer.cancel()
+        self._deadline = self._unread = None
         super().connection_lost(exc)
 
     def _too_slow(self) -> None:

@@ -136,6 +136,111 @@ def serve_stdio(service: Service) -> None:
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            await server.run(ParseErrorsAnswered(read_stream, write_stream), write_stream,
+                             server.create_initialization_options())
 
     anyio.run(main)
+
+
+class ParseErrorsAnswered:
+    """The SDK's stdio read stream, with each line it could not read as a JSON-RPC message
+    answered on the write stream (JSON-RPC 2.0: -32700 for text that is not JSON, -32600 for
+    JSON that is not a message; `"id": null`) instead of dropped without a word (the SDK passes
+    it on as an exception, which its server only logs at debug level)."""
+
+    def __init__(self, stream, write_stream) -> None:
+        self.stream, self.write_stream = stream, write_stream
+
+    @property
+    def last_context(self):
+        return getattr(self.stream, "last_context", None)
+
+    async def receive(self):
+        while True:
+            item = await self.stream.receive()
+            if not isinstance(item, Exception):
+                return item
+            from mcp.shared.message import SessionMessage
+
+            await self.write_stream.send(SessionMessage(unreadable_answer(item)))
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+
+class CheckedBodies:
+    """ASGI middleware in front of MCP's streamable HTTP: a POST to `path` has its body read
+    within [serve] request_timeout and max_body_bytes (the SDK would wait for it forever), and
+    one that is not a JSON-RPC message answered with the one-line error stdio gives (the SDK's
+    own answer is pydantic's report over a dozen lines, with its exception's name), before the
+    SDK sees the body."""
+
+    def __init__(self, app, path: str, max_body: int, timeout: float) -> None:
+        self.app, self.path, self.max_body, self.timeout = app, path, max_body, timeout
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
+            await self.app(scope, receive, send)
+            return
+        from starlette.requests import Request
+        from starlette.responses import Response
+
+        from memctl.serve.limits import body_in_time
+
+        try:
+            body = await body_in_time(Request(scope, receive), self.max_body, self.timeout)
+            types.jsonrpc_message_adapter.validate_json(body, by_name=False)
+        except MemctlError as exc:
+            answer, status = _error_answer(types.INVALID_REQUEST, str(exc)), exc.http_status
+        except ValueError as exc:  # pydantic's ValidationError: not JSON, or not a message
+            answer, status = unreadable_answer(exc), 400
+        else:
+            await self.app(scope, _replayed(body, receive), send)
+            return
+        await Response(answer.model_dump_json(by_alias=True, exclude_unset=True), status_code=status,
+                       media_type="application/json")(scope, receive, send)
+
+
+def _replayed(body: bytes, receive):
+    """An ASGI `receive` giving the body already read, then the server's own (the client's
+    disconnect, for a stream)."""
+    sent = False
+
+    async def replay():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def unreadable_answer(error: Exception) -> types.JSONRPCError:
+    """The JSON-RPC error for a line that is not a message (pydantic's first complaint, one line)."""
+    parse = getattr(error, "errors", None)
+    found = parse(include_url=False, include_input=False)[:1] if callable(parse) else []
+    not_json = bool(found) and found[0].get("type") == "json_invalid"
+    code, message = (types.PARSE_ERROR, "Parse error") if not_json else (types.INVALID_REQUEST, "Invalid Request")
+    where = ".".join(str(part) for part in found[0].get("loc", ())[1:]) if found else ""  # past the model's name
+    detail = (f"{where}: " if where else "") + str(found[0].get("msg", "")) if found else ""
+    return _error_answer(code, f"{message}: {detail}" if detail else message)
+
+
+def _error_answer(code: int, message: str) -> types.JSONRPCError:
+    return types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=message))
