@@ -24,15 +24,69 @@ UNBOUNDED = 1 << 30  # the highest key length a bound names on the server
 
 class Listing:
     """The rows of one type whose key length is within `low`..`high` (or unknown: NULL),
-    as (seq, id, near_key, raw where near_key is NULL), in seq order."""
+    as (seq, id, near_key, raw where near_key is NULL), in seq order.
 
-    __slots__ = ("low", "high", "rows")
+    Each remember of a batch asks it for the keys within its own bounds; their seqs and keys
+    are resolved once (`keyed`) and kept in step with the batch's appends, so that a question
+    is a copy of two lists (or one filtering pass), not a parse of every row (issue #30: at a
+    few thousand rows of a type this was a third of the writer's time)."""
+
+    __slots__ = ("low", "high", "rows", "_seqs", "_keys", "_shortest", "_longest")
 
     def __init__(self, low: int, high: int, rows: list[tuple]) -> None:
         self.low, self.high, self.rows = low, high, rows
+        self._seqs: list[int] | None = None
+        self._keys: list[str] = []
+        self._shortest, self._longest = UNBOUNDED, 0
 
     def covers(self, low: int, high: int) -> bool:
-        return self.low <= low and min(high, UNBOUNDED) <= self.high
+        return _covers(self.low, self.high, low, high)
+
+    def keyed(self, type_name: str) -> tuple[list[int], list[str], int, int]:
+        """The seqs and match keys of the rows that are entries of this type, in order, and
+        the shortest and longest key's length."""
+        if self._seqs is None:
+            self._seqs, self._keys = [], []
+            self._shortest, self._longest = UNBOUNDED, 0
+            for row in self.rows:
+                self._add_key(row, type_name)
+        return self._seqs, self._keys, self._shortest, self._longest
+
+    def add(self, row: tuple, type_name: str) -> None:
+        """A row appended by this transaction (its seq past every row held, unless renumbered)."""
+        if self.rows and self.rows[-1][0] > row[0]:
+            self.rows.append(row)
+            self.rows.sort(key=_seq)
+            self._seqs = None
+            return
+        self.rows.append(row)
+        if self._seqs is not None:
+            self._add_key(row, type_name)
+
+    def _add_key(self, row: tuple, type_name: str) -> None:
+        seq, _, near_key, raw = row
+        if near_key is None:  # an older row, or one the columns cannot hold exactly: as written
+            entry = _entry(raw)
+            if entry is None or entry.type != type_name:
+                return
+            near_key = match_key(entry.text)
+        self._seqs.append(seq)
+        self._keys.append(near_key)
+        self._shortest = min(self._shortest, len(near_key))
+        self._longest = max(self._longest, len(near_key))
+
+    def drop(self, seq: int) -> None:
+        self.rows[:] = [row for row in self.rows if row[0] != seq]
+        self._seqs = None
+
+    def renumber(self, seqs: dict[int, int]) -> None:
+        self.rows[:] = [(seqs.get(row[0], row[0]), *row[1:]) for row in self.rows]
+        if self._seqs is not None:
+            self._seqs[:] = [seqs.get(seq, seq) for seq in self._seqs]
+
+
+def _covers(held_low: int, held_high: int, low: int, high: int) -> bool:
+    return held_low <= low and min(high, UNBOUNDED) <= held_high
 
 
 class SharedReads:
@@ -54,7 +108,7 @@ class SharedReads:
         """The bounds to read a listing with (the batch's, when they cover these), or None:
         this question is asked alone."""
         planned = self.planned.get(type_name)
-        if planned is None or not Listing(*planned, []).covers(low, high):
+        if planned is None or not _covers(*planned, low, high):
             return None
         return planned
 
@@ -72,20 +126,19 @@ class SharedReads:
                 self.gone = None
             held = self.listings.get(type_name)
             if held is not None and (length < 0 or held.low <= length <= held.high):
-                held.rows.append(row)
-                held.rows.sort(key=_seq)
+                held.add(row, type_name)
 
     def replaced(self, old_seq: int, new: tuple[str, tuple, int]) -> None:
         """A row of L5 replaced by `new` (in its place: the same seq; at the end: a new one);
         an id active before and after, so L5's count and the entries gone for good hold."""
         for listing in self.listings.values():
-            listing.rows[:] = [row for row in listing.rows if row[0] != old_seq]
+            listing.drop(old_seq)
         self.appended_active([new], counted=False)
 
     def renumbered(self, seqs: dict[int, int]) -> None:
         """A batch's pending rows sent: their provisional seqs become the server's."""
         for listing in self.listings.values():
-            listing.rows[:] = [(seqs.get(row[0], row[0]), *row[1:]) for row in listing.rows]
+            listing.renumber(seqs)
 
     def changed(self) -> None:
         """A change other than an append to L5: what was kept is read again when asked."""
@@ -101,17 +154,12 @@ def _seq(row: tuple) -> int:
 def kept_candidates(listing: Listing, type_name: str, low: int, high: int, loader) -> Candidates:
     """`candidates` answered from a kept listing: the keys within this text's bounds, and each
     row read only when asked for (`loader(seq)`: its load)."""
-    keys: list[str] = []
-    seqs: list[int] = []
-    for seq, _, near_key, raw in listing.rows:
-        if near_key is None:  # an older row, or one the columns cannot hold exactly: as written
-            entry = _entry(raw)
-            if entry is None or entry.type != type_name:
-                continue
-            near_key = match_key(entry.text)
-        if low <= len(near_key) <= high:
-            keys.append(near_key)
-            seqs.append(seq)
+    all_seqs, all_keys, shortest, longest = listing.keyed(type_name)
+    if low <= shortest and longest <= high:  # every key within the bounds (texts of like length)
+        keys, seqs = list(all_keys), list(all_seqs)
+    else:
+        within = [index for index, key in enumerate(all_keys) if low <= len(key) <= high]
+        keys, seqs = [all_keys[index] for index in within], [all_seqs[index] for index in within]
     return Candidates(None, lambda index: loader(seqs[index])(), keys)
 
 

@@ -339,8 +339,8 @@ class ServerPart:
             found = self._server.prefetched.pop(query, None)
             if found is None:
                 found = self._server.execute(*query).fetchall()
-            kept = reads.listings[type_name] = Listing(*bounds, [(int(seq), *rest) for seq, *rest in found])
-            self._server.seen[self._part].update(seq for seq, *_ in kept.rows)
+            kept = reads.listings[type_name] = Listing(*bounds, [tuple(row) for row in found])
+            self._server.seen[self._part].update(row[0] for row in kept.rows)
         return kept
 
     def listing_query(self, type_name: str, low: int, high: int) -> tuple[str, tuple]:
