@@ -46,10 +46,13 @@ class Listing:
         """The seqs and match keys of the rows that are entries of this type, in order, and
         the shortest and longest key's length."""
         if self._seqs is None:
-            self._seqs, self._keys = [], []
-            self._shortest, self._longest = UNBOUNDED, 0
-            for row in self.rows:
-                self._add_key(row, type_name)
+            self._seqs, self._keys = [row[0] for row in self.rows], [row[2] for row in self.rows]
+            if None in self._keys:  # rows whose key the columns do not hold: each resolved
+                self._seqs, self._keys = [], []
+                for row in self.rows:
+                    self._add_key(row, type_name)
+            lengths = list(map(len, self._keys))
+            self._shortest, self._longest = min(lengths, default=UNBOUNDED), max(lengths, default=0)
         return self._seqs, self._keys, self._shortest, self._longest
 
     def add(self, row: tuple, type_name: str) -> None:
@@ -72,6 +75,8 @@ class Listing:
             near_key = match_key(entry.text)
         self._seqs.append(seq)
         self._keys.append(near_key)
+        if self._shortest <= len(near_key) <= self._longest:
+            return
         self._shortest = min(self._shortest, len(near_key))
         self._longest = max(self._longest, len(near_key))
 
@@ -80,9 +85,15 @@ class Listing:
         self._seqs = None
 
     def renumber(self, seqs: dict[int, int]) -> None:
-        self.rows[:] = [(seqs.get(row[0], row[0]), *row[1:]) for row in self.rows]
-        if self._seqs is not None:
-            self._seqs[:] = [seqs.get(seq, seq) for seq in self._seqs]
+        """Provisional seqs become the server's: they are past every other, so at the end."""
+        index = len(self.rows) - 1
+        while index >= 0 and self.rows[index][0] in seqs:
+            self.rows[index] = (seqs[self.rows[index][0]], *self.rows[index][1:])
+            index -= 1
+        index = len(self._seqs or ()) - 1
+        while index >= 0 and self._seqs[index] in seqs:
+            self._seqs[index] = seqs[self._seqs[index]]
+            index -= 1
 
 
 def _covers(held_low: int, held_high: int, low: int, high: int) -> bool:
