@@ -11,6 +11,15 @@ Kept rows stay true: a type's rows are read under that type's lock (`lock_types`
 every other writer of the type waits for until this transaction ends, so no row of the type
 appears or changes but this transaction's own; the entries gone for good change only with L6,
 whose every change drops them.
+
+A long-lived writer (memctl serve's) also carries a type's listing from one committed
+transaction to the next (`SharedReads.carried`): the next reads only the rows after the seq
+it was read at, with L5's `rewrites` counter in the same statement. By the schema's contract
+(memctl.longterm.pg_schema) every change to L5 other than an append bumps that counter in its
+own transaction and seqs become visible in increasing order, so when the counter is what this
+writer left it at, the carried rows and the new ones are L5's rows of the type; when another
+writer rewrote anything, the listing is read whole again. Issue #30: a batch read every row of
+its type, thousands, where a few were new.
 """
 
 from __future__ import annotations
@@ -31,13 +40,27 @@ class Listing:
     is a copy of two lists (or one filtering pass), not a parse of every row (issue #30: at a
     few thousand rows of a type this was a third of the writer's time)."""
 
-    __slots__ = ("low", "high", "rows", "_seqs", "_keys", "_shortest", "_longest")
+    __slots__ = ("low", "high", "rows", "_seqs", "_keys", "_shortest", "_longest", "after", "rewrites")
 
     def __init__(self, low: int, high: int, rows: list[tuple]) -> None:
         self.low, self.high, self.rows = low, high, rows
         self._seqs: list[int] | None = None
         self._keys: list[str] = []
         self._shortest, self._longest = UNBOUNDED, 0
+        self.after = 0  # L5's last_seq when read: every row of the type up to it is held
+        self.rewrites: int | None = None  # L5's rewrites counter then, less this transaction's own
+
+    def merge(self, rows: list[tuple], type_name: str) -> None:
+        """The rows of the type after `after`, read since: those not held already (this
+        writer's own, appended before) added in order."""
+        held = set()
+        for row in reversed(self.rows):
+            if row[0] <= self.after:
+                break
+            held.add(row[0])
+        for row in rows:
+            if row[0] not in held:
+                self.add(row, type_name)
 
     def covers(self, low: int, high: int) -> bool:
         return _covers(self.low, self.high, low, high)
@@ -103,11 +126,54 @@ def _covers(held_low: int, held_high: int, low: int, high: int) -> bool:
 class SharedReads:
     """One transaction's kept reads (memctl.longterm.pg_conn.Server.reads)."""
 
-    def __init__(self) -> None:
+    def __init__(self, carried: dict[str, Listing] | None = None) -> None:
         self.planned: dict[str, tuple[int, int]] = {}  # type -> the key lengths a batch's texts reach
         self.listings: dict[str, Listing] = {}
         self.gone: list | None = None  # gone_for_good's entries
         self.count: int | None = None  # L5's rows
+        self.carried: dict[str, Listing] = carried or {}  # the listings the last committed transaction left
+        self.own_rewrites = 0  # the bumps of L5's rewrites counter this transaction made
+
+    def to_carry(self) -> dict[str, Listing]:
+        """The listings to carry once this transaction committed: each with the rewrites
+        counter its transaction left L5 at (one carried in and not read stays as it was: its
+        counters tell whether it still holds)."""
+        carried = dict(self.carried)
+        for type_name, listing in self.listings.items():
+            if listing.rewrites is not None:
+                listing.rewrites += self.own_rewrites
+                carried[type_name] = listing
+        return carried
+
+    def listing_read(self, type_name: str, low: int, high: int) -> tuple[int, int, int]:
+        """(low, high, after) to read a type's listing with: after a carried listing's seq when
+        it covers these bounds (0: every row), the bounds widened to the carried one's."""
+        carried = self.carried.get(type_name)
+        if carried is None:
+            return low, high, 0
+        if carried.covers(low, high):
+            return carried.low, carried.high, carried.after
+        return min(low, carried.low), max(high, carried.high), 0
+
+    def read_listing(self, type_name: str, low: int, high: int, after: int, found: list[tuple]) -> Listing | None:
+        """The listing of rows (last_seq, rewrites, then a listing row or NULLs) read with
+        `listing_read`'s bounds; None when a carried one turned out stale (read it whole)."""
+        if not found:  # no counters row (the schema makes both): nothing to carry
+            listing = Listing(low, high, [])
+            self.listings[type_name] = listing
+            return listing
+        last_seq, rewrites = found[0][0], found[0][1]
+        rows = [tuple(row[2:]) for row in found if row[2] is not None]
+        if after:
+            listing = self.carried.pop(type_name)
+            if listing.rewrites != rewrites:
+                return None
+            listing.merge(rows, type_name)
+        else:
+            listing = Listing(low, high, rows)
+        listing.after, listing.rewrites = last_seq, rewrites - self.own_rewrites
+        self.listings[type_name] = listing
+        return listing
 
     def plan(self, type_name: str, low: int, high: int) -> None:
         """A batch will ask for candidates of this type within these key lengths."""
@@ -154,6 +220,7 @@ class SharedReads:
     def changed(self) -> None:
         """A change other than an append to L5: what was kept is read again when asked."""
         self.listings.clear()
+        self.carried.clear()
         self.gone = None
         self.count = None
 

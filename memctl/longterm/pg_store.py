@@ -335,18 +335,25 @@ class ServerPart:
         kept = reads.listing(type_name, low, high)
         bounds = reads.bounds_to_read(type_name, low, high) if kept is None else None
         if bounds is not None:
-            query = self.listing_query(type_name, *bounds)
+            read = reads.listing_read(type_name, *bounds)
+            query = self.listing_query(type_name, *read)
             found = self._server.prefetched.pop(query, None)
             if found is None:
                 found = self._server.execute(*query).fetchall()
-            kept = reads.listings[type_name] = Listing(*bounds, [tuple(row) for row in found])
+            kept = reads.read_listing(type_name, *read, found)
+            if kept is None:  # the carried listing is stale: another writer changed L5
+                read = (read[0], read[1], 0)
+                kept = reads.read_listing(type_name, *read, self._server.execute(*self.listing_query(type_name, *read)).fetchall())
             self._server.seen[self._part].update(row[0] for row in kept.rows)
         return kept
 
-    def listing_query(self, type_name: str, low: int, high: int) -> tuple[str, tuple]:
-        return ("SELECT seq, id, near_key, CASE WHEN near_key IS NULL THEN raw END FROM {s}.entries "
-                "WHERE part = %s AND type = %s AND (key_length IS NULL OR key_length BETWEEN %s AND %s) "
-                "ORDER BY seq", (self._part, _column(type_name), low, high))
+    def listing_query(self, type_name: str, low: int, high: int, after: int = 0) -> tuple[str, tuple]:
+        """L5's last_seq and rewrites counter, and the type's rows within the bounds after seq
+        `after`, in one statement (one snapshot: memctl.longterm.pg_reads)."""
+        return ("SELECT p.last_seq, p.rewrites, e.seq, e.id, e.near_key, CASE WHEN e.near_key IS NULL THEN e.raw END "
+                "FROM {s}.entry_parts p LEFT JOIN {s}.entries e ON e.part = p.part AND e.type = %s "
+                "AND (e.key_length IS NULL OR e.key_length BETWEEN %s AND %s) AND e.seq > %s "
+                "WHERE p.part = %s ORDER BY e.seq", (_column(type_name), low, high, after, self._part))
 
     def candidates_key(self, type_name: str, text: str, cutoff: float) -> tuple:
         return ("candidates", *self.rows_key(*self.candidates_condition(type_name, text, cutoff)))
@@ -511,7 +518,7 @@ class PostgresEntryStore(ServerDreamLog, EntryForms):
             if reads.listing(name, low, high) is not None:
                 continue
             if bounds is not None:
-                query = self.active.listing_query(name, *bounds)
+                query = self.active.listing_query(name, *reads.listing_read(name, *bounds))
                 ahead.append((query, query))
             else:
                 ahead.append((self.active.candidates_key(name, text, cutoff),
