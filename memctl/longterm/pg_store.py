@@ -47,6 +47,15 @@ UPDATE_ENTRY = ("UPDATE {s}.entries SET (" + ENTRY_COLUMNS + ") = ROW(" + ", ".j
                 "WHERE seq = %s")
 
 
+INSERT_CHUNK = 1000  # rows per multi-row INSERT (10 parameters a row; the protocol allows 65,535)
+
+
+def _multi_insert(count: int, schema: str) -> str:
+    row = "(" + ", ".join(["%s"] * 10) + ")"
+    return (f"INSERT INTO {schema}.entries ({ENTRY_COLUMNS}) VALUES " + ", ".join([row] * count) +
+            " RETURNING seq")
+
+
 def duplicate_error(entry_id: str) -> UsageError:
     return UsageError(f"{entry_id} is on more than one line of L5; nothing was changed "
                       "(give one of the lines a new id, then rerun)")
@@ -190,27 +199,27 @@ class ServerPart:
                 len(key) if exact else None, row.raw)
 
     def _insert(self, rows: list[Row], bump: bool = False, then=None) -> None:
-        """New rows at the end, in order; each row learns its seq. The locks deferred, the rows,
-        (`bump`) the part's last_seq and what `then()` queues go on one pipeline: two round trips
-        (psycopg's executemany syncs its rows), where they were four with the COMMIT."""
+        """New rows at the end, in order; each row learns its seq. The locks deferred, the rows
+        (a multi-row INSERT per INSERT_CHUNK of them), (`bump`) the part's last_seq and what
+        `then()` queues go on one pipeline: one round trip with the COMMIT (psycopg's
+        executemany syncs its rows: it took two)."""
         if not rows:
             return
         server = self._server
-        sql = f"{INSERT_ENTRY} RETURNING seq".replace("{s}", server.schema)
         server.flush_pending()
-        with translated(server.where), server.conn.cursor() as cursor:
+        with translated(server.where):
             with server.conn.pipeline():
                 server.send_locks_now()
-                cursor.executemany(sql, [self._columns(r) for r in rows], returning=True)
+                cursors = [server.conn.execute(_multi_insert(len(chunk), server.schema),
+                                               [value for row in chunk for value in self._columns(row)])
+                           for chunk in (rows[start:start + INSERT_CHUNK] for start in range(0, len(rows), INSERT_CHUNK))]
                 if bump:
                     server.conn.execute(BUMP_APPENDED.replace("{s}", server.schema), (self._part,))
                 if then is not None:
                     then()
-            seqs = []
-            while True:
-                seqs.append(int(cursor.fetchone()[0]))
-                if not cursor.nextset():
-                    break
+            # one statement's rows take their seqs in the order of its VALUES, the statements in
+            # turn (the part rows are locked: no other writer allocates meanwhile)
+            seqs = sorted(int(seq) for cursor in cursors for (seq,) in cursor.fetchall())
         for row, seq in zip(rows, seqs):
             row.seq = seq
         self._server.seen[self._part].update(seqs)
