@@ -13,7 +13,10 @@ own connection inserting one row per transaction into a plain table: what the se
 does, the ceiling. Reported per mode and agent count: acknowledged writes/s, p50/p99 of remember
 and of search in ms, refused (a non-200 answer or a non-zero exit other than search's 1), lost
 (acknowledged ids missing from L5 afterwards), and on PostgreSQL the most connections the server
-held at once (`pg_stat_activity`, sampled every 0.2 s).
+held at once (`pg_stat_activity`, sampled every 0.2 s). Beside them, the CPU each side used while
+the load ran, in cores (CPU seconds per second): this bench's own process (the agents' threads:
+on a small machine the client competes with the service for the same cores), the `memctl serve`
+process, and the PostgreSQL server (the postmaster and its backends).
 
 The PostgreSQL cluster is a throwaway one (tests/pgcluster.py) with PostgreSQL's default
 `max_connections = 100` and `fsync = on` (acknowledged = committed to disk, as on files).
@@ -215,6 +218,68 @@ class ConnectionPeak:
                 self.peak = max(self.peak, int(count) - 1)  # not this sampler's own
 
 
+TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def process_cpu(pid: int, children: bool = False) -> float:
+    """CPU seconds of a process (Linux /proc; 0 elsewhere), with its reaped children's when asked."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if children else 0)
+    return ticks / TICKS
+
+
+def server_cpu(postmaster: int) -> float:
+    """The PostgreSQL server's CPU seconds: the postmaster, its exited backends and the live ones."""
+    if not postmaster:
+        return 0.0
+    total = process_cpu(postmaster, children=True)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == postmaster:
+            total += process_cpu(int(stat.parent.name))
+    return total
+
+
+def postmaster_pid() -> int:
+    if not DSN["value"] or not os.path.exists("/proc/self/stat"):
+        return 0
+    import psycopg
+
+    with psycopg.connect(DSN["value"], autocommit=True) as connection:
+        backend = connection.execute("SELECT pg_backend_pid()").fetchone()[0]
+        return int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+class CpuUse:
+    """The CPU seconds the bench itself, the service and the PostgreSQL server used between
+    `start()` and `stop()`, in cores (seconds per second of the load)."""
+
+    def __init__(self, service_pid: int) -> None:
+        self.service_pid, self.postmaster = service_pid, postmaster_pid()
+
+    def _now(self) -> tuple[float, ...]:
+        import resource
+
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        service = process_cpu(self.service_pid) if self.service_pid else 0.0
+        return time.monotonic(), own.ru_utime + own.ru_stime, service, server_cpu(self.postmaster)
+
+    def start(self) -> None:
+        self._start = self._now()
+
+    def stop(self) -> dict:
+        end = self._now()
+        wall = max(end[0] - self._start[0], 1e-9)
+        return {f"cpu_{name}_cores": round((end[n] - self._start[n]) / wall, 2)
+                for n, name in enumerate(("bench", "service", "postgres"), start=1)}
+
+
 def l5_ids(root: Path) -> set[str]:
     path = root / "long_term.jsonl"
     if DSN["value"]:  # the server's L5, as `memctl export` writes it
@@ -250,11 +315,14 @@ def run_load(mode: str, agents: int, seconds: float, seed_entries: int, load: st
         for n in range(agents):
             where = (port, keys[n]) if mode == "http" else (root,) if mode == "processes" else ()
             threads.append(threading.Thread(target=AGENTS[mode], args=(*where, until, n, tally, load)))
+        cpu = CpuUse(server.pid if server is not None else 0)
         with ConnectionPeak() as connections:
+            cpu.start()
             for thread in threads:
                 thread.start()
             for thread in threads:
                 thread.join()
+            used = cpu.stop()
         elapsed = time.monotonic() - started
         if server is not None:
             server.terminate()
@@ -266,7 +334,7 @@ def run_load(mode: str, agents: int, seconds: float, seed_entries: int, load: st
                 "remember_p50_ms": percentile(tally.remember, 50), "remember_p99_ms": percentile(tally.remember, 99),
                 "search_p50_ms": percentile(tally.search, 50), "search_p99_ms": percentile(tally.search, 99),
                 "searches": len(tally.search), "refused": tally.refused, "lost": lost,
-                "server_connections_peak": connections.peak}
+                "server_connections_peak": connections.peak, **used}
 
 
 AGENTS = {"http": http_agent, "processes": process_agent, "raw": raw_agent}
@@ -320,12 +388,13 @@ def main() -> None:
     for store in args.stores:
         rows += run_store(store, args)
     print("| store | mode | load | agents | writes/s | remember p50 / p99 ms | search p50 / p99 ms | searches | "
-          "refused | lost | server connections |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "refused | lost | server connections | CPU cores: bench / service / PostgreSQL |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         print(f"| {row['store']} | {row['mode']} | {row['load']} | {row['agents']} | {row['writes_per_s']} | "
               f"{row['remember_p50_ms']} / {row['remember_p99_ms']} | {row['search_p50_ms']} / {row['search_p99_ms']} | "
-              f"{row['searches']} | {row['refused']} | {row['lost']} | {row['server_connections_peak']} |")
+              f"{row['searches']} | {row['refused']} | {row['lost']} | {row['server_connections_peak']} | "
+              f"{row['cpu_bench_cores']} / {row['cpu_service_cores']} / {row['cpu_postgres_cores']} |")
 
 
 if __name__ == "__main__":

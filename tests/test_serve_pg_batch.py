@@ -82,3 +82,53 @@ def test_a_batch_decides_what_the_same_remembers_decide_one_by_one(run, tmp_path
     assert got == expected
     assert ("refused", "ForgottenFact") in got and ("superseded", "the editor of the team is emacs", 1) in got
     assert _l5(batched) == _l5(one_by_one)
+
+
+def _elsewhere(work):
+    """`work()` on another thread: its own connection, another writer of the memory."""
+    import threading
+
+    done = {}
+    thread = threading.Thread(target=lambda: done.setdefault("result", work()))
+    thread.start()
+    thread.join(60)
+    return done["result"]
+
+
+def test_a_listing_carried_between_batches_sees_what_other_writers_did_meanwhile(run, tmp_path, pg_server,
+                                                                               monkeypatch):
+    """The writer carries a type's listing from one batch to the next (memctl.longterm.pg_reads):
+    a row another writer appended meanwhile is found by the next batch, and a row another writer
+    moved (forgotten, then restored: a new seq, L5's rewrites counter bumped) is found where it
+    is now, not where the carried listing had it."""
+    import uuid
+
+    from memctl.longterm.forget import restore
+
+    monkeypatch.setenv("MEMCTL_PG_DSN", pg_server)
+    settings = _memory(tmp_path, "carried", run, pg_server, "t" + uuid.uuid4().hex[:12])
+    batcher = WriteBatcher(settings, AuditLog(settings.layout.root))
+
+    def batch(text: str):
+        job = Job(RememberRequest(text, "event", ""), {"key": "k", "op": "remember"})
+        batcher._handle([job])
+        assert job.error is None, job.error
+        return job.result
+
+    first = batch("the deploy window is Tuesday 10:00 UTC")
+    assert first.action == "added"
+    other = _elsewhere(lambda: remember(settings, RememberRequest("the backup of the cluster runs at 03:00", "event", ""),
+                                        clock.now(), 10))
+    assert other.action == "added"
+    again = batch("The backup of the cluster runs at 03:00.")  # the other writer's row, appended after the carry
+    assert (again.action, again.entry.id, again.entry.seen) == ("seen", other.entry.id, 2)
+
+    def moved():
+        forget_ids(settings, [first.entry.id], "wrong", clock.now(), 10)
+        return restore(settings, first.entry.id, clock.now(), 10)
+
+    _elsewhere(moved)
+    back = batch("the deploy window is Tuesday 10:00 UTC")
+    assert (back.action, back.entry.id) == ("seen", first.entry.id)
+    texts = [text for text, *_ in _l5(settings)]
+    assert sorted(texts) == sorted(["the deploy window is Tuesday 10:00 UTC", "the backup of the cluster runs at 03:00"])

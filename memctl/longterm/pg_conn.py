@@ -115,6 +115,7 @@ class Server:
     def transaction(self, opening: "Opening | None" = None) -> Iterator[None]:
         """A transaction, or a savepoint inside the one already open. `opening`: a new
         transaction's first statement (a lock), sent with its BEGIN in one round trip."""
+        carried = None
         with translated(self.where), contextlib.ExitStack() as opened:
             self._begin(opening, opened)
             self.depth += 1
@@ -127,6 +128,7 @@ class Server:
                 if self.depth == 1:
                     opened.close()  # the COMMIT (already sent by _flush_and_commit, if it ran)
                     _COMMITS.count = commits() + 1
+                    carried = self.reads.to_carry()
             finally:
                 self.depth -= 1
                 if self.depth == 0:
@@ -134,7 +136,7 @@ class Server:
                     self.deferred.clear()
                     self.locked_types.clear()
                     self.prefetched.clear()
-                    self.reads = SharedReads()
+                    self.reads = SharedReads(carried)  # a failed transaction carries nothing
                     self.pending, self.provisional = [], {}
 
     def _flush_and_commit(self, opened: contextlib.ExitStack) -> None:
@@ -204,6 +206,8 @@ class Server:
             self.execute(BUMP_APPENDED, (part,))
         if rewritten:
             self.execute("UPDATE {s}.entry_parts SET rewrites = rewrites + 1 WHERE part = %s", (part,))
+            if part == "active":
+                self.reads.own_rewrites += 1
 
 
 def server_for(dsn: str, schema: str) -> Server:

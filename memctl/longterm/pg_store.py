@@ -47,6 +47,15 @@ UPDATE_ENTRY = ("UPDATE {s}.entries SET (" + ENTRY_COLUMNS + ") = ROW(" + ", ".j
                 "WHERE seq = %s")
 
 
+INSERT_CHUNK = 1000  # rows per multi-row INSERT (10 parameters a row; the protocol allows 65,535)
+
+
+def _multi_insert(count: int, schema: str) -> str:
+    row = "(" + ", ".join(["%s"] * 10) + ")"
+    return (f"INSERT INTO {schema}.entries ({ENTRY_COLUMNS}) VALUES " + ", ".join([row] * count) +
+            " RETURNING seq")
+
+
 def duplicate_error(entry_id: str) -> UsageError:
     return UsageError(f"{entry_id} is on more than one line of L5; nothing was changed "
                       "(give one of the lines a new id, then rerun)")
@@ -190,27 +199,27 @@ class ServerPart:
                 len(key) if exact else None, row.raw)
 
     def _insert(self, rows: list[Row], bump: bool = False, then=None) -> None:
-        """New rows at the end, in order; each row learns its seq. The locks deferred, the rows,
-        (`bump`) the part's last_seq and what `then()` queues go on one pipeline: two round trips
-        (psycopg's executemany syncs its rows), where they were four with the COMMIT."""
+        """New rows at the end, in order; each row learns its seq. The locks deferred, the rows
+        (a multi-row INSERT per INSERT_CHUNK of them), (`bump`) the part's last_seq and what
+        `then()` queues go on one pipeline: one round trip with the COMMIT (psycopg's
+        executemany syncs its rows: it took two)."""
         if not rows:
             return
         server = self._server
-        sql = f"{INSERT_ENTRY} RETURNING seq".replace("{s}", server.schema)
         server.flush_pending()
-        with translated(server.where), server.conn.cursor() as cursor:
+        with translated(server.where):
             with server.conn.pipeline():
                 server.send_locks_now()
-                cursor.executemany(sql, [self._columns(r) for r in rows], returning=True)
+                cursors = [server.conn.execute(_multi_insert(len(chunk), server.schema),
+                                               [value for row in chunk for value in self._columns(row)])
+                           for chunk in (rows[start:start + INSERT_CHUNK] for start in range(0, len(rows), INSERT_CHUNK))]
                 if bump:
                     server.conn.execute(BUMP_APPENDED.replace("{s}", server.schema), (self._part,))
                 if then is not None:
                     then()
-            seqs = []
-            while True:
-                seqs.append(int(cursor.fetchone()[0]))
-                if not cursor.nextset():
-                    break
+            # one statement's rows take their seqs in the order of its VALUES, the statements in
+            # turn (the part rows are locked: no other writer allocates meanwhile)
+            seqs = sorted(int(seq) for cursor in cursors for (seq,) in cursor.fetchall())
         for row, seq in zip(rows, seqs):
             row.seq = seq
         self._server.seen[self._part].update(seqs)
@@ -335,18 +344,25 @@ class ServerPart:
         kept = reads.listing(type_name, low, high)
         bounds = reads.bounds_to_read(type_name, low, high) if kept is None else None
         if bounds is not None:
-            query = self.listing_query(type_name, *bounds)
+            read = reads.listing_read(type_name, *bounds)
+            query = self.listing_query(type_name, *read)
             found = self._server.prefetched.pop(query, None)
             if found is None:
                 found = self._server.execute(*query).fetchall()
-            kept = reads.listings[type_name] = Listing(*bounds, [(int(seq), *rest) for seq, *rest in found])
-            self._server.seen[self._part].update(seq for seq, *_ in kept.rows)
+            kept = reads.read_listing(type_name, *read, found)
+            if kept is None:  # the carried listing is stale: another writer changed L5
+                read = (read[0], read[1], 0)
+                kept = reads.read_listing(type_name, *read, self._server.execute(*self.listing_query(type_name, *read)).fetchall())
+            self._server.seen[self._part].update(row[0] for row in kept.rows)
         return kept
 
-    def listing_query(self, type_name: str, low: int, high: int) -> tuple[str, tuple]:
-        return ("SELECT seq, id, near_key, CASE WHEN near_key IS NULL THEN raw END FROM {s}.entries "
-                "WHERE part = %s AND type = %s AND (key_length IS NULL OR key_length BETWEEN %s AND %s) "
-                "ORDER BY seq", (self._part, _column(type_name), low, high))
+    def listing_query(self, type_name: str, low: int, high: int, after: int = 0) -> tuple[str, tuple]:
+        """L5's last_seq and rewrites counter, and the type's rows within the bounds after seq
+        `after`, in one statement (one snapshot: memctl.longterm.pg_reads)."""
+        return ("SELECT p.last_seq, p.rewrites, e.seq, e.id, e.near_key, CASE WHEN e.near_key IS NULL THEN e.raw END "
+                "FROM {s}.entry_parts p LEFT JOIN {s}.entries e ON e.part = p.part AND e.type = %s "
+                "AND (e.key_length IS NULL OR e.key_length BETWEEN %s AND %s) AND e.seq > %s "
+                "WHERE p.part = %s ORDER BY e.seq", (_column(type_name), low, high, after, self._part))
 
     def candidates_key(self, type_name: str, text: str, cutoff: float) -> tuple:
         return ("candidates", *self.rows_key(*self.candidates_condition(type_name, text, cutoff)))
@@ -511,7 +527,7 @@ class PostgresEntryStore(ServerDreamLog, EntryForms):
             if reads.listing(name, low, high) is not None:
                 continue
             if bounds is not None:
-                query = self.active.listing_query(name, *bounds)
+                query = self.active.listing_query(name, *reads.listing_read(name, *bounds))
                 ahead.append((query, query))
             else:
                 ahead.append((self.active.candidates_key(name, text, cutoff),

@@ -86,7 +86,11 @@ def routes(service: Service, max_body: int) -> list[Route]:
             body = await body_in_time(request, max_body, service.timeout)
             arguments = _json_object(body)
             caller = request.scope["state"]["memctl_caller"]
-            data = await run_blocking(service, service.call, request.path_params["operation"], arguments, caller)
+            name = request.path_params["operation"]
+            if name == "remember":  # answered from the writer thread: no worker thread in between
+                data = await service.remember_async(arguments, caller)
+            else:
+                data = await run_blocking(service, service.call, name, arguments, caller)
         except (MemctlError, BodyTooLarge) as exc:
             return error_response(exc)
         return JSONBody(data)

@@ -66,14 +66,25 @@ def call(service, name: str, arguments, caller: Caller) -> dict:
     operation = OPERATIONS.get(name)
     if operation is None:
         raise NotFound(f"no operation {name!r}; the operations are {', '.join(OPERATIONS)}")
-    caller.require(operation.scope)
-    return operation.run(service, check_arguments(name, arguments), caller)
+    return operation.run(service, checked(name, arguments, caller), caller)
+
+
+def checked(name: str, arguments, caller: Caller) -> dict:
+    """The arguments of a known operation, once the caller's scope allows it and they fit its schema."""
+    caller.require(OPERATIONS[name].scope)
+    return check_arguments(name, arguments)
 
 
 # --- writes
 
 
 def remember(service, args: dict, caller: Caller) -> dict:
+    request, namespace = remember_request(args, caller)
+    return remembered(service.write_remember(request, caller, namespace), namespace)
+
+
+def remember_request(args: dict, caller: Caller):
+    """The RememberRequest of checked arguments, and the namespace it is written in."""
     from memctl.longterm.remember import RememberRequest
 
     namespace = caller.namespace_for(args.get("namespace"))
@@ -82,7 +93,11 @@ def remember(service, args: dict, caller: Caller) -> dict:
         extra["namespace"] = namespace
     request = RememberRequest(args["text"], args.get("type") or DEFAULT_TYPE, _topic(args.get("topic"), namespace),
                               args.get("confidence", 5), source=f"serve:{caller.name}", extra=extra)
-    result = service.write_remember(request, caller, namespace)
+    return request, namespace
+
+
+def remembered(result, namespace: str) -> dict:
+    """A remember's answer."""
     data = result.to_dict()
     if namespace:
         data["namespace"] = namespace

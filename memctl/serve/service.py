@@ -19,7 +19,7 @@ from memctl.serve import keys as keyfile
 from memctl.serve.batcher import Job, WriteBatcher
 from memctl.longterm.remember import ForgottenFact
 from memctl.serve.namespaces import EntryNamespaces
-from memctl.serve.operations import OPERATIONS, Caller, call
+from memctl.serve.operations import OPERATIONS, Caller, call, checked, remember_request, remembered
 from memctl.serve.readers import ReadPool, Refresher
 
 AUDIT_NAME = "audit.jsonl"
@@ -125,15 +125,37 @@ class Service:
         except MemctlError:
             raise
         except Exception as exc:  # noqa: BLE001 — one line to the client and the log, never a traceback
-            detail = self.scrub(f"{type(exc).__name__}: {exc}").splitlines()[0][:300] if str(exc) else type(exc).__name__
-            logging.getLogger("memctl.serve").error("%s by %s failed: %s", str(name)[:64], caller.name, detail)
-            raise Unexpected(f"{str(name)[:64]} failed: {detail}") from None
+            raise self._unexpected(name, caller, exc) from None
+
+    def _unexpected(self, name: str, caller: Caller, exc: BaseException) -> Unexpected:
+        detail = self.scrub(f"{type(exc).__name__}: {exc}").splitlines()[0][:300] if str(exc) else type(exc).__name__
+        logging.getLogger("memctl.serve").error("%s by %s failed: %s", str(name)[:64], caller.name, detail)
+        return Unexpected(f"{str(name)[:64]} failed: {detail}")
+
+    async def remember_async(self, arguments, caller: Caller) -> dict:
+        """`call("remember", …)` on the event loop: checked and queued here, its answer awaited
+        from the writer thread itself (`WriteBatcher.submit_async`), no worker thread between."""
+        try:
+            request, namespace = remember_request(checked("remember", arguments, caller), caller)
+            try:
+                result = await self.batcher.submit_async(Job(request, self._remember_audit(caller, namespace)),
+                                                         self.timeout)
+            except TimeoutError:
+                raise self._write_timed_out() from None
+            return remembered(result, namespace)
+        except MemctlError:
+            raise
+        except Exception as exc:  # noqa: BLE001 — one line to the client and the log, never a traceback
+            raise self._unexpected("remember", caller, exc) from None
 
     # --- writes
 
     def write_remember(self, request, caller: Caller, namespace: str):
-        audit = {"key": caller.name, "op": "remember", "namespace": namespace}
-        return self._submit(Job(request, audit))
+        return self._submit(Job(request, self._remember_audit(caller, namespace)))
+
+    @staticmethod
+    def _remember_audit(caller: Caller, namespace: str) -> dict:
+        return {"key": caller.name, "op": "remember", "namespace": namespace}
 
     def write_alone(self, work, op: str, caller: Caller):
         return self._submit(Job(None, {"key": caller.name, "op": op}, work))
@@ -142,8 +164,11 @@ class Service:
         try:
             return self.batcher.submit(job, self.timeout)
         except TimeoutError:
-            raise TimedOut(f"the write took longer than [serve] request_timeout ({self.timeout:g} s); "
-                           "it may still be done: search before retrying") from None
+            raise self._write_timed_out() from None
+
+    def _write_timed_out(self) -> TimedOut:
+        return TimedOut(f"the write took longer than [serve] request_timeout ({self.timeout:g} s); "
+                        "it may still be done: search before retrying")
 
     # --- reads
 
