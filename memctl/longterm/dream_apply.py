@@ -142,6 +142,7 @@ class _Run:
         payloads = contents.encoded()
         try:
             staged = self.store.active.stage_lean_rewrite(contents.rewrite)
+            prepared = self.store.active.prepare_rewrite(contents.rewrite)
         except BaseException:
             _close(payloads)
             raise
@@ -152,7 +153,7 @@ class _Run:
                 tail_rows = parse_rows(tail) if tail else []
                 if tail is None or not _new_ids_only(tail_rows, located, added) or not staged.present():
                     return None
-                written = step.commit(staged, tail, tail_rows, payloads)
+                written = step.commit(staged, tail, tail_rows, payloads, prepared)
                 return good, stale, written, time.monotonic() - locked_at
         finally:
             staged.discard()
@@ -174,7 +175,8 @@ class _Run:
                 try:
                     staged = self.store.active.stage_lean_rewrite(contents.rewrite)
                     try:
-                        written = step.commit(staged, b"", [], payloads)
+                        written = step.commit(staged, b"", [], payloads,
+                                              self.store.active.prepare_rewrite(contents.rewrite))
                     finally:
                         staged.discard()
                 finally:
@@ -359,10 +361,22 @@ class Step:
             return self.store.active.rewrite(new_rows)
 
     def commit(self, staged: StagedLean, tail: bytes, tail_rows: list[Row],
-               payloads: tuple[ScratchLines, ScratchLines]) -> Snapshot:
+               payloads: tuple[ScratchLines, ScratchLines], prepared=None) -> Snapshot:
         """The same writes, L5 being a staged rewrite plus what was appended since it was read,
         the L6 copies and the audit records appended from their scratch files a chunk at a time
-        (one fsync each; a chunk cut off is cut back with the rest by the journal)."""
+        (one fsync each; a chunk cut off is cut back with the rest by the journal). With
+        `prepared` (`lookups_rewrite.Prepared`) and the write lookups current with L5 before the
+        step, they follow its rewrite and catch up with its L6 copies: the next write finds
+        them current, and reads neither file whole (issue #31)."""
+        follows = prepared is not None and self.store.active.lookups_follow()
+        written = self._commit(staged, tail, tail_rows, payloads)
+        if follows:
+            self.store.active.follow_rewrite(prepared, written.rows)
+            self.store.archive.lookups_follow()
+        return written
+
+    def _commit(self, staged: StagedLean, tail: bytes, tail_rows: list[Row],
+                payloads: tuple[ScratchLines, ScratchLines]) -> Snapshot:
 
         def appends() -> None:
             for scratch, append in ((payloads[0], self.store.archive.append_encoded),
