@@ -142,3 +142,21 @@ def test_lookups_that_were_not_current_before_the_dream_are_left_to_the_next_wri
         assert not store.active.lookups_follow()
         assert store.active._view() is not None  # the next writer rebuilds
     assert ("rebuild", "l5") in calls
+
+
+def test_a_failed_follow_leaves_the_lookups_to_the_next_writers_rebuild(root, tmp_path, monkeypatch):
+    from memctl.longterm import lookups_rewrite
+
+    settings = _memory(root, monkeypatch)
+
+    def failing(db, prepared, written):
+        db.execute("DELETE FROM l5")  # half done, then the disk fails: rolled back, state dropped
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(lookups_rewrite, "_apply", failing)
+    dream.run(settings, NOW, dream.DreamOptions(force=True))
+    calls = _spy(monkeypatch)
+    result = remember(settings, RememberRequest("the first fact after the dream", "lesson", "", 5.0, "", False, []),
+                      NOW.isoformat(timespec="seconds"), 5.0)
+    assert result.action == "added" and ("rebuild", "l5") in calls
+    assert _dump(settings.layout.state_dir) == _rebuilt(settings, tmp_path)

@@ -139,10 +139,10 @@ class _Run:
         contents = _Contents(self.store, located, good, self.run_id, self.stamp, number)
         added = {i for c in good for i in c.after_ids if i not in set(c.before_ids)}
         step = self._step(batch, number)
-        payloads = contents.encoded()
+        prepared = self.store.active.prepare_rewrite(contents.rewrite)
+        payloads = contents.encoded(prepared)
         try:
             staged = self.store.active.stage_lean_rewrite(contents.rewrite)
-            prepared = self.store.active.prepare_rewrite(contents.rewrite)
         except BaseException:
             _close(payloads)
             raise
@@ -171,12 +171,12 @@ class _Run:
             if contents.rewrite is None:  # rows held as a list: a server's
                 written = step.write(contents.new_rows, *contents.lists())
             else:
-                payloads = contents.encoded()
+                prepared = self.store.active.prepare_rewrite(contents.rewrite)
+                payloads = contents.encoded(prepared)
                 try:
                     staged = self.store.active.stage_lean_rewrite(contents.rewrite)
                     try:
-                        written = step.commit(staged, b"", [], payloads,
-                                              self.store.active.prepare_rewrite(contents.rewrite))
+                        written = step.commit(staged, b"", [], payloads, prepared)
                     finally:
                         staged.discard()
                 finally:
@@ -369,10 +369,12 @@ class Step:
         step, they follow its rewrite and catch up with its L6 copies: the next write finds
         them current, and reads neither file whole (issue #31)."""
         follows = prepared is not None and self.store.active.lookups_follow()
+        l6_at = self.store.archive.length() if follows and self.store.archive.lookups_follow() else None
         written = self._commit(staged, tail, tail_rows, payloads)
         if follows:
             self.store.active.follow_rewrite(prepared, written.rows)
-            self.store.archive.lookups_follow()
+        if l6_at is not None:
+            self.store.archive.follow_appends(prepared, l6_at)
         return written
 
     def _commit(self, staged: StagedLean, tail: bytes, tail_rows: list[Row],
@@ -445,14 +447,18 @@ class _Contents:
             records.append(record)
         return to_l6, records
 
-    def encoded(self) -> tuple[ScratchLines, ScratchLines]:
+    def encoded(self, prepared=None) -> tuple[ScratchLines, ScratchLines]:
         """The L6 copies and the audit records as lines, encoded a change at a time (thousands
         of entries encode in tenths of a second: a staged step does it before the lock) into
-        scratch files, so that a step holds none of them (tens of MB at a million entries)."""
+        scratch files, so that a step holds none of them (tens of MB at a million entries);
+        the L6 lines also read for the write lookups (`prepared`), before the lock."""
         to_l6, log = ScratchLines(), ScratchLines()
         try:
             for copies, record in self.per_change():
-                to_l6.write(self.store.archive.encode(copies))
+                lines = self.store.archive.encode(copies)
+                to_l6.write(lines)
+                if prepared is not None:
+                    prepared.add_l6(lines)
                 log.write(self.store.encode_log([record]))
         except BaseException:
             to_l6.close()

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 from array import array
 
+import os
+
 from memctl.core import sqlite
-from memctl.longterm.lookups import _L5_INSERT, _L5_UPDATE, Lookups, _l5_fields, entry_of
+from memctl.longterm.lookups import _L5_INSERT, _L5_UPDATE, GONE, Lookups, _add_l6, _l5_fields, entry_of
 
 
 class Prepared:
@@ -36,6 +38,7 @@ class Prepared:
         self.removed = removed
         self.replaced: dict[int, tuple[int, tuple]] = {}  # position -> (new length, fields)
         self.added: list[tuple[str, int, tuple]] = []  # (id, length, fields)
+        self.l6: list[tuple[int, _L6Line]] | None = []  # the step's L6 lines: (length, what the lookups keep)
         if not self.usable:
             return
         for position, raw in replaced.items():
@@ -52,20 +55,67 @@ class Prepared:
             self.added.append((entry.id, len(raw), _l5_fields(entry)))
 
 
+    def add_l6(self, data: bytes) -> None:
+        """The step's L6 lines (`data`, whole lines, in the order they are appended), read
+        before the lock for what the lookups keep of each: none held but a forgotten line's text."""
+        if self.l6 is None:
+            return
+        for raw in data.splitlines(keepends=True):
+            entry = entry_of(raw)
+            if entry is None:
+                self.l6 = None
+                return
+            gone = entry.reason in GONE
+            self.l6.append((len(raw), _L6Line(entry.id, entry.reason, {"sha256": entry.extra.get("sha256")} if gone
+                                              else {}, entry.text if gone else "")))
+
+
+class _L6Line:
+    """What `lookups._add_l6` reads of an L6 entry."""
+
+    __slots__ = ("id", "reason", "extra", "text")
+
+    def __init__(self, entry_id: str, reason: str, extra: dict, text: str) -> None:
+        self.id, self.reason, self.extra, self.text = entry_id, reason, extra, text
+
+
+def follow_appends(lookups: Lookups, path, base: int, prepared: Prepared) -> bool:
+    """After the step's L6 lines were appended at `base` (the lookups current with L6 of that
+    size, checked by the caller): their rows and the state follow, without reading them again."""
+    lines = prepared.l6
+
+    def add(db: sqlite.Connection) -> bool:
+        if lines is None or os.stat(path).st_size != base + sum(length for length, _ in lines):
+            return False
+        spans, at = [], base
+        for length, _ in lines:
+            spans.append((at, length))
+            at += length
+        _add_l6(db, spans, [line for _, line in lines])
+        db.execute("UPDATE state SET lines = lines + ? WHERE file='l6'", (len(lines),))
+        return True
+
+    return _in_transaction(lookups, "l6", path, add)
+
+
 def follow(lookups: Lookups, path, prepared: Prepared, written_rows) -> bool:
     """After the step's new L5 is in place (lookups current with the file before it, checked by
     the caller with `Lookups.follows`): the rows and the state follow it. False when they could
     not (the state is then dropped: the next writer rebuilds)."""
-    if not prepared.usable:
-        lookups.drop("l5")
-        return False
-    db = lookups._connect()
+    return _in_transaction(lookups, "l5", path, lambda db: prepared.usable and _apply(db, prepared, written_rows))
+
+
+def _in_transaction(lookups: Lookups, which: str, path, change) -> bool:
+    """`change(db)` and the file's new state in one transaction; when it returns False or
+    fails, nothing of it, and the file's state dropped (rebuilt by the next writer)."""
+    done = False
     try:
+        db = lookups._connect()
         db.execute("BEGIN IMMEDIATE")
         try:
-            done = _apply(db, prepared, written_rows)
+            done = bool(change(db))
             if done:
-                lookups._record(db, "l5", path)
+                lookups._record(db, which, path)
                 db.execute("COMMIT")
             else:
                 db.execute("ROLLBACK")
@@ -76,13 +126,13 @@ def follow(lookups: Lookups, path, prepared: Prepared, written_rows) -> bool:
     except (sqlite.Error, OSError):
         done = False
     if not done:
-        lookups.drop("l5")
+        lookups.drop(which)
     return done
 
 
 def _apply(db: sqlite.Connection, prepared: Prepared, written) -> bool:
     old = prepared.rows
-    seqs = array("q", (seq for (seq,) in db.execute("SELECT seq FROM l5 ORDER BY seq")))
+    seqs = _seqs(db)
     mask = prepared.mask
     old_entries = mask.count(1)
     kept_lines = len(old) - len(prepared.removed)
@@ -94,14 +144,14 @@ def _apply(db: sqlite.Connection, prepared: Prepared, written) -> bool:
         return False
     shift = 0  # how far the lines after the last change moved
     position, ordinal, gone = 0, 0, 0  # the next old line, its entry ordinal, lines removed before it
+    runs, deleted, moved, fields = [], [], [], []  # one executemany each: a statement a change
     for change in [*prepared.changes, len(old)]:
         # the untouched lines [position, change): one run, one shift (checked on its first line)
         if position < change and written.offsets[position - gone] != old.offsets[position] + shift:
             return False  # the written file is not laid out as these changes say
         run_entries = mask.count(1, position, change)
         if run_entries and shift:
-            first, last = seqs[ordinal], seqs[ordinal + run_entries - 1]
-            db.execute("UPDATE l5_at SET off = off + ? WHERE seq BETWEEN ? AND ?", (shift, first, last))
+            runs.append((shift, seqs[ordinal], seqs[ordinal + run_entries - 1]))
         ordinal += run_entries
         if change == len(old):
             break
@@ -110,19 +160,29 @@ def _apply(db: sqlite.Connection, prepared: Prepared, written) -> bool:
         seq, old_length = seqs[ordinal], old.lengths[change]
         ordinal += 1
         if change in prepared.removed:
-            db.execute("DELETE FROM l5 WHERE seq=?", (seq,))
-            db.execute("DELETE FROM l5_at WHERE seq=?", (seq,))
+            deleted.append((seq,))
             shift -= old_length
             gone += 1
         else:
-            length, fields = prepared.replaced[change]
-            db.execute("UPDATE l5_at SET off = off + ?, len = ? WHERE seq=?", (shift, length, seq))
-            db.execute(_L5_UPDATE, (*fields, seq))
+            length, new_fields = prepared.replaced[change]
+            moved.append((shift, length, seq))
+            fields.append((*new_fields, seq))
             shift += length - old_length
         position = change + 1
+    db.executemany("DELETE FROM l5 WHERE seq=?", deleted)
+    db.executemany("DELETE FROM l5_at WHERE seq=?", deleted)
+    db.executemany("UPDATE l5_at SET off = off + ? WHERE seq BETWEEN ? AND ?", runs)
+    db.executemany("UPDATE l5_at SET off = off + ?, len = ? WHERE seq=?", moved)
+    db.executemany(_L5_UPDATE, fields)
     _place_added_and_tail(db, prepared, written, seqs, old_entries, tail_start)
     db.execute("UPDATE state SET lines = lines + ? WHERE file='l5'", (len(prepared.added) - len(prepared.removed),))
     return True
+
+
+def _seqs(db: sqlite.Connection) -> array:
+    """Every L5 row's seq, ascending: one string from SQLite, not a tuple a row (a third of the time)."""
+    (joined,) = db.execute("SELECT group_concat(seq, ' ') FROM (SELECT seq FROM l5_at ORDER BY seq)").fetchone()
+    return array("q", map(int, joined.split())) if joined else array("q")
 
 
 def _offsets_agree(db: sqlite.Connection, old, mask: bytes, seqs: array) -> bool:
@@ -149,11 +209,14 @@ def _place_added_and_tail(db: sqlite.Connection, prepared: Prepared, written, se
     else:
         tail_rows = None
     at = len(prepared.rows) - len(prepared.removed)
+    rows, spans = [], []
     for entry_id, length, fields in prepared.added:
-        db.execute(_L5_INSERT, (next_seq, entry_id, *fields))
-        db.execute("INSERT INTO l5_at VALUES (?, ?, ?)", (next_seq, written.offsets[at], length))
+        rows.append((next_seq, entry_id, *fields))
+        spans.append((next_seq, written.offsets[at], length))
         next_seq += 1
         at += 1
+    db.executemany(_L5_INSERT, rows)
+    db.executemany("INSERT INTO l5_at VALUES (?, ?, ?)", spans)
     tail_positions = [p for p in range(tail_start, len(written)) if written.is_entry(p)]
     if tail_rows is not None:
         for row, position in zip(tail_rows, tail_positions):

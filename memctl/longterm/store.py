@@ -142,6 +142,13 @@ class EntryFile:
 
         follow(self._lookups, self._path, prepared, written_rows)
 
+    def follow_appends(self, prepared, base: int) -> None:
+        """After a dream step appended its prepared lines at `base`, the lookups current with the
+        file before: they follow without reading the lines again (or are dropped)."""
+        from memctl.longterm.lookups_rewrite import follow_appends
+
+        follow_appends(self._lookups, self._path, base, prepared)
+
     def line_counts(self) -> tuple[int, int]:
         """(entries, lines that are not entries), blank lines aside: one read of the file, and
         no parse when the write lookups vouch that every line is an entry (`status`)."""
