@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from collections import Counter
 
 TYPE_CHECKING = False  # typing costs ~7 ms to import, paid by every search
 if TYPE_CHECKING:
@@ -24,7 +23,6 @@ if TYPE_CHECKING:
 K1 = 1.2
 B = 0.75
 MIN_IDF = 1e-6
-COUNT_FROM_TERMS = 12  # see score_bodies (bench/search_process.py --score-split)
 
 
 def idf_weights(dfs: Mapping[str, int], rows: int) -> dict[str, float]:
@@ -40,55 +38,29 @@ def score_bodies(bodies: Iterable[tuple[object, str]], idf: Mapping[str, float],
                  average_length: float, covers: Mapping[str, Sequence[str]] | None = None) -> dict[object, float]:
     """{key: bm25} for each (key, body) matching at least one term; body = terms joined by spaces.
     `covers`: term -> the longer query terms that hold it; the term counts only in a body that
-    holds none of them (a piece backs off to its word: memctl.recall.indexing.text.piece_covers).
-
-    A term's frequency is how often it stands between spaces in the body. With COUNT_FROM_TERMS
-    terms or more (a Chinese query's characters and words), a body whose terms are one space
-    apart (every body the index writes) is counted once into a dict, each term then looked up:
-    one pass over the body instead of one per term; with fewer, or for any other body, or a
-    term with whitespace in it, the body is scanned as a string once per term."""
+    holds none of them (a piece backs off to its word: memctl.recall.indexing.text.piece_covers)."""
     covers = covers or {}
-    needles = [(term, f" {term} ", f" {term} {term} ", weight, [f" {c} " for c in covers.get(term, ())],
-                tuple(covers.get(term, ())), _spaceless(term) and all(_spaceless(c) for c in covers.get(term, ())))
+    needles = [(f" {term} ", f" {term} {term} ", weight, [f" {c} " for c in covers.get(term, ())])
                for term, weight in idf.items()]
     average_length = average_length or 1.0
-    counting = len(needles) >= COUNT_FROM_TERMS
     scores: dict[object, float] = {}
     for key, body in bodies:
         if not body:
             continue
-        spaces = body.count(" ")
-        norm = K1 * (1 - B + B * (spaces + 1) / average_length)
-        counts = None
-        if counting:
-            tokens = body.split()
-            if len(tokens) == spaces + 1 and " ".join(tokens) == body:  # one space between terms, no other
-                counts = Counter(tokens)
-        padded = None
+        padded = f" {body} "
+        norm = K1 * (1 - B + B * (body.count(" ") + 1) / average_length)
         score = 0.0
-        for term, needle, repeated, weight, wholes, whole_terms, spaceless in needles:
-            if counts is not None and spaceless:
-                if whole_terms and any(whole in counts for whole in whole_terms):
-                    continue
-                tf = counts.get(term, 0)
-            else:
-                if padded is None:
-                    padded = f" {body} "
-                if wholes and any(whole in padded for whole in wholes):
-                    continue
-                tf = padded.count(needle)
-                if tf and repeated in padded:  # str.count does not overlap: "a a" holds " a " once
-                    tf = padded.split().count(needle.strip())
+        for needle, repeated, weight, wholes in needles:
+            if wholes and any(whole in padded for whole in wholes):
+                continue
+            tf = padded.count(needle)
+            if tf and repeated in padded:  # str.count does not overlap: "a a" holds " a " once
+                tf = padded.split().count(needle.strip())
             if tf:
                 score += weight * tf * (K1 + 1) / (tf + norm)
         if score:
             scores[key] = score
     return scores
-
-
-def _spaceless(term: str) -> bool:
-    """A term a body's dict of terms can answer for: not empty, no whitespace in it."""
-    return bool(term) and len(term.split()) == 1 and term.split()[0] == term
 
 
 def fts_totals(db: sqlite3.Connection, table: str) -> tuple[int, int]:
