@@ -108,9 +108,10 @@ def test_after_a_dream_the_lookups_are_what_a_rebuild_makes_and_nothing_is_read_
     assert capsys.readouterr().err == ""
 
 
-def test_a_bad_line_is_still_reported_after_a_dream(root, monkeypatch, capsys):
+def test_a_bad_line_is_still_reported_after_a_dream(root, tmp_path, monkeypatch, capsys):
     settings = _memory(root, monkeypatch, bad_line=True)
     dream.run(settings, NOW, dream.DreamOptions(force=True))
+    assert _dump(settings.layout.state_dir) == _rebuilt(settings, tmp_path)  # followed around it
     writes.warn_bad_lines(settings.layout)  # kept by the dream where it was: still reported
     assert "long_term.jsonl:" in capsys.readouterr().err
 
