@@ -4,6 +4,11 @@ precision of consolidation on planted near-duplicates.
     .venv/bin/python bench/dream.py                 # 10k and 100k
     .venv/bin/python bench/dream.py --sizes 10000   # one size
     .venv/bin/python bench/dream.py --baseline ../base/.venv/bin/memctl   # main's dream too
+    .venv/bin/python bench/dream.py --sizes 100000 --writes   # and the remembers around it
+
+`--writes`: one `remember` before the dream (it builds the write lookups, as a memory's usual
+writes have), then two after it — the first after a dream against the second, CPU and wall
+each (issue #31: the first used to rebuild the lookups and read L5 and L6 whole).
 
 The entries are synthetic but shaped like real ones: mixed Chinese/English sentences with host
 names, paths and numbers; 4% of the facts are planted as groups of 3-4 near-duplicates
@@ -148,7 +153,7 @@ def memctl_bin() -> str:
     return str(here) if here.exists() else (shutil.which("memctl") or "memctl")
 
 
-def measure(n: int, baseline: str | None = None) -> list[dict]:
+def measure(n: int, baseline: str | None = None, writes: bool = False) -> list[dict]:
     """One dream of n entries by this tree's `memctl`; with `baseline` (another install's
     `memctl`, e.g. main's), first that one's on a copy of the same memory, in the same run."""
     with tempfile.TemporaryDirectory(prefix="memctl-bench-") as tmp:
@@ -160,33 +165,59 @@ def measure(n: int, baseline: str | None = None) -> list[dict]:
         if baseline:
             copy = Path(tmp) / "baseline"
             shutil.copytree(root, copy, symlinks=True)
-            results.append(dict(_dream(baseline, copy, n, planted, generated), memctl=baseline))
+            results.append(dict(_dream(baseline, copy, n, planted, generated, writes), memctl=baseline))
             shutil.rmtree(copy)
-        results.append(dict(_dream(memctl_bin(), root, n, planted, generated), memctl=memctl_bin()))
+        results.append(dict(_dream(memctl_bin(), root, n, planted, generated, writes), memctl=memctl_bin()))
     return results
 
 
-def _dream(binary: str, root: Path, n: int, planted: list[list[str]], generated: float) -> dict:
-    """Time, CPU and peak RSS of one `memctl dream` process. Each run is its own child
+ENV = {"MEMCTL_NOW": NOW.isoformat(), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "MEMCTL_RESIDENT": "0"}
+
+
+def _run(binary: str, root: Path, arguments: list[str]) -> tuple[float, object, bytes]:
+    """(wall seconds, rusage, stdout) of one memctl process. Each run is its own child
     process, reaped before the next, and RUSAGE_CHILDREN's peak is the largest of any child so
     far: a run whose peak is below an earlier run's would read as that one's, hence os.wait4
     of this process alone."""
-    env = {"MEMCTL_NOW": NOW.isoformat(), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        process = subprocess.Popen([binary, "--root", str(root), "dream", "--force", "--json"],
-                                   stdout=out, stderr=err, env=env)
+        process = subprocess.Popen([binary, "--root", str(root), *arguments], stdout=out, stderr=err, env=ENV)
         _, status, usage = os.wait4(process.pid, 0)
         seconds = time.perf_counter() - start
-        process.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        if process.returncode != 0:
+        if os.waitstatus_to_exitcode(status) != 0:
             raise SystemExit(err.read().decode())
-        report = json.loads(out.read())
+        return seconds, usage, out.read()
+
+
+def _remember(binary: str, root: Path, text: str) -> dict:
+    seconds, usage, _ = _run(binary, root, ["remember", text, "--type", "event"])
+    return {"s": round(seconds, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 3)}
+
+
+def _quiet_writes(root: Path) -> None:
+    """No automatic dream and no background index build started by the bench's remembers."""
+    toml = root / "memctl.toml"
+    text = toml.read_text().replace("[dream]\n", "[dream]\nauto_trigger_entries = 1000000000\n", 1)
+    toml.write_text(text + "\n[index]\nbackground_build_bytes = 1000000000000000\n")
+
+
+def _dream(binary: str, root: Path, n: int, planted: list[list[str]], generated: float, writes: bool = False) -> dict:
+    """Time, CPU and peak RSS of one `memctl dream` process (with `writes`, the remembers
+    around it too)."""
+    around = {}
+    if writes:
+        _quiet_writes(root)
+        around["remember_before_dream"] = _remember(binary, root, "the bench's fact written before the dream")
+    seconds, usage, out = _run(binary, root, ["dream", "--force", "--json"])
+    report = json.loads(out)
+    if writes:
+        around["remember_after_dream_first"] = _remember(binary, root, "the first fact after the dream qq1")
+        around["remember_after_dream_second"] = _remember(binary, root, "the second fact after the dream zz2")
     groups = consolidated_groups(root / "dream_log.jsonl")
     precision, recall = score(groups, planted)
-    return {"entries": n, "generate_s": round(generated, 1), "seconds": round(seconds, 2),
+    return {**around, "entries": n, "generate_s": round(generated, 1), "seconds": round(seconds, 2),
             "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
             "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
             "longest_lock_hold_s": report.get("longest_step_s"), "steps": report.get("steps"),
@@ -220,9 +251,11 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--baseline", metavar="MEMCTL",
                         help="another install's memctl (e.g. main's) to dream first on a copy of each memory")
+    parser.add_argument("--writes", action="store_true",
+                        help="a remember before the dream, two after it (the first after a dream against the second)")
     args = parser.parse_args()
     for n in (int(x) for x in args.sizes.split(",")):
-        for result in measure(n, args.baseline):
+        for result in measure(n, args.baseline, args.writes):
             print(json.dumps(result, ensure_ascii=False), flush=True)
 
 

@@ -11,7 +11,9 @@ Prints, for the queries of one language (search_scale's 25 English or 25 Chinese
    and their texts);
 2. in-process, the index open: each stage of a search (the functions memctl.recall.search
    calls, wrapped by timers here; no change to memctl), in ms per query and in µs per
-   candidate, and tantivy's query with the same terms and 5 stored texts;
+   candidate, and tantivy's query with the same terms and 5 stored texts; then both as CPU
+   time (`time.process_time`), their rounds interleaved — on a loaded machine the wall time
+   of a sub-millisecond query is mostly the wait for a core, the CPU time is not;
 3. the number of candidates each query ranked.
 
 The tantivy index is written once from the memctl index's rows (`fts.body`, memctl's own
@@ -192,6 +194,46 @@ def tantivy_in_process(directory: Path, terms: list[str], rounds: int) -> float:
     return median_ms(times[len(terms):])
 
 
+def cpu_side_by_side(root: Path, queries: list[str], directory: Path | None, terms: list[str],
+                     rounds: int) -> tuple[float, float]:
+    """(memctl, tantivy) in-process CPU ms per query (`time.process_time`: on a loaded machine
+    the wall time of a query is mostly the wait for a core), their rounds interleaved so that
+    both meet the same load; each side warmed once first, the best round of each kept."""
+    from memctl.core.config import Layout
+    from memctl.recall.search import SearchRequest, Searcher
+
+    searcher = Searcher(Layout(root), refresh=False)
+    index = None
+    if directory is not None:
+        import tantivy
+
+        index = tantivy.Index.open(str(directory))
+        index.register_tokenizer("ws", tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build())
+        tantivy_searcher = index.searcher()
+
+    def memctl_round() -> float:
+        started = time.process_time()
+        for query in queries:
+            searcher.search(SearchRequest(query))
+        return (time.process_time() - started) / len(queries) * 1000
+
+    def tantivy_round() -> float:
+        started = time.process_time()
+        for text in terms:
+            for _, address in tantivy_searcher.search(index.parse_query(text, ["body"]), 5).hits:
+                tantivy_searcher.doc(address)["text"]
+        return (time.process_time() - started) / len(terms) * 1000
+
+    try:
+        ours, theirs = [], []
+        for round_ in range(rounds + 1):
+            ours.append(memctl_round())
+            theirs.append(tantivy_round() if index is not None else float("nan"))
+        return min(ours[1:]), min(theirs[1:])
+    finally:
+        searcher.close()
+
+
 def paired(exe: str, baseline: str, root: Path, queries: list[str], rounds: int, env: dict) -> None:
     """Both memctls' search processes, one after the other for each query: the machine's load
     weighs on both alike, and the median of the differences says what changed."""
@@ -262,6 +304,9 @@ def main() -> None:
     print(f"  {'(the rest)':40s} {total - top:7.3f} ms/query")
     if have_tantivy:
         print(f"tantivy in-process: {tantivy_in_process(tantivy_dir, terms, args.rounds):.2f} ms/query (median)")
+    ours, theirs = cpu_side_by_side(args.root, queries, tantivy_dir if have_tantivy else None, terms, args.rounds)
+    print(f"in-process CPU, rounds interleaved, best of {args.rounds}: memctl {ours:.2f} ms/query, "
+          f"tantivy {theirs:.3f} ms/query: {ours / theirs:.1f}x")
     print(json.dumps({"rows_ms": {k: round(v * 1000, 1) for k, v in rows.items()},
                       "stages_ms": {k: round(v, 3) for k, v in stages.items()}, "search_ms": round(total, 3)}),
           file=sys.stderr)

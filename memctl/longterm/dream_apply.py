@@ -139,7 +139,8 @@ class _Run:
         contents = _Contents(self.store, located, good, self.run_id, self.stamp, number)
         added = {i for c in good for i in c.after_ids if i not in set(c.before_ids)}
         step = self._step(batch, number)
-        payloads = contents.encoded()
+        prepared = self.store.active.prepare_rewrite(contents.rewrite)
+        payloads = contents.encoded(prepared)
         try:
             staged = self.store.active.stage_lean_rewrite(contents.rewrite)
         except BaseException:
@@ -152,7 +153,7 @@ class _Run:
                 tail_rows = parse_rows(tail) if tail else []
                 if tail is None or not _new_ids_only(tail_rows, located, added) or not staged.present():
                     return None
-                written = step.commit(staged, tail, tail_rows, payloads)
+                written = step.commit(staged, tail, tail_rows, payloads, prepared)
                 return good, stale, written, time.monotonic() - locked_at
         finally:
             staged.discard()
@@ -170,11 +171,12 @@ class _Run:
             if contents.rewrite is None:  # rows held as a list: a server's
                 written = step.write(contents.new_rows, *contents.lists())
             else:
-                payloads = contents.encoded()
+                prepared = self.store.active.prepare_rewrite(contents.rewrite)
+                payloads = contents.encoded(prepared)
                 try:
                     staged = self.store.active.stage_lean_rewrite(contents.rewrite)
                     try:
-                        written = step.commit(staged, b"", [], payloads)
+                        written = step.commit(staged, b"", [], payloads, prepared)
                     finally:
                         staged.discard()
                 finally:
@@ -359,10 +361,24 @@ class Step:
             return self.store.active.rewrite(new_rows)
 
     def commit(self, staged: StagedLean, tail: bytes, tail_rows: list[Row],
-               payloads: tuple[ScratchLines, ScratchLines]) -> Snapshot:
+               payloads: tuple[ScratchLines, ScratchLines], prepared=None) -> Snapshot:
         """The same writes, L5 being a staged rewrite plus what was appended since it was read,
         the L6 copies and the audit records appended from their scratch files a chunk at a time
-        (one fsync each; a chunk cut off is cut back with the rest by the journal)."""
+        (one fsync each; a chunk cut off is cut back with the rest by the journal). With
+        `prepared` (`lookups_rewrite.Prepared`) and the write lookups current with L5 before the
+        step, they follow its rewrite and catch up with its L6 copies: the next write finds
+        them current, and reads neither file whole (issue #31)."""
+        follows = prepared is not None and self.store.active.lookups_follow()
+        l6_at = self.store.archive.length() if follows and self.store.archive.lookups_follow() else None
+        written = self._commit(staged, tail, tail_rows, payloads)
+        if follows:
+            self.store.active.follow_rewrite(prepared, written.rows)
+        if l6_at is not None:
+            self.store.archive.follow_appends(prepared, l6_at)
+        return written
+
+    def _commit(self, staged: StagedLean, tail: bytes, tail_rows: list[Row],
+                payloads: tuple[ScratchLines, ScratchLines]) -> Snapshot:
 
         def appends() -> None:
             for scratch, append in ((payloads[0], self.store.archive.append_encoded),
@@ -431,14 +447,18 @@ class _Contents:
             records.append(record)
         return to_l6, records
 
-    def encoded(self) -> tuple[ScratchLines, ScratchLines]:
+    def encoded(self, prepared=None) -> tuple[ScratchLines, ScratchLines]:
         """The L6 copies and the audit records as lines, encoded a change at a time (thousands
         of entries encode in tenths of a second: a staged step does it before the lock) into
-        scratch files, so that a step holds none of them (tens of MB at a million entries)."""
+        scratch files, so that a step holds none of them (tens of MB at a million entries);
+        the L6 lines also read for the write lookups (`prepared`), before the lock."""
         to_l6, log = ScratchLines(), ScratchLines()
         try:
             for copies, record in self.per_change():
-                to_l6.write(self.store.archive.encode(copies))
+                lines = self.store.archive.encode(copies)
+                to_l6.write(lines)
+                if prepared is not None:
+                    prepared.add_l6(lines)
                 log.write(self.store.encode_log([record]))
         except BaseException:
             to_l6.close()

@@ -102,6 +102,17 @@ class LeanRows:
     def __len__(self) -> int:
         return len(self.offsets)
 
+    def entry_mask(self, start: int = 0) -> bytes:
+        """One byte a row from `start` on: 1 for an entry's line, 0 for a line that is not one."""
+        return bytes(size != _NOT_ENTRY for size in self._id_sizes[start:])
+
+    def is_entry(self, position: int) -> bool:
+        return self._id_sizes[position] != _NOT_ENTRY
+
+    def has_odd_lines(self) -> bool:
+        """Whether a row's bytes are not the file's (torn, split at a bare CR): a rewrite changes them."""
+        return bool(self._odd)
+
     def id_at(self, position: int) -> str | None:
         size = self._id_sizes[position]
         if size == _NOT_ENTRY:

@@ -128,11 +128,23 @@ class Lookups:
             self._db = db
         return self._db
 
-    def _ensure_current(self, which: str) -> None:
+    def follows(self, which: str) -> bool:
+        """`view` without the rebuild: whether the lookups are current with that file now (caught
+        up when it only grew) — what a dream's step asks before it keeps them in step with its
+        rewrite of L5 (`lookups_rewrite`), where a rebuild would hold the lock for seconds."""
+        if self.broken or not enabled() or not holds_writer_lock(self._lock):
+            return False
+        try:
+            return self._ensure_current(which, rebuild=False)
+        except (sqlite.Error, OSError, Stale, UnsafePath):
+            self.broken = True
+            return False
+
+    def _ensure_current(self, which: str, rebuild: bool = True) -> bool:
         path = self._files[which]
         stat = _stat(path)
         if self._checked.get(which) == stat:
-            return
+            return True
         db = self._connect()
         row = db.execute("SELECT ino, size, mtime_ns, tail FROM state WHERE file=?", (which,)).fetchone()
         if row is not None and row[0] == stat[0]:
@@ -140,11 +152,13 @@ class Lookups:
             # mtime -1: recorded with a torn tail after `size`, since cut off by the writer's settle
             if size == stat[1] and mtime_ns in (stat[2], -1) and tail == _tail_digest(path, size):
                 self._checked[which] = stat
-                return
+                return True
             if stat[1] > size and tail == _tail_digest(path, size):
                 self._catch_up(which, path, size)
-                return
-        self._rebuild(which, path)
+                return True
+        if rebuild:
+            self._rebuild(which, path)
+        return rebuild
 
     def clean(self, which: str) -> bool:
         """Read-only, without the lock: whether the lookups are current with the file and saw

@@ -120,6 +120,35 @@ class EntryFile:
             return []
         return [(name(self._path), number, problem) for number, problem in bad_lines(self._path)]
 
+    def prepare_rewrite(self, rewrite):
+        """What keeps the write lookups in step with a dream's rewrite (`lookups_rewrite`), made
+        before the lock: None when there are no lookups to keep."""
+        from memctl.longterm.lookups import enabled
+
+        if self._lookups is None or not enabled():
+            return None
+        from memctl.longterm.lookups_rewrite import Prepared
+
+        return Prepared(rewrite.rows, rewrite.removed, rewrite.replaced, rewrite.added)
+
+    def lookups_follow(self) -> bool:
+        """Whether the write lookups are current with the file now, caught up when it only
+        grew, never rebuilt (writer lock held)."""
+        return self._lookups is not None and self._lookups.follows(self._which)
+
+    def follow_rewrite(self, prepared, written_rows) -> None:
+        """After a rewrite whose lookups were current before it: they follow it (or are dropped)."""
+        from memctl.longterm.lookups_rewrite import follow
+
+        follow(self._lookups, self._path, prepared, written_rows)
+
+    def follow_appends(self, prepared, base: int) -> None:
+        """After a dream step appended its prepared lines at `base`, the lookups current with the
+        file before: they follow without reading the lines again (or are dropped)."""
+        from memctl.longterm.lookups_rewrite import follow_appends
+
+        follow_appends(self._lookups, self._path, base, prepared)
+
     def line_counts(self) -> tuple[int, int]:
         """(entries, lines that are not entries), blank lines aside: one read of the file, and
         no parse when the write lookups vouch that every line is an entry (`status`)."""
