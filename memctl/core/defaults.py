@@ -65,8 +65,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # MemDaily scenario; bench/retrieval.py --cv, a fold hurt only by a fall the paired questions
     # tell from noise: bench/RESULTS.md, "One selection for both languages"); 0 turns a rule off
     "ranking": {
-        "session_weight": 0.3,  # bm25 of the item's session as one document, added
-        "session_prior": 0.5,  # the same, scaling the item's own score: item × (1 + prior × session)
+        # bm25 of the item's session as one document, scaling the item's own score: item × (1 + prior ×
+        # session); 1.0 with the added form (session_weight) retired: no family, fold or type falls
+        # beyond noise against 0.5 with it (bench/RESULTS.md, "session_weight retired")
+        "session_prior": 1.0,
         "neighbour_weight": 0.45,  # the turns right before and after a strong match
         "neighbour_sources": 30,
         "feedback_weight": 0.6,  # a strong match's session items about the same things
@@ -204,10 +206,11 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 
 
 # Settings that once were and are no more: an old memctl.toml naming one is read, the value ignored
-# (memctl.core.config records its origin as retired). Issue #33: it moved no development family
-# (bench/RESULTS.md, "Fewer knobs").
+# (memctl.core.config records its origin as retired). Issue #33: each moved no development family
+# (bench/RESULTS.md, "Fewer knobs" and "session_weight retired").
 RETIRED = {
     "ranking": frozenset({
+        "session_weight",  # the session's bm25 added to an item's: session_prior, scaling it, does its work
         "cjk_part_weight",  # a word inside a longer query word: counts 1 now (only where the longer is missing)
     }),
 }
