@@ -327,7 +327,7 @@ def test_a_session_with_the_query_word_outranks_one_with_its_stray_characters(ru
         {"id": "road-b", "text": "好司机爱上坡，还点了工作坊的课。", "session": "b"},
         *({"id": f"filler-{n}", "text": text, "session": f"f{n}"} for n, text in enumerate(fillers)),
     ])
-    # the session document rule at its default (session_prior 1.0: bench/RESULTS.md)
+    # the session document rule at its default (session_prior 0.7: bench/RESULTS.md)
     found = ids(search(run, root, "上司的爱好和工作地点", "-k", "8"))
     assert found.index("climb-a") < found.index("climb-b")
 
