@@ -50,6 +50,7 @@ PASSES = 3
 # word is missing), not a weight fitted to data; run as a rule of its own it is 0.542 against
 # 0.582 (bench/RESULTS.md, "A query's question, and a Chinese word's pieces").
 LEXICAL_RULES: dict[str, tuple[object, tuple]] = {
+    "session_weight": (0.0, (0.0, 0.3, 0.5, 0.7)),
     "session_prior": (0.0, (0.0, 0.3, 0.5, 1.0)),  # the session scaling the item's own score
     "neighbour_weight": (0.0, (0.0, 0.15, 0.3, 0.45)),
     "feedback_weight": (0.0, (0.0, 0.3, 0.6, 0.9)),

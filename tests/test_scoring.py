@@ -97,7 +97,7 @@ def large_memory_path(monkeypatch, newest: int = 10_000) -> None:
 
 @pytest.mark.parametrize("query", ["zanzibar", "deploy zanzibar", "backup restore proxy", "filler7 cache"])
 def test_large_memory_path_ranks_items_as_the_small_path(memory, monkeypatch, query):
-    items_only = {"session_prior": 0.0, "neighbour_weight": 0.0,
+    items_only = {"session_weight": 0.0, "session_prior": 0.0, "neighbour_weight": 0.0,
                   "feedback_weight": 0.0}  # sessions differ at scale
     small = ranked(memory, query, **items_only)
     large_memory_path(monkeypatch)

@@ -96,9 +96,9 @@ def test_ranking_weights_come_from_memctl_toml(run, root):
         result = run("search", "--layers", "L6", "--json", "alpha gamma", root=root)
         return json.loads(result.stdout.decode().splitlines()[0])["score"]
 
-    (root / "memctl.toml").write_text("[ranking]\nsession_prior = 0.5\n")
-    assert top_score() > 1.0  # the item's own part is normalised to 1; its session scales it
-    (root / "memctl.toml").write_text("[ranking]\nsession_prior = 0\nneighbour_weight = 0\n"
+    (root / "memctl.toml").write_text("[ranking]\nsession_weight = 0.5\n")
+    assert top_score() > 1.0  # the item's own part is normalised to 1; its session adds to it
+    (root / "memctl.toml").write_text("[ranking]\nsession_weight = 0\nsession_prior = 0\nneighbour_weight = 0\n"
                                       "feedback_weight = 0\n")
     assert top_score() == 1.0
     (root / "memctl.toml").write_text('[ranking]\nfusion = "sum"\n')

@@ -65,11 +65,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # MemDaily scenario; bench/retrieval.py --cv, a fold hurt only by a fall the paired questions
     # tell from noise: bench/RESULTS.md, "One selection for both languages"); 0 turns a rule off
     "ranking": {
-        # bm25 of the item's session as one document, scaling the item's own score: item × (1 + prior ×
-        # session); 0.7 with the added form (session_weight) retired: no family, fold or type falls
-        # beyond noise against 0.5 with it, and no LongMemEval fold vetoes it in the held-out
-        # selection as one vetoes 1.0 (bench/RESULTS.md, "session_weight retired")
-        "session_prior": 0.7,
+        "session_weight": 0.3,  # bm25 of the item's session as one document, added
+        "session_prior": 0.5,  # the same, scaling the item's own score: item × (1 + prior × session)
         "neighbour_weight": 0.45,  # the turns right before and after a strong match
         "neighbour_sources": 30,
         "feedback_weight": 0.6,  # a strong match's session items about the same things
@@ -207,11 +204,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 
 
 # Settings that once were and are no more: an old memctl.toml naming one is read, the value ignored
-# (memctl.core.config records its origin as retired). Issue #33: each moved no development family
-# (bench/RESULTS.md, "Fewer knobs" and "session_weight retired").
+# (memctl.core.config records its origin as retired). Issue #33: it moved no development family
+# (bench/RESULTS.md, "Fewer knobs").
 RETIRED = {
     "ranking": frozenset({
-        "session_weight",  # the session's bm25 added to an item's: session_prior, scaling it, does its work
         "cjk_part_weight",  # a word inside a longer query word: counts 1 now (only where the longer is missing)
     }),
 }

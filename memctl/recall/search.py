@@ -24,7 +24,7 @@ the store (memctl.recall.indexing.store.SQLiteStore):
    type are scaled up by answer_type_weight; for a query naming a date (memctl.recall.ranking.dated),
    the candidates dated within it by date_weight;
 4. session context (memctl.recall.ranking.context): score = bm25 of the item (normalised to the best
-   candidate) × (1 + session_prior × bm25 of the item's session as one document, normalised
+   candidate) + session_weight × bm25 of the item's session as one document (normalised
    likewise), times a small per-layer priority from the mode;
 5. session feedback and neighbours (memctl.recall.ranking.context): items of a strong match's session
    that speak of the same things (what the match holds beyond the query, say the person 我上司

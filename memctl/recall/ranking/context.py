@@ -2,7 +2,7 @@
 
 - session scores: each candidate's session as one document (all its items' terms), scored
   by bm25 relative to the best session, so an item whose session as a whole matches the
-  query ranks higher (`blend` scales the item's own score by 1 + session_prior × it);
+  query ranks higher (`blend` adds session_weight of it to the item's own score);
 - session feedback: items of a strong match's session that share what the match holds
   beyond the query share in its score;
 - neighbours: the turns right before and after a strong match share in its score (the answer
@@ -32,7 +32,7 @@ def session_scores(store: SQLiteStore, weights: dict[str, float], sessions: list
                    ranking: Ranking) -> dict[str, float]:
     """bm25 of each candidate's session as one document, relative to the best session (the
     query's terms weighted as for items: `weights`, Ranking.term_weights)."""
-    if not sessions or not ranking.session_prior:  # 0: no session-document statements
+    if not sessions or not (ranking.session_weight or ranking.session_prior):  # 0: no session-document statements
         return {}
     if store.session_document_count() <= tuning.SMALL_SESSION_DOCS:
         rows = weighted_session_rows(store, weights)
@@ -65,11 +65,11 @@ def weighted_session_rows(store: SQLiteStore, weights: dict[str, float]) -> list
 
 
 def blend(candidates: list[Hit], sessions: dict[str, float], layers: Sequence[str], ranking: Ranking) -> None:
-    """Score = item bm25 (relative to the best candidate) × (1 + session_prior × its session's),
-    times the mode's layer priority (its first layer wins ties over its second, and so on). The
-    prior scales what the item matches itself, so a session that matches the query as a whole
-    lifts its matching items without lifting its weak ones over other sessions' strong ones (the
-    retired session_weight added the session's score and did: issue #33)."""
+    """Score = item bm25 (relative to the best candidate) × (1 + session_prior × its session's)
+    + session_weight × its session's, times the mode's layer priority (its first layer wins ties
+    over its second, and so on). The prior scales what the item matches itself, so a session
+    that matches the query as a whole lifts its matching items without lifting its weak ones
+    over other sessions' strong ones, as the added session_weight does."""
     priority = {layer: 1.0 - tuning.LAYER_PRIORITY_STEP * i for i, layer in enumerate(layers)}
     best_item = max(c.score for c in candidates) or 1.0
     for hit in candidates:
@@ -77,7 +77,7 @@ def blend(candidates: list[Hit], sessions: dict[str, float], layers: Sequence[st
         session_part = sessions.get(hit.session, 0.0)
         if not hit.session or not hit.in_context:  # it is (also) its own one-item session
             session_part = max(session_part, item_part)
-        blended = item_part * (1.0 + ranking.session_prior * session_part)
+        blended = item_part * (1.0 + ranking.session_prior * session_part) + ranking.session_weight * session_part
         hit.score = blended * priority.get(hit.layer, 1.0)
 
 

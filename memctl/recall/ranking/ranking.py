@@ -22,8 +22,8 @@ _WEIGHTS = DEFAULTS["ranking"]
 
 class Ranking(namedtuple("Ranking", (*_WEIGHTS, "semantic"),
                          defaults=(*_WEIGHTS.values(), tuple(DEFAULTS["semantic"].items())))):
-    """session_prior: the item's session as one document, scaling the item's own score;
-    neighbour_weight: the turns before and after a strong match;
+    """session_weight: the item's session as one document (added); session_prior: the same,
+    scaling the item's own score; neighbour_weight: the turns before and after a strong match;
     feedback_weight: its session's items about the same things;
     cjk_char_weight: a Chinese query's single characters; piece_backoff: those and the words
     inside a longer query word count only in an item without the longer word;
