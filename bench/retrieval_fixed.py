@@ -8,6 +8,7 @@ or its MemDaily pools), in-process like the cross-validation: the defaults, chan
     python bench/retrieval_fixed.py memdaily /tmp/at/memdaily --settings '{"neighbour_weight": 0.45}'
     python bench/retrieval_fixed.py longmemeval /tmp/lme --build --rule aside_weight --values 0.1,0.5,1 --by-type
     python bench/retrieval_fixed.py memdaily /tmp/cv --ablate   # each rule off alone, per type beside BM25
+    python bench/retrieval_fixed.py locomo /tmp/cv --variants '{"prior 0.5": {"session_prior": 0.5}}'
 
 `--build` imports the memories a folder lacks (through the command line, as bench/retrieval.py
 does). `--by-type` adds R@10 per question type beside the family's plain BM25 (bench/retrieval.py's
@@ -68,6 +69,11 @@ def main() -> None:
     parser.add_argument("--ablate", action="store_true",
                         help="instead of --rule: the settings, then each cross-validated rule off alone, per type "
                              "beside BM25 (implies --by-type)")
+    parser.add_argument("--model", default="",
+                        help="[semantic] model of the ranking (a memory with its vectors is fused: multilingual-e5-small)")
+    parser.add_argument("--variants", type=json.loads, default=None,
+                        help="instead of --rule: a JSON object, name -> [ranking] values over --settings; each "
+                             "beside the settings, per type beside BM25 (implies --by-type)")
     parser.add_argument("--large-path", type=int, metavar="N", default=0,
                         help="rank as a large memory does, with a budget of N matches")
     parser.add_argument("--common-terms", action="store_true",
@@ -82,20 +88,26 @@ def main() -> None:
                                      retrieval.import_memory if args.build else None)
     scores = retrieval_cv.Scores(units)
     base = Ranking()._replace(**args.settings)
+    if args.model:  # the model's query vectors computed once for every variant
+        base = base._replace(semantic=tuple({**dict(base.semantic), "model": args.model}.items()))
+        retrieval_cv.memoize_query_vectors()
     path = f", the large-memory path (budget {args.large_path}{', common terms as at millions' * args.common_terms})" \
         if args.large_path else ""
     print(f"{args.dataset}{path}, R@{args.k} at the defaults {json.dumps(args.settings) if args.settings else ''} "
-          + ("and with each rule off alone:" if args.ablate else f"with {args.rule} ="))
+          + ("and with each rule off alone:" if args.ablate else "and its variants:" if args.variants
+             else f"with {args.rule} ="))
     if args.ablate:  # the settings, then each rule of the cross-validation turned off alone
         named = {"settings": base, **{f"-{rule}": base._replace(**{rule: off})
                                       for rule, (off, _) in retrieval_cv.LEXICAL_RULES.items()
                                       if getattr(base, rule) != off}}
+    elif args.variants:  # the settings, then each variant of them
+        named = {"settings": base, **{name: base._replace(**values) for name, values in args.variants.items()}}
     else:
         named = {f"{args.rule}={float(v):g}": base._replace(**{args.rule: float(v)}) for v in args.values.split(",")}
     for name, ranking in named.items():
         folds = " ".join(f"{fold} {scores.fold_value(ranking, fold):.3f}" for fold in scores.folds)
         print(f"  {name}: {folds}  pooled {scores.pooled([(f, ranking) for f in scores.folds]):.4f}", flush=True)
-    if args.by_type or args.ablate:
+    if args.by_type or args.ablate or args.variants:
         report_types(scores, units, sets, family, named, args.below_bm25)
 
 
