@@ -1,12 +1,12 @@
 """Round trips of one index refresh on PostgreSQL after a remember (issue #30).
 
 A throwaway cluster (tests/pgcluster.py), a memory on it with `--facts` entries, then
-`--rounds` times: one `memctl remember` (a process, not counted), then one refresh of the index
+`--rounds` times: `--per-refresh` `memctl remember`s (processes, not counted), then one refresh of the index
 over a kept connection, as `memctl serve`'s refresher runs it (memctl.serve.readers.Refresher),
 counting its statements (`execute`/`executemany` calls) and psycopg's waits on the socket (each
 a round trip or part of one). Prints the median and range of both, and what the refresh added.
 
-    .venv/bin/python bench/pg_refresh_trips.py [--facts 30] [--rounds 10]
+    .venv/bin/python bench/pg_refresh_trips.py [--facts 30] [--rounds 10] [--per-refresh 1] [--show]
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+CJK = ("数据库", "备份", "周会", "部署", "预算", "会议纪要", "项目", "上线", "回滚", "监控", "告警", "容量")
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 
@@ -62,6 +63,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--facts", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--per-refresh", type=int, default=1, help="remembers before each refresh")
     parser.add_argument("--show", action="store_true", help="print the last refresh's statements")
     args = parser.parse_args()
     from pgcluster import running_cluster
@@ -87,7 +89,10 @@ def main() -> None:
         counts = counted(store)
         statements, waits, added = [], [], []
         for n in range(args.rounds):
-            memctl(root, "remember", "--type", "event", f"new fact {n}: the 数据库 replica bk-{n + 50} lags by {n} s", env=env)
+            for m in range(args.per_refresh):
+                memctl(root, "remember", "--type", "event",
+                       f"new fact {n}.{m}: the {CJK[m % len(CJK)]} replica bk-{n + 50} lags by {m} s, "
+                       f"{CJK[(m + 5) % len(CJK)]} at {n}:{m:02d}", env=env)
             counts["statements"] = counts["waits"] = 0
             counts["shown"].clear()
             report = pg_index.refresh_on(index, store)
@@ -97,7 +102,7 @@ def main() -> None:
         store.close()
     if args.show:
         print("\n".join(counts["shown"]))
-    print(f"refresh after one remember, {args.rounds} rounds over {args.facts} facts: "
+    print(f"refresh after {args.per_refresh} remember(s), {args.rounds} rounds over {args.facts} facts: "
           f"statements p50 {statistics.median(statements)} ({min(statements)}-{max(statements)}), "
           f"waits p50 {statistics.median(waits)} ({min(waits)}-{max(waits)}), items added {sorted(set(added))}")
 

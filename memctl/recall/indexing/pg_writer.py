@@ -18,6 +18,7 @@ import zlib
 from collections import Counter
 
 from memctl.core import faults
+from memctl.recall.indexing.prepare import SessionText
 from memctl.recall.indexing.writer import LAYER_MARK, IndexWriter, layer_token
 
 TYPE_CHECKING = False
@@ -43,6 +44,13 @@ class PgIndexWriter(IndexWriter):
         if kept is not None:
             return kept
         return self.db.execute(self._sql("SELECT max(rowid) FROM {s}.index_items")).fetchone()[0] or 0
+
+    def _send_waiting(self) -> None:
+        """The waiting documents' CJK words looked up in one statement first (VocabSegmenter)."""
+        prefetch = getattr(getattr(self.tokenizer, "cjk_segmenter", None), "prefetch", None)
+        if prefetch is not None and self._waiting:
+            prefetch([doc.text for _, docs in self._waiting if not isinstance(docs, SessionText) for doc in docs])
+        super()._send_waiting()
 
     def add(self, source_key, docs) -> None:
         super().add(self.store.source_key(source_key), docs)
