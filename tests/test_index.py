@@ -172,3 +172,31 @@ def test_searches_keep_working_while_archive_imports_and_rebuilds_run(tmp_path):
     assert not list(raw_dir.glob("*.txt"))  # the archive ran and finished
     assert all(code == 0 for code, _ in outcomes), outcomes
     assert not any(b"Traceback" in err or b"error" in err for _, err in outcomes)
+
+
+def test_the_vocabulary_segmenter_cuts_the_same_words_after_one_prefetch():
+    """A refresh on the server looks up the CJK words of a batch in one question
+    (VocabSegmenter.prefetch, issue #30): the cut of each run is the one its own lookup gave."""
+    from memctl.recall.indexing.vocab import VocabSegmenter
+
+    vocabulary = {"会议": 5, "纪要": 4, "会议纪要": 2, "上周": 3, "数据库": 2, "数据": 6, "备份": 3, "深圳": 1}
+
+    class Store:
+        def __init__(self):
+            self.questions = 0
+
+        def item_count(self):
+            return 100
+
+        def document_frequencies(self, terms):
+            self.questions += 1
+            return {t: vocabulary[t] for t in sorted(terms) if t in vocabulary}
+
+    texts = ["上周的会议纪要 整理", "数据库备份 在深圳", "the 备份 of 数据 ran"]
+    runs = ["上周的会议纪要", "整理", "数据库备份", "在深圳", "备份", "数据"]
+    plain_store, fetched_store = Store(), Store()
+    plain, fetched = VocabSegmenter(plain_store), VocabSegmenter(fetched_store)
+    fetched.prefetch(texts)
+    assert [fetched(run) for run in runs] == [plain(run) for run in runs]
+    assert fetched_store.questions == 1 and plain_store.questions == len(runs)
+    assert fetched("没见过的词") == plain("没见过的词") and fetched_store.questions == 2  # not prefetched: asked

@@ -132,3 +132,37 @@ def test_a_listing_carried_between_batches_sees_what_other_writers_did_meanwhile
     assert (back.action, back.entry.id) == ("seen", first.entry.id)
     texts = [text for text, *_ in _l5(settings)]
     assert sorted(texts) == sorted(["the deploy window is Tuesday 10:00 UTC", "the backup of the cluster runs at 03:00"])
+
+
+def test_a_batch_reads_memctl_toml_once_and_a_changed_file_again(run, tmp_path, pg_server, monkeypatch):
+    """Each opening of the store asks the backend (memctl.core.config.store_backend): a batch
+    did that four times, each reading memctl.toml. The file is read again only when its size or
+    mtime changed (issue #30)."""
+    import os
+    import uuid
+
+    from memctl.core import config
+
+    monkeypatch.setenv("MEMCTL_PG_DSN", pg_server)
+    settings = _memory(tmp_path, "once", run, pg_server, "t" + uuid.uuid4().hex[:12])
+    toml = settings.layout.root / "memctl.toml"
+    reads = []
+    real_open = open
+    monkeypatch.setattr(config, "open", lambda path, *a, **kw: reads.append(os.fspath(path)) or real_open(path, *a, **kw),
+                        raising=False)
+    batcher = WriteBatcher(settings, AuditLog(settings.layout.root))
+
+    def batch(*texts: str) -> None:
+        jobs = [Job(RememberRequest(text, "event", ""), {"key": "k", "op": "remember"}) for text in texts]
+        batcher._handle(jobs)
+        assert all(job.error is None for job in jobs), [job.error for job in jobs]
+
+    batch("the canary goes to bk-03 first", "the proxy of the lab is nginx")
+    assert reads.count(str(toml)) == 0  # read before the batch, unchanged since
+    toml.write_text(toml.read_text() + "# a comment: another size\n")
+    batch("the nightly backup runs at 03:00")
+    assert reads.count(str(toml)) == 1
+    text = toml.read_text()
+    toml.write_text(text.replace('backend = "postgres"', 'backend = "files"   '))  # the same size
+    os.utime(toml, ns=(os.stat(toml).st_atime_ns, os.stat(toml).st_mtime_ns + 1_000_000_000))
+    assert config.store_backend(settings.layout.root) == "files" and reads.count(str(toml)) == 2

@@ -201,11 +201,30 @@ def _loaded(layout: Layout) -> tuple[dict, dict]:
     return found
 
 
+_READ: dict[str, tuple[tuple[int, int], bytes]] = {}  # memctl.toml's path -> ((mtime_ns, size), its bytes)
+
+
 def _bytes_if_file(path: str | Path) -> bytes | None:
-    if not os.path.isfile(path):
+    """memctl.toml's bytes, read again only when its mtime or size changed: a serve batch opens
+    the store several times, each asking the backend (issue #30), and a stat is all it pays."""
+    import stat
+
+    try:
+        info = os.stat(path)
+    except OSError:
         return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    key, signature = os.fspath(path), (info.st_mtime_ns, info.st_size)
+    seen = _READ.get(key)
+    if seen is not None and seen[0] == signature:
+        return seen[1]
     with open(path, "rb") as handle:
-        return handle.read()
+        data = handle.read()
+    if len(_READ) >= 32:  # a long-lived process (tests, a plugin) visits many roots
+        _READ.clear()
+    _READ[key] = (signature, data)
+    return data
 
 
 def _parse_settings(path: Path, data: bytes | None) -> tuple[dict, dict]:

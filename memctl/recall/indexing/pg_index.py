@@ -47,13 +47,17 @@ def refresh_on(index, store: PostgresIndexStore, wait: bool = False) -> RefreshR
         return RefreshReport()
     try:
         with translated(store.where):  # the server gone mid-refresh: one line naming it, exit 2
+            # the refresh's first look, the meta with it (the purge orders and the config read it)
+            state = store.refresh_state(index.options.include_l6)
             pending = _apply_purge_orders(index, store)
+            if pending is not None:  # what the look saw may have changed
+                state = None
             usable = store.meta("config") == index.config_signature()
             store.wait_for_lock = wait or not usable
             if not usable:
-                return _noted(_rebuild(index, store), pending)
-            return _noted(_timed(lambda: Refresh(store, index.layout, index.options, lambda: index.tokenizer).refresh()),
-                          pending)
+                return _noted(_rebuild(index, store), pending or [])
+            refresh = Refresh(store, index.layout, index.options, lambda: index.tokenizer, server_state=state)
+            return _noted(_timed(refresh.refresh), pending or [])
     except RefreshBusy:
         return RefreshReport()
 
@@ -63,19 +67,19 @@ def rebuild(index) -> RefreshReport:
     try:
         with translated(store.where):
             pending = _apply_purge_orders(index, store)
-            return _noted(_rebuild(index, store), pending)
+            return _noted(_rebuild(index, store), pending or [])
     finally:
         store.close()
 
 
-def _apply_purge_orders(index, store: PostgresIndexStore) -> list[str]:
+def _apply_purge_orders(index, store: PostgresIndexStore) -> list[str] | None:
     """Purges made on other machines, applied to this machine's files before any of them is
-    uploaded (memctl.longterm.purge_orders). No statement when none waits: the meta the
-    refresh reads first says so."""
+    uploaded (memctl.longterm.purge_orders): the ones it could not finish, or None when none
+    waited (no statement: the meta the refresh reads first says so)."""
     from memctl.longterm import purge_orders
 
     if not purge_orders.behind(store.meta, store.prefix):
-        return []
+        return None
     return purge_orders.apply_pending(index.layout, store.db, store.schema, store.prefix)[1]
 
 

@@ -43,6 +43,20 @@ SERVER_PREFIX = "server:"  # sources on the server itself (L5/L6 rows), shared b
 PARTS = (("active", "L5"), ("archive", "L6"))
 LOCAL_META = ("config", "l4_dir")  # meta records of one machine's files, kept per machine
 
+# What a refresh reads before it writes, in one statement (issue #30: each was a round trip of
+# its own, read twice: before the lock and under it): the entry parts' last seqs, this
+# machine's and the server's tracked sources, the meta with the index's generation, the
+# highest rowid and whether the vocabulary holds anything. Each row is tagged by its first column.
+REFRESH_STATE = """
+SELECT 's', key, kind, size, mtime_ns, tail, state FROM {s}.index_sources
+ WHERE (starts_with(key, %s) OR starts_with(key, %s))
+UNION ALL SELECT 'm', key, NULL, NULL, NULL, value, NULL FROM {s}.index_meta
+UNION ALL SELECT 'g', NULL, NULL, value, NULL, NULL, NULL FROM {s}.index_generation
+UNION ALL SELECT 'r', NULL, NULL, max(rowid), NULL, NULL, NULL FROM {s}.index_items
+UNION ALL SELECT 'v', NULL, NULL, count(*), NULL, NULL, NULL FROM (SELECT 1 FROM {s}.index_vocab LIMIT 1) AS any_term
+"""
+REFRESH_STATE_PARTS = "UNION ALL SELECT 'p', part, NULL, last_seq, rewrites, NULL, NULL FROM {s}.entry_parts"
+
 def migrate_index(conn, schema: str) -> int:
     """Create or upgrade the index tables of `schema` (`memctl init` calls this)."""
     return pg.migrate(conn, schema, COMPONENT, STEPS)
@@ -72,6 +86,12 @@ class PostgresIndexStore:
         self._lookups: SearchLookups | None = None  # inside search_scope()
         self._meta_generation: int | None = None  # the index's generation when _meta was read
         self._kept = SearchLookups(self._rows, self._read_generation)  # between searches, per generation
+        self._entry_parts: bool = False  # the memory's entries are on the server (seen once: they stay)
+        self._has_vocabulary: bool | None = None  # read with the refresh's state
+        self._max_rowid: int | None = None  # read under the index lock with the refresh's state
+        self._writing = False  # inside transaction(): meta and source records wait for its end
+        self._pending_meta: dict[str, str] = {}
+        self._pending_sources: dict[str, tuple] = {}
 
     @classmethod
     def connect(cls, dsn: str, memory: str, root: Path, migrate: bool = False) -> PostgresIndexStore:
@@ -122,6 +142,7 @@ class PostgresIndexStore:
     def _forget_meta(self) -> None:
         self._meta = None
         self._totals.clear()
+        self._has_vocabulary = self._max_rowid = None
 
     def _read_generation(self, generation: int) -> None:
         """A search read the index's generation: the meta read at another is stale."""
@@ -144,6 +165,8 @@ class PostgresIndexStore:
         """All the writes inside, or none, under the memory's index lock (one refresher at a
         time on every machine); with `wait_for_lock` false a busy lock raises RefreshBusy."""
         self._forget_meta()
+        self._pending_meta.clear()
+        self._pending_sources.clear()
         try:
             with self.db.transaction():
                 key = pg.lock_key(self.schema, "index")
@@ -151,13 +174,29 @@ class PostgresIndexStore:
                     self._run("SELECT pg_advisory_xact_lock(%s)", (key,))
                 elif not self._rows("SELECT pg_try_advisory_xact_lock(%s)", (key,))[0][0]:
                     raise RefreshBusy(f"another memctl is refreshing the index of {self.schema}")
+                self._writing = True
                 yield
-                # a transaction that wrote anything tells every searcher to drop what it kept
-                # (memctl.recall.indexing.pg_lookups); one that found nothing to do leaves their caches
-                self._run("UPDATE {s}.index_generation SET value = value + 1 "
-                          "WHERE pg_current_xact_id_if_assigned() IS NOT NULL")
+                self._writing = False
+                self._finish_writes()
         finally:
+            self._writing = False
             self._forget_meta()
+
+    def _finish_writes(self) -> None:
+        """The transaction's meta and source records (kept until now: one statement for all of
+        them, not one each) with the index's generation: a transaction that wrote anything
+        tells every searcher to drop what it kept (memctl.recall.indexing.pg_lookups); one that
+        found nothing to do leaves their caches."""
+        sources, meta = list(self._pending_sources.values()), self._pending_meta
+        self._pending_sources, self._pending_meta = {}, {}
+        if not sources and not meta:
+            self._run("UPDATE {s}.index_generation SET value = value + 1 "
+                      "WHERE pg_current_xact_id_if_assigned() IS NOT NULL")
+            return
+        columns = list(zip(*sources)) if sources else [[]] * 6
+        self._run("WITH kept_sources AS (" + SOURCES_UPSERT + "), kept_meta AS (" + META_UPSERT + ") "
+                  "UPDATE {s}.index_generation SET value = value + 1",
+                  [*map(list, columns), list(meta), list(meta.values())])
 
     # -- keys: this machine's files carry its prefix on the server
 
@@ -182,6 +221,10 @@ class PostgresIndexStore:
     def set_meta(self, key: str, value: str) -> None:
         if self.meta(key) == value and self._meta_key(key) in self._meta:
             return  # unwritten: a refresh with nothing to do leaves the index's generation as it was
+        if self._writing:  # written with the transaction's last statement
+            self._pending_meta[self._meta_key(key)] = value
+            self._meta[self._meta_key(key)] = value
+            return
         self._run("INSERT INTO {s}.index_meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
                   (self._meta_key(key), value))
         if self._meta is not None:
@@ -191,29 +234,71 @@ class PostgresIndexStore:
         return f"{key}@{self.prefix}" if key in LOCAL_META else key
 
     def has_vocabulary(self) -> bool:
-        return bool(self._rows("SELECT 1 FROM {s}.index_vocab LIMIT 1"))
+        if self._has_vocabulary is None:
+            self._has_vocabulary = bool(self._rows("SELECT 1 FROM {s}.index_vocab LIMIT 1"))
+        return self._has_vocabulary
+
+    def refresh_state(self, include_l6: bool) -> tuple[list[Source] | None, dict[str, tuple]]:
+        """(row_sources, tracked_sources) in one statement, which also reads the meta, the
+        highest rowid (for the writer: under the index lock no one else adds rows) and whether
+        the vocabulary holds anything (see REFRESH_STATE)."""
+        self._flush_sources()
+        parts_known = self._entry_parts or self._has_entry_parts()
+        sql = REFRESH_STATE + (REFRESH_STATE_PARTS if parts_known else "")
+        meta, tracked, parts = {}, {}, {}
+        for tag, key, kind, size, mtime_ns, tail, state in self._rows(sql, (self.prefix, SERVER_PREFIX)):
+            if tag == "s":
+                tracked[self._local_key(key)] = (self._local_key(key), kind, size, mtime_ns, tail, state)
+            elif tag == "m":
+                meta[key] = tail
+            elif tag == "g":
+                self._meta_generation = size
+            elif tag == "r":
+                self._max_rowid = size or 0
+            elif tag == "v":
+                self._has_vocabulary = bool(size)
+            else:
+                parts[key] = (size or 0, mtime_ns or 0)
+        self._meta = meta
+        self._totals.clear()
+        return (self._part_sources(parts, include_l6) if parts_known else None), tracked
+
+    def kept_max_rowid(self) -> int | None:
+        """The highest rowid as read under this transaction's lock, or None."""
+        return self._max_rowid
+
+    def _flush_sources(self) -> None:
+        """The source records kept so far written now: a read of index_sources follows."""
+        if self._pending_sources:
+            sources, self._pending_sources = list(self._pending_sources.values()), {}
+            self._run(SOURCES_UPSERT, list(map(list, zip(*sources))))
 
     def tracked_sources(self) -> dict[str, tuple]:
+        self._flush_sources()
         rows = self._rows("SELECT key, kind, size, mtime_ns, tail, state FROM {s}.index_sources WHERE " + self._mine(),
                           (self.prefix, SERVER_PREFIX))
         return {self._local_key(row[0]): (self._local_key(row[0]), *row[1:]) for row in rows}
 
     def sources_of_kinds(self, kinds: Sequence[str]) -> list[tuple[str, str, int, int]]:
+        self._flush_sources()
         rows = self._rows("SELECT key, kind, size, mtime_ns FROM {s}.index_sources WHERE kind = ANY(%s) AND "
                           "starts_with(key, %s)", (list(kinds), self.prefix))
         return [(self._local_key(key), *rest) for key, *rest in rows]
 
     def member_signatures(self, zip_key: str) -> dict[str, str]:
+        self._flush_sources()
         rows = self._rows("SELECT key, tail FROM {s}.index_sources WHERE starts_with(key, %s) AND kind = 'member'",
                           (self.source_key(zip_key) + "!",))
         return {self._local_key(key): tail for key, tail in rows}
 
     def record_source(self, key: str, kind: str, size: int, mtime_ns: int, tail: str, state: str) -> None:
-        self._run("INSERT INTO {s}.index_sources VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (key) DO UPDATE SET "
-                  "kind = EXCLUDED.kind, size = EXCLUDED.size, mtime_ns = EXCLUDED.mtime_ns, tail = EXCLUDED.tail, "
-                  "state = EXCLUDED.state", (self.source_key(key), kind, size, mtime_ns, tail, state))
+        row = (self.source_key(key), kind, size, mtime_ns, tail, state)
+        self._pending_sources[row[0]] = row
+        if not self._writing:
+            self._flush_sources()
 
     def drop_source(self, key: str) -> None:
+        self._flush_sources()
         self._run("DELETE FROM {s}.index_sources WHERE key = %s", (self.source_key(key),))
 
     def upgrade_schema(self) -> None:
@@ -231,6 +316,7 @@ class PostgresIndexStore:
         """A rebuild of this machine's part: every source it tracked (and the server's rows)
         reads as changed, so the next pass removes and indexes each one again, and forgets
         the ones that are gone. Other machines' items stay."""
+        self._flush_sources()
         self._run("UPDATE {s}.index_sources SET size = -1, mtime_ns = -1, tail = '' WHERE " + self._mine(),
                   (self.prefix, SERVER_PREFIX))
 
@@ -240,10 +326,17 @@ class PostgresIndexStore:
         """`server:L5` and `server:L6` as sources (size: the part's last seq, mtime_ns: its
         rewrites), or None when the memory's entries are not on the server (then L5 and L6
         are this machine's files, indexed like the other files)."""
-        if self._rows("SELECT to_regclass(%s)", (self.table("entry_parts"),))[0][0] is None:
+        if not (self._entry_parts or self._has_entry_parts()):
             return None
         parts = dict((part, (last or 0, rewrites or 0)) for part, last, rewrites in
                      self._rows("SELECT part, last_seq, rewrites FROM {s}.entry_parts"))
+        return self._part_sources(parts, include_l6)
+
+    def _has_entry_parts(self) -> bool:
+        self._entry_parts = self._rows("SELECT to_regclass(%s)", (self.table("entry_parts"),))[0][0] is not None
+        return self._entry_parts
+
+    def _part_sources(self, parts: dict[str, tuple[int, int]], include_l6: bool) -> list[Source]:
         found = []
         for part, layer in PARTS:
             if layer == "L6" and not include_l6:
@@ -422,6 +515,14 @@ class PostgresIndexStore:
 
         rows = self._rows("SELECT data FROM {s}.session_texts WHERE name = %s", (name,))
         return zlib.decompress(bytes(rows[0][0])) if rows else None
+
+
+SOURCES_UPSERT = (
+    "INSERT INTO {s}.index_sources SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::bigint[], "
+    "%s::text[], %s::text[]) ON CONFLICT (key) DO UPDATE SET kind = EXCLUDED.kind, size = EXCLUDED.size, "
+    "mtime_ns = EXCLUDED.mtime_ns, tail = EXCLUDED.tail, state = EXCLUDED.state RETURNING 1")
+META_UPSERT = ("INSERT INTO {s}.index_meta SELECT * FROM unnest(%s::text[], %s::text[]) "
+               "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value RETURNING 1")
 
 
 def _where(terms: Sequence[str], layers: Sequence[str]) -> tuple[str, list]:

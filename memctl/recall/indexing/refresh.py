@@ -55,7 +55,8 @@ class Refresh:
     It reads and writes the index through the store only (memctl.recall.indexing.store)."""
 
     def __init__(self, store: SQLiteStore, layout: Layout, options: IndexOptions,
-                 full_tokenizer: Callable[[], Tokenizer], progress: Callable[[int, int, str], None] | None = None):
+                 full_tokenizer: Callable[[], Tokenizer], progress: Callable[[int, int, str], None] | None = None,
+                 server_state: tuple[list[Source] | None, dict[str, tuple]] | None = None):
         self.store = store
         self.progress = progress  # (sources done, sources, the next one's key): a rebuild's progress line
         self.layout = layout
@@ -64,6 +65,8 @@ class Refresh:
         self._known_rows: dict[str, tuple] | None = None
         self._last_scan: list[Source] | None = None
         self._last_scan_signature = ""
+        self._rows_read: list[Source] | None = None  # on a server: the rows' sources, read with the sources table
+        self._server_state = server_state  # on a server: its state as the caller just read it (refresh_state)
 
     def refresh(self) -> RefreshReport | None:
         """Index what changed since the last pass, in one transaction; None when nothing did."""
@@ -84,22 +87,35 @@ class Refresh:
         """On a server, another machine may have indexed the shared rows between this refresh's
         first look and its lock (issue #30: two imports at once indexed the same seqs twice): what
         is indexed, and how far the rows go, are read again now that no other refresher runs."""
-        self._known_rows = None
-        fresh = {source.key: source for source in self.store.row_sources(self.options.include_l6) or []}
+        fresh = {source.key: source for source in self._read_server_state() or []}
         return [fresh.get(source.key, source) if source.kind == "rows" else source for source in current]
+
+    def _read_server_state(self) -> list[Source] | None:
+        """On a server: its rows' sources and the sources table, read in one statement
+        (memctl.recall.indexing.pg_store.PostgresIndexStore.refresh_state); None when the
+        entries are not on the server."""
+        state, self._server_state = self._server_state, None
+        rows, known = state or self.store.refresh_state(self.options.include_l6)
+        self._known_rows, self._rows_read = known, rows
+        return rows
 
     def _scan(self) -> list[Source]:
         """The sources to index: the layers' files, and on a server holding the entries its L5
         and L6 rows instead of the files (memctl.recall.indexing.pg_store.PostgresIndexStore.row_sources)."""
         found = scan_sources(self.layout, self.options)
-        rows = self.store.row_sources(self.options.include_l6)
+        rows, self._rows_read = self._rows_read, None
+        if rows is None:
+            rows = self.store.row_sources(self.options.include_l6)
         if rows is None:
             return found
         # where the files would be (after L2): the same order, so the same rowids, as on files
         return [s for s in found if s.kind == "l2"] + rows + [s for s in found if s.kind not in ("l2", "l5", "l6")]
 
     def _rows_changed(self) -> bool:
-        rows = self.store.row_sources(self.options.include_l6)
+        if getattr(self.store, "on_server", False):
+            rows = self._read_server_state()
+        else:
+            rows = self.store.row_sources(self.options.include_l6)
         if not rows:  # L5 and L6 are files here: the sources table is not read for them (1 ms at 100 MB)
             return False
         known = self._sources_table()
@@ -139,8 +155,11 @@ class Refresh:
             # Compressed sessions are only ever created, renamed or deleted, never changed in
             # place, and any of that changes the folder's mtime: no need to stat (or even load)
             # each of them. Monthly zips are few; they are checked one by one.
-            quick = [(key, (kind, size, mtime))
-                     for key, kind, size, mtime in self.store.sources_of_kinds(FEW_SOURCES_KINDS)]
+            if self._known_rows is not None:  # read with the server's state: no statement of its own
+                few = [row[:4] for row in self._known_rows.values() if row[1] in FEW_SOURCES_KINDS]
+            else:
+                few = self.store.sources_of_kinds(FEW_SOURCES_KINDS)
+            quick = [(key, (kind, size, mtime)) for key, kind, size, mtime in few]
             for key, (kind, size, mtime) in quick:
                 try:
                     info = os.stat(self.layout.root / key, follow_symlinks=False)
@@ -158,8 +177,10 @@ class Refresh:
         return any(known.get(s.key, (None,) * 4)[2:4] != (s.size, s.mtime_ns) for s in current)
 
     def _l3_or_top_files_changed(self, known_keys: set[str]) -> bool:
-        current = {s.key for s in scan_sources(self.layout, self.options, include_l4_sessions=False)}
-        return current != known_keys
+        found = scan_sources(self.layout, self.options, include_l4_sessions=False)
+        if self._rows_read is not None:  # L5 and L6 are the server's rows: files of theirs are not indexed
+            found = [s for s in found if s.kind not in ("l5", "l6")]
+        return {s.key for s in found} != known_keys
 
     def update(self, rebuilt: bool, tokenizer: Tokenizer | None = None,
                current: tuple[str, list[Source]] | None = None) -> RefreshReport:
